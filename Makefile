@@ -1,0 +1,94 @@
+# kvsplice build. `make` builds everything into build/; `make test` runs all
+# tests; `make run` starts a demo fleet and prints what happened. Every target
+# first runs `make deps`, which installs missing Debian packages.
+
+BUILD     ?= build
+CC        ?= gcc
+CLANG     ?= clang
+BPFTOOL   ?= bpftool
+ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+
+# SAN=1 builds userspace with ASan and UBSan (make test SAN=1).
+SAN       ?= 0
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+CFLAGS    ?= -O2 -g
+CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD)
+LDLIBS    := -lbpf -luring -lnl-3 -lnl-route-3 -lnl-idiag-3 -lelf -lz -lm
+ifeq ($(SAN),1)
+CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
+CFLAGS    += $(shell pkg-config --cflags libnl-3.0 2>/dev/null)
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
+	-Iinclude -I/usr/include/$(MULTIARCH)
+
+BPF_OBJS  := $(BUILD)/kvsplice.bpf.o
+SKELS     := $(BUILD)/kvsplice.skel.h
+
+# Modules shared by the daemon and the tools.
+LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
+	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB       := $(BUILD)/libkvs.a
+
+GW_SRCS   := user/kvspliced.c user/gateway.c user/datapath.c
+PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
+
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+
+.SECONDARY:
+.PHONY: all deps test unit integration run clean format lint
+all: $(PROGS) $(UNIT_TESTS)
+
+$(BUILD)/.deps-ok: scripts/deps.sh
+	@scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c include/kvsplice/*.h | $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@
+
+$(BUILD)/%.o: %.c $(SKELS) | $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	$(AR) rcs $@ $^
+
+$(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+test: all
+	tests/run.sh $(BUILD)
+
+unit: $(UNIT_TESTS)
+	tests/run.sh $(BUILD) unit
+
+run: all
+	scripts/demo.sh $(BUILD)
+
+format:
+	clang-format -i bpf/*.c include/kvsplice/*.h user/*.c user/*.h tools/*.c tests/unit/*.c
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--suppress=missingIncludeSystem -Iinclude -Iuser user tools
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The prefix hash: one header-only implementation compiled by clang for BPF
+ * and by gcc for userspace, so the kernel, the controller and the backend
+ * simulator agree bit for bit (tests/integration/test_hash_kernel.sh proves
+ * it on the live kernel path).
+ *
+ * The prompt is cut into KVS_BLOCK_BYTES blocks (16 tokens of ~4 bytes, the
+ * block size of vLLM's prefix cache). The hash of block i covers blocks
+ * 0..i: h[i] = block_hash(h[i-1], block i), h[-1] = seed(model, salt). So
+ * equal hash means equal prefix, for the same model and tenant. A trailing
+ * partial block is not hashed: a prefix cache only reuses full blocks.
+ */
+#ifndef KVSPLICE_HASH_H
+#define KVSPLICE_HASH_H
+
+#include <linux/types.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "kvsplice's prefix hash reads little-endian words; port kvs_load64 first"
+#endif
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/* The block loop must be unrolled for the BPF verifier and is hot in
+ * userspace; each compiler is told so in its own words. */
+#ifdef __clang__
+#define KVS_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define KVS_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+#define KVS_BYTES_PER_TOKEN 4
+#define KVS_BLOCK_TOKENS 16
+#define KVS_BLOCK_BYTES (KVS_BLOCK_TOKENS * KVS_BYTES_PER_TOKEN)
+
+/* The kernel hashes at most this many blocks of a prompt (64 KiB, ~16k
+ * tokens); the configured window may be smaller. */
+#define KVS_MAX_WINDOW_BLOCKS 1024
+/* Checkpoints within the maximum window (see kvs_is_checkpoint). */
+#define KVS_MAX_CHECKPOINTS 16
+
+#define KVS_P1 0x9E3779B185EBCA87ULL
+#define KVS_P2 0xC2B2AE3D27D4EB4FULL
+#define KVS_P3 0x165667B19E3779F9ULL
+#define KVS_P4 0x85EBCA77C2B2AE63ULL
+#define KVS_P5 0x27D4EB2F165667C5ULL
+
+static __always_inline __u64 kvs_rotl64(__u64 x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+/* Final avalanche (the xxh64 one): every input bit affects every output bit. */
+static __always_inline __u64 kvs_fmix64(__u64 h)
+{
+	h ^= h >> 33;
+	h *= KVS_P2;
+	h ^= h >> 29;
+	h *= KVS_P3;
+	h ^= h >> 32;
+	return h;
+}
+
+/* 0 means "no hash" in the route map and in the controller's tables. */
+static __always_inline __u64 kvs_nonzero(__u64 h)
+{
+	return h ? h : 1;
+}
+
+/* The chain's starting value: prompts with a different model or salt never
+ * produce the same hashes, so they never share routes or cache entries. */
+static __always_inline __u64 kvs_seed(__u32 model_id, __u64 cache_salt)
+{
+	return kvs_fmix64(cache_salt ^ kvs_rotl64((__u64)model_id * KVS_P1 + KVS_P4, 23));
+}
+
+static __always_inline __u64 kvs_load64(const unsigned char *p)
+{
+	__u64 w;
+
+	__builtin_memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+/* h[i] from h[i-1] and the KVS_BLOCK_BYTES bytes of block i. */
+static __always_inline __u64 kvs_block_hash(__u64 prev, const unsigned char *blk)
+{
+	__u64 h = prev + KVS_P5;
+	int i;
+
+	KVS_UNROLL
+	for (i = 0; i < KVS_BLOCK_BYTES / 8; i++) {
+		__u64 w = kvs_load64(blk + 8 * i);
+
+		h ^= kvs_rotl64(w * KVS_P2, 31) * KVS_P1;
+		h = kvs_rotl64(h, 27) * KVS_P1 + KVS_P4;
+	}
+	return kvs_nonzero(kvs_fmix64(h));
+}
+
+/* Route-map key for a client's explicit cache key (DESIGN.md section 3). */
+static __always_inline __u64 kvs_key_hash(__u64 seed, __u64 cache_key)
+{
+	return kvs_nonzero(kvs_fmix64(seed ^ kvs_fmix64(cache_key + KVS_P3)));
+}
+
+/*
+ * Block counts at which the kernel looks a prompt up in the route map, j =
+ * 0..KVS_MAX_CHECKPOINTS-1: 4, 8, 16, 32 blocks, then every 64 blocks up to
+ * 512, then every 128 up to 1024. Dense where templates and system prompts
+ * end, sparse deeper, so lookups stay bounded while the matched depth stays
+ * within 64-128 blocks (1-2k tokens) of the real shared prefix.
+ */
+static __always_inline __u32 kvs_checkpoint(__u32 j)
+{
+	if (j < 4)
+		return 4u << j;
+	if (j < 12)
+		return 64 * (j - 3);
+	return 512 + 128 * (j - 11);
+}
+
+#ifndef __bpf__
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Userspace: hash every full block of prompt[0..len) into out[0..n), where
+ * n = min(len / KVS_BLOCK_BYTES, max). Returns n.
+ */
+static inline size_t kvs_prefix_hashes(uint64_t seed, const void *prompt, size_t len,
+				       uint64_t *out, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)prompt;
+	size_t n = len / KVS_BLOCK_BYTES, i;
+	uint64_t h = seed;
+
+	if (n > max)
+		n = max;
+	for (i = 0; i < n; i++) {
+		h = kvs_block_hash(h, p + i * KVS_BLOCK_BYTES);
+		out[i] = h;
+	}
+	return n;
+}
+#endif
+
+#endif /* KVSPLICE_HASH_H */

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Keys and values of the BPF maps, shared by bpf/kvsplice.bpf.c and the
+ * userspace tools. Every value is a named struct so that BTF describes it and
+ * `bpftool map dump pinned /sys/fs/bpf/kvsplice/<map>` prints field names.
+ */
+#ifndef KVSPLICE_MAPS_H
+#define KVSPLICE_MAPS_H
+
+#include <linux/types.h>
+
+#define KVS_MAX_BACKENDS 64
+/* Upstream connections the kernel spreads a backend's requests over. */
+#define KVS_MAX_POOL 16
+#define KVS_DEFAULT_POOL 2
+
+#define KVS_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
+
+/*
+ * SOCKHASH keys. A client socket is keyed by its socket cookie (unique for
+ * the life of the machine, never reused, so a late response can never reach
+ * a new connection that took an old id). Upstream sockets get keys with the
+ * top bit set, which cookies (a counter from 1) never reach.
+ */
+#define KVS_UPSTREAM_KEY_BIT (1ULL << 63)
+
+static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
+{
+	return KVS_UPSTREAM_KEY_BIT | ((__u64)backend << 16) | slot;
+}
+
+/* What a socket in the SOCKHASH is; conns map value, keyed by cookie. */
+enum kvs_role {
+	KVS_ROLE_CLIENT = 1,   /* accepted from a client */
+	KVS_ROLE_UPSTREAM = 2, /* pooled connection to a backend */
+	KVS_ROLE_INJECT = 3,   /* controller's own path into the kernel */
+};
+
+struct kvs_conn {
+	__u32 role;    /* enum kvs_role */
+	__u32 backend; /* UPSTREAM: backend index */
+	__u32 slot;    /* UPSTREAM: pool slot */
+	__u32 pad;
+	__u64 frames;  /* frames the verdict saw from this socket */
+	__u64 bytes;
+};
+
+enum kvs_backend_state {
+	KVS_BE_ABSENT = 0,
+	KVS_BE_UP = 1,
+	KVS_BE_DRAINING = 2, /* no new requests; in-flight ones finish */
+	KVS_BE_DOWN = 3,
+};
+
+/* backends map value, index = backend index. Written by the controller
+ * (state, pool_size, max_outstanding) and updated atomically by the kernel
+ * (everything else). */
+struct kvs_backend {
+	__u32 state;           /* enum kvs_backend_state */
+	__u32 pool_size;       /* upstream slots 0..pool_size-1 are in use */
+	__u32 max_outstanding; /* requests; above it the kernel defers */
+	__u32 pad;
+	__u64 outstanding;     /* requests sent and not yet ended */
+	__u64 req_frames;      /* requests sent to this backend (both paths) */
+	__u64 req_bytes;
+	__u64 resp_frames;     /* CHUNK, END and ERROR frames back */
+	__u64 resp_bytes;
+	__u64 ends;            /* END and ERROR frames back */
+};
+
+/* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */
+struct kvs_route {
+	__u32 backend;
+	__u32 depth_blocks;   /* prefix depth the hash covers; 0 = cache key */
+	__u64 installed_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 hits;           /* requests the kernel routed with it */
+};
+
+/* stats map value (per CPU, one slot): everything the kernel decides. */
+struct kvs_stats {
+	__u64 fast_path_frames;  /* requests the kernel routed by itself */
+	__u64 slow_path_frames;  /* requests handed to the controller */
+	__u64 inject_frames;     /* frames the controller re-injected */
+	__u64 resp_frames;       /* responses spliced back to a client */
+	__u64 cache_key_hits;    /* fast-path requests routed by explicit key */
+	__u64 drop_no_client;    /* response for a client that is gone */
+	__u64 pass_no_upstream;  /* route found but no upstream socket */
+	__u64 pass_saturated;    /* route found but backend full or not up */
+	__u64 pass_bad_frame;    /* unparsable header: controller answers */
+	__u64 pass_other;        /* frames the kernel does not route */
+};
+
+/* ctl_stats map value: the controller's own counters (it is the only
+ * writer), pinned beside the kernel's so one dump shows both. */
+struct kvs_ctl_stats {
+	__u64 slow_frames;       /* requests the controller routed */
+	__u64 slow_bytes;        /* bytes it copied to do so */
+	__u64 routes_installed;  /* route-map entries written */
+	__u64 errors_sent;       /* ERROR frames sent to clients */
+	__u64 bad_frames;        /* malformed frames from clients */
+	__u64 no_backend;        /* requests no backend could take */
+	__u64 clients_accepted;
+	__u64 clients_closed;
+	__u64 upstream_failures; /* upstream connections lost or refused */
+};
+
+#endif /* KVSPLICE_MAPS_H */

@@ -1,0 +1,685 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench: load generator and report for kvsplice.
+ *
+ *   kvsplice-bench run --connect ADDR:PORT ...
+ *
+ * sends requests over K connections (each with up to --depth in flight),
+ * checks every response byte for byte, and reports TTFT, end-to-end latency,
+ * cache hit rate and load per backend. Exit status 1 if any request failed,
+ * got a wrong byte, or never finished.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "codec.h"
+#include "kvsplice/hash.h"
+#include "netutil.h"
+#include "prompt.h"
+#include "stats.h"
+
+#define PROG "kvsplice-bench"
+#define MAX_BACKEND_IDS 256
+
+enum req_status { RS_PENDING = 0, RS_OK, RS_ERROR, RS_MISMATCH };
+
+struct req {
+	uint32_t conn;
+	uint32_t group;
+	uint32_t chunks;
+	uint32_t backend_id;
+	uint32_t prompt_tokens, cached_tokens;
+	uint16_t error;
+	uint8_t status;
+	bool bad_bytes; /* a chunk differed from what the backend must send */
+	uint64_t send_ns, first_ns, end_ns;
+};
+
+struct bconn {
+	int fd;
+	struct kvs_buf rx, tx;
+	uint32_t inflight;
+	bool dead;
+};
+
+struct run_opts {
+	struct kvs_addr addr;
+	uint32_t requests, connections, depth, max_tokens;
+	uint32_t prefixes, prefix_tokens, suffix_tokens;
+	uint64_t salt;
+	uint32_t model;
+	bool hint, json, per_request, quiet;
+	uint32_t timeout_s;
+	const char *prompt_file;
+};
+
+struct run {
+	const struct run_opts *o;
+	struct req *reqs; /* index = req_id - 1 */
+	uint32_t next, done;
+	struct bconn *conns;
+	int epfd;
+	uint8_t *prefix_file;
+	size_t prefix_file_len;
+	uint8_t *prompt; /* scratch */
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static size_t prefix_bytes(const struct run *r)
+{
+	if (r->prefix_file)
+		return r->prefix_file_len;
+	return r->o->prefixes ? (size_t)r->o->prefix_tokens * KVS_BYTES_PER_TOKEN : 0;
+}
+
+/* Prompt of request id: its group's shared prefix, then its own suffix. */
+static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
+{
+	size_t pb = prefix_bytes(r), sb = (size_t)r->o->suffix_tokens * KVS_BYTES_PER_TOKEN;
+
+	if (r->prefix_file)
+		memcpy(r->prompt, r->prefix_file, pb);
+	else if (pb)
+		kvs_text_fill(0x5eed0000ull + group, r->prompt, pb);
+	kvs_text_fill(0xabcdef0000000000ull ^ id, r->prompt + pb, sb);
+	return pb + sb;
+}
+
+static int send_one(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+	uint64_t id = ++r->next;
+	struct req *q = &r->reqs[id - 1];
+	uint32_t group = r->o->prefixes ? (uint32_t)((id - 1) % r->o->prefixes) : 0;
+	size_t len = build_prompt(r, id, group);
+	struct kvs_msg m = {
+		.type = KVS_T_REQUEST,
+		.req_id = id,
+		.cache_salt = r->o->salt,
+		.model_id = r->o->model,
+		.max_tokens = r->o->max_tokens,
+		.prefix_len = r->o->hint ? (uint32_t)prefix_bytes(r) : 0,
+	};
+	ssize_t w;
+
+	q->conn = ci;
+	q->group = group;
+	q->send_ns = kvs_now_ns();
+	if (kvs_put_frame(&c->tx, &m, r->prompt, (uint32_t)len))
+		return -ENOBUFS;
+	c->inflight++;
+	while (c->tx.len) {
+		w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break; /* the rest goes on EPOLLOUT */
+			return -errno;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+	return 0;
+}
+
+static void fill(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+
+	while (!c->dead && c->inflight < r->o->depth && r->next < r->o->requests)
+		if (send_one(r, ci))
+			c->dead = true;
+}
+
+static void on_frame(struct run *r, struct bconn *c, const struct kvs_msg *m, const uint8_t *p)
+{
+	uint8_t want[KVS_TOKEN_TEXT_LEN];
+	struct kvs_end_info e;
+	struct req *q;
+
+	if (m->req_id == 0 || m->req_id > r->next) {
+		fprintf(stderr, PROG ": frame for unknown request %llu (type %s)\n",
+			(unsigned long long)m->req_id, kvs_type_name(m->type));
+		return;
+	}
+	q = &r->reqs[m->req_id - 1];
+	if (q->status != RS_PENDING)
+		return;
+	switch (m->type) {
+	case KVS_T_CHUNK:
+		if (!q->first_ns)
+			q->first_ns = kvs_now_ns();
+		kvs_token_text(m->req_id, q->chunks, want);
+		if (m->payload_len != KVS_TOKEN_TEXT_LEN || memcmp(p, want, sizeof(want)))
+			q->bad_bytes = true;
+		q->chunks++;
+		return;
+	case KVS_T_END:
+		kvs_end_decode(p, &e);
+		q->end_ns = kvs_now_ns();
+		if (!q->first_ns)
+			q->first_ns = q->end_ns;
+		q->backend_id = e.backend_id;
+		q->prompt_tokens = e.prompt_tokens;
+		q->cached_tokens = e.cached_tokens;
+		q->status = (!q->bad_bytes && q->chunks == r->o->max_tokens &&
+			     e.output_tokens == q->chunks)
+				    ? RS_OK
+				    : RS_MISMATCH;
+		break;
+	case KVS_T_ERROR:
+		q->end_ns = kvs_now_ns();
+		q->error = m->status;
+		q->status = RS_ERROR;
+		fprintf(stderr, PROG ": request %llu: error %s: %.*s\n",
+			(unsigned long long)m->req_id, kvs_status_name(m->status),
+			(int)m->payload_len, (const char *)p);
+		break;
+	default:
+		return;
+	}
+	r->done++;
+	c->inflight--;
+}
+
+static void on_readable(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+	const uint8_t *frame;
+	struct kvs_msg m;
+	ssize_t n;
+	int st;
+
+	for (;;) {
+		if (kvs_buf_reserve(&c->rx, 65536)) {
+			c->dead = true;
+			return;
+		}
+		n = recv(c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			c->dead = true;
+			epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			return;
+		}
+		kvs_buf_commit(&c->rx, (size_t)n);
+		while ((st = kvs_next_frame(&c->rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame)) > 0) {
+			on_frame(r, c, &m, frame + KVS_HDR_LEN);
+			kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+		}
+		if (st < 0) {
+			fprintf(stderr, PROG ": connection %u: bad frame from gateway: %s\n", ci,
+				kvs_status_name(-st));
+			c->dead = true;
+			return;
+		}
+	}
+	fill(r, ci);
+}
+
+static void on_writable(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+
+	while (c->tx.len) {
+		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				c->dead = true;
+			return;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+}
+
+static int load_prompt_file(struct run *r, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+
+	if (!f || fstat(fileno(f), &st)) {
+		fprintf(stderr, PROG ": --prompt-file: %s: %s\n", path, strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	r->prefix_file_len = (size_t)st.st_size;
+	r->prefix_file = malloc(r->prefix_file_len + 1);
+	if (!r->prefix_file || fread(r->prefix_file, 1, r->prefix_file_len, f) != r->prefix_file_len) {
+		fprintf(stderr, PROG ": --prompt-file: cannot read %s\n", path);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	return 0;
+}
+
+/* ---- report ---------------------------------------------------------------- */
+
+struct summary {
+	uint32_t ok, errors, mismatches, lost;
+	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90;
+	double rps, hit_rate, load_max_over_mean, load_cv;
+	uint32_t nbackends;
+	uint32_t backend_ids[MAX_BACKEND_IDS];
+	uint32_t backend_reqs[MAX_BACKEND_IDS];
+	uint32_t groups_split; /* prefix groups served by more than one backend */
+	double wall_s;
+};
+
+static int backend_slot(struct summary *s, uint32_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nbackends; i++)
+		if (s->backend_ids[i] == id)
+			return (int)i;
+	if (s->nbackends == MAX_BACKEND_IDS)
+		return -1;
+	s->backend_ids[s->nbackends] = id;
+	return (int)s->nbackends++;
+}
+
+static void summarize(const struct run *r, double wall_s, struct summary *s)
+{
+	uint32_t n = r->o->requests, i, g, ngroups = r->o->prefixes ? r->o->prefixes : 0;
+	double *ttft = calloc(n ? n : 1, sizeof(double)), *e2e = calloc(n ? n : 1, sizeof(double));
+	double loads[MAX_BACKEND_IDS];
+	uint64_t prompt = 0, cached = 0;
+	uint32_t *group_backend = calloc(ngroups ? ngroups : 1, sizeof(uint32_t));
+	uint8_t *group_split = calloc(ngroups ? ngroups : 1, 1);
+
+	memset(s, 0, sizeof(*s));
+	s->wall_s = wall_s;
+	for (i = 0; i < n; i++) {
+		const struct req *q = &r->reqs[i];
+		int slot;
+
+		switch (q->status) {
+		case RS_OK:
+			ttft[s->ok] = (double)(q->first_ns - q->send_ns) / 1e6;
+			e2e[s->ok] = (double)(q->end_ns - q->send_ns) / 1e6;
+			s->ok++;
+			prompt += q->prompt_tokens;
+			cached += q->cached_tokens;
+			slot = backend_slot(s, q->backend_id);
+			if (slot >= 0)
+				s->backend_reqs[slot]++;
+			if (ngroups) {
+				g = q->group;
+				if (!group_backend[g])
+					group_backend[g] = q->backend_id + 1;
+				else if (group_backend[g] != q->backend_id + 1)
+					group_split[g] = 1;
+			}
+			break;
+		case RS_ERROR:
+			s->errors++;
+			break;
+		case RS_MISMATCH:
+			s->mismatches++;
+			break;
+		default:
+			s->lost++;
+		}
+	}
+	for (g = 0; g < ngroups; g++)
+		s->groups_split += group_split[g];
+	s->ttft_p50 = kvs_percentile(ttft, s->ok, 50);
+	s->ttft_p90 = kvs_percentile(ttft, s->ok, 90);
+	s->ttft_p99 = kvs_percentile(ttft, s->ok, 99);
+	s->e2e_p50 = kvs_percentile(e2e, s->ok, 50);
+	s->e2e_p90 = kvs_percentile(e2e, s->ok, 90);
+	s->rps = wall_s > 0 ? s->ok / wall_s : 0;
+	s->hit_rate = prompt ? (double)cached / (double)prompt : 0;
+	for (i = 0; i < s->nbackends; i++)
+		loads[i] = s->backend_reqs[i];
+	s->load_max_over_mean = kvs_max_over_mean(loads, s->nbackends);
+	s->load_cv = kvs_cv(loads, s->nbackends);
+	free(ttft);
+	free(e2e);
+	free(group_backend);
+	free(group_split);
+}
+
+static void print_per_request(const struct run *r)
+{
+	static const char *const names[] = { "lost", "ok", "error", "mismatch" };
+	uint32_t i;
+
+	for (i = 0; i < r->o->requests; i++) {
+		const struct req *q = &r->reqs[i];
+
+		printf("req=%u conn=%u group=%u status=%s backend=%u ttft_ms=%.3f e2e_ms=%.3f "
+		       "prompt_tokens=%u cached_tokens=%u chunks=%u\n",
+		       i + 1, q->conn, q->group, names[q->status], q->backend_id,
+		       q->first_ns ? (double)(q->first_ns - q->send_ns) / 1e6 : 0.0,
+		       q->end_ns ? (double)(q->end_ns - q->send_ns) / 1e6 : 0.0, q->prompt_tokens,
+		       q->cached_tokens, q->chunks);
+	}
+}
+
+static void print_summary(const struct run *r, const struct summary *s)
+{
+	uint32_t i;
+
+	if (r->o->json) {
+		printf("{\"requests\":%u,\"ok\":%u,\"errors\":%u,\"mismatches\":%u,\"lost\":%u,"
+		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"ttft_p50_ms\":%.3f,"
+		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
+		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
+		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,\"backends\":[",
+		       r->o->requests, s->ok, s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
+		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
+		       s->load_max_over_mean, s->load_cv, r->o->prefixes, s->groups_split);
+		for (i = 0; i < s->nbackends; i++)
+			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
+			       s->backend_reqs[i]);
+		printf("]}\n");
+		return;
+	}
+	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->o->requests,
+	       s->ok, s->errors, s->mismatches, s->lost);
+	printf("wall time     %.3f s, %.1f requests/s\n", s->wall_s, s->rps);
+	printf("TTFT          p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n", s->ttft_p50, s->ttft_p90,
+	       s->ttft_p99);
+	printf("end-to-end    p50 %.2f ms, p90 %.2f ms\n", s->e2e_p50, s->e2e_p90);
+	printf("cache hits    %.1f%% of prompt tokens (backends' own reports)\n",
+	       100 * s->hit_rate);
+	if (r->o->prefixes)
+		printf("prefixes      %u groups, %u served by more than one backend\n",
+		       r->o->prefixes, s->groups_split);
+	printf("load          max/mean %.2f, cv %.2f:", s->load_max_over_mean, s->load_cv);
+	for (i = 0; i < s->nbackends; i++)
+		printf(" backend %u=%u", s->backend_ids[i], s->backend_reqs[i]);
+	printf("\n");
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static int cmd_run(const struct run_opts *o)
+{
+	struct run r = { .o = o };
+	struct epoll_event ev, evs[64];
+	uint64_t start, deadline, last_progress;
+	struct summary s;
+	uint32_t i;
+	int n, rc = 1;
+
+	if (o->prompt_file && load_prompt_file(&r, o->prompt_file))
+		return 2;
+	r.reqs = calloc(o->requests, sizeof(*r.reqs));
+	r.conns = calloc(o->connections, sizeof(*r.conns));
+	r.prompt = malloc(prefix_bytes(&r) + (size_t)o->suffix_tokens * KVS_BYTES_PER_TOKEN + 1);
+	r.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out;
+	}
+	for (i = 0; i < o->connections; i++) {
+		int fd = kvs_connect(&o->addr, 2000);
+		char a[96];
+
+		if (fd < 0) {
+			fprintf(stderr, PROG ": cannot connect to %s: %s\n",
+				kvs_addr_str(&o->addr, a, sizeof(a)), strerror(-fd));
+			goto out;
+		}
+		kvs_set_nonblock(fd, 1);
+		kvs_set_nodelay(fd);
+		r.conns[i].fd = fd;
+		kvs_buf_init(&r.conns[i].rx, KVS_HDR_LEN + KVS_MAX_PAYLOAD_LIMIT + 65536);
+		kvs_buf_init(&r.conns[i].tx, 0);
+		ev = (struct epoll_event){ .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.u32 = i };
+		epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+
+	start = last_progress = kvs_now_ns();
+	deadline = start + (uint64_t)o->timeout_s * 1000000000ull;
+	for (i = 0; i < o->connections; i++)
+		fill(&r, i);
+	while (r.done < o->requests && !stop_flag) {
+		bool alive = false;
+
+		for (i = 0; i < o->connections; i++)
+			alive |= !r.conns[i].dead && r.conns[i].inflight > 0;
+		if (!alive && r.next >= o->requests)
+			break; /* everything left is on dead connections */
+		if (kvs_now_ns() > deadline) {
+			fprintf(stderr, PROG ": timed out after %u s with %u of %u requests done\n",
+				o->timeout_s, r.done, o->requests);
+			break;
+		}
+		n = epoll_wait(r.epfd, evs, 64, 100);
+		for (int k = 0; k < n; k++) {
+			if (evs[k].events & EPOLLOUT)
+				on_writable(&r, evs[k].data.u32);
+			if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				on_readable(&r, evs[k].data.u32);
+		}
+		if (!o->quiet && kvs_now_ns() - last_progress > 2000000000ull) {
+			last_progress = kvs_now_ns();
+			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, o->requests);
+		}
+	}
+	summarize(&r, (double)(kvs_now_ns() - start) / 1e9, &s);
+	if (o->per_request)
+		print_per_request(&r);
+	print_summary(&r, &s);
+	rc = (s.ok == o->requests) ? 0 : 1;
+out:
+	for (i = 0; r.conns && i < o->connections; i++) {
+		if (r.conns[i].fd > 0)
+			close(r.conns[i].fd);
+		kvs_buf_free(&r.conns[i].rx);
+		kvs_buf_free(&r.conns[i].tx);
+	}
+	if (r.epfd >= 0)
+		close(r.epfd);
+	free(r.conns);
+	free(r.reqs);
+	free(r.prompt);
+	free(r.prefix_file);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " run --connect ADDR:PORT [options]\n"
+		"\n"
+		"Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
+		"every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
+		"rate and load per backend. Exit status: 0 if every request succeeded, 1 if\n"
+		"any failed, was answered wrongly or never finished, 2 for bad usage.\n"
+		"\n"
+		"Options of run:\n"
+		"  -c, --connect ADDR:PORT   gateway (or backend) address (required)\n"
+		"  -n, --requests N          requests to send (default 100)\n"
+		"  -k, --connections K       client connections (default 4)\n"
+		"  -d, --depth D             requests in flight per connection (default 1)\n"
+		"  -m, --max-tokens M        tokens to generate per request (default 8)\n"
+		"      --prefixes P          shared prefix groups; request i uses group i mod P\n"
+		"                            (default 4; 0 = nothing shared)\n"
+		"      --prefix-tokens T     tokens of each shared prefix (default 1024)\n"
+		"      --suffix-tokens S     tokens of each request's own suffix (default 64)\n"
+		"      --prompt-file FILE    use FILE's bytes as the one shared prefix\n"
+		"      --hint                send the prefix length as the routing hint\n"
+		"      --salt X              cache salt (tenant) for every request (default 0)\n"
+		"      --model ID            model id (default 0)\n"
+		"      --timeout-s S         give up after S seconds (default 60)\n"
+		"      --per-request         print one line per request\n"
+		"      --json                print the summary as JSON\n"
+		"  -q, --quiet               no progress lines on stderr\n"
+		"  -h, --help                this text\n");
+}
+
+enum {
+	OPT_PREFIXES = 256,
+	OPT_PREFIX_TOKENS,
+	OPT_SUFFIX_TOKENS,
+	OPT_PROMPT_FILE,
+	OPT_HINT,
+	OPT_SALT,
+	OPT_MODEL,
+	OPT_TIMEOUT,
+	OPT_PER_REQUEST,
+	OPT_JSON,
+};
+
+static int parse_run(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option opts[] = {
+		{ "connect", required_argument, NULL, 'c' },
+		{ "requests", required_argument, NULL, 'n' },
+		{ "connections", required_argument, NULL, 'k' },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "max-tokens", required_argument, NULL, 'm' },
+		{ "prefixes", required_argument, NULL, OPT_PREFIXES },
+		{ "prefix-tokens", required_argument, NULL, OPT_PREFIX_TOKENS },
+		{ "suffix-tokens", required_argument, NULL, OPT_SUFFIX_TOKENS },
+		{ "prompt-file", required_argument, NULL, OPT_PROMPT_FILE },
+		{ "hint", no_argument, NULL, OPT_HINT },
+		{ "salt", required_argument, NULL, OPT_SALT },
+		{ "model", required_argument, NULL, OPT_MODEL },
+		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
+		{ "per-request", no_argument, NULL, OPT_PER_REQUEST },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *connect = NULL;
+	int opt;
+
+	*o = (struct run_opts){
+		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
+		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			connect = optarg;
+			break;
+		case 'n':
+			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
+				return 2;
+			break;
+		case 'k':
+			if (kvs_arg_u32(PROG, "--connections", optarg, 1, 10000, &o->connections))
+				return 2;
+			break;
+		case 'd':
+			if (kvs_arg_u32(PROG, "--depth", optarg, 1, 100000, &o->depth))
+				return 2;
+			break;
+		case 'm':
+			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 0, 1000000, &o->max_tokens))
+				return 2;
+			break;
+		case OPT_PREFIXES:
+			if (kvs_arg_u32(PROG, "--prefixes", optarg, 0, 10000000, &o->prefixes))
+				return 2;
+			break;
+		case OPT_PREFIX_TOKENS:
+			if (kvs_arg_u32(PROG, "--prefix-tokens", optarg, 0, 1u << 20, &o->prefix_tokens))
+				return 2;
+			break;
+		case OPT_SUFFIX_TOKENS:
+			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20, &o->suffix_tokens))
+				return 2;
+			break;
+		case OPT_PROMPT_FILE:
+			o->prompt_file = optarg;
+			break;
+		case OPT_HINT:
+			o->hint = true;
+			break;
+		case OPT_SALT:
+			if (kvs_arg_u64(PROG, "--salt", optarg, 0, UINT64_MAX, &o->salt))
+				return 2;
+			break;
+		case OPT_MODEL:
+			if (kvs_arg_u32(PROG, "--model", optarg, 0, UINT32_MAX, &o->model))
+				return 2;
+			break;
+		case OPT_TIMEOUT:
+			if (kvs_arg_u32(PROG, "--timeout-s", optarg, 1, 86400, &o->timeout_s))
+				return 2;
+			break;
+		case OPT_PER_REQUEST:
+			o->per_request = true;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!connect) {
+		fprintf(stderr, PROG ": run: --connect ADDR:PORT is required (see --help)\n");
+		return 2;
+	}
+	if (kvs_parse_addr(connect, &o->addr)) {
+		fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n", connect);
+		return 2;
+	}
+	if (o->prompt_file)
+		o->prefixes = 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct run_opts o;
+	int rc;
+
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(argv[1], "run")) {
+		rc = parse_run(argc - 1, argv + 1, &o);
+		return rc ? rc : cmd_run(&o);
+	}
+	fprintf(stderr, PROG ": unknown command '%s' (commands: run; see --help)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-sim: a backend that speaks KVS1 and behaves like one vLLM
+ * instance with automatic prefix caching, on the timing model of
+ * user/model.h.
+ *
+ * This version serves one request at a time per instance, in arrival order
+ * across all its connections (a FIFO queue: no continuous batching yet).
+ * Each request: look up its prompt's block hashes in the prefix cache, wait
+ * the modeled prefill of the uncached tokens, stream max_tokens CHUNK frames
+ * (one token each) at the modeled decode pace, then an END frame with the
+ * figures. Every wait is multiplied by --time-scale.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "codec.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+#include "model.h"
+#include "netutil.h"
+#include "prefix_cache.h"
+#include "prompt.h"
+
+#define PROG "kvsplice-sim"
+#define TX_LIMIT (64u << 20)
+
+struct sim_conn {
+	int fd;
+	struct kvs_buf rx, tx;
+	bool dead;     /* closed by the peer; freed when no request needs it */
+	uint32_t refs; /* queued or running requests answering on it */
+	bool want_out;
+};
+
+struct sim_req {
+	struct sim_req *next;
+	struct sim_conn *conn;
+	uint64_t req_id, gw_conn;
+	uint32_t gw_backend;
+	uint32_t max_tokens, prompt_tokens, cached_tokens, emitted;
+	uint64_t *hashes;
+	uint32_t nblocks;
+	bool pinned;
+	uint64_t arrival_ns, start_ns, first_ns;
+};
+
+struct sim {
+	struct kvs_model_params model;
+	double time_scale;
+	uint32_t id;
+	uint32_t max_payload;
+	int epfd, lfd, tfd;
+	struct kvs_pcache cache;
+	struct sim_req *head, *tail; /* waiting, FIFO */
+	struct sim_req *cur;         /* running */
+	uint32_t waiting;
+	uint64_t served, cached_tokens_total, prompt_tokens_total;
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void conn_put(struct sim_conn *c)
+{
+	if (--c->refs == 0 && c->dead) {
+		close(c->fd);
+		kvs_buf_free(&c->rx);
+		kvs_buf_free(&c->tx);
+		free(c);
+	}
+}
+
+static void conn_flush(struct sim *s, struct sim_conn *c)
+{
+	struct epoll_event ev = { .data.ptr = c };
+
+	while (c->tx.len && !c->dead) {
+		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				kvs_buf_consume(&c->tx, c->tx.len); /* peer gone */
+			break;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+	if (c->dead || c->want_out == (c->tx.len > 0))
+		return;
+	c->want_out = c->tx.len > 0;
+	ev.events = EPOLLIN | EPOLLRDHUP | (c->want_out ? EPOLLOUT : 0);
+	epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void reply(struct sim *s, struct sim_req *r, struct kvs_msg *m, const void *p, uint32_t len)
+{
+	if (r->conn->dead)
+		return;
+	m->req_id = r->req_id;
+	m->gw_conn = r->gw_conn;
+	m->gw_backend = r->gw_backend;
+	if (kvs_put_frame(&r->conn->tx, m, p, len))
+		pr_warn("event=tx_overflow req=%llu", (unsigned long long)r->req_id);
+	conn_flush(s, r->conn);
+}
+
+static void arm_timer(struct sim *s, double model_ms)
+{
+	double ns = model_ms * s->time_scale * 1e6;
+	struct itimerspec it = { 0 };
+
+	if (ns < 1000)
+		ns = 1000; /* 0 would disarm the timer */
+	it.it_value.tv_sec = (time_t)(ns / 1e9);
+	it.it_value.tv_nsec = (long)(ns - (double)it.it_value.tv_sec * 1e9);
+	timerfd_settime(s->tfd, 0, &it, NULL);
+}
+
+static void req_free(struct sim_req *r)
+{
+	conn_put(r->conn);
+	free(r->hashes);
+	free(r);
+}
+
+/* Start the next queued request: prefix lookup, then its prefill. */
+static void start_next(struct sim *s)
+{
+	struct sim_req *r = s->head;
+	uint32_t hit, max_cached;
+
+	if (s->cur || !r)
+		return;
+	s->head = r->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->waiting--;
+	s->cur = r;
+	r->start_ns = kvs_now_ns();
+
+	hit = kvs_pcache_match(&s->cache, r->hashes, r->nblocks);
+	/* Like vLLM, a prompt cached in full still computes its last block:
+	 * the first output token needs at least one token of prefill. */
+	max_cached = r->prompt_tokens ? (r->prompt_tokens - 1) / KVS_BLOCK_TOKENS : 0;
+	if (hit > max_cached)
+		hit = max_cached;
+	r->cached_tokens = hit * KVS_BLOCK_TOKENS;
+	r->pinned = kvs_pcache_acquire(&s->cache, r->hashes, r->nblocks) == 0;
+	arm_timer(s, kvs_model_prefill_ms(&s->model, r->cached_tokens,
+					  r->prompt_tokens - r->cached_tokens));
+}
+
+static void finish(struct sim *s, struct sim_req *r)
+{
+	uint64_t now = kvs_now_ns();
+	struct kvs_end_info e = {
+		.prompt_tokens = r->prompt_tokens,
+		.cached_tokens = r->cached_tokens,
+		.output_tokens = r->emitted,
+		.queue_us = (uint32_t)((r->start_ns - r->arrival_ns) / 1000),
+		.prefill_us = (uint32_t)((r->first_ns - r->start_ns) / 1000),
+		.decode_us = (uint32_t)((now - r->first_ns) / 1000),
+		.backend_id = s->id,
+	};
+	uint8_t payload[sizeof(struct kvs_end)];
+	struct kvs_msg m = { .type = KVS_T_END };
+
+	kvs_end_encode(&e, payload);
+	reply(s, r, &m, payload, sizeof(payload));
+	if (r->pinned)
+		kvs_pcache_release(&s->cache, r->hashes, r->nblocks);
+	s->served++;
+	s->cached_tokens_total += r->cached_tokens;
+	s->prompt_tokens_total += r->prompt_tokens;
+	pr_debug("event=served req=%llu prompt_tokens=%u cached_tokens=%u",
+		 (unsigned long long)r->req_id, r->prompt_tokens, r->cached_tokens);
+	s->cur = NULL;
+	req_free(r);
+	start_next(s);
+}
+
+/* The timer fired: the running request's prefill or decode step is done. */
+static void on_timer(struct sim *s)
+{
+	struct sim_req *r = s->cur;
+	uint8_t tok[KVS_TOKEN_TEXT_LEN];
+	struct kvs_msg m = { .type = KVS_T_CHUNK };
+	uint64_t exp;
+
+	if (read(s->tfd, &exp, sizeof(exp)) < 0 || !r)
+		return;
+	if (r->emitted == 0)
+		r->first_ns = kvs_now_ns();
+	if (r->emitted >= r->max_tokens) {
+		finish(s, r);
+		return;
+	}
+	kvs_token_text(r->req_id, r->emitted, tok);
+	reply(s, r, &m, tok, sizeof(tok));
+	r->emitted++;
+	if (r->emitted >= r->max_tokens) {
+		finish(s, r);
+		return;
+	}
+	arm_timer(s, kvs_model_decode_step_ms(&s->model, r->prompt_tokens + r->emitted));
+}
+
+static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
+		   const uint8_t *prompt)
+{
+	struct sim_req *r = calloc(1, sizeof(*r));
+	uint32_t nblocks = m->payload_len / KVS_BLOCK_BYTES;
+
+	if (!r)
+		return -ENOMEM;
+	r->hashes = malloc(sizeof(*r->hashes) * (nblocks ? nblocks : 1));
+	if (!r->hashes) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->nblocks = (uint32_t)kvs_prefix_hashes(kvs_seed(m->model_id, m->cache_salt), prompt,
+						 m->payload_len, r->hashes, nblocks);
+	r->conn = c;
+	c->refs++;
+	r->req_id = m->req_id;
+	r->gw_conn = m->gw_conn;
+	r->gw_backend = m->gw_backend;
+	r->max_tokens = m->max_tokens;
+	r->prompt_tokens = kvs_prompt_tokens(m->payload_len);
+	r->arrival_ns = kvs_now_ns();
+	if (s->tail)
+		s->tail->next = r;
+	else
+		s->head = r;
+	s->tail = r;
+	s->waiting++;
+	start_next(s);
+	return 0;
+}
+
+static void conn_close(struct sim *s, struct sim_conn *c)
+{
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->dead = true;
+	c->refs++;
+	conn_put(c); /* frees it now unless requests still hold it */
+}
+
+static void send_error_close(struct sim *s, struct sim_conn *c, uint64_t req_id, int code)
+{
+	char msg[64];
+
+	snprintf(msg, sizeof(msg), "kvsplice-sim: %s", kvs_status_name(code));
+	kvs_put_error(&c->tx, req_id, 0, (uint16_t)code, msg);
+	conn_flush(s, c);
+	conn_close(s, c);
+}
+
+/* Serves every whole frame buffered on c. Returns -1 when it closed c
+ * (which may have freed it). */
+static int on_frames(struct sim *s, struct sim_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while ((r = kvs_next_frame(&c->rx, s->max_payload, &m, &frame)) != 0) {
+		if (r < 0) {
+			send_error_close(s, c, m.req_id, -r);
+			return -1;
+		}
+		if (m.type == KVS_T_REQUEST) {
+			if (enqueue(s, c, &m, frame + KVS_HDR_LEN)) {
+				send_error_close(s, c, m.req_id, KVS_E_INTERNAL);
+				return -1;
+			}
+		} else if (m.type == KVS_T_PING) {
+			struct kvs_load_info li = {
+				.running = s->cur ? 1 : 0,
+				.waiting = s->waiting,
+				.kv_used_blocks = s->cache.used,
+				.kv_total_blocks = s->cache.capacity,
+				.backend_id = s->id,
+			};
+			uint8_t payload[sizeof(struct kvs_load)];
+			struct kvs_msg pong = { .type = KVS_T_PONG, .req_id = m.req_id,
+						.gw_conn = m.gw_conn };
+
+			kvs_load_encode(&li, payload);
+			kvs_put_frame(&c->tx, &pong, payload, sizeof(payload));
+			conn_flush(s, c);
+		} else {
+			send_error_close(s, c, m.req_id, KVS_E_BAD_TYPE);
+			return -1;
+		}
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+	return 0;
+}
+
+static void on_readable(struct sim *s, struct sim_conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (kvs_buf_reserve(&c->rx, 65536) && kvs_buf_room(&c->rx) == 0) {
+			send_error_close(s, c, 0, KVS_E_TOO_LARGE);
+			return;
+		}
+		n = recv(c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			conn_close(s, c);
+			return;
+		}
+		kvs_buf_commit(&c->rx, (size_t)n);
+		if (on_frames(s, c))
+			return;
+	}
+}
+
+static void on_accept(struct sim *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct sim_conn *c;
+	int fd;
+
+	while ((fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)s->max_payload + 65536);
+		kvs_buf_init(&c->tx, TX_LIMIT);
+		kvs_set_nodelay(fd);
+		ev.data.ptr = c;
+		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " [--listen ADDR:PORT] [options]\n"
+		"\n"
+		"A KVS1 backend that behaves like a vLLM instance with automatic prefix\n"
+		"caching: 16-token blocks (64 bytes of prompt), chained block hashes, LRU\n"
+		"eviction of unused blocks, and the per-step timing model of Llama-3.1-70B\n"
+		"on 8xH100. Serves one request at a time, in arrival order (no batching).\n"
+		"\n"
+		"Options:\n"
+		"  -l, --listen ADDR:PORT   where to listen (default 127.0.0.1:0, a free port)\n"
+		"  -p, --port P             shorthand for --listen 127.0.0.1:P\n"
+		"      --port-file FILE     write the listening port to FILE once listening\n"
+		"      --id N               backend id reported in END frames (default: port)\n"
+		"      --kv-blocks N        KV cache capacity in 16-token blocks (default %u)\n"
+		"      --time-scale F       multiply every modeled wait by F (default 1; tests\n"
+		"                           use 0.01)\n"
+		"      --base-ms MS         step time model: fixed cost per step (default %g)\n"
+		"      --per-token-ms MS    per token in the step (default %g)\n"
+		"      --prefill-attn-ms MS per prefill token x context token (default %g)\n"
+		"      --decode-ctx-ms MS   per context token of a decoding sequence (default %g)\n"
+		"      --step-tokens N      chunked-prefill budget per step (default %u)\n"
+		"      --max-frame BYTES    largest payload accepted (default %u)\n"
+		"      --log-level LEVEL    warn, info (default) or debug\n"
+		"  -h, --help               this text\n",
+		KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
+		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, KVS_MODEL_STEP_TOKENS,
+		KVS_DEFAULT_MAX_PAYLOAD);
+}
+
+enum {
+	OPT_PORT_FILE = 256,
+	OPT_ID,
+	OPT_KV,
+	OPT_SCALE,
+	OPT_BASE,
+	OPT_PER_TOKEN,
+	OPT_ATTN,
+	OPT_DECODE,
+	OPT_STEP,
+	OPT_MAX_FRAME,
+	OPT_LOG,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "id", required_argument, NULL, OPT_ID },
+		{ "kv-blocks", required_argument, NULL, OPT_KV },
+		{ "time-scale", required_argument, NULL, OPT_SCALE },
+		{ "base-ms", required_argument, NULL, OPT_BASE },
+		{ "per-token-ms", required_argument, NULL, OPT_PER_TOKEN },
+		{ "prefill-attn-ms", required_argument, NULL, OPT_ATTN },
+		{ "decode-ctx-ms", required_argument, NULL, OPT_DECODE },
+		{ "step-tokens", required_argument, NULL, OPT_STEP },
+		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+		{ "log-level", required_argument, NULL, OPT_LOG },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct sim s = { .time_scale = 1.0, .max_payload = KVS_DEFAULT_MAX_PAYLOAD, .id = UINT32_MAX };
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct epoll_event ev, evs[64];
+	char listen_buf[64] = "127.0.0.1:0";
+	const char *listen = listen_buf, *port_file = NULL;
+	enum kvs_log_level level = KVS_LOG_INFO;
+	struct kvs_addr addr;
+	uint32_t port;
+	int opt, lvl, n, i, err;
+
+	kvs_model_defaults(&s.model);
+	while ((opt = getopt_long(argc, argv, "l:p:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			listen = optarg;
+			break;
+		case 'p':
+			if (kvs_arg_u32(PROG, "--port", optarg, 0, 65535, &port))
+				return 2;
+			snprintf(listen_buf, sizeof(listen_buf), "127.0.0.1:%u", port);
+			listen = listen_buf;
+			break;
+		case OPT_PORT_FILE:
+			port_file = optarg;
+			break;
+		case OPT_ID:
+			if (kvs_arg_u32(PROG, "--id", optarg, 0, UINT32_MAX - 1, &s.id))
+				return 2;
+			break;
+		case OPT_KV:
+			if (kvs_arg_u32(PROG, "--kv-blocks", optarg, 1, 1u << 28, &s.model.kv_blocks))
+				return 2;
+			break;
+		case OPT_SCALE:
+			if (kvs_arg_double(PROG, "--time-scale", optarg, 0, 1000, &s.time_scale))
+				return 2;
+			break;
+		case OPT_BASE:
+			if (kvs_arg_double(PROG, "--base-ms", optarg, 0, 1e6, &s.model.base_ms))
+				return 2;
+			break;
+		case OPT_PER_TOKEN:
+			if (kvs_arg_double(PROG, "--per-token-ms", optarg, 0, 1e6,
+					   &s.model.per_token_ms))
+				return 2;
+			break;
+		case OPT_ATTN:
+			if (kvs_arg_double(PROG, "--prefill-attn-ms", optarg, 0, 1e6,
+					   &s.model.prefill_attn_ms))
+				return 2;
+			break;
+		case OPT_DECODE:
+			if (kvs_arg_double(PROG, "--decode-ctx-ms", optarg, 0, 1e6,
+					   &s.model.decode_ctx_ms))
+				return 2;
+			break;
+		case OPT_STEP:
+			if (kvs_arg_u32(PROG, "--step-tokens", optarg, 1, 1u << 24,
+					&s.model.step_tokens))
+				return 2;
+			break;
+		case OPT_MAX_FRAME:
+			if (kvs_arg_u32(PROG, "--max-frame", optarg, 1, KVS_MAX_PAYLOAD_LIMIT,
+					&s.max_payload))
+				return 2;
+			break;
+		case OPT_LOG:
+			lvl = kvs_log_parse_level(optarg);
+			if (lvl < 0) {
+				fprintf(stderr, PROG ": --log-level: '%s' is not warn, info or debug\n",
+					optarg);
+				return 2;
+			}
+			level = (enum kvs_log_level)lvl;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (kvs_parse_addr(listen, &addr)) {
+		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", listen);
+		return 2;
+	}
+	kvs_log_init(PROG, level);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	err = kvs_pcache_init(&s.cache, s.model.kv_blocks);
+	if (err) {
+		fprintf(stderr, PROG ": cannot allocate the prefix cache: %s\n", strerror(-err));
+		return 1;
+	}
+	s.lfd = kvs_listen(&addr, 256);
+	if (s.lfd < 0) {
+		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen, strerror(-s.lfd));
+		return 1;
+	}
+	kvs_set_nonblock(s.lfd, 1);
+	if (s.id == UINT32_MAX)
+		s.id = (uint32_t)kvs_local_port(s.lfd);
+	s.epfd = epoll_create1(EPOLL_CLOEXEC);
+	s.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.ptr = &s.lfd };
+	epoll_ctl(s.epfd, EPOLL_CTL_ADD, s.lfd, &ev);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.ptr = &s.tfd };
+	epoll_ctl(s.epfd, EPOLL_CTL_ADD, s.tfd, &ev);
+	if (port_file)
+		kvs_write_port_file(port_file, kvs_local_port(s.lfd));
+	pr_info("event=listening port=%d id=%u kv_blocks=%u time_scale=%g", kvs_local_port(s.lfd),
+		s.id, s.model.kv_blocks, s.time_scale);
+
+	while (!stop_flag) {
+		n = epoll_wait(s.epfd, evs, 64, 1000);
+		for (i = 0; i < n; i++) {
+			if (evs[i].data.ptr == &s.lfd) {
+				on_accept(&s);
+			} else if (evs[i].data.ptr == &s.tfd) {
+				on_timer(&s);
+			} else {
+				struct sim_conn *c = evs[i].data.ptr;
+
+				if (evs[i].events & EPOLLOUT)
+					conn_flush(&s, c);
+				if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+					on_readable(&s, c);
+			}
+		}
+	}
+	pr_info("event=stopping served=%llu prompt_tokens=%llu cached_tokens=%llu",
+		(unsigned long long)s.served, (unsigned long long)s.prompt_tokens_total,
+		(unsigned long long)s.cached_tokens_total);
+	kvs_pcache_free(&s.cache);
+	return 0;
+}

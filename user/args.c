@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#include "args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
+		uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (!*s || *end || errno || s[0] == '-') {
+		fprintf(stderr, "%s: %s: '%s' is not a whole number\n", prog, flag, s);
+		return -1;
+	}
+	if (v < min || v > max) {
+		fprintf(stderr, "%s: %s: %llu is out of range [%llu, %llu]\n", prog, flag, v,
+			(unsigned long long)min, (unsigned long long)max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int kvs_arg_u32(const char *prog, const char *flag, const char *s, uint32_t min, uint32_t max,
+		uint32_t *out)
+{
+	uint64_t v;
+
+	if (kvs_arg_u64(prog, flag, s, min, max, &v))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int kvs_arg_double(const char *prog, const char *flag, const char *s, double min, double max,
+		   double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (!*s || *end || errno) {
+		fprintf(stderr, "%s: %s: '%s' is not a number\n", prog, flag, s);
+		return -1;
+	}
+	if (!(v >= min && v <= max)) {
+		fprintf(stderr, "%s: %s: %g is out of range [%g, %g]\n", prog, flag, v, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}

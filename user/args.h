@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* Strict command-line number parsing: the whole string, in range, or an
+ * error that names the flag. */
+#ifndef KVS_ARGS_H
+#define KVS_ARGS_H
+
+#include <stdint.h>
+
+/* 0 on success; on error prints "PROG: FLAG: ..." to stderr, returns -1. */
+int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
+		uint64_t *out);
+int kvs_arg_u32(const char *prog, const char *flag, const char *s, uint32_t min, uint32_t max,
+		uint32_t *out);
+int kvs_arg_double(const char *prog, const char *flag, const char *s, double min, double max,
+		   double *out);
+
+#endif

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#include "datapath.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvsplice.skel.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+#include "pins.h"
+
+static size_t backends_map_bytes(void)
+{
+	size_t bytes = sizeof(struct kvs_backend) * KVS_MAX_BACKENDS;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (bytes + page - 1) / page * page;
+}
+
+int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = o->pin_dir);
+	int err, sock_fd;
+	void *mem;
+
+	memset(dp, 0, sizeof(*dp));
+	dp->lock_fd = -1;
+	snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", o->pin_dir);
+
+	err = kvs_bpffs_ensure();
+	if (err) {
+		pr_warn("event=bpffs_mount_failed err=\"%s\"", strerror(-err));
+		return err;
+	}
+	dp->lock_fd = kvs_pin_lock(o->pin_dir);
+	if (dp->lock_fd < 0) {
+		err = dp->lock_fd;
+		pr_warn("event=pin_dir_locked dir=%s err=\"%s\" hint=\"another kvspliced runs with this --pin-dir\"",
+			o->pin_dir, strerror(-err));
+		return err;
+	}
+	/* We hold the lock, so pins left here belong to a run that is gone.
+	 * Their routes name backends by index in that run's list: start clean. */
+	kvs_pin_clear(o->pin_dir);
+
+	dp->skel = kvsplice_bpf__open_opts(&oo);
+	if (!dp->skel) {
+		err = -errno;
+		pr_warn("event=bpf_open_failed err=\"%s\"", strerror(-err));
+		goto fail;
+	}
+	dp->skel->rodata->cfg_max_payload = o->max_payload;
+	dp->skel->rodata->cfg_window_blocks = o->window_blocks;
+	err = kvsplice_bpf__load(dp->skel);
+	if (err) {
+		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
+			strerror(-err));
+		goto fail;
+	}
+
+	sock_fd = bpf_map__fd(dp->skel->maps.socks);
+	dp->socks_fd = sock_fd;
+	dp->conns_fd = bpf_map__fd(dp->skel->maps.conns);
+	dp->routes_fd = bpf_map__fd(dp->skel->maps.routes);
+	dp->ctl_fd = bpf_map__fd(dp->skel->maps.ctl_stats);
+	dp->stats_fd = bpf_map__fd(dp->skel->maps.stats);
+
+	mem = mmap(NULL, backends_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+		   bpf_map__fd(dp->skel->maps.backends), 0);
+	if (mem == MAP_FAILED) {
+		err = -errno;
+		pr_warn("event=backends_mmap_failed err=\"%s\"", strerror(-err));
+		goto fail;
+	}
+	dp->backends = mem;
+
+	/* libbpf 1.1 has no bpf_program__attach_sockmap: attach to the map. */
+	if (bpf_prog_attach(bpf_program__fd(dp->skel->progs.kvs_parser), sock_fd,
+			    BPF_SK_SKB_STREAM_PARSER, 0) ||
+	    bpf_prog_attach(bpf_program__fd(dp->skel->progs.kvs_verdict), sock_fd,
+			    BPF_SK_SKB_STREAM_VERDICT, 0)) {
+		err = -errno;
+		pr_warn("event=bpf_attach_failed err=\"%s\"", strerror(-err));
+		goto fail;
+	}
+	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u", o->pin_dir,
+		o->max_payload, o->window_blocks);
+	return 0;
+fail:
+	kvs_dp_close(dp, true);
+	return err;
+}
+
+void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
+{
+	if (dp->backends)
+		munmap(dp->backends, backends_map_bytes());
+	dp->backends = NULL;
+	if (dp->skel) {
+		bpf_prog_detach2(bpf_program__fd(dp->skel->progs.kvs_parser), dp->socks_fd,
+				 BPF_SK_SKB_STREAM_PARSER);
+		bpf_prog_detach2(bpf_program__fd(dp->skel->progs.kvs_verdict), dp->socks_fd,
+				 BPF_SK_SKB_STREAM_VERDICT);
+		kvsplice_bpf__destroy(dp->skel);
+		dp->skel = NULL;
+	}
+	if (unpin && dp->pin_dir[0])
+		kvs_pin_clear(dp->pin_dir);
+	if (dp->lock_fd >= 0)
+		close(dp->lock_fd);
+	dp->lock_fd = -1;
+}
+
+int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cookie,
+		    const struct kvs_conn *c)
+{
+	__u64 v = (__u64)fd;
+
+	/* The role must be known before the first frame reaches the verdict. */
+	if (bpf_map_update_elem(dp->conns_fd, &cookie, c, BPF_ANY))
+		return -errno;
+	if (bpf_map_update_elem(dp->socks_fd, &key, &v, BPF_ANY)) {
+		int err = -errno;
+
+		bpf_map_delete_elem(dp->conns_fd, &cookie);
+		return err;
+	}
+	return 0;
+}
+
+void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie)
+{
+	bpf_map_delete_elem(dp->socks_fd, &key);
+	bpf_map_delete_elem(dp->conns_fd, &cookie);
+}
+
+void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
+			uint32_t max_outstanding)
+{
+	struct kvs_backend *be = &dp->backends[b];
+
+	/* Pool and limit before state: the kernel trusts them once it is UP. */
+	__atomic_store_n(&be->pool_size, pool_size, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->max_outstanding, max_outstanding, __ATOMIC_RELAXED);
+	__atomic_store_n(&be->state, state, __ATOMIC_RELEASE);
+}
+
+uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)
+{
+	return __atomic_load_n(&dp->backends[b].outstanding, __ATOMIC_RELAXED);
+}
+
+int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth)
+{
+	struct timespec ts;
+	struct kvs_route r = { .backend = backend, .depth_blocks = depth };
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+	return bpf_map_update_elem(dp->routes_fd, &hash, &r, BPF_ANY) ? -errno : 0;
+}
+
+int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s)
+{
+	__u32 zero = 0;
+
+	return bpf_map_update_elem(dp->ctl_fd, &zero, s, BPF_ANY) ? -errno : 0;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel data path as the controller sees it: loads bpf/kvsplice.bpf.c,
+ * pins its maps, attaches the stream parser and verdict to the SOCKHASH, and
+ * offers the few operations the controller needs on those maps.
+ */
+#ifndef KVS_DATAPATH_H
+#define KVS_DATAPATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvsplice/maps.h"
+
+struct kvsplice_bpf;
+
+struct kvs_dp_opts {
+	const char *pin_dir;
+	uint32_t max_payload;   /* largest payload the kernel frames */
+	uint32_t window_blocks; /* prefix hashing window */
+};
+
+struct kvs_datapath {
+	struct kvsplice_bpf *skel;
+	char pin_dir[256];
+	int lock_fd;
+	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd;
+	struct kvs_backend *backends; /* mmap of the backends map */
+};
+
+int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o);
+/* Detaches and frees; unpin removes the pinned maps too. */
+void kvs_dp_close(struct kvs_datapath *dp, bool unpin);
+
+/* Registers a socket: conns[cookie] = *c, then socks[key] = fd. */
+int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cookie,
+		    const struct kvs_conn *c);
+void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
+
+/* Sets the fields the controller owns; leaves the kernel's counters alone. */
+void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
+			uint32_t max_outstanding);
+uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
+
+int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
+int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s);
+
+#endif

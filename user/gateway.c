@@ -1,0 +1,812 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The controller's event loop (io_uring). Who owns which socket:
+ *
+ *   client sockets    the kernel splices responses into them; the controller
+ *                     only reads what the verdict passes up (slow path).
+ *   upstream sockets  the kernel splices requests into them; the controller
+ *                     reads what is passed up (PONG, strays) and hang-ups.
+ *   inject socket     a loopback pair: the controller writes into one end,
+ *                     the other end sits in the SOCKHASH, so frames the
+ *                     controller sends are routed by the verdict like any
+ *                     other. This keeps the kernel the only writer into
+ *                     every spliced socket (DESIGN.md section 5, hazard 1).
+ */
+#include "gateway.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "chash.h"
+#include "codec.h"
+#include "datapath.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+
+#define OP_ACCEPT 1ull
+#define OP_RECV 2ull
+#define OP_SEND 3ull
+#define OP_TICK 4ull
+
+#define TICK_MS 100
+#define RECV_CHUNK 65536
+#define OUT_LIMIT (64u << 20)
+#define ERROR_GRACE_MS 200
+#define CONNECT_TIMEOUT_MS 300
+#define BACKOFF_MAX_MS 5000
+
+struct gw_conn {
+	int fd;
+	uint32_t id;  /* slot in gw.conns */
+	uint32_t gen; /* tells a stale completion from a reused slot */
+	uint32_t role;
+	uint32_t backend, slot;
+	uint64_t cookie, key;
+	struct kvs_buf rx;
+	bool recv_pending;
+	bool in_map;
+	bool closing;         /* torn down; freed when its recv returns */
+	uint64_t close_at_ns; /* close once its error frame had time to go */
+};
+
+struct gw_backend {
+	char name[64];
+	struct gw_conn *pool[KVS_MAX_POOL];
+	bool up;
+	uint64_t retry_at_ns;
+	uint32_t backoff_ms;
+};
+
+struct gw {
+	const struct gw_config *cfg;
+	struct io_uring ring;
+	struct kvs_datapath dp;
+	int listen_fd;
+	struct gw_conn **conns;
+	uint32_t conns_cap;
+	uint32_t next_gen;
+	struct gw_backend be[KVS_MAX_BACKENDS];
+	struct kvs_chash chash;
+	int inject_fd;          /* the controller's end: it writes here */
+	struct gw_conn *inject; /* the kernel's end, in the SOCKHASH */
+	struct kvs_buf out[2];  /* append to out[out_cur]; the other is sending */
+	int out_cur;
+	bool send_pending;
+	struct kvs_ctl_stats ctl;
+	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
+	struct __kernel_timespec tick;
+};
+
+void gw_config_defaults(struct gw_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pool_size = KVS_DEFAULT_POOL;
+	c->max_outstanding = 0;
+	c->max_payload = KVS_DEFAULT_MAX_PAYLOAD;
+	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
+	c->frame_timeout_ms = 30000;
+	c->balance = 1.25;
+	c->pin_dir = KVS_DEFAULT_PIN_DIR;
+}
+
+static uint64_t ud(uint64_t op, const struct gw_conn *c)
+{
+	return op << 56 | (c ? ((uint64_t)(c->gen & 0xffffff) << 32 | c->id) : 0);
+}
+
+static struct io_uring_sqe *get_sqe(struct gw *g)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&g->ring);
+
+	if (!sqe) {
+		/* Ring full: flush what is queued and retry once. */
+		io_uring_submit(&g->ring);
+		sqe = io_uring_get_sqe(&g->ring);
+	}
+	return sqe;
+}
+
+/* ---- connections ---------------------------------------------------- */
+
+static struct gw_conn *conn_new(struct gw *g, int fd, uint32_t role)
+{
+	struct gw_conn *c;
+	uint32_t i;
+
+	for (i = 0; i < g->conns_cap && g->conns[i]; i++)
+		;
+	if (i == g->conns_cap) {
+		uint32_t ncap = g->conns_cap ? g->conns_cap * 2 : 64;
+		struct gw_conn **n = realloc(g->conns, ncap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		memset(n + g->conns_cap, 0, (ncap - g->conns_cap) * sizeof(*n));
+		g->conns = n;
+		g->conns_cap = ncap;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->fd = fd;
+	c->id = i;
+	c->gen = ++g->next_gen;
+	c->role = role;
+	c->cookie = kvs_sock_cookie(fd);
+	kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)g->cfg->max_payload + RECV_CHUNK);
+	g->conns[i] = c;
+	return c;
+}
+
+static void conn_free(struct gw *g, struct gw_conn *c)
+{
+	close(c->fd);
+	kvs_buf_free(&c->rx);
+	g->conns[c->id] = NULL;
+	free(c);
+}
+
+/* Takes the socket out of the data path and closes it once no io_uring
+ * request still points at its buffer. */
+static void conn_close(struct gw *g, struct gw_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->in_map) {
+		kvs_dp_del_sock(&g->dp, c->key, c->cookie);
+		c->in_map = false;
+	}
+	if (c->role == KVS_ROLE_CLIENT)
+		g->ctl.clients_closed++;
+	if (c->recv_pending)
+		shutdown(c->fd, SHUT_RDWR); /* the pending recv returns 0 */
+	else
+		conn_free(g, c);
+}
+
+static int arm_recv(struct gw *g, struct gw_conn *c)
+{
+	struct io_uring_sqe *sqe;
+	int err;
+
+	if (c->closing || c->recv_pending)
+		return 0;
+	err = kvs_buf_reserve(&c->rx, RECV_CHUNK);
+	if (err == -ENOBUFS) /* a whole max frame is buffered: reserve less */
+		err = kvs_buf_room(&c->rx) ? 0 : -ENOBUFS;
+	if (err)
+		return err;
+	sqe = get_sqe(g);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_recv(sqe, c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
+	io_uring_sqe_set_data64(sqe, ud(OP_RECV, c));
+	c->recv_pending = true;
+	return 0;
+}
+
+/* Socket options every spliced socket needs, then into the maps. */
+static int conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend,
+		       uint32_t slot)
+{
+	struct kvs_conn kc = { .role = c->role, .backend = backend, .slot = slot };
+	struct timeval tv = {
+		.tv_sec = g->cfg->frame_timeout_ms / 1000,
+		.tv_usec = (g->cfg->frame_timeout_ms % 1000) * 1000,
+	};
+	int err;
+
+	/* The strparser aborts frames larger than the receive buffer and
+	 * frames not complete within the socket's receive timeout. */
+	err = kvs_size_rcvbuf(c->fd, KVS_HDR_LEN + g->cfg->max_payload);
+	if (err)
+		return err;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	kvs_set_nodelay(c->fd);
+	c->key = key;
+	c->backend = backend;
+	c->slot = slot;
+	err = kvs_dp_add_sock(&g->dp, c->fd, key, c->cookie, &kc);
+	if (err)
+		return err;
+	c->in_map = true;
+	return arm_recv(g, c);
+}
+
+/* ---- sending through the kernel ---------------------------------------- */
+
+static void kick_send(struct gw *g)
+{
+	struct kvs_buf *b = &g->out[g->out_cur];
+	struct io_uring_sqe *sqe;
+
+	if (g->send_pending || b->len == 0)
+		return;
+	sqe = get_sqe(g);
+	if (!sqe)
+		return; /* retried on the next tick */
+	/* Freeze this buffer while the kernel reads it; append to the other. */
+	g->out_cur ^= 1;
+	io_uring_prep_send(sqe, g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, ud(OP_SEND, NULL));
+	g->send_pending = true;
+}
+
+static void on_send(struct gw *g, int res)
+{
+	struct kvs_buf *b = &g->out[g->out_cur ^ 1];
+	struct io_uring_sqe *sqe;
+
+	g->send_pending = false;
+	if (res < 0) {
+		pr_warn("event=inject_send_failed err=\"%s\"", strerror(-res));
+		return;
+	}
+	kvs_buf_consume(b, (size_t)res);
+	if (b->len) { /* short send: finish this buffer first, in order */
+		sqe = get_sqe(g);
+		if (!sqe)
+			return;
+		io_uring_prep_send(sqe, g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
+		io_uring_sqe_set_data64(sqe, ud(OP_SEND, NULL));
+		g->send_pending = true;
+		return;
+	}
+	kick_send(g);
+}
+
+static struct kvs_buf *out_buf(struct gw *g)
+{
+	return &g->out[g->out_cur];
+}
+
+static void send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
+{
+	if (kvs_put_error(out_buf(g), req_id, client, (uint16_t)code, msg)) {
+		pr_warn("event=inject_queue_full dropped=error client=%llu", (unsigned long long)client);
+		return;
+	}
+	g->ctl.errors_sent++;
+	kick_send(g);
+}
+
+/* Answer a protocol violation and close the connection shortly after. */
+static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int code)
+{
+	char msg[96];
+
+	g->ctl.bad_frames++;
+	snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(code));
+	pr_info("event=client_rejected conn=%llu status=%s", (unsigned long long)c->cookie,
+		kvs_status_name(code));
+	send_error(g, c->cookie, req_id, code, msg);
+	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
+	kvs_buf_consume(&c->rx, c->rx.len);
+}
+
+/* ---- slow path: routing decisions ------------------------------------- */
+
+/* Which hash places a cold prompt: the client's cache key, else its hinted
+ * prefix, else the deepest checkpoint (the longest prefix the kernel can
+ * match next time), else whatever blocks there are. */
+static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint64_t *h, uint32_t n)
+{
+	uint32_t hint = m->prefix_len / KVS_BLOCK_BYTES, j, best = 0;
+
+	if (m->cache_key)
+		return kvs_key_hash(seed, m->cache_key);
+	if (hint && hint <= n)
+		return h[hint - 1];
+	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++)
+		if (kvs_checkpoint(j) <= n)
+			best = kvs_checkpoint(j);
+	if (best)
+		return h[best - 1];
+	return n ? h[n - 1] : seed;
+}
+
+static int pick_backend(struct gw *g, uint64_t key, int *why)
+{
+	uint64_t load[KVS_MAX_BACKENDS];
+	uint8_t ok[KVS_MAX_BACKENDS];
+	uint32_t b, up = 0;
+
+	for (b = 0; b < g->cfg->nbackends; b++) {
+		load[b] = kvs_dp_outstanding(&g->dp, b);
+		ok[b] = g->be[b].up &&
+			(!g->cfg->max_outstanding || load[b] < g->cfg->max_outstanding);
+		up += g->be[b].up;
+	}
+	*why = up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
+	return kvs_chash_pick(&g->chash, key, load, ok, g->cfg->balance);
+}
+
+/* Routes that let the kernel take the next request sharing this prefix. */
+static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
+			   const uint64_t *h, uint32_t n, uint32_t b)
+{
+	uint32_t hint = m->prefix_len / KVS_BLOCK_BYTES, j, cp;
+
+	if (m->cache_key && !kvs_dp_add_route(&g->dp, kvs_key_hash(seed, m->cache_key), b, 0))
+		g->ctl.routes_installed++;
+	if (hint && hint <= n && !kvs_dp_add_route(&g->dp, h[hint - 1], b, hint))
+		g->ctl.routes_installed++;
+	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++) {
+		cp = kvs_checkpoint(j);
+		if (cp <= n && !kvs_dp_add_route(&g->dp, h[cp - 1], b, cp))
+			g->ctl.routes_installed++;
+	}
+}
+
+static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
+			  const uint8_t *frame)
+{
+	const uint8_t *prompt = frame + KVS_HDR_LEN;
+	uint64_t seed = kvs_seed(m->model_id, m->cache_salt);
+	uint32_t n;
+	int b, why;
+
+	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
+					g->cfg->window_blocks);
+	b = pick_backend(g, placement_key(m, seed, g->hashes, n), &why);
+	if (b < 0) {
+		g->ctl.no_backend++;
+		send_error(g, c->cookie, m->req_id, why,
+			   why == KVS_E_BUSY ? "kvsplice: every backend is at its limit"
+					     : "kvsplice: no backend is up");
+		return;
+	}
+	install_routes(g, m, seed, g->hashes, n, (uint32_t)b);
+
+	m->gw_backend = (uint32_t)b;
+	m->gw_conn = c->cookie;
+	if (kvs_put_frame(out_buf(g), m, prompt, m->payload_len)) {
+		g->ctl.no_backend++;
+		send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: controller queue full");
+		return;
+	}
+	g->ctl.slow_frames++;
+	g->ctl.slow_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
+	pr_debug("event=slow_path conn=%llu req=%llu backend=%d blocks=%u",
+		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, b, n);
+	kick_send(g);
+}
+
+static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
+{
+	struct kvs_load_info li = { .backend_id = UINT32_MAX };
+	uint8_t payload[sizeof(struct kvs_load)];
+	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie };
+	uint32_t b;
+
+	for (b = 0; b < g->cfg->nbackends; b++)
+		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
+	kvs_load_encode(&li, payload);
+	if (kvs_put_frame(out_buf(g), &m, payload, sizeof(payload)) == 0)
+		kick_send(g);
+}
+
+/* ---- frames passed up by the kernel ---------------------------------- */
+
+static void client_frames(struct gw *g, struct gw_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while (!c->close_at_ns &&
+	       (r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) != 0) {
+		if (r < 0) {
+			reject_client(g, c, m.req_id, -r);
+			return;
+		}
+		if (m.type == KVS_T_REQUEST)
+			route_request(g, c, &m, frame);
+		else if (m.type == KVS_T_PING)
+			pong_client(g, c, &m);
+		else {
+			reject_client(g, c, m.req_id, KVS_E_BAD_TYPE);
+			return;
+		}
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+	if (c->close_at_ns) /* discard what follows a rejected frame */
+		kvs_buf_consume(&c->rx, c->rx.len);
+}
+
+/* Frames the kernel could not deliver after the controller injected them. */
+static void inject_frames(struct gw *g, struct gw_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while ((r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
+		if (m.type == KVS_T_REQUEST) {
+			g->ctl.no_backend++;
+			send_error(g, m.gw_conn, m.req_id, KVS_E_NO_BACKEND,
+				   "kvsplice: backend connection unavailable");
+		}
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+	if (r < 0) {
+		pr_warn("event=inject_stream_corrupt status=%s", kvs_status_name(-r));
+		kvs_buf_consume(&c->rx, c->rx.len);
+	}
+}
+
+static void upstream_frames(struct gw *g, struct gw_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while ((r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
+		pr_debug("event=upstream_passed backend=%u type=%s", c->backend,
+			 kvs_type_name(m.type));
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+	if (r < 0) {
+		pr_warn("event=upstream_stream_corrupt backend=%s status=%s", g->be[c->backend].name,
+			kvs_status_name(-r));
+		kvs_buf_consume(&c->rx, c->rx.len);
+	}
+}
+
+/* ---- backends ------------------------------------------------------------ */
+
+static void backend_down(struct gw *g, uint32_t b, const char *why)
+{
+	struct gw_backend *be = &g->be[b];
+	uint32_t s;
+
+	if (be->up)
+		pr_warn("event=backend_down backend=%s reason=\"%s\"", be->name, why);
+	be->up = false;
+	kvs_dp_set_backend(&g->dp, b, KVS_BE_DOWN, g->cfg->pool_size, g->cfg->max_outstanding);
+	for (s = 0; s < KVS_MAX_POOL; s++) {
+		if (be->pool[s]) {
+			conn_close(g, be->pool[s]);
+			be->pool[s] = NULL;
+		}
+	}
+	be->backoff_ms = be->backoff_ms ? be->backoff_ms * 2 : 100;
+	if (be->backoff_ms > BACKOFF_MAX_MS)
+		be->backoff_ms = BACKOFF_MAX_MS;
+	be->retry_at_ns = kvs_now_ns() + be->backoff_ms * 1000000ull;
+}
+
+static int backend_connect(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+	uint32_t s;
+	int fd, err;
+
+	for (s = 0; s < g->cfg->pool_size; s++) {
+		struct gw_conn *c;
+
+		fd = kvs_connect(&g->cfg->backends[b], CONNECT_TIMEOUT_MS);
+		if (fd < 0) {
+			err = fd;
+			goto fail;
+		}
+		c = conn_new(g, fd, KVS_ROLE_UPSTREAM);
+		if (!c) {
+			close(fd);
+			err = -ENOMEM;
+			goto fail;
+		}
+		be->pool[s] = c;
+		err = conn_splice(g, c, kvs_upstream_key(b, s), b, s);
+		if (err)
+			goto fail;
+	}
+	be->up = true;
+	be->backoff_ms = 0;
+	kvs_dp_set_backend(&g->dp, b, KVS_BE_UP, g->cfg->pool_size, g->cfg->max_outstanding);
+	pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b, g->cfg->pool_size);
+	return 0;
+fail:
+	g->ctl.upstream_failures++;
+	backend_down(g, b, strerror(-err));
+	return err;
+}
+
+/* ---- completions ---------------------------------------------------------- */
+
+static struct gw_conn *conn_of(struct gw *g, uint64_t data)
+{
+	uint32_t id = (uint32_t)data, gen = (uint32_t)(data >> 32) & 0xffffff;
+	struct gw_conn *c = id < g->conns_cap ? g->conns[id] : NULL;
+
+	return c && (c->gen & 0xffffff) == gen ? c : NULL;
+}
+
+static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
+{
+	struct gw_conn *c;
+	int err;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE)) {
+		/* Multishot ended (e.g. EMFILE): re-arm it. */
+		struct io_uring_sqe *sqe = get_sqe(g);
+
+		if (sqe) {
+			io_uring_prep_multishot_accept(sqe, g->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
+		}
+	}
+	if (cqe->res < 0) {
+		pr_warn("event=accept_failed err=\"%s\"", strerror(-cqe->res));
+		return;
+	}
+	c = conn_new(g, cqe->res, KVS_ROLE_CLIENT);
+	if (!c) {
+		close(cqe->res);
+		return;
+	}
+	g->ctl.clients_accepted++;
+	err = conn_splice(g, c, c->cookie, 0, 0);
+	if (err) {
+		pr_warn("event=client_setup_failed conn=%llu err=\"%s\"",
+			(unsigned long long)c->cookie, strerror(-err));
+		conn_close(g, c);
+		return;
+	}
+	pr_debug("event=client_accepted conn=%llu fd=%d", (unsigned long long)c->cookie, c->fd);
+}
+
+static void on_recv(struct gw *g, struct gw_conn *c, int res)
+{
+	c->recv_pending = false;
+	if (c->closing) {
+		conn_free(g, c);
+		return;
+	}
+	if (res <= 0) {
+		const char *why = res == 0 ? "eof" : strerror(-res);
+
+		if (c->role == KVS_ROLE_UPSTREAM) {
+			g->ctl.upstream_failures++;
+			g->be[c->backend].pool[c->slot] = NULL;
+			conn_close(g, c);
+			backend_down(g, c->backend, why);
+		} else if (c->role == KVS_ROLE_INJECT) {
+			pr_warn("event=inject_socket_lost reason=\"%s\"", why);
+			conn_close(g, c);
+			g->inject = NULL;
+		} else {
+			pr_debug("event=client_closed conn=%llu reason=\"%s\"",
+				 (unsigned long long)c->cookie, why);
+			conn_close(g, c);
+		}
+		return;
+	}
+	kvs_buf_commit(&c->rx, (size_t)res);
+	if (c->role == KVS_ROLE_CLIENT)
+		client_frames(g, c);
+	else if (c->role == KVS_ROLE_INJECT)
+		inject_frames(g, c);
+	else
+		upstream_frames(g, c);
+	if (arm_recv(g, c)) {
+		pr_warn("event=recv_arm_failed conn=%llu", (unsigned long long)c->cookie);
+		conn_close(g, c);
+	}
+}
+
+static void arm_tick(struct gw *g)
+{
+	struct io_uring_sqe *sqe = get_sqe(g);
+
+	if (!sqe)
+		return;
+	io_uring_prep_timeout(sqe, &g->tick, 0, 0);
+	io_uring_sqe_set_data64(sqe, ud(OP_TICK, NULL));
+}
+
+static void on_tick(struct gw *g)
+{
+	uint64_t now = kvs_now_ns();
+	uint32_t i;
+
+	for (i = 0; i < g->cfg->nbackends; i++)
+		if (!g->be[i].up && now >= g->be[i].retry_at_ns)
+			backend_connect(g, i);
+	for (i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (c && !c->closing && c->close_at_ns && now >= c->close_at_ns)
+			conn_close(g, c);
+	}
+	kick_send(g);
+	kvs_dp_publish_ctl(&g->dp, &g->ctl);
+	arm_tick(g);
+}
+
+static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
+{
+	uint64_t data = io_uring_cqe_get_data64(cqe);
+	struct gw_conn *c;
+
+	switch (data >> 56) {
+	case OP_ACCEPT:
+		on_accept(g, cqe);
+		break;
+	case OP_RECV:
+		c = conn_of(g, data);
+		if (c)
+			on_recv(g, c, cqe->res);
+		break;
+	case OP_SEND:
+		on_send(g, cqe->res);
+		break;
+	case OP_TICK:
+		on_tick(g);
+		break;
+	}
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+/* A loopback TCP pair: we keep the connecting end, the accepted end goes
+ * into the SOCKHASH as the inject socket. */
+static int setup_inject(struct gw *g)
+{
+	struct kvs_addr lo;
+	int lfd, wfd = -1, rfd = -1, port, err, big = 4 << 20;
+
+	kvs_parse_addr("127.0.0.1:0", &lo);
+	lfd = kvs_listen(&lo, 1);
+	if (lfd < 0)
+		return lfd;
+	port = kvs_local_port(lfd);
+	if (port > 0) {
+		((struct sockaddr_in *)&lo.ss)->sin_port = htons((uint16_t)port);
+		wfd = kvs_connect(&lo, 1000);
+	}
+	if (wfd >= 0)
+		rfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	err = rfd < 0 ? (wfd < 0 ? wfd : -errno) : 0;
+	close(lfd);
+	if (err) {
+		if (wfd >= 0)
+			close(wfd);
+		return err;
+	}
+	setsockopt(wfd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	kvs_set_nodelay(wfd);
+	g->inject_fd = wfd;
+	g->inject = conn_new(g, rfd, KVS_ROLE_INJECT);
+	if (!g->inject) {
+		close(rfd);
+		return -ENOMEM;
+	}
+	return conn_splice(g, g->inject, g->inject->cookie, 0, 0);
+}
+
+static void gw_teardown(struct gw *g)
+{
+	uint32_t i;
+
+	/* First the ring: no recv may still be writing into a buffer we free. */
+	io_uring_queue_exit(&g->ring);
+	for (i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (!c)
+			continue;
+		if (c->in_map)
+			kvs_dp_del_sock(&g->dp, c->key, c->cookie);
+		conn_free(g, c);
+	}
+	free(g->conns);
+	if (g->inject_fd >= 0)
+		close(g->inject_fd);
+	if (g->listen_fd >= 0)
+		close(g->listen_fd);
+	kvs_buf_free(&g->out[0]);
+	kvs_buf_free(&g->out[1]);
+	kvs_chash_free(&g->chash);
+	free(g->hashes);
+	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
+}
+
+int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
+{
+	struct kvs_dp_opts dpo = {
+		.pin_dir = cfg->pin_dir,
+		.max_payload = cfg->max_payload,
+		.window_blocks = cfg->window_blocks,
+	};
+	const char *names[KVS_MAX_BACKENDS];
+	struct io_uring_sqe *sqe;
+	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1 };
+	char addr[96];
+	uint32_t b;
+	int err;
+
+	g.tick.tv_nsec = TICK_MS * 1000000ll;
+	kvs_buf_init(&g.out[0], OUT_LIMIT);
+	kvs_buf_init(&g.out[1], OUT_LIMIT);
+	g.hashes = calloc(KVS_MAX_WINDOW_BLOCKS, sizeof(*g.hashes));
+	if (!g.hashes)
+		return -ENOMEM;
+	err = io_uring_queue_init(1024, &g.ring, 0);
+	if (err) {
+		pr_warn("event=io_uring_init_failed err=\"%s\"", strerror(-err));
+		free(g.hashes);
+		return err;
+	}
+	err = kvs_dp_open(&g.dp, &dpo);
+	if (err) {
+		io_uring_queue_exit(&g.ring);
+		free(g.hashes);
+		return err;
+	}
+	for (b = 0; b < cfg->nbackends; b++) {
+		kvs_addr_str(&cfg->backends[b], g.be[b].name, sizeof(g.be[b].name));
+		names[b] = g.be[b].name;
+	}
+	err = kvs_chash_build(&g.chash, names, cfg->nbackends, KVS_CHASH_VNODES);
+	if (err)
+		goto out;
+	err = setup_inject(&g);
+	if (err) {
+		pr_warn("event=inject_setup_failed err=\"%s\"", strerror(-err));
+		goto out;
+	}
+	for (b = 0; b < cfg->nbackends; b++)
+		backend_connect(&g, b);
+
+	g.listen_fd = kvs_listen(&cfg->listen, 1024);
+	if (g.listen_fd < 0) {
+		err = g.listen_fd;
+		pr_warn("event=listen_failed addr=%s err=\"%s\"",
+			kvs_addr_str(&cfg->listen, addr, sizeof(addr)), strerror(-err));
+		goto out;
+	}
+	sqe = get_sqe(&g);
+	io_uring_prep_multishot_accept(sqe, g.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
+	arm_tick(&g);
+	if (cfg->port_file)
+		kvs_write_port_file(cfg->port_file, kvs_local_port(g.listen_fd));
+	pr_info("event=listening addr=%s port=%d backends=%u",
+		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
+		cfg->nbackends);
+
+	while (!*stop) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+
+		err = io_uring_submit_and_wait(&g.ring, 1);
+		if (err < 0 && err != -EINTR) {
+			pr_warn("event=io_uring_wait_failed err=\"%s\"", strerror(-err));
+			goto out;
+		}
+		io_uring_for_each_cqe(&g.ring, head, cqe) {
+			handle_cqe(&g, cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&g.ring, seen);
+	}
+	err = 0;
+	kvs_dp_publish_ctl(&g.dp, &g.ctl);
+	pr_info("event=stopping slow_frames=%llu clients=%llu",
+		(unsigned long long)g.ctl.slow_frames, (unsigned long long)g.ctl.clients_accepted);
+out:
+	gw_teardown(&g);
+	return err;
+}

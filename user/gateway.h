@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gateway's controller: one io_uring event loop that accepts clients,
+ * keeps the upstream pools, and runs the slow path (frames the kernel passed
+ * up). It never writes into a socket the kernel redirects into: everything it
+ * sends goes through its inject socket, back through the kernel's verdict.
+ */
+#ifndef KVS_GATEWAY_H
+#define KVS_GATEWAY_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "kvsplice/maps.h"
+#include "netutil.h"
+
+struct gw_config {
+	struct kvs_addr listen;
+	struct kvs_addr backends[KVS_MAX_BACKENDS];
+	uint32_t nbackends;
+	uint32_t pool_size;        /* upstream connections per backend */
+	uint32_t max_outstanding;  /* per backend; 0 = no limit */
+	uint32_t max_payload;
+	uint32_t window_blocks;
+	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */
+	double balance;            /* bounded-load factor, >= 1 */
+	const char *pin_dir;
+	const char *port_file;     /* write the listening port here */
+	int keep_pins;             /* leave maps pinned on exit */
+};
+
+void gw_config_defaults(struct gw_config *c);
+
+/* Runs until *stop is set (by a signal handler). 0 or -errno. */
+int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop);
+
+#endif

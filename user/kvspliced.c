@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: MIT
+/* kvspliced: the kvsplice gateway and controller. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "gateway.h"
+#include "kvsplice/hash.h"
+#include "kvsplice/proto.h"
+#include "log.h"
+
+#define PROG "kvspliced"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " --listen ADDR:PORT --backend ADDR:PORT [--backend ...] [options]\n"
+		"\n"
+		"Prefix-aware gateway for LLM inference backends speaking KVS1. Requests are\n"
+		"spliced to the backend that holds their prompt prefix by a BPF sockmap\n"
+		"program; the first request of a prefix is routed here (the slow path), which\n"
+		"installs the routes that let the kernel route the next ones by itself.\n"
+		"\n"
+		"Options:\n"
+		"  -l, --listen ADDR:PORT     address clients connect to (default 127.0.0.1:7480;\n"
+		"                             port 0 picks a free one, see --port-file)\n"
+		"  -b, --backend ADDR:PORT    a backend; repeat for each (at most %d)\n"
+		"      --pool N               upstream connections per backend (default %d, max %d)\n"
+		"      --max-outstanding N    requests in flight per backend before new ones go\n"
+		"                             elsewhere or get a 'busy' error (default 0: no limit)\n"
+		"      --max-frame BYTES      largest payload accepted (default %u, max %u); every\n"
+		"                             spliced socket's receive buffer is sized from it\n"
+		"      --window-blocks N      prompt blocks of %d bytes the kernel hashes (default\n"
+		"                             and max %d)\n"
+		"      --frame-timeout-ms MS  a frame not complete by then aborts its connection\n"
+		"                             (slow senders; default 30000)\n"
+		"      --balance F            bounded-load factor for new prefixes: no backend\n"
+		"                             gets more than F x the mean load (default 1.25)\n"
+		"      --pin-dir DIR          where maps are pinned (default %s)\n"
+		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
+		"      --port-file FILE       write the listening port to FILE once listening\n"
+		"      --log-level LEVEL      warn, info (default) or debug; logs are logfmt on stderr\n"
+		"  -h, --help                 this text\n"
+		"\n"
+		"Needs root (BPF, sockmap) and bpffs, mounted on /sys/fs/bpf if absent.\n"
+		"Inspect a running gateway with 'kvsplicectl stats' or\n"
+		"'bpftool map dump pinned %s/backends'. See docs/ARCHITECTURE.md.\n",
+		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_PAYLOAD,
+		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_DEFAULT_PIN_DIR,
+		KVS_DEFAULT_PIN_DIR);
+}
+
+enum {
+	OPT_POOL = 256,
+	OPT_MAX_OUT,
+	OPT_MAX_FRAME,
+	OPT_WINDOW,
+	OPT_FRAME_TIMEOUT,
+	OPT_BALANCE,
+	OPT_PIN_DIR,
+	OPT_KEEP_PINS,
+	OPT_PORT_FILE,
+	OPT_LOG_LEVEL,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "pool", required_argument, NULL, OPT_POOL },
+		{ "max-outstanding", required_argument, NULL, OPT_MAX_OUT },
+		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+		{ "window-blocks", required_argument, NULL, OPT_WINDOW },
+		{ "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
+		{ "balance", required_argument, NULL, OPT_BALANCE },
+		{ "pin-dir", required_argument, NULL, OPT_PIN_DIR },
+		{ "keep-pins", no_argument, NULL, OPT_KEEP_PINS },
+		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	enum kvs_log_level level = KVS_LOG_INFO;
+	const char *listen = "127.0.0.1:7480";
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct gw_config cfg;
+	int opt, lvl, err;
+
+	gw_config_defaults(&cfg);
+	while ((opt = getopt_long(argc, argv, "l:b:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			listen = optarg;
+			break;
+		case 'b':
+			if (cfg.nbackends == KVS_MAX_BACKENDS) {
+				fprintf(stderr, PROG ": at most %d backends\n", KVS_MAX_BACKENDS);
+				return 2;
+			}
+			if (kvs_parse_addr(optarg, &cfg.backends[cfg.nbackends])) {
+				fprintf(stderr, PROG ": --backend: '%s' is not ADDR:PORT\n", optarg);
+				return 2;
+			}
+			cfg.nbackends++;
+			break;
+		case OPT_POOL:
+			if (kvs_arg_u32(PROG, "--pool", optarg, 1, KVS_MAX_POOL, &cfg.pool_size))
+				return 2;
+			break;
+		case OPT_MAX_OUT:
+			if (kvs_arg_u32(PROG, "--max-outstanding", optarg, 0, UINT32_MAX,
+					&cfg.max_outstanding))
+				return 2;
+			break;
+		case OPT_MAX_FRAME:
+			if (kvs_arg_u32(PROG, "--max-frame", optarg, KVS_BLOCK_BYTES,
+					KVS_MAX_PAYLOAD_LIMIT, &cfg.max_payload))
+				return 2;
+			break;
+		case OPT_WINDOW:
+			if (kvs_arg_u32(PROG, "--window-blocks", optarg, 1, KVS_MAX_WINDOW_BLOCKS,
+					&cfg.window_blocks))
+				return 2;
+			break;
+		case OPT_FRAME_TIMEOUT:
+			if (kvs_arg_u32(PROG, "--frame-timeout-ms", optarg, 1, 3600000,
+					&cfg.frame_timeout_ms))
+				return 2;
+			break;
+		case OPT_BALANCE:
+			if (kvs_arg_double(PROG, "--balance", optarg, 1.0, 100.0, &cfg.balance))
+				return 2;
+			break;
+		case OPT_PIN_DIR:
+			cfg.pin_dir = optarg;
+			break;
+		case OPT_KEEP_PINS:
+			cfg.keep_pins = 1;
+			break;
+		case OPT_PORT_FILE:
+			cfg.port_file = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			lvl = kvs_log_parse_level(optarg);
+			if (lvl < 0) {
+				fprintf(stderr, PROG ": --log-level: '%s' is not warn, info or debug\n",
+					optarg);
+				return 2;
+			}
+			level = (enum kvs_log_level)lvl;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (cfg.nbackends == 0) {
+		fprintf(stderr, PROG ": at least one --backend ADDR:PORT is required (see --help)\n");
+		return 2;
+	}
+	if (kvs_parse_addr(listen, &cfg.listen)) {
+		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", listen);
+		return 2;
+	}
+	if (strlen(cfg.pin_dir) >= 200) {
+		fprintf(stderr, PROG ": --pin-dir: path too long\n");
+		return 2;
+	}
+
+	kvs_log_init(PROG, level);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	err = gw_run(&cfg, &stop_flag);
+	return err ? 1 : 0;
+}

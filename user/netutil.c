@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+#include "netutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SO_COOKIE
+#define SO_COOKIE 57
+#endif
+
+int kvs_parse_addr(const char *s, struct kvs_addr *a)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char host[256];
+	const char *colon, *port;
+	size_t hlen;
+	char *end;
+	long pnum;
+
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		hlen = (size_t)(rb - s - 1);
+		memcpy(host, s + 1, hlen < sizeof(host) ? hlen : 0);
+		port = rb + 2;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return -EINVAL;
+		hlen = (size_t)(colon - s);
+		if (hlen < sizeof(host))
+			memcpy(host, s, hlen);
+		port = colon + 1;
+	}
+	if (hlen == 0 || hlen >= sizeof(host))
+		return -EINVAL;
+	host[hlen] = '\0';
+	pnum = strtol(port, &end, 10);
+	if (!*port || *end || pnum < 0 || pnum > 65535)
+		return -EINVAL;
+	if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
+		return -EINVAL;
+	memcpy(&a->ss, res->ai_addr, res->ai_addrlen);
+	a->len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+uint16_t kvs_addr_port(const struct kvs_addr *a)
+{
+	if (a->ss.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+	return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+const char *kvs_addr_str(const struct kvs_addr *a, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (a->ss.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, host,
+			  sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, kvs_addr_port(a));
+	} else {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, host,
+			  sizeof(host));
+		snprintf(buf, len, "%s:%u", host, kvs_addr_port(a));
+	}
+	return buf;
+}
+
+int kvs_listen(const struct kvs_addr *a, int backlog)
+{
+	int fd, one = 1, err;
+
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) || listen(fd, backlog)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int kvs_connect(const struct kvs_addr *a, int timeout_ms)
+{
+	struct pollfd pfd;
+	socklen_t elen = sizeof(int);
+	int fd, err = 0;
+
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
+		goto done;
+	if (errno != EINPROGRESS) {
+		err = -errno;
+		goto fail;
+	}
+	pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	if (poll(&pfd, 1, timeout_ms) <= 0) {
+		err = -ETIMEDOUT;
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
+		err = err ? -err : -errno;
+		goto fail;
+	}
+done:
+	kvs_set_nonblock(fd, 0);
+	return fd;
+fail:
+	close(fd);
+	return err;
+}
+
+int kvs_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct kvs_addr a;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+		return -errno;
+	a.ss = ss;
+	a.len = len;
+	return kvs_addr_port(&a);
+}
+
+int kvs_set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	return fcntl(fd, F_SETFL, fl) ? -errno : 0;
+}
+
+int kvs_set_nodelay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ? -errno : 0;
+}
+
+int kvs_size_rcvbuf(int fd, uint32_t max_frame)
+{
+	/* The kernel doubles the value for bookkeeping overhead; ask for the
+	 * frame plus headroom so a frame and its successor's start both fit. */
+	int want = (int)(max_frame + (max_frame >> 1) + 65536), got = 0;
+	socklen_t len = sizeof(got);
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)))
+		return -errno;
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len))
+		return -errno;
+	return (uint32_t)got > max_frame ? 0 : -EMSGSIZE;
+}
+
+uint64_t kvs_sock_cookie(int fd)
+{
+	uint64_t cookie = 0;
+	socklen_t len = sizeof(cookie);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len))
+		return 0;
+	return cookie;
+}
+
+int kvs_write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int kvs_read_all(int fd, void *p, size_t n)
+{
+	uint8_t *c = p;
+
+	while (n) {
+		ssize_t r = read(fd, c, n);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int kvs_write_port_file(const char *path, int port)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", port);
+	if (fclose(f))
+		return -errno;
+	return rename(tmp, path) ? -errno : 0;
+}
+
+uint64_t kvs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

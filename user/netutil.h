@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* Socket helpers shared by the gateway, the simulator and the tools. */
+#ifndef KVS_NETUTIL_H
+#define KVS_NETUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct kvs_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+};
+
+/* "127.0.0.1:9000", "[::1]:9000", "localhost:9000". 0 or -EINVAL. */
+int kvs_parse_addr(const char *s, struct kvs_addr *a);
+/* "ADDR:PORT" of a into buf. */
+const char *kvs_addr_str(const struct kvs_addr *a, char *buf, size_t len);
+uint16_t kvs_addr_port(const struct kvs_addr *a);
+
+/* Listening TCP socket with SO_REUSEADDR; returns fd or -errno. */
+int kvs_listen(const struct kvs_addr *a, int backlog);
+/* Blocking connect with a timeout; returns a blocking fd or -errno. */
+int kvs_connect(const struct kvs_addr *a, int timeout_ms);
+/* The port a bound socket got (for port 0). */
+int kvs_local_port(int fd);
+
+int kvs_set_nonblock(int fd, int on);
+int kvs_set_nodelay(int fd);
+/*
+ * Receive buffer large enough for a frame of max_frame bytes: the
+ * strparser aborts any frame larger than sk_rcvbuf (EMSGSIZE), so this is
+ * checked, not hoped for. Uses SO_RCVBUFFORCE when allowed, so rmem_max
+ * does not cap it. Returns 0 or -errno.
+ */
+int kvs_size_rcvbuf(int fd, uint32_t max_frame);
+/* SO_COOKIE: the kernel's id of the socket; 0 on error. */
+uint64_t kvs_sock_cookie(int fd);
+
+/* Blocking helpers for the tools: all n bytes, or -errno / -EPIPE on EOF. */
+int kvs_write_all(int fd, const void *p, size_t n);
+int kvs_read_all(int fd, void *p, size_t n);
+
+/* Writes the number to path atomically (tests read ports from files). */
+int kvs_write_port_file(const char *path, int port);
+
+uint64_t kvs_now_ns(void);
+
+#endif

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+#include "pins.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+static const char *const pinned_maps[] = {
+	KVS_MAP_SOCKS, KVS_MAP_CONNS, KVS_MAP_BACKENDS, KVS_MAP_ROUTES, KVS_MAP_STATS,
+	KVS_MAP_CTL_STATS,
+};
+
+int kvs_bpffs_ensure(void)
+{
+	struct statfs st;
+
+	if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == BPF_FS_MAGIC)
+		return 0;
+	mkdir("/sys/fs/bpf", 0755);
+	if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+		return -errno;
+	return 0;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[4096];
+	size_t i;
+
+	if (strlen(dir) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	strcpy(tmp, dir);
+	for (i = 1; tmp[i]; i++) {
+		if (tmp[i] != '/')
+			continue;
+		tmp[i] = '\0';
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return -errno;
+		tmp[i] = '/';
+	}
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int kvs_pin_lock(const char *dir)
+{
+	int fd, err = mkdir_p(dir);
+
+	if (err)
+		return err;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+void kvs_pin_clear(const char *dir)
+{
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < sizeof(pinned_maps) / sizeof(pinned_maps[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, pinned_maps[i]);
+		unlink(path);
+	}
+}
+
+int kvs_pin_open(const char *dir, const char *name)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
+}
+
+int kvs_read_kstats(int stats_fd, struct kvs_stats *out)
+{
+	int ncpu = libbpf_num_possible_cpus(), i;
+	struct kvs_stats *per;
+	__u32 zero = 0;
+	size_t f;
+
+	if (ncpu <= 0)
+		return -EINVAL;
+	per = calloc((size_t)ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(stats_fd, &zero, per)) {
+		int err = -errno;
+
+		free(per);
+		return err;
+	}
+	memset(out, 0, sizeof(*out));
+	/* Every field is a __u64 counter: sum them as an array. */
+	for (i = 0; i < ncpu; i++)
+		for (f = 0; f < sizeof(*out) / sizeof(__u64); f++)
+			((__u64 *)out)[f] += ((__u64 *)&per[i])[f];
+	free(per);
+	return 0;
+}
+
+int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(ctl_fd, &zero, out) ? -errno : 0;
+}

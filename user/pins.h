@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pin directory (/sys/fs/bpf/kvsplice by default): its lock, so two
+ * controllers never load over each other, and read access to the pinned
+ * maps for tools that run beside (or without) the controller.
+ */
+#ifndef KVS_PINS_H
+#define KVS_PINS_H
+
+#include <stdint.h>
+
+#include "kvsplice/maps.h"
+
+/* Map names, as pinned (the names in bpf/kvsplice.bpf.c). */
+#define KVS_MAP_SOCKS "socks"
+#define KVS_MAP_CONNS "conns"
+#define KVS_MAP_BACKENDS "backends"
+#define KVS_MAP_ROUTES "routes"
+#define KVS_MAP_STATS "stats"
+#define KVS_MAP_CTL_STATS "ctl_stats"
+
+/* Mounts bpffs on /sys/fs/bpf when it is not there. 0 or -errno. */
+int kvs_bpffs_ensure(void);
+
+/*
+ * Creates dir if needed and takes an exclusive, non-blocking lock on it.
+ * Returns the lock's fd (held until closed) or -errno: -EBUSY when another
+ * process holds it.
+ */
+int kvs_pin_lock(const char *dir);
+
+/* Removes kvsplice's pinned maps from dir (stale pins of a dead run). */
+void kvs_pin_clear(const char *dir);
+
+/* fd of the pinned map dir/name, or -errno. */
+int kvs_pin_open(const char *dir, const char *name);
+
+/* Sums the per-CPU kernel counters of the stats map. 0 or -errno. */
+int kvs_read_kstats(int stats_fd, struct kvs_stats *out);
+int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out);
+
+#endif

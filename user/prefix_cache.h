@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A prefix cache of KV blocks keyed by chained block hash, like vLLM's
+ * automatic prefix caching: a fixed capacity in blocks; blocks in use by a
+ * running request are pinned (reference counted); unreferenced blocks stay
+ * cached and are evicted least recently used first. Pure: no I/O.
+ */
+#ifndef KVS_PREFIX_CACHE_H
+#define KVS_PREFIX_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvs_pcache_node {
+	uint64_t hash;
+	uint32_t refs;
+	uint32_t prev, next; /* evictable list, LRU first; KVS_PC_NIL ends */
+};
+
+#define KVS_PC_NIL UINT32_MAX
+
+struct kvs_pcache {
+	uint32_t capacity;        /* blocks */
+	uint32_t used;            /* blocks cached (pinned or not) */
+	uint32_t table_mask;      /* table size - 1 (power of two) */
+	uint32_t *table;          /* node index or KVS_PC_NIL */
+	struct kvs_pcache_node *nodes;
+	uint32_t free_head;       /* unused nodes, linked through next */
+	uint32_t lru_head, lru_tail;
+	uint32_t evictable;       /* blocks on the LRU list (unpinned) */
+	uint64_t evictions;
+};
+
+int kvs_pcache_init(struct kvs_pcache *c, uint32_t capacity_blocks);
+void kvs_pcache_free(struct kvs_pcache *c);
+
+/* How many of hashes[0..n) are cached, counting from the first: the length
+ * of the cached prefix in blocks. No side effects. */
+uint32_t kvs_pcache_match(const struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
+
+/*
+ * Pins hashes[0..n) for a running request, inserting the missing ones and
+ * evicting unpinned blocks LRU-first to make room. Returns 0, or -ENOSPC
+ * when pinned blocks leave no room (nothing is inserted or evicted then;
+ * the blocks it had found cached count as just used).
+ */
+int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
+
+/*
+ * Unpins them when the request finishes. They stay cached; the deepest block
+ * becomes the first to go, as vLLM frees a request's blocks tail first, so
+ * a shared head outlives the private tails of the prompts that used it.
+ */
+void kvs_pcache_release(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
+
+int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash);
+
+#endif
