@@ -7,9 +7,16 @@
  *   upstream socket --CHUNK/END/ERROR--> client socket named by gw_conn
  *   inject socket   --frames the controller decided--> either of the above
  *
- * Anything the kernel does not route (no route, shallow match, saturated or
- * absent backend, malformed header, PING/PONG) is passed up (SK_PASS) to the
- * socket's receive queue, where the controller reads it: the slow path.
+ * Anything the kernel does not route from a client (no route, saturated or
+ * absent backend, PING, a malformed frame) is redirected to the punt socket,
+ * which the controller reads: the slow path. The frame carries its client's
+ * id in gw_conn, and a malformed one is first rewritten into an ERROR notice
+ * naming the problem, so the punt stream is always well framed.
+ *
+ * Nothing is passed up (SK_PASS) into a client socket's own receive queue:
+ * reading that queue from userspace while the strparser still holds bytes
+ * that arrived before the socket joined the map stalls the stream on this
+ * kernel (see docs/ARCHITECTURE.md, "hazards").
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -130,14 +137,28 @@ static __always_inline struct kvs_stats *stats_slot(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
-static __always_inline int hdr_valid(const struct kvs_hdr *h, __u32 frame_len)
+/* 0 for a well-formed header of a frame_len-byte frame, else the
+ * enum kvs_status naming the first problem, in the codec's order. Only the
+ * first 16 bytes of h are read. */
+static __always_inline int hdr_status(const struct kvs_hdr *h, __u32 frame_len)
 {
 	__u32 plen = bpf_ntohl(h->payload_len);
 
-	return h->magic == bpf_htonl(KVS_MAGIC) && h->version == KVS_VERSION &&
-	       h->type >= KVS_T_REQUEST && h->type <= KVS_T_MAX && h->flags == 0 &&
-	       h->hdr_len == bpf_htons(KVS_HDR_LEN) && plen <= cfg_max_payload &&
-	       frame_len == KVS_HDR_LEN + plen;
+	if (h->magic != bpf_htonl(KVS_MAGIC))
+		return KVS_E_BAD_MAGIC;
+	if (h->version != KVS_VERSION)
+		return KVS_E_BAD_VERSION;
+	if (h->type < KVS_T_REQUEST || h->type > KVS_T_MAX)
+		return KVS_E_BAD_TYPE;
+	if (h->hdr_len != bpf_htons(KVS_HDR_LEN))
+		return KVS_E_BAD_HDR_LEN;
+	if (h->flags)
+		return KVS_E_BAD_FLAGS;
+	if (plen > cfg_max_payload)
+		return KVS_E_TOO_LARGE;
+	if (frame_len != KVS_HDR_LEN + plen)
+		return KVS_E_BAD_HDR_LEN;
+	return 0;
 }
 
 SEC("sk_skb/stream_parser")
@@ -154,12 +175,11 @@ int kvs_parser(struct __sk_buff *skb)
 	plen = bpf_ntohl(h.payload_len);
 	/*
 	 * A header we cannot trust is framed as a bare 64-byte message: the
-	 * verdict hands it to the controller, which answers with an error frame
-	 * and closes the connection. Returning an error here instead would make
-	 * the strparser abort the socket with no word to the client.
+	 * verdict turns it into an ERROR notice for the controller, which answers
+	 * the client and closes the connection. Returning an error here instead
+	 * would make the strparser abort the socket with no word to the client.
 	 */
-	if (h.magic != bpf_htonl(KVS_MAGIC) || h.version != KVS_VERSION ||
-	    h.hdr_len != bpf_htons(KVS_HDR_LEN) || plen > cfg_max_payload)
+	if (hdr_status(&h, KVS_HDR_LEN + plen))
 		return KVS_HDR_LEN;
 	return KVS_HDR_LEN + plen;
 }
@@ -307,6 +327,59 @@ static __always_inline int send_request(struct __sk_buff *skb, __u32 off, __u32 
 	return 0;
 }
 
+/* Hand a client's frame to the controller through the punt socket. */
+static __always_inline int punt(struct __sk_buff *skb, struct kvs_stats *st)
+{
+	__u64 key = KVS_PUNT_KEY;
+
+	if (bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS) {
+		st->drop_punt++;
+		return SK_DROP;
+	}
+	return SK_PASS;
+}
+
+/* Stamp the client's id (and no backend) into a frame for the controller. */
+static __always_inline int stamp_client(struct __sk_buff *skb, __u32 off, __u64 cookie)
+{
+	struct gw_fields gw = {
+		.backend = bpf_htonl(~0u),
+		.conn = bpf_cpu_to_be64(cookie),
+	};
+
+	return bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &gw, sizeof(gw), 0);
+}
+
+/*
+ * Rewrite a client's unacceptable frame into an ERROR notice for the
+ * controller: same length (a malformed header was framed as 64 bytes, a
+ * frame of the wrong type keeps its payload as the message), status naming
+ * the problem, gw_conn naming the client.
+ */
+static __always_inline int punt_error(struct __sk_buff *skb, struct kvs_stats *st,
+				      const struct kvs_hdr *h, __u32 off, __u32 len,
+				      __u64 cookie, int status)
+{
+	struct kvs_hdr e = {
+		.magic = bpf_htonl(KVS_MAGIC),
+		.version = KVS_VERSION,
+		.type = KVS_T_ERROR,
+		.hdr_len = bpf_htons(KVS_HDR_LEN),
+		.status = bpf_htons(status),
+		.payload_len = bpf_htonl(len - KVS_HDR_LEN),
+		.req_id = h->req_id,
+		.gw_backend = bpf_htonl(~0u),
+		.gw_conn = bpf_cpu_to_be64(cookie),
+	};
+
+	if (len < KVS_HDR_LEN || bpf_skb_store_bytes(skb, off, &e, sizeof(e), 0)) {
+		st->drop_punt++;
+		return SK_DROP;
+	}
+	st->pass_bad_frame++;
+	return punt(skb, st);
+}
+
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len,
 					__u64 cookie)
@@ -315,32 +388,40 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	__u32 b;
 	int rb;
 
-	if (h->type != KVS_T_REQUEST) {
+	if (h->type == KVS_T_PING) {
 		st->pass_other++;
-		return SK_PASS;
+		if (stamp_client(skb, off, cookie))
+			return SK_DROP;
+		return punt(skb, st);
 	}
+	if (h->type != KVS_T_REQUEST)
+		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
+
 	rb = route_request(skb, h, off, st);
-	if (rb < 0 || rb >= KVS_MAX_BACKENDS) {
-		st->slow_path_frames++;
-		return SK_PASS;
+	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
+		b = rb;
+		be = bpf_map_lookup_elem(&backends, &b);
+		if (be && backend_accepts(be)) {
+			if (send_request(skb, off, len, b, be, cookie) == 0) {
+				st->fast_path_frames++;
+				return SK_PASS;
+			}
+			st->pass_no_upstream++;
+		} else {
+			st->pass_saturated++;
+		}
 	}
-	b = rb;
-	be = bpf_map_lookup_elem(&backends, &b);
-	if (!be || !backend_accepts(be)) {
-		st->pass_saturated++;
-		st->slow_path_frames++;
-		return SK_PASS;
+	/* The slow path: the controller decides, installs routes, and sends
+	 * the frame on through its inject socket. */
+	st->slow_path_frames++;
+	if (stamp_client(skb, off, cookie)) {
+		st->drop_punt++;
+		return SK_DROP;
 	}
-	if (send_request(skb, off, len, b, be, cookie)) {
-		st->pass_no_upstream++;
-		st->slow_path_frames++;
-		return SK_PASS;
-	}
-	st->fast_path_frames++;
-	return SK_PASS;
+	return punt(skb, st);
 }
 
-/* A CHUNK/END/ERROR frame to the client named by gw_conn. */
+/* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. */
 static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st,
 				     const struct kvs_hdr *h)
 {
@@ -369,8 +450,8 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
 
 	if (!is_response(h->type)) {
-		st->pass_other++;
-		return SK_PASS;
+		st->drop_bad_upstream++;
+		return SK_DROP;
 	}
 	if (be) {
 		__sync_fetch_and_add(&be->resp_frames, 1);
@@ -387,7 +468,7 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 }
 
 /* Frames the controller wrote into its inject socket: requests carry the
- * backend it chose, responses (its own error frames) the client. */
+ * backend it chose, everything else (its own answers) the client. */
 static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len)
 {
@@ -395,18 +476,14 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	__u32 b;
 
 	st->inject_frames++;
-	/* The controller's own answers: errors, and PONG to a client's PING. */
-	if (is_response(h->type) || h->type == KVS_T_PONG)
+	if (h->type != KVS_T_REQUEST)
 		return to_client(skb, st, h);
-	if (h->type != KVS_T_REQUEST) {
-		st->pass_other++;
-		return SK_PASS;
-	}
 	b = bpf_ntohl(h->gw_backend);
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be || send_request(skb, off, len, b, be, bpf_be64_to_cpu(h->gw_conn))) {
-		/* Back to the controller on the inject socket: it answers the
-		 * client with an error. */
+		/* Back to the controller, on the inject socket's own receive
+		 * queue (no bytes there predate the map, so reading it is
+		 * safe): it answers the client with an error. */
 		st->pass_no_upstream++;
 		return SK_PASS;
 	}
@@ -421,30 +498,37 @@ int kvs_verdict(struct __sk_buff *skb)
 	struct kvs_conn *conn;
 	struct kvs_hdr h;
 	__u32 off, len;
+	int bad;
 
 	if (!st)
-		return SK_PASS;
+		return SK_DROP;
 	frame_pos(skb, &off, &len);
-	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)) || !hdr_valid(&h, len)) {
-		st->pass_bad_frame++;
-		return SK_PASS;
-	}
+	if (off)
+		st->frames_at_offset++;
 	conn = bpf_map_lookup_elem(&conns, &cookie);
 	if (!conn) {
-		st->pass_other++;
-		return SK_PASS;
+		st->drop_punt++;
+		return SK_DROP;
 	}
+	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)))
+		__builtin_memset(&h, 0, sizeof(h)); /* reported as bad magic */
 	conn->frames++;
 	conn->bytes += len;
 
-	switch (conn->role) {
-	case KVS_ROLE_CLIENT:
+	bad = hdr_status(&h, len);
+	if (conn->role == KVS_ROLE_CLIENT) {
+		if (bad)
+			return punt_error(skb, st, &h, off, len, cookie, bad);
 		return client_frame(skb, st, &h, off, len, cookie);
-	case KVS_ROLE_UPSTREAM:
-		return upstream_frame(skb, st, &h, conn->backend, len);
-	case KVS_ROLE_INJECT:
-		return inject_frame(skb, st, &h, off, len);
 	}
-	st->pass_other++;
-	return SK_PASS;
+	if (bad) {
+		st->drop_bad_upstream++;
+		return SK_DROP;
+	}
+	if (conn->role == KVS_ROLE_UPSTREAM)
+		return upstream_frame(skb, st, &h, conn->backend, len);
+	if (conn->role == KVS_ROLE_INJECT)
+		return inject_frame(skb, st, &h, off, len);
+	st->drop_bad_upstream++;
+	return SK_DROP;
 }

@@ -55,7 +55,7 @@ struct bconn {
 struct run_opts {
 	struct kvs_addr addr;
 	uint32_t requests, connections, depth, max_tokens;
-	uint32_t prefixes, prefix_tokens, suffix_tokens;
+	uint32_t prefixes, prefix_tokens, suffix_tokens, suffix_jitter;
 	uint64_t salt;
 	uint32_t model;
 	bool hint, json, per_request, quiet;
@@ -94,6 +94,11 @@ static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
 {
 	size_t pb = prefix_bytes(r), sb = (size_t)r->o->suffix_tokens * KVS_BYTES_PER_TOKEN;
 
+	/* Varied frame sizes, deterministic per request: pipelined frames then
+	 * end and start inside shared skbs. */
+	if (r->o->suffix_jitter)
+		sb += (size_t)((id * 7919) % (r->o->suffix_jitter + 1u)) * KVS_BYTES_PER_TOKEN;
+
 	if (r->prefix_file)
 		memcpy(r->prompt, r->prefix_file, pb);
 	else if (pb)
@@ -117,28 +122,34 @@ static int send_one(struct run *r, uint32_t ci)
 		.max_tokens = r->o->max_tokens,
 		.prefix_len = r->o->hint ? (uint32_t)prefix_bytes(r) : 0,
 	};
-	ssize_t w;
-
 	q->conn = ci;
 	q->group = group;
 	q->send_ns = kvs_now_ns();
 	if (kvs_put_frame(&c->tx, &m, r->prompt, (uint32_t)len))
 		return -ENOBUFS;
 	c->inflight++;
-	while (c->tx.len) {
-		w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				break; /* the rest goes on EPOLLOUT */
-			return -errno;
-		}
-		kvs_buf_consume(&c->tx, (size_t)w);
-	}
 	return 0;
 }
 
+static void flush(struct bconn *c)
+{
+	while (c->tx.len && !c->dead) {
+		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN) /* EAGAIN: the rest goes on EPOLLOUT */
+				c->dead = true;
+			return;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+}
+
+/* Queue every request this connection may have in flight, then write them
+ * together, as a pipelining client does: frames then share TCP segments, and
+ * most start in the middle of one. */
 static void fill(struct run *r, uint32_t ci)
 {
 	struct bconn *c = &r->conns[ci];
@@ -146,6 +157,7 @@ static void fill(struct run *r, uint32_t ci)
 	while (!c->dead && c->inflight < r->o->depth && r->next < r->o->requests)
 		if (send_one(r, ci))
 			c->dead = true;
+	flush(c);
 }
 
 static void on_frame(struct run *r, struct bconn *c, const struct kvs_msg *m, const uint8_t *p)
@@ -239,18 +251,7 @@ static void on_readable(struct run *r, uint32_t ci)
 
 static void on_writable(struct run *r, uint32_t ci)
 {
-	struct bconn *c = &r->conns[ci];
-
-	while (c->tx.len) {
-		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
-
-		if (w < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				c->dead = true;
-			return;
-		}
-		kvs_buf_consume(&c->tx, (size_t)w);
-	}
+	flush(&r->conns[ci]);
 }
 
 static int load_prompt_file(struct run *r, const char *path)
@@ -431,7 +432,8 @@ static int cmd_run(const struct run_opts *o)
 		return 2;
 	r.reqs = calloc(o->requests, sizeof(*r.reqs));
 	r.conns = calloc(o->connections, sizeof(*r.conns));
-	r.prompt = malloc(prefix_bytes(&r) + (size_t)o->suffix_tokens * KVS_BYTES_PER_TOKEN + 1);
+	r.prompt = malloc(prefix_bytes(&r) +
+			  (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN + 1);
 	r.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -524,6 +526,7 @@ static void usage(FILE *f)
 		"                            (default 4; 0 = nothing shared)\n"
 		"      --prefix-tokens T     tokens of each shared prefix (default 1024)\n"
 		"      --suffix-tokens S     tokens of each request's own suffix (default 64)\n"
+		"      --suffix-jitter J     add 0..J tokens to each suffix (varied frame sizes)\n"
 		"      --prompt-file FILE    use FILE's bytes as the one shared prefix\n"
 		"      --hint                send the prefix length as the routing hint\n"
 		"      --salt X              cache salt (tenant) for every request (default 0)\n"
@@ -539,6 +542,7 @@ enum {
 	OPT_PREFIXES = 256,
 	OPT_PREFIX_TOKENS,
 	OPT_SUFFIX_TOKENS,
+	OPT_SUFFIX_JITTER,
 	OPT_PROMPT_FILE,
 	OPT_HINT,
 	OPT_SALT,
@@ -559,6 +563,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "prefixes", required_argument, NULL, OPT_PREFIXES },
 		{ "prefix-tokens", required_argument, NULL, OPT_PREFIX_TOKENS },
 		{ "suffix-tokens", required_argument, NULL, OPT_SUFFIX_TOKENS },
+		{ "suffix-jitter", required_argument, NULL, OPT_SUFFIX_JITTER },
 		{ "prompt-file", required_argument, NULL, OPT_PROMPT_FILE },
 		{ "hint", no_argument, NULL, OPT_HINT },
 		{ "salt", required_argument, NULL, OPT_SALT },
@@ -609,6 +614,10 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			break;
 		case OPT_SUFFIX_TOKENS:
 			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20, &o->suffix_tokens))
+				return 2;
+			break;
+		case OPT_SUFFIX_JITTER:
+			if (kvs_arg_u32(PROG, "--suffix-jitter", optarg, 0, 1u << 20, &o->suffix_jitter))
 				return 2;
 			break;
 		case OPT_PROMPT_FILE:

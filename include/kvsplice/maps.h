@@ -29,11 +29,16 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
 	return KVS_UPSTREAM_KEY_BIT | ((__u64)backend << 16) | slot;
 }
 
+/* The punt socket: where the kernel sends the controller what it does not
+ * route itself (slow-path requests, PINGs, malformed frames). */
+#define KVS_PUNT_KEY (1ULL << 62)
+
 /* What a socket in the SOCKHASH is; conns map value, keyed by cookie. */
 enum kvs_role {
 	KVS_ROLE_CLIENT = 1,   /* accepted from a client */
 	KVS_ROLE_UPSTREAM = 2, /* pooled connection to a backend */
 	KVS_ROLE_INJECT = 3,   /* controller's own path into the kernel */
+	KVS_ROLE_PUNT = 4,     /* the kernel's path to the controller */
 };
 
 struct kvs_conn {
@@ -79,15 +84,18 @@ struct kvs_route {
 /* stats map value (per CPU, one slot): everything the kernel decides. */
 struct kvs_stats {
 	__u64 fast_path_frames;  /* requests the kernel routed by itself */
-	__u64 slow_path_frames;  /* requests handed to the controller */
+	__u64 slow_path_frames;  /* requests punted to the controller */
 	__u64 inject_frames;     /* frames the controller re-injected */
 	__u64 resp_frames;       /* responses spliced back to a client */
 	__u64 cache_key_hits;    /* fast-path requests routed by explicit key */
 	__u64 drop_no_client;    /* response for a client that is gone */
 	__u64 pass_no_upstream;  /* route found but no upstream socket */
 	__u64 pass_saturated;    /* route found but backend full or not up */
-	__u64 pass_bad_frame;    /* unparsable header: controller answers */
-	__u64 pass_other;        /* frames the kernel does not route */
+	__u64 pass_bad_frame;    /* malformed client frame: punted as ERROR */
+	__u64 pass_other;        /* other frames punted (client PING) */
+	__u64 drop_bad_upstream; /* malformed or non-response from a backend */
+	__u64 drop_punt;         /* punt socket missing: frame lost */
+	__u64 frames_at_offset;  /* frames not at the start of their skb */
 };
 
 /* ctl_stats map value: the controller's own counters (it is the only

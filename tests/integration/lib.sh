@@ -1,0 +1,104 @@
+# shellcheck shell=bash
+# Helpers for kvsplice integration tests: start simulators and a gateway on
+# loopback, read counters, assert, and always clean up. Source it, then call
+# kvs_setup. Needs root (BPF) and the binaries in $KVS_BUILD.
+
+set -euo pipefail
+
+KVS_BUILD=${KVS_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
+KVS_TMP=""
+KVS_PIN=""
+KVS_PIDS=()
+
+kvs_fail() {
+	echo "FAIL: $*" >&2
+	if [ -n "$KVS_TMP" ]; then
+		for f in "$KVS_TMP"/*.log; do
+			[ -f "$f" ] || continue
+			echo "--- $f (last 15 lines)" >&2
+			tail -n 15 "$f" >&2
+		done
+	fi
+	exit 1
+}
+
+kvs_cleanup() {
+	local pid
+	for pid in "${KVS_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${KVS_PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	[ -n "$KVS_PIN" ] && rm -rf "$KVS_PIN" 2>/dev/null || true
+	[ -n "$KVS_TMP" ] && rm -rf "$KVS_TMP"
+	return 0
+}
+
+kvs_setup() {
+	[ "$(id -u)" -eq 0 ] || kvs_fail "integration tests need root (BPF, sockmap)"
+	KVS_TMP=$(mktemp -d /tmp/kvs-test.XXXXXX)
+	# A pin dir of our own: tests never touch a production gateway's maps.
+	KVS_PIN=/sys/fs/bpf/kvs-test-$$-$RANDOM
+	trap kvs_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
+# Waits until FILE exists (a process writes its port there once listening).
+kvs_wait_file() {
+	local f=$1 i
+	for i in $(seq 1 100); do
+		[ -s "$f" ] && return 0
+		sleep 0.05
+	done
+	kvs_fail "timed out waiting for $f"
+}
+
+# kvs_start_sim NAME [kvsplice-sim flags...]: sets SIM_PORT_<NAME>.
+kvs_start_sim() {
+	local name=$1
+	shift
+	"$KVS_BUILD/kvsplice-sim" --port-file "$KVS_TMP/$name.port" "$@" \
+		2>"$KVS_TMP/$name.log" &
+	KVS_PIDS+=($!)
+	kvs_wait_file "$KVS_TMP/$name.port"
+	printf -v "SIM_PORT_$name" '%s' "$(cat "$KVS_TMP/$name.port")"
+}
+
+# kvs_start_gw [kvspliced flags...]: sets GW_PORT and GW_PID.
+kvs_start_gw() {
+	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
+		--pin-dir "$KVS_PIN" "$@" 2>"$KVS_TMP/gw.log" &
+	GW_PID=$!
+	KVS_PIDS+=($GW_PID)
+	kvs_wait_file "$KVS_TMP/gw.port"
+	GW_PORT=$(cat "$KVS_TMP/gw.port")
+}
+
+kvs_bench() {
+	"$KVS_BUILD/kvsplice-bench" run --connect "127.0.0.1:$GW_PORT" --quiet "$@"
+}
+
+kvs_stats() {
+	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" stats --json
+}
+
+# jget JSON PATH: a value from JSON (jq path, e.g. .controller.slow_bytes).
+jget() {
+	jq -r "$2" <<<"$1"
+}
+
+assert_eq() { # what got want
+	[ "$2" = "$3" ] || kvs_fail "$1: got $2, want $3"
+	echo "ok: $1 = $2"
+}
+
+assert_ge() { # what got min
+	[ "$2" -ge "$3" ] || kvs_fail "$1: got $2, want >= $3"
+	echo "ok: $1 = $2 (>= $3)"
+}
+
+assert_le() { # what got max
+	[ "$2" -le "$3" ] || kvs_fail "$1: got $2, want <= $3"
+	echo "ok: $1 = $2 (<= $3)"
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+/* The prefix cache: hit counting, LRU eviction order, pinning, and
+ * tail-first release like vLLM. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "prefix_cache.h"
+
+static void prefix_match_counts_from_the_start(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[4] = { 11, 12, 13, 14 }, b[4] = { 11, 12, 99, 14 };
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&c, 8), 0);
+	assert_int_equal(kvs_pcache_match(&c, a, 4), 0);
+	assert_int_equal(kvs_pcache_acquire(&c, a, 4), 0);
+	kvs_pcache_release(&c, a, 4);
+	assert_int_equal(kvs_pcache_match(&c, a, 4), 4);
+	/* 14 is cached, but after a miss it does not count. */
+	assert_int_equal(kvs_pcache_match(&c, b, 4), 2);
+	assert_int_equal(c.used, 4);
+	kvs_pcache_free(&c);
+}
+
+static void lru_eviction_order(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[2] = { 1, 2 }, b[2] = { 3, 4 }, d[2] = { 5, 6 };
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&c, 4), 0);
+	kvs_pcache_acquire(&c, a, 2);
+	kvs_pcache_release(&c, a, 2);
+	kvs_pcache_acquire(&c, b, 2);
+	kvs_pcache_release(&c, b, 2);
+	/* Touch a: now b is least recently used. */
+	kvs_pcache_acquire(&c, a, 2);
+	kvs_pcache_release(&c, a, 2);
+	kvs_pcache_acquire(&c, d, 2);
+	kvs_pcache_release(&c, d, 2);
+	assert_int_equal(kvs_pcache_match(&c, a, 2), 2);
+	assert_false(kvs_pcache_contains(&c, 3));
+	assert_false(kvs_pcache_contains(&c, 4));
+	assert_int_equal(kvs_pcache_match(&c, d, 2), 2);
+	assert_int_equal(c.evictions, 2);
+	kvs_pcache_free(&c);
+}
+
+/* Released tail first: under pressure the deepest block of a prompt goes
+ * before its head, so a shared head survives. */
+static void release_tail_first(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[3] = { 1, 2, 3 }, x[1] = { 9 };
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&c, 3), 0);
+	kvs_pcache_acquire(&c, a, 3);
+	kvs_pcache_release(&c, a, 3);
+	kvs_pcache_acquire(&c, x, 1);
+	assert_false(kvs_pcache_contains(&c, 3));
+	assert_true(kvs_pcache_contains(&c, 1));
+	assert_true(kvs_pcache_contains(&c, 2));
+	kvs_pcache_free(&c);
+}
+
+static void pinned_blocks_are_not_evicted(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[3] = { 1, 2, 3 }, b[2] = { 4, 5 }, d[1] = { 6 }, e[1] = { 7 };
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&c, 4), 0);
+	assert_int_equal(kvs_pcache_acquire(&c, a, 3), 0);
+	/* Room for one more, and nothing evictable: two do not fit. */
+	assert_int_equal(kvs_pcache_acquire(&c, b, 2), -ENOSPC);
+	assert_int_equal(c.used, 3);
+	assert_int_equal(kvs_pcache_acquire(&c, d, 1), 0);
+	kvs_pcache_release(&c, d, 1);
+	/* Full; only 6 is evictable: two blocks still do not fit, one does. */
+	assert_int_equal(kvs_pcache_acquire(&c, b, 2), -ENOSPC);
+	assert_int_equal(kvs_pcache_acquire(&c, e, 1), 0);
+	assert_false(kvs_pcache_contains(&c, 6));
+	assert_int_equal(kvs_pcache_match(&c, a, 3), 3);
+	/* Unpin a: 4,5 now fit by evicting a's tail (3, then 2), not its head. */
+	kvs_pcache_release(&c, a, 3);
+	assert_int_equal(kvs_pcache_acquire(&c, b, 2), 0);
+	assert_int_equal(kvs_pcache_match(&c, a, 3), 1);
+	assert_true(kvs_pcache_contains(&c, 7));
+	kvs_pcache_free(&c);
+}
+
+/* Many inserts and evictions keep the table consistent (backward-shift
+ * deletion must not lose entries that probed past a deleted one). */
+static void churn_keeps_table_consistent(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t h;
+	uint32_t i, j;
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&c, 64), 0);
+	for (i = 0; i < 5000; i++) {
+		h = (uint64_t)i * 0x9E3779B97F4A7C15ull + 1;
+		assert_int_equal(kvs_pcache_acquire(&c, &h, 1), 0);
+		kvs_pcache_release(&c, &h, 1);
+		if (i >= 64) {
+			/* exactly the 64 most recent are present */
+			for (j = i - 63; j <= i; j++) {
+				uint64_t k = (uint64_t)j * 0x9E3779B97F4A7C15ull + 1;
+
+				assert_true(kvs_pcache_contains(&c, k));
+			}
+			h = (uint64_t)(i - 64) * 0x9E3779B97F4A7C15ull + 1;
+			assert_false(kvs_pcache_contains(&c, h));
+		}
+	}
+	assert_int_equal(c.used, 64);
+	kvs_pcache_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(prefix_match_counts_from_the_start),
+		cmocka_unit_test(lru_eviction_order),
+		cmocka_unit_test(release_tail_first),
+		cmocka_unit_test(pinned_blocks_are_not_evicted),
+		cmocka_unit_test(churn_keeps_table_consistent),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplicectl: the operator's view of a kvsplice gateway, read from the maps
+ * pinned under the pin directory (so it works even when the controller is
+ * down).
+ *
+ *   kvsplicectl [--pin-dir DIR] [--json] stats
+ *   kvsplicectl [--pin-dir DIR] [--json] backends
+ */
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvsplice/maps.h"
+#include "pins.h"
+
+#define PROG "kvsplicectl"
+
+struct ctl_opts {
+	const char *pin_dir;
+	bool json;
+};
+
+static int open_map(const struct ctl_opts *o, const char *name)
+{
+	int fd = kvs_pin_open(o->pin_dir, name);
+
+	if (fd < 0)
+		fprintf(stderr,
+			PROG ": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
+			o->pin_dir, name, strerror(-fd));
+	return fd;
+}
+
+/* Field names and values in one table, so the JSON and the text output
+ * cannot drift apart. */
+#define KSTAT_FIELDS(X)                                                                            \
+	X(fast_path_frames)                                                                        \
+	X(slow_path_frames)                                                                        \
+	X(inject_frames)                                                                           \
+	X(resp_frames)                                                                             \
+	X(cache_key_hits)                                                                          \
+	X(drop_no_client)                                                                          \
+	X(pass_no_upstream)                                                                        \
+	X(pass_saturated)                                                                          \
+	X(pass_bad_frame)                                                                          \
+	X(pass_other)                                                                              \
+	X(frames_at_offset)
+
+#define CSTAT_FIELDS(X)                                                                            \
+	X(slow_frames)                                                                             \
+	X(slow_bytes)                                                                              \
+	X(routes_installed)                                                                        \
+	X(errors_sent)                                                                             \
+	X(bad_frames)                                                                              \
+	X(no_backend)                                                                              \
+	X(clients_accepted)                                                                        \
+	X(clients_closed)                                                                          \
+	X(upstream_failures)
+
+static int count_entries(int fd, size_t key_size)
+{
+	unsigned char key[16], next[16];
+	void *prev = NULL;
+	int n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, key_size);
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+static int cmd_stats(const struct ctl_opts *o)
+{
+	struct kvs_stats k;
+	struct kvs_ctl_stats c;
+	int sfd, cfd, rfd, nfd, err, routes = -1, conns = -1;
+	const char *sep = "";
+	double share;
+
+	sfd = open_map(o, KVS_MAP_STATS);
+	cfd = open_map(o, KVS_MAP_CTL_STATS);
+	if (sfd < 0 || cfd < 0)
+		return 1;
+	err = kvs_read_kstats(sfd, &k);
+	if (!err)
+		err = kvs_read_ctl_stats(cfd, &c);
+	if (err) {
+		fprintf(stderr, PROG ": cannot read counters: %s\n", strerror(-err));
+		return 1;
+	}
+	rfd = kvs_pin_open(o->pin_dir, KVS_MAP_ROUTES);
+	if (rfd >= 0) {
+		routes = count_entries(rfd, sizeof(__u64));
+		close(rfd);
+	}
+	nfd = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
+	if (nfd >= 0) {
+		conns = count_entries(nfd, sizeof(__u64));
+		close(nfd);
+	}
+	share = k.fast_path_frames + k.slow_path_frames
+			? (double)k.fast_path_frames / (double)(k.fast_path_frames + k.slow_path_frames)
+			: 0;
+
+	if (o->json) {
+		printf("{");
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)k.f);                                 \
+	sep = ",";
+		KSTAT_FIELDS(J)
+#undef J
+		printf(",\"fast_path_share\":%.4f,\"routes\":%d,\"connections\":%d,\"controller\":{",
+		       share, routes, conns);
+		sep = "";
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)c.f);                                 \
+	sep = ",";
+		CSTAT_FIELDS(J)
+#undef J
+		printf("}}\n");
+	} else {
+		printf("kernel\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)k.f);
+		KSTAT_FIELDS(T)
+#undef T
+		printf("  %-20s %.1f%%\n", "fast_path_share", 100 * share);
+		printf("  %-20s %d\n", "routes", routes);
+		printf("  %-20s %d\n", "connections", conns);
+		printf("controller\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)c.f);
+		CSTAT_FIELDS(T)
+#undef T
+	}
+	close(sfd);
+	close(cfd);
+	return 0;
+}
+
+static int cmd_backends(const struct ctl_opts *o)
+{
+	static const char *const states[] = { "absent", "up", "draining", "down" };
+	int fd = open_map(o, KVS_MAP_BACKENDS), n = 0;
+	struct kvs_backend be;
+	__u32 i;
+
+	if (fd < 0)
+		return 1;
+	if (o->json)
+		printf("[");
+	else
+		printf("%-5s %-8s %5s %11s %10s %10s %12s %12s\n", "index", "state", "pool",
+		       "outstanding", "requests", "responses", "req_bytes", "resp_bytes");
+	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
+		const char *st;
+
+		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
+			continue;
+		st = be.state < 4 ? states[be.state] : "unknown";
+		if (o->json)
+			printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
+			       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
+			       "\"req_bytes\":%llu,\"resp_bytes\":%llu}",
+			       n ? "," : "", i, st, be.pool_size, (unsigned long long)be.outstanding,
+			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
+			       (unsigned long long)be.ends, (unsigned long long)be.req_bytes,
+			       (unsigned long long)be.resp_bytes);
+		else
+			printf("%-5u %-8s %5u %11llu %10llu %10llu %12llu %12llu\n", i, st,
+			       be.pool_size, (unsigned long long)be.outstanding,
+			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
+			       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
+		n++;
+	}
+	if (o->json)
+		printf("]\n");
+	close(fd);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " [--pin-dir DIR] [--json] COMMAND\n"
+		"\n"
+		"Reads a kvsplice gateway's state from its pinned BPF maps.\n"
+		"\n"
+		"Commands:\n"
+		"  stats      kernel and controller counters: frames routed by the kernel\n"
+		"             (fast path) and by the controller (slow path), responses,\n"
+		"             drops, routes and connections\n"
+		"  backends   per backend: state, pool, outstanding requests, frames, bytes\n"
+		"\n"
+		"Options:\n"
+		"      --pin-dir DIR   the gateway's pin directory (default %s)\n"
+		"  -j, --json          machine-readable output\n"
+		"  -h, --help          this text\n",
+		KVS_DEFAULT_PIN_DIR);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pin-dir", required_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR };
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "+p:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			o.pin_dir = optarg;
+			break;
+		case 'j':
+			o.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* Options may also follow the command: kvsplicectl stats --json. */
+	if (optind < argc) {
+		const char *cmd = argv[optind];
+
+		optind++;
+		while ((opt = getopt_long(argc, argv, "+p:jh", opts, NULL)) != -1) {
+			if (opt == 'p')
+				o.pin_dir = optarg;
+			else if (opt == 'j')
+				o.json = true;
+			else if (opt == 'h') {
+				usage(stdout);
+				return 0;
+			} else {
+				usage(stderr);
+				return 2;
+			}
+		}
+		if (optind < argc) {
+			fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+			return 2;
+		}
+		if (!strcmp(cmd, "stats"))
+			return cmd_stats(&o);
+		if (!strcmp(cmd, "backends"))
+			return cmd_backends(&o);
+		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
+		return 2;
+	}
+	usage(stderr);
+	return 2;
+}
