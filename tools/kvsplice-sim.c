@@ -36,6 +36,7 @@
 #define TX_LIMIT (64u << 20)
 
 struct sim_conn {
+	struct sim_conn *prev, *next; /* all live connections, for shutdown */
 	int fd;
 	struct kvs_buf rx, tx;
 	bool dead;     /* closed by the peer; freed when no request needs it */
@@ -64,6 +65,7 @@ struct sim {
 	struct kvs_pcache cache;
 	struct sim_req *head, *tail; /* waiting, FIFO */
 	struct sim_req *cur;         /* running */
+	struct sim_conn *conns;      /* open connections */
 	uint32_t waiting;
 	uint64_t served, cached_tokens_total, prompt_tokens_total;
 };
@@ -79,6 +81,7 @@ static void on_signal(int sig)
 static void conn_put(struct sim_conn *c)
 {
 	if (--c->refs == 0 && c->dead) {
+		/* unlinked from sim.conns when it was closed */
 		close(c->fd);
 		kvs_buf_free(&c->rx);
 		kvs_buf_free(&c->tx);
@@ -258,6 +261,12 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 static void conn_close(struct sim *s, struct sim_conn *c)
 {
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
 	c->dead = true;
 	c->refs++;
 	conn_put(c); /* frees it now unless requests still hold it */
@@ -355,6 +364,10 @@ static void on_accept(struct sim *s)
 		kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)s->max_payload + 65536);
 		kvs_buf_init(&c->tx, TX_LIMIT);
 		kvs_set_nodelay(fd);
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
 		ev.data.ptr = c;
 		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
@@ -564,6 +577,20 @@ int main(int argc, char **argv)
 	pr_info("event=stopping served=%llu prompt_tokens=%llu cached_tokens=%llu",
 		(unsigned long long)s.served, (unsigned long long)s.prompt_tokens_total,
 		(unsigned long long)s.cached_tokens_total);
+	/* Free what is queued and open, so leak checkers see a clean exit. */
+	while (s.head) {
+		struct sim_req *r = s.head;
+
+		s.head = r->next;
+		req_free(r);
+	}
+	if (s.cur)
+		req_free(s.cur);
+	while (s.conns)
+		conn_close(&s, s.conns);
+	close(s.tfd);
+	close(s.epfd);
+	close(s.lfd);
 	kvs_pcache_free(&s.cache);
 	return 0;
 }

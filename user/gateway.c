@@ -599,11 +599,14 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 /* A watched socket hung up or failed (or we shut it down to close it). */
 static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 {
+	uint32_t backend = c->backend;
+
+	/* conn_close may free c: everything read from it is read first. */
 	if (c->role == KVS_ROLE_UPSTREAM) {
 		g->ctl.upstream_failures++;
-		g->be[c->backend].pool[c->slot] = NULL;
+		g->be[backend].pool[c->slot] = NULL;
 		conn_close(g, c);
-		backend_down(g, c->backend, why);
+		backend_down(g, backend, why);
 	} else if (c->role == KVS_ROLE_CLIENT) {
 		pr_debug("event=client_closed conn=%llu reason=\"%s\"",
 			 (unsigned long long)c->cookie, why);
@@ -611,13 +614,13 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 	} else {
 		/* The inject or punt pair: the slow path is gone with it. */
 		pr_warn("event=controller_socket_lost role=%u reason=\"%s\"", c->role, why);
-		conn_close(g, c);
 		if (c == g->inject)
 			g->inject = NULL;
 		else if (c == g->punt)
 			g->punt = NULL;
 		else if (c == g->punt_k)
 			g->punt_k = NULL;
+		conn_close(g, c);
 	}
 }
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs kvsplice's tests: every unit test binary in BUILD/tests, then every
+# integration script in tests/integration (root needed). Prints one line per
+# test and a closing "N passed, N failed" line; exits 1 if any failed.
+#   tests/run.sh BUILD [unit|integration]
+set -u
+BUILD=${1:-build}
+WHAT=${2:-all}
+HERE=$(cd "$(dirname "$0")" && pwd)
+export KVS_BUILD=$(cd "$BUILD" && pwd)
+LOGDIR=$(mktemp -d /tmp/kvs-tests.XXXXXX)
+pass=0
+fail=0
+failed=()
+
+run_one() { # name command...
+	local name=$1 t0 t1 rc log
+	shift
+	log="$LOGDIR/${name//\//_}.log"
+	t0=$(date +%s.%N)
+	"$@" >"$log" 2>&1
+	rc=$?
+	t1=$(date +%s.%N)
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1))
+		printf 'PASS  %-28s %6.2fs\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+	else
+		fail=$((fail + 1))
+		failed+=("$name")
+		printf 'FAIL  %-28s %6.2fs  (log: %s)\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+			"$log"
+		sed 's/^/      | /' "$log" | tail -n 25
+	fi
+}
+
+if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
+	for t in "$BUILD"/tests/test_*; do
+		[ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"
+	done
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
+	for t in "$HERE"/integration/test_*.sh; do
+		run_one "integration/$(basename "$t" .sh)" "$t"
+	done
+fi
+
+echo
+[ $fail -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
