@@ -30,6 +30,7 @@
 
 #define PROG "kvsplice-bench"
 #define MAX_BACKEND_IDS 256
+#define MAX_TARGETS 64
 
 enum req_status { RS_PENDING = 0, RS_OK, RS_ERROR, RS_MISMATCH };
 
@@ -53,7 +54,8 @@ struct bconn {
 };
 
 struct run_opts {
-	struct kvs_addr addr;
+	struct kvs_addr addrs[MAX_TARGETS]; /* connection i uses addrs[i % n] */
+	uint32_t naddrs;
 	uint32_t requests, connections, depth, max_tokens;
 	uint32_t prefixes, prefix_tokens, suffix_tokens, suffix_jitter;
 	uint64_t salt;
@@ -440,12 +442,13 @@ static int cmd_run(const struct run_opts *o)
 		goto out;
 	}
 	for (i = 0; i < o->connections; i++) {
-		int fd = kvs_connect(&o->addr, 2000);
+		const struct kvs_addr *addr = &o->addrs[i % o->naddrs];
+		int fd = kvs_connect(addr, 2000);
 		char a[96];
 
 		if (fd < 0) {
 			fprintf(stderr, PROG ": cannot connect to %s: %s\n",
-				kvs_addr_str(&o->addr, a, sizeof(a)), strerror(-fd));
+				kvs_addr_str(addr, a, sizeof(a)), strerror(-fd));
 			goto out;
 		}
 		kvs_set_nonblock(fd, 1);
@@ -517,7 +520,9 @@ static void usage(FILE *f)
 		"any failed, was answered wrongly or never finished, 2 for bad usage.\n"
 		"\n"
 		"Options of run:\n"
-		"  -c, --connect ADDR:PORT   gateway (or backend) address (required)\n"
+		"  -c, --connect ADDR:PORT   gateway (or backend) address (required); repeat it\n"
+		"                            to spread connections round robin over several\n"
+		"                            backends: the no-gateway baseline\n"
 		"  -n, --requests N          requests to send (default 100)\n"
 		"  -k, --connections K       client connections (default 4)\n"
 		"  -d, --depth D             requests in flight per connection (default 1)\n"
@@ -575,7 +580,6 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *connect = NULL;
 	int opt;
 
 	*o = (struct run_opts){
@@ -586,7 +590,15 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			connect = optarg;
+			if (o->naddrs == MAX_TARGETS) {
+				fprintf(stderr, PROG ": at most %d --connect addresses\n", MAX_TARGETS);
+				return 2;
+			}
+			if (kvs_parse_addr(optarg, &o->addrs[o->naddrs])) {
+				fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n", optarg);
+				return 2;
+			}
+			o->naddrs++;
 			break;
 		case 'n':
 			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
@@ -659,12 +671,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!connect) {
+	if (!o->naddrs) {
 		fprintf(stderr, PROG ": run: --connect ADDR:PORT is required (see --help)\n");
-		return 2;
-	}
-	if (kvs_parse_addr(connect, &o->addr)) {
-		fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n", connect);
 		return 2;
 	}
 	if (o->prompt_file)
@@ -675,7 +683,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct run_opts o;
+	static struct run_opts o;
 	int rc;
 
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {

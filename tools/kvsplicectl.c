@@ -49,6 +49,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(pass_saturated)                                                                          \
 	X(pass_bad_frame)                                                                          \
 	X(pass_other)                                                                              \
+	X(drop_bad_upstream)                                                                       \
+	X(drop_punt)                                                                               \
 	X(frames_at_offset)
 
 #define CSTAT_FIELDS(X)                                                                            \
