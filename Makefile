@@ -14,12 +14,11 @@ SAN       ?= 0
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
 CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD)
-LDLIBS    := -lbpf -luring -lnl-3 -lnl-route-3 -lnl-idiag-3 -lelf -lz -lm
+LDLIBS    := -lbpf -luring -lelf -lz -lm
 ifeq ($(SAN),1)
 CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS   += -fsanitize=address,undefined
 endif
-CFLAGS    += $(shell pkg-config --cflags libnl-3.0 2>/dev/null)
 
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	-Iinclude -I/usr/include/$(MULTIARCH)
@@ -86,7 +85,7 @@ format:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-		--suppress=missingIncludeSystem -Iinclude -Iuser user tools
+		--suppress=missingIncludeSystem --suppress=unknownMacro -Iinclude -Iuser user tools
 
 clean:
 	rm -rf $(BUILD)

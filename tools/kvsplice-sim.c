@@ -399,8 +399,8 @@ static void usage(FILE *f)
 		"      --max-frame BYTES    largest payload accepted (default %u)\n"
 		"      --log-level LEVEL    warn, info (default) or debug\n"
 		"  -h, --help               this text\n",
-		KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
-		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, KVS_MODEL_STEP_TOKENS,
+		(unsigned int)KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
+		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, (unsigned int)KVS_MODEL_STEP_TOKENS,
 		KVS_DEFAULT_MAX_PAYLOAD);
 }
 
