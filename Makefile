@@ -36,10 +36,12 @@ GW_SRCS   := user/kvspliced.c user/gateway.c user/datapath.c
 PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+# Programs the integration tests drive (not tests by themselves).
+HELPERS   := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
 
 .SECONDARY:
 .PHONY: all deps test unit integration run clean format lint
-all: $(PROGS) $(UNIT_TESTS)
+all: $(PROGS) $(UNIT_TESTS) $(HELPERS)
 
 $(BUILD)/.deps-ok: scripts/deps.sh
 	@scripts/deps.sh
@@ -67,7 +69,10 @@ $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 $(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+$(BUILD)/tests/helpers/%: $(BUILD)/tests/helpers/%.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 

@@ -108,17 +108,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ctl_stats SEC(".maps");
 
-/* Per-CPU scratch: the chain of block hashes of the frame being routed. */
-struct kvs_chain {
-	__u64 h[KVS_MAX_WINDOW_BLOCKS];
-};
+_Static_assert(KVS_CHAIN_MAX == KVS_MAX_WINDOW_BLOCKS, "chain holds the whole window");
 
+/* Per-CPU scratch: the chain of block hashes of the frame being routed. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct kvs_chain);
-} chain_scratch SEC(".maps");
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} chain SEC(".maps");
 
 /* Where the current frame starts in the skb, and how long it is. */
 static __always_inline void frame_pos(struct __sk_buff *skb, __u32 *off, __u32 *len)
@@ -187,7 +186,7 @@ int kvs_parser(struct __sk_buff *skb)
 /* State of one walk over a prompt's blocks (bpf_loop callback context). */
 struct hash_walk {
 	struct __sk_buff *skb;
-	struct kvs_chain *chain;
+	struct kvs_chain *out;
 	__u64 h;
 	__u32 prompt_off;
 	__u32 n; /* block hashes computed so far */
@@ -205,7 +204,7 @@ static long hash_block(__u32 i, struct hash_walk *w)
 	/* clang drops a mask it can prove redundant, then the verifier sees
 	 * an unbounded index: make i opaque so the mask stays. */
 	asm volatile("" : "+r"(i));
-	w->chain->h[i & (KVS_MAX_WINDOW_BLOCKS - 1)] = w->h;
+	w->out->h[i & (KVS_MAX_WINDOW_BLOCKS - 1)] = w->h;
 	w->n = i + 1;
 	return 0;
 }
@@ -217,10 +216,10 @@ static long hash_block(__u32 i, struct hash_walk *w)
  * 1024 possible exits into the lookups after it (which exceeds its limit).
  */
 static __always_inline __u32 hash_prompt(struct __sk_buff *skb, __u32 prompt_off, __u32 nblocks,
-					 __u64 seed, struct kvs_chain *chain)
+					 __u64 seed, struct kvs_chain *out)
 {
 	struct hash_walk w = {
-		.skb = skb, .chain = chain, .h = seed, .prompt_off = prompt_off, .n = 0,
+		.skb = skb, .out = out, .h = seed, .prompt_off = prompt_off, .n = 0,
 	};
 
 	if (nblocks > cfg_window_blocks)
@@ -249,7 +248,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 					 __u32 off, struct kvs_stats *st)
 {
 	__u32 zero = 0, n, hint, k;
-	struct kvs_chain *chain;
+	struct kvs_chain *ch;
 	struct kvs_route *r;
 	__u64 seed, key;
 
@@ -263,15 +262,17 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 		}
 	}
 
-	chain = bpf_map_lookup_elem(&chain_scratch, &zero);
-	if (!chain)
+	ch = bpf_map_lookup_elem(&chain, &zero);
+	if (!ch)
 		return -1;
 	n = hash_prompt(skb, off + KVS_HDR_LEN, bpf_ntohl(h->payload_len) / KVS_BLOCK_BYTES, seed,
-			chain);
+			ch);
+	ch->req_id = bpf_be64_to_cpu(h->req_id);
+	ch->n = n;
 
 	hint = bpf_ntohl(h->prefix_len) / KVS_BLOCK_BYTES;
 	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
-		r = lookup_route(chain->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
 		if (r)
 			return r->backend;
 	}
@@ -281,7 +282,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 
 		if (cp > n)
 			continue;
-		r = lookup_route(chain->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
 		if (r)
 			return r->backend;
 	}

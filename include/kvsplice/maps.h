@@ -98,6 +98,19 @@ struct kvs_stats {
 	__u64 frames_at_offset;  /* frames not at the start of their skb */
 };
 
+/* chain map value (per CPU): the block hashes of the last request frame the
+ * verdict routed on that CPU. Scratch space for the verdict, pinned so that
+ * a test can read back what the kernel computed and compare it with
+ * userspace (tests/integration/test_hash_kernel.sh). */
+#define KVS_CHAIN_MAX 1024 /* = KVS_MAX_WINDOW_BLOCKS */
+
+struct kvs_chain {
+	__u64 req_id; /* the frame's req_id */
+	__u32 n;      /* block hashes computed */
+	__u32 pad;
+	__u64 h[KVS_CHAIN_MAX];
+};
+
 /* ctl_stats map value: the controller's own counters (it is the only
  * writer), pinned beside the kernel's so one dump shows both. */
 struct kvs_ctl_stats {
