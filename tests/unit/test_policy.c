@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The routing policy on scenarios. A small load model drives it: each
+ * decision adds the request's work to its backend's load (the prompt tokens
+ * it must compute, plus DECODE_WORK for its generation), and requests
+ * complete in arrival order once more than WINDOW are outstanding.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kvsplice/hash.h"
+#include "policy.h"
+#include "prompt.h"
+#include "stats.h"
+
+#define NB 4
+#define WINDOW 32
+#define MAXB 512
+#define DECODE_WORK 256
+
+static const char *const names[NB] = { "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000",
+					"10.0.0.4:8000" };
+
+struct sim {
+	struct kvs_policy pol;
+	uint64_t load[NB];
+	uint8_t ok[NB];
+	uint32_t reqs[NB];
+	uint64_t cached_blocks, blocks;
+	struct {
+		int b;
+		uint64_t work;
+	} out[WINDOW];
+	uint32_t nout, head;
+};
+
+static void sim_init(struct sim *s, uint32_t index_blocks)
+{
+	struct kvs_policy_params p;
+
+	memset(s, 0, sizeof(*s));
+	kvs_policy_defaults(&p);
+	p.nbackends = NB;
+	p.index_blocks = index_blocks;
+	assert_int_equal(kvs_policy_init(&s->pol, &p, names), 0);
+	memset(s->ok, 1, sizeof(s->ok));
+}
+
+/* A prompt of blocks: the first `shared` from seed `sseed` (a chain from
+ * the same content gives the same hashes), the rest from `useed`. */
+static uint32_t chain(uint64_t *h, uint64_t salt, uint64_t sseed, uint32_t shared, uint64_t useed,
+		      uint32_t own)
+{
+	unsigned char blk[KVS_BLOCK_BYTES];
+	uint64_t x = kvs_seed(0, salt);
+	uint32_t i;
+
+	for (i = 0; i < shared + own; i++) {
+		kvs_text_fill(i < shared ? sseed * 100003 + i : useed * 1000003 + i, blk, sizeof(blk));
+		x = kvs_block_hash(x, blk);
+		h[i] = x;
+	}
+	return shared + own;
+}
+
+static int route(struct sim *s, const uint64_t *h, uint32_t n, struct kvs_decision *d)
+{
+	uint32_t tokens = n * KVS_BLOCK_TOKENS;
+	uint64_t work;
+
+	if (s->nout == WINDOW) { /* the oldest request completes */
+		s->load[s->out[s->head].b] -= s->out[s->head].work;
+		s->head = (s->head + 1) % WINDOW;
+		s->nout--;
+	}
+	kvs_policy_decide(&s->pol, h, n, h[n - 1], tokens, s->load, s->ok, d);
+	assert_true(d->backend >= 0 && d->backend < NB);
+	work = tokens - (uint64_t)d->cached_blocks * KVS_BLOCK_TOKENS + DECODE_WORK;
+	s->load[d->backend] += work;
+	s->out[(s->head + s->nout) % WINDOW].b = d->backend;
+	s->out[(s->head + s->nout) % WINDOW].work = work;
+	s->nout++;
+	s->reqs[d->backend]++;
+	s->cached_blocks += d->cached_blocks;
+	s->blocks += n;
+	return d->backend;
+}
+
+static double max_over_mean(const struct sim *s)
+{
+	double v[NB];
+
+	for (int i = 0; i < NB; i++)
+		v[i] = s->reqs[i];
+	return kvs_max_over_mean(v, NB);
+}
+
+/* Requests sharing a long template go where the template is. */
+static void shared_template_goes_to_holder(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	uint32_t n;
+	int first, i;
+
+	(void)state;
+	sim_init(&s, 100000);
+	n = chain(h, 0, 1, 96, 1000, 32);
+	first = route(&s, h, n, &d);
+	assert_int_equal(d.reason, KVS_R_COLD);
+	for (i = 0; i < 20; i++) {
+		n = chain(h, 0, 1, 96, 2000 + i, 32);
+		/* others idle between: the holder is not loaded */
+		memset(s.load, 0, sizeof(s.load));
+		s.nout = 0;
+		assert_int_equal(route(&s, h, n, &d), first);
+		assert_int_equal(d.reason, KVS_R_PREFIX);
+		assert_int_equal(d.cached_blocks, 96);
+	}
+	kvs_policy_free(&s.pol);
+}
+
+/* Every request shares only a system prompt (1/5 of it): routing must not
+ * pile them on the backend that holds it. */
+static void common_system_prompt_stays_balanced(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	int i;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (i = 0; i < 4000; i++)
+		route(&s, h, chain(h, 0, 7, 32, 10000 + i, 128), &d);
+	printf("system prompt: max/mean %.3f\n", max_over_mean(&s));
+	assert_true(max_over_mean(&s) <= 1.3);
+	assert_true(max_over_mean(&s) <= 1.15);
+	kvs_policy_free(&s.pol);
+}
+
+/* Conversations: each turn's prompt is the previous one plus a new turn.
+ * From the second turn on, a conversation stays on its backend. */
+static void multi_turn_sticks(void **state)
+{
+	enum { CONVS = 24, TURNS = 6 };
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	int home[CONVS], moved = 0, total = 0, t, c;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (t = 0; t < TURNS; t++) {
+		for (c = 0; c < CONVS; c++) {
+			/* 8 blocks of system prompt, then 40 per turn (question
+			 * and answer) so far, this turn's included */
+			uint32_t n = chain(h, 0, 5000 + c, 8 + 40 * (uint32_t)(t + 1), 0, 0);
+			int b = route(&s, h, n, &d);
+
+			if (t == 0) {
+				home[c] = b;
+				continue;
+			}
+			total++;
+			if (b != home[c]) {
+				moved++;
+				home[c] = b;
+			}
+		}
+	}
+	printf("multi-turn: %d of %d later turns moved, max/mean %.3f\n", moved, total,
+	       max_over_mean(&s));
+	assert_true(moved * 20 <= total); /* at least 95% stay */
+	kvs_policy_free(&s.pol);
+}
+
+/* Nothing shared: spread evenly. */
+static void unshared_spreads_evenly(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	int i;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (i = 0; i < 4000; i++)
+		route(&s, h, chain(h, 0, 0, 0, 90000 + i, 100), &d);
+	printf("unshared: max/mean %.3f\n", max_over_mean(&s));
+	assert_true(max_over_mean(&s) <= 1.15);
+	assert_int_equal(s.cached_blocks, 0);
+	kvs_policy_free(&s.pol);
+}
+
+/* The same prompt text under another salt is another prompt: routing never
+ * reveals or reuses what the other tenant's requests did. */
+static void salts_never_share(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+
+	(void)state;
+	sim_init(&s, 100000);
+	route(&s, h, chain(h, 111, 3, 64, 0, 0), &d);
+	memset(s.load, 0, sizeof(s.load)); /* about salts, not load */
+	s.nout = 0;
+	route(&s, h, chain(h, 111, 3, 64, 0, 0), &d);
+	assert_int_equal(d.cached_blocks, 64);
+	route(&s, h, chain(h, 222, 3, 64, 0, 0), &d);
+	assert_int_equal(d.best_blocks, 0);
+	assert_int_equal(d.reason, KVS_R_COLD);
+	kvs_policy_free(&s.pol);
+}
+
+/* One template carries 70% of the traffic: it spills to more backends,
+ * which keep it (hits stay high), and the load stays bounded. */
+static void hot_prefix_spills_with_affinity(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	int i, holders = 0;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (i = 0; i < 4000; i++) {
+		if (i % 10 < 7)
+			route(&s, h, chain(h, 0, 42, 96, 70000 + i, 16), &d);
+		else
+			route(&s, h, chain(h, 0, 1000 + (uint64_t)i % 40, 96, 80000 + i, 16), &d);
+	}
+	chain(h, 0, 42, 96, 0, 0);
+	for (uint32_t b = 0; b < NB; b++)
+		holders += kvs_policy_cached(&s.pol, b, h, 96) == 96;
+	printf("hot prefix: %d holders, max/mean %.3f, predicted hit %.3f, spills %llu\n", holders,
+	       max_over_mean(&s), (double)s.cached_blocks / (double)s.blocks,
+	       (unsigned long long)s.pol.decisions[KVS_R_SPILL]);
+	assert_true(holders >= 2);
+	assert_true(max_over_mean(&s) <= 1.3);
+	assert_true((double)s.cached_blocks / (double)s.blocks > 0.7);
+	kvs_policy_free(&s.pol);
+}
+
+/* Two backends hold the prefix: the less loaded one gets the request,
+ * every time, not a coin toss. */
+static void ties_go_to_the_less_loaded(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	uint64_t load[NB] = { 0 };
+	uint8_t ok[NB] = { 1, 1, 1, 1 };
+	uint32_t n = chain(h, 0, 9, 64, 0, 0);
+	int a, b;
+
+	(void)state;
+	sim_init(&s, 100000);
+	/* make two holders: route with the first holder overloaded */
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+	a = d.backend;
+	load[a] = 1000000;
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+	b = d.backend;
+	assert_int_not_equal(a, b);
+	assert_int_equal(d.reason, KVS_R_SPILL);
+	for (int i = 0; i < 10; i++) {
+		load[a] = 500;
+		load[b] = 400;
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+		assert_int_equal(d.backend, b);
+		load[a] = 300;
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+		assert_int_equal(d.backend, a);
+	}
+	kvs_policy_free(&s.pol);
+}
+
+/* The index never holds more than the backend can; old prompts go first. */
+static void index_is_bounded_like_the_backend(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB], first[MAXB];
+	uint32_t n0 = chain(first, 0, 1, 50, 0, 0);
+	int i;
+
+	(void)state;
+	sim_init(&s, 500);
+	route(&s, first, n0, &d);
+	/* 80 more prompts of 50 blocks: ~1000 blocks per backend of 500 */
+	for (i = 0; i < 80; i++)
+		route(&s, h, chain(h, 0, 200 + (uint64_t)i, 50, 0, 0), &d);
+	for (uint32_t b = 0; b < NB; b++) {
+		assert_true(s.pol.index[b].used <= 500);
+		assert_int_equal(kvs_policy_cached(&s.pol, b, first, n0), 0);
+	}
+	kvs_policy_free(&s.pol);
+}
+
+static void no_backend(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	uint32_t n = chain(h, 0, 1, 8, 0, 0);
+
+	(void)state;
+	sim_init(&s, 1000);
+	memset(s.ok, 0, sizeof(s.ok));
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], 128, s.load, s.ok, &d);
+	assert_int_equal(d.backend, -1);
+	assert_int_equal(d.reason, KVS_R_NONE);
+	kvs_policy_free(&s.pol);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(shared_template_goes_to_holder),
+		cmocka_unit_test(common_system_prompt_stays_balanced),
+		cmocka_unit_test(multi_turn_sticks),
+		cmocka_unit_test(unshared_spreads_evenly),
+		cmocka_unit_test(salts_never_share),
+		cmocka_unit_test(hot_prefix_spills_with_affinity),
+		cmocka_unit_test(ties_go_to_the_less_loaded),
+		cmocka_unit_test(index_is_bounded_like_the_backend),
+		cmocka_unit_test(no_backend),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The routing policy: which backend a request goes to. Pure (no I/O), so the
+ * gateway, the simulator and the discrete-event simulator run the same code.
+ *
+ * It keeps, per backend, an index of the prompt blocks that backend is
+ * believed to hold, bounded by the backend's KV capacity and evicted like the
+ * backend evicts (LRU, a prompt's tail before its head). For a request it
+ * estimates, per backend, the work before this request's first token:
+ *
+ *     est(b) = load(b) + w x tokens of the prompt b does not hold
+ *
+ * where load is outstanding work in tokens (prefill still to do, plus decode
+ * occupancy), and w (recompute_weight, default 3) charges recomputation
+ * above waiting: a token recomputed is work the fleet would not otherwise
+ * do, and the copy of the prefix left behind on the holder is wasted.
+ * (tests/unit/test_policy.c: with w = 1 a quarter of conversation turns
+ * moved between backends whose loads differed by a few percent; w = 2, 8%;
+ * w = 3, under 2%, with load max/mean 1.03.) It
+ * picks the lowest estimate, under a
+ * load bound (no backend above `balance` x the mean). So the backend with
+ * the longest cached prefix wins unless it is loaded by more than the
+ * prefix is worth; ties go to the less loaded; a hot prefix spills to a
+ * second backend that then holds it too (affinity kept, not discarded); a
+ * prefix that covers little of the prompt (a system prompt everyone shares)
+ * does not pull traffic to its holder; and a prefix nobody holds is placed
+ * by bounded-load consistent hashing, so several gateways agree.
+ */
+#ifndef KVS_POLICY_H
+#define KVS_POLICY_H
+
+#include <stdint.h>
+
+#include "chash.h"
+#include "kvsplice/maps.h"
+#include "prefix_cache.h"
+
+struct kvs_policy_params {
+	uint32_t nbackends;
+	uint32_t index_blocks; /* per-backend index capacity (blocks) */
+	double balance;        /* load bound: at most balance x mean after the pick */
+	double min_match_share; /* a cached prefix below this share of the prompt is not decisive */
+	double recompute_weight; /* cost of a recomputed token vs a queued one */
+};
+
+#define KVS_POLICY_BALANCE 1.15
+#define KVS_POLICY_MIN_MATCH_SHARE 0.3
+#define KVS_POLICY_RECOMPUTE_WEIGHT 3.0
+
+enum kvs_reason {
+	KVS_R_NONE = 0,   /* no backend eligible */
+	KVS_R_PREFIX,     /* longest cached prefix (or a near tie, by load) */
+	KVS_R_SPILL,      /* a holder was too loaded: a second backend takes it */
+	KVS_R_SHARED,     /* only a short shared prefix is cached: placed by load */
+	KVS_R_COLD,       /* nobody holds it: bounded-load consistent hashing */
+};
+
+struct kvs_decision {
+	int backend;            /* -1 when none is eligible */
+	uint32_t cached_blocks; /* blocks the chosen backend is believed to hold */
+	uint32_t best_blocks;   /* the longest cached prefix on any backend */
+	enum kvs_reason reason;
+};
+
+struct kvs_policy {
+	struct kvs_policy_params p;
+	struct kvs_pcache index[KVS_MAX_BACKENDS];
+	struct kvs_chash ring;
+	uint64_t decisions[KVS_R_COLD + 1]; /* by reason */
+};
+
+void kvs_policy_defaults(struct kvs_policy_params *p);
+/* names[i] names backend i (ring positions for cold placement). */
+int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
+		    const char *const *names);
+void kvs_policy_free(struct kvs_policy *pol);
+
+/*
+ * Decide for a prompt with block hashes h[0..n) and prompt_tokens tokens.
+ * place_key is the hash that places it when nobody holds it (its hinted or
+ * deepest checkpoint prefix). load[b] is backend b's outstanding work in
+ * tokens; eligible[b] != 0 for backends that may take work. Records the
+ * prompt in the chosen backend's index.
+ */
+void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
+		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
+		       struct kvs_decision *d);
+
+/* Longest prefix of h[0..n) that backend b is believed to hold, in blocks. */
+uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
+			   uint32_t n);
+
+/* Backend b left (or restarted empty): forget what it held. */
+void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b);
+
+const char *kvs_reason_name(enum kvs_reason r);
+
+#endif
