@@ -56,6 +56,9 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 /* Set by the controller before load (rodata, frozen at load time). */
 const volatile __u32 cfg_max_payload = KVS_DEFAULT_MAX_PAYLOAD;
 const volatile __u32 cfg_window_blocks = KVS_MAX_WINDOW_BLOCKS;
+/* A prefix match covering less than this percentage of the prompt (a system
+ * prompt everybody shares) is not followed: the controller decides. */
+const volatile __u32 cfg_min_match_pct = 30;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKHASH);
@@ -239,19 +242,28 @@ static __always_inline struct kvs_route *lookup_route(__u64 hash)
 	return r;
 }
 
+/* Whether a match `depth` blocks deep decides the route of a prompt of
+ * plen bytes. */
+static __always_inline int deep_enough(__u32 depth, __u32 plen)
+{
+	return (__u64)depth * KVS_BLOCK_BYTES * 100 >= (__u64)cfg_min_match_pct * plen;
+}
+
 /*
  * The backend for a request, or -1 for the slow path: the explicit cache key
  * first, then the client's prefix-length hint, then the checkpoints of the
- * chain, deepest first.
+ * chain, deepest first. *depth is the matched depth in blocks (0 for a
+ * cache key). A match too shallow for the prompt is not followed.
  */
 static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h,
-					 __u32 off, struct kvs_stats *st)
+					 __u32 off, struct kvs_stats *st, __u32 *depth)
 {
-	__u32 zero = 0, n, hint, k;
+	__u32 zero = 0, n, hint, k, plen = bpf_ntohl(h->payload_len);
 	struct kvs_chain *ch;
 	struct kvs_route *r;
 	__u64 seed, key;
 
+	*depth = 0;
 	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
 	key = bpf_be64_to_cpu(h->cache_key);
 	if (key) {
@@ -265,16 +277,17 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 	ch = bpf_map_lookup_elem(&chain, &zero);
 	if (!ch)
 		return -1;
-	n = hash_prompt(skb, off + KVS_HDR_LEN, bpf_ntohl(h->payload_len) / KVS_BLOCK_BYTES, seed,
-			ch);
+	n = hash_prompt(skb, off + KVS_HDR_LEN, plen / KVS_BLOCK_BYTES, seed, ch);
 	ch->req_id = bpf_be64_to_cpu(h->req_id);
 	ch->n = n;
 
 	hint = bpf_ntohl(h->prefix_len) / KVS_BLOCK_BYTES;
 	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
 		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
-		if (r)
+		if (r) {
+			*depth = hint;
 			return r->backend;
+		}
 	}
 
 	for (k = KVS_MAX_CHECKPOINTS; k > 0; k--) {
@@ -283,8 +296,14 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 		if (cp > n)
 			continue;
 		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
-		if (r)
-			return r->backend;
+		if (!r)
+			continue;
+		if (!deep_enough(cp, plen)) {
+			st->pass_shallow++;
+			return -1;
+		}
+		*depth = cp;
+		return r->backend;
 	}
 	return -1;
 }
@@ -292,7 +311,8 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 static __always_inline int backend_accepts(const struct kvs_backend *be)
 {
 	return be->state == KVS_BE_UP &&
-	       (be->max_outstanding == 0 || be->outstanding < be->max_outstanding);
+	       (be->max_outstanding == 0 || be->outstanding < be->max_outstanding) &&
+	       (be->work_limit == 0 || be->outstanding_work <= be->work_limit);
 }
 
 /* The gateway-owned header fields, written in one store. */
@@ -307,10 +327,10 @@ struct gw_fields {
  * their order. Returns 0 when redirected.
  */
 static __always_inline int send_request(struct __sk_buff *skb, __u32 off, __u32 len, __u32 b,
-					struct kvs_backend *be, __u64 client)
+					struct kvs_backend *be, __u64 client, __u32 charge)
 {
 	struct gw_fields gw = {
-		.backend = bpf_htonl(b),
+		.backend = bpf_htonl(kvs_gw_pack(b, charge)),
 		.conn = bpf_cpu_to_be64(client),
 	};
 	__u64 key;
@@ -323,6 +343,7 @@ static __always_inline int send_request(struct __sk_buff *skb, __u32 off, __u32 
 	if (bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS)
 		return -1;
 	__sync_fetch_and_add(&be->outstanding, 1);
+	__sync_fetch_and_add(&be->outstanding_work, (__u64)charge * KVS_BLOCK_TOKENS);
 	__sync_fetch_and_add(&be->req_frames, 1);
 	__sync_fetch_and_add(&be->req_bytes, len);
 	return 0;
@@ -386,7 +407,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 					__u64 cookie)
 {
 	struct kvs_backend *be;
-	__u32 b;
+	__u32 b, depth, plen = bpf_ntohl(h->payload_len);
 	int rb;
 
 	if (h->type == KVS_T_PING) {
@@ -398,12 +419,16 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
 
-	rb = route_request(skb, h, off, st);
+	rb = route_request(skb, h, off, st, &depth);
 	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
-			if (send_request(skb, off, len, b, be, cookie) == 0) {
+			__u32 charge = kvs_work_blocks((plen + KVS_BYTES_PER_TOKEN - 1) /
+							       KVS_BYTES_PER_TOKEN,
+						       depth, bpf_ntohl(h->max_tokens));
+
+			if (send_request(skb, off, len, b, be, cookie, charge) == 0) {
 				st->fast_path_frames++;
 				return SK_PASS;
 			}
@@ -458,11 +483,18 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 		__sync_fetch_and_add(&be->resp_frames, 1);
 		__sync_fetch_and_add(&be->resp_bytes, len);
 		if (h->type != KVS_T_CHUNK) {
+			__u64 work = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) *
+				     KVS_BLOCK_TOKENS;
+
 			__sync_fetch_and_add(&be->ends, 1);
-			/* A stray END must not wrap the count and wedge the
+			/* A stray END must not wrap a count and wedge the
 			 * backend as saturated forever. */
 			if (be->outstanding > 0)
 				__sync_fetch_and_sub(&be->outstanding, 1);
+			if (be->outstanding_work >= work)
+				__sync_fetch_and_sub(&be->outstanding_work, work);
+			else
+				be->outstanding_work = 0;
 		}
 	}
 	return to_client(skb, st, h);
@@ -479,9 +511,10 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	st->inject_frames++;
 	if (h->type != KVS_T_REQUEST)
 		return to_client(skb, st, h);
-	b = bpf_ntohl(h->gw_backend);
+	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);
-	if (!be || send_request(skb, off, len, b, be, bpf_be64_to_cpu(h->gw_conn))) {
+	if (!be || send_request(skb, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),
+				kvs_gw_charge(bpf_ntohl(h->gw_backend)))) {
 		/* Back to the controller, on the inject socket's own receive
 		 * queue (no bytes there predate the map, so reading it is
 		 * safe): it answers the client with an error. */

@@ -70,7 +70,7 @@ echo "2/2 through the kvsplice gateway..."
 start_sims kv
 backends=()
 for s in "${SIMS[@]}"; do backends+=(--backend "$s"); done
-"$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
+"$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" ${GW_FLAGS:-} \
 	"${backends[@]}" 2>"$TMP/gw.log" &
 PIDS+=($!)
 while [ ! -s "$TMP/gw.port" ]; do sleep 0.02; done

@@ -47,6 +47,7 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(drop_no_client)                                                                          \
 	X(pass_no_upstream)                                                                        \
 	X(pass_saturated)                                                                          \
+	X(pass_shallow)                                                                            \
 	X(pass_bad_frame)                                                                          \
 	X(pass_other)                                                                              \
 	X(drop_bad_upstream)                                                                       \
@@ -62,7 +63,11 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(no_backend)                                                                              \
 	X(clients_accepted)                                                                        \
 	X(clients_closed)                                                                          \
-	X(upstream_failures)
+	X(upstream_failures)                                                                       \
+	X(decided_prefix)                                                                          \
+	X(decided_spill)                                                                           \
+	X(decided_shared)                                                                          \
+	X(decided_cold)
 
 static int count_entries(int fd, size_t key_size)
 {
@@ -157,8 +162,9 @@ static int cmd_backends(const struct ctl_opts *o)
 	if (o->json)
 		printf("[");
 	else
-		printf("%-5s %-8s %5s %11s %10s %10s %12s %12s\n", "index", "state", "pool",
-		       "outstanding", "requests", "responses", "req_bytes", "resp_bytes");
+		printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %12s %12s\n", "index", "state",
+		       "pool", "outstanding", "work_tokens", "work_limit", "requests", "responses",
+		       "req_bytes", "resp_bytes");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		const char *st;
 
@@ -167,15 +173,20 @@ static int cmd_backends(const struct ctl_opts *o)
 		st = be.state < 4 ? states[be.state] : "unknown";
 		if (o->json)
 			printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
+			       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
 			       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
 			       "\"req_bytes\":%llu,\"resp_bytes\":%llu}",
 			       n ? "," : "", i, st, be.pool_size, (unsigned long long)be.outstanding,
+			       (unsigned long long)be.outstanding_work,
+			       (unsigned long long)be.work_limit,
 			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
 			       (unsigned long long)be.ends, (unsigned long long)be.req_bytes,
 			       (unsigned long long)be.resp_bytes);
 		else
-			printf("%-5u %-8s %5u %11llu %10llu %10llu %12llu %12llu\n", i, st,
-			       be.pool_size, (unsigned long long)be.outstanding,
+			printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %12llu %12llu\n", i,
+			       st, be.pool_size, (unsigned long long)be.outstanding,
+			       (unsigned long long)be.outstanding_work,
+			       (unsigned long long)be.work_limit,
 			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
 			       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
 		n++;

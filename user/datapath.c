@@ -57,6 +57,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	}
 	dp->skel->rodata->cfg_max_payload = o->max_payload;
 	dp->skel->rodata->cfg_window_blocks = o->window_blocks;
+	dp->skel->rodata->cfg_min_match_pct = o->min_match_pct;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
@@ -89,8 +90,8 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		pr_warn("event=bpf_attach_failed err=\"%s\"", strerror(-err));
 		goto fail;
 	}
-	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u", o->pin_dir,
-		o->max_payload, o->window_blocks);
+	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u min_match_pct=%u",
+		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct);
 	return 0;
 fail:
 	kvs_dp_close(dp, true);
@@ -154,6 +155,16 @@ void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uin
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)
 {
 	return __atomic_load_n(&dp->backends[b].outstanding, __ATOMIC_RELAXED);
+}
+
+uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b)
+{
+	return __atomic_load_n(&dp->backends[b].outstanding_work, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
+{
+	__atomic_store_n(&dp->backends[b].work_limit, limit, __ATOMIC_RELAXED);
 }
 
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth)

@@ -18,6 +18,7 @@ struct kvs_dp_opts {
 	const char *pin_dir;
 	uint32_t max_payload;   /* largest payload the kernel frames */
 	uint32_t window_blocks; /* prefix hashing window */
+	uint32_t min_match_pct; /* shallower matches go to the controller */
 };
 
 struct kvs_datapath {
@@ -41,6 +42,10 @@ void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
+/* Outstanding work in tokens, and the limit above which the kernel defers
+ * requests for backend b to the controller (0: none). */
+uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
+void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
 int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s);

@@ -29,12 +29,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "chash.h"
 #include "codec.h"
 #include "datapath.h"
 #include "idmap.h"
 #include "kvsplice/hash.h"
 #include "log.h"
+#include "model.h"
+#include "policy.h"
 
 #define OP_ACCEPT 1ull
 #define OP_RECV 2ull
@@ -85,7 +86,7 @@ struct gw {
 	uint32_t next_gen;
 	struct gw_backend be[KVS_MAX_BACKENDS];
 	struct kvs_idmap clients; /* cookie -> struct gw_conn */
-	struct kvs_chash chash;
+	struct kvs_policy policy;
 	struct gw_conn *punt_k;   /* kernel's end of the punt pair */
 	struct gw_conn *punt;     /* controller's end: frames to handle */
 	int inject_fd;          /* the controller's end: it writes here */
@@ -107,7 +108,10 @@ void gw_config_defaults(struct gw_config *c)
 	c->max_payload = KVS_DEFAULT_MAX_PAYLOAD;
 	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
 	c->frame_timeout_ms = 30000;
-	c->balance = 1.25;
+	c->balance = KVS_POLICY_BALANCE;
+	c->index_blocks = KVS_MODEL_KV_BLOCKS;
+	c->min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100);
+	c->kernel_slack = 512;
 	c->pin_dir = KVS_DEFAULT_PIN_DIR;
 }
 
@@ -359,20 +363,71 @@ static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint
 	return n ? h[n - 1] : seed;
 }
 
-static int pick_backend(struct gw *g, uint64_t key, int *why)
+/* Which backends may take new work, and their outstanding work in tokens.
+ * Returns the code to answer with when none may. */
+static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 {
-	uint64_t load[KVS_MAX_BACKENDS];
-	uint8_t ok[KVS_MAX_BACKENDS];
 	uint32_t b, up = 0;
 
 	for (b = 0; b < g->cfg->nbackends; b++) {
-		load[b] = kvs_dp_outstanding(&g->dp, b);
-		ok[b] = g->be[b].up &&
-			(!g->cfg->max_outstanding || load[b] < g->cfg->max_outstanding);
+		load[b] = kvs_dp_outstanding_work(&g->dp, b);
+		ok[b] = g->be[b].up && (!g->cfg->max_outstanding ||
+					kvs_dp_outstanding(&g->dp, b) < g->cfg->max_outstanding);
 		up += g->be[b].up;
 	}
-	*why = up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
-	return kvs_chash_pick(&g->chash, key, load, ok, g->cfg->balance);
+	return up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
+}
+
+/*
+ * The kernel follows a route only while the backend's outstanding work is
+ * within balance x the fleet's mean plus one typical request (the fleet's
+ * outstanding work per outstanding request, at least --kernel-slack-tokens);
+ * past that, requests come to the controller, which may spill them. Scale-
+ * free: measured on the demo, a fixed slack of 8,192 tokens never triggered
+ * on small prompts (load max/mean 1.17), while one request's worth kept it
+ * at 1.01 with 97% of requests still routed in the kernel. Refreshed after
+ * every decision and on every tick.
+ */
+static void publish_limits(struct gw *g)
+{
+	uint64_t work = 0, reqs = 0, slack, limit;
+	uint32_t b, up = 0;
+
+	for (b = 0; b < g->cfg->nbackends; b++) {
+		if (!g->be[b].up)
+			continue;
+		work += kvs_dp_outstanding_work(&g->dp, b);
+		reqs += kvs_dp_outstanding(&g->dp, b);
+		up++;
+	}
+	if (!up)
+		return;
+	slack = reqs ? work / reqs : 0;
+	if (slack < g->cfg->kernel_slack)
+		slack = g->cfg->kernel_slack;
+	limit = (uint64_t)(g->cfg->balance * (double)work / up) + slack;
+	for (b = 0; b < g->cfg->nbackends; b++)
+		kvs_dp_set_work_limit(&g->dp, b, limit ? limit : 1);
+}
+
+static void count_decision(struct gw *g, enum kvs_reason r)
+{
+	switch (r) {
+	case KVS_R_PREFIX:
+		g->ctl.decided_prefix++;
+		break;
+	case KVS_R_SPILL:
+		g->ctl.decided_spill++;
+		break;
+	case KVS_R_SHARED:
+		g->ctl.decided_shared++;
+		break;
+	case KVS_R_COLD:
+		g->ctl.decided_cold++;
+		break;
+	default:
+		break;
+	}
 }
 
 /* Routes that let the kernel take the next request sharing this prefix. */
@@ -397,22 +452,31 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 {
 	const uint8_t *prompt = frame + KVS_HDR_LEN;
 	uint64_t seed = kvs_seed(m->model_id, m->cache_salt);
-	uint32_t n;
-	int b, why;
+	uint32_t n, tokens = kvs_prompt_tokens(m->payload_len);
+	uint64_t load[KVS_MAX_BACKENDS];
+	uint8_t ok[KVS_MAX_BACKENDS];
+	struct kvs_decision d;
+	int why;
 
 	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
-					g->cfg->window_blocks);
-	b = pick_backend(g, placement_key(m, seed, g->hashes, n), &why);
-	if (b < 0) {
+					KVS_POLICY_MAX_BLOCKS);
+	why = fleet_state(g, load, ok);
+	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
+			  load, ok, &d);
+	if (d.backend < 0) {
 		g->ctl.no_backend++;
 		send_error(g, c->cookie, m->req_id, why,
 			   why == KVS_E_BUSY ? "kvsplice: every backend is at its limit"
 					     : "kvsplice: no backend is up");
 		return;
 	}
-	install_routes(g, m, seed, g->hashes, n, (uint32_t)b);
+	count_decision(g, d.reason);
+	/* The kernel hashes only the window: routes go at checkpoints in it. */
+	install_routes(g, m, seed, g->hashes, n < g->cfg->window_blocks ? n : g->cfg->window_blocks,
+		       (uint32_t)d.backend);
 
-	m->gw_backend = (uint32_t)b;
+	m->gw_backend = kvs_gw_pack((uint32_t)d.backend,
+				    kvs_work_blocks(tokens, d.cached_blocks, m->max_tokens));
 	m->gw_conn = c->cookie;
 	if (kvs_put_frame(out_buf(g), m, prompt, m->payload_len)) {
 		g->ctl.no_backend++;
@@ -421,9 +485,12 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	}
 	g->ctl.slow_frames++;
 	g->ctl.slow_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
-	pr_debug("event=slow_path conn=%llu req=%llu backend=%d blocks=%u",
-		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, b, n);
+	pr_debug("event=slow_path conn=%llu req=%llu backend=%d reason=%s cached_blocks=%u "
+		 "best_blocks=%u blocks=%u",
+		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, d.backend,
+		 kvs_reason_name(d.reason), d.cached_blocks, d.best_blocks, n);
 	kick_send(g);
+	publish_limits(g);
 }
 
 static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
@@ -502,6 +569,8 @@ static void backend_down(struct gw *g, uint32_t b, const char *why)
 		pr_warn("event=backend_down backend=%s reason=\"%s\"", be->name, why);
 	be->up = false;
 	kvs_dp_set_backend(&g->dp, b, KVS_BE_DOWN, g->cfg->pool_size, g->cfg->max_outstanding);
+	/* It comes back empty (or not at all): what it held is gone. */
+	kvs_policy_forget_backend(&g->policy, b);
 	for (s = 0; s < KVS_MAX_POOL; s++) {
 		if (be->pool[s]) {
 			conn_close(g, be->pool[s]);
@@ -681,6 +750,7 @@ static void on_tick(struct gw *g)
 			conn_close(g, c);
 	}
 	kick_send(g);
+	publish_limits(g);
 	arm_tick(g);
 }
 
@@ -822,7 +892,7 @@ static void gw_teardown(struct gw *g)
 		close(g->listen_fd);
 	kvs_buf_free(&g->out[0]);
 	kvs_buf_free(&g->out[1]);
-	kvs_chash_free(&g->chash);
+	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
 	free(g->hashes);
 	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
@@ -834,7 +904,9 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		.pin_dir = cfg->pin_dir,
 		.max_payload = cfg->max_payload,
 		.window_blocks = cfg->window_blocks,
+		.min_match_pct = cfg->min_match_pct,
 	};
+	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];
 	struct io_uring_sqe *sqe;
 	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1 };
@@ -845,7 +917,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	g.tick.tv_nsec = TICK_MS * 1000000ll;
 	kvs_buf_init(&g.out[0], OUT_LIMIT);
 	kvs_buf_init(&g.out[1], OUT_LIMIT);
-	g.hashes = calloc(KVS_MAX_WINDOW_BLOCKS, sizeof(*g.hashes));
+	g.hashes = calloc(KVS_POLICY_MAX_BLOCKS, sizeof(*g.hashes));
 	if (!g.hashes)
 		return -ENOMEM;
 	err = io_uring_queue_init(1024, &g.ring, 0);
@@ -864,7 +936,12 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		kvs_addr_str(&cfg->backends[b], g.be[b].name, sizeof(g.be[b].name));
 		names[b] = g.be[b].name;
 	}
-	err = kvs_chash_build(&g.chash, names, cfg->nbackends, KVS_CHASH_VNODES);
+	kvs_policy_defaults(&pp);
+	pp.nbackends = cfg->nbackends;
+	pp.index_blocks = cfg->index_blocks;
+	pp.balance = cfg->balance;
+	pp.min_match_share = cfg->min_match_pct / 100.0;
+	err = kvs_policy_init(&g.policy, &pp, names);
 	if (err)
 		goto out;
 	err = kvs_idmap_init(&g.clients, 1024);

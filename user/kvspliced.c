@@ -11,6 +11,8 @@
 #include "kvsplice/hash.h"
 #include "kvsplice/proto.h"
 #include "log.h"
+#include "model.h"
+#include "policy.h"
 
 #define PROG "kvspliced"
 
@@ -45,8 +47,19 @@ static void usage(FILE *f)
 		"                             and max %d)\n"
 		"      --frame-timeout-ms MS  a frame not complete by then aborts its connection\n"
 		"                             (slow senders; default 30000)\n"
-		"      --balance F            bounded-load factor for new prefixes: no backend\n"
-		"                             gets more than F x the mean load (default 1.25)\n"
+		"      --balance F            load bound: a backend above F x the fleet's mean\n"
+		"                             outstanding work (in tokens) takes no new request\n"
+		"                             from the controller (default %.2f)\n"
+		"      --backend-kv-blocks N  KV capacity of each backend in 16-token blocks; the\n"
+		"                             controller's index of what each holds is bounded by\n"
+		"                             it (default %u, ~1.3 M tokens)\n"
+		"      --min-match-pct P      a cached prefix covering less than P%% of the prompt\n"
+		"                             (a system prompt everybody shares) is not followed by\n"
+		"                             the kernel nor decisive for the controller (default %u)\n"
+		"      --kernel-slack-tokens N  the kernel follows a route while the backend's work\n"
+		"                             is within balance x mean + one typical request's work\n"
+		"                             (at least N tokens); past that the controller\n"
+		"                             decides, and may spill (default %u)\n"
 		"      --pin-dir DIR          where maps are pinned (default %s)\n"
 		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
 		"      --port-file FILE       write the listening port to FILE once listening\n"
@@ -57,8 +70,9 @@ static void usage(FILE *f)
 		"Inspect a running gateway with 'kvsplicectl stats' or\n"
 		"'bpftool map dump pinned %s/backends'. See docs/ARCHITECTURE.md.\n",
 		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_PAYLOAD,
-		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_DEFAULT_PIN_DIR,
-		KVS_DEFAULT_PIN_DIR);
+		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_POLICY_BALANCE,
+		(unsigned int)KVS_MODEL_KV_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
+		512u, KVS_DEFAULT_PIN_DIR, KVS_DEFAULT_PIN_DIR);
 }
 
 enum {
@@ -68,6 +82,9 @@ enum {
 	OPT_WINDOW,
 	OPT_FRAME_TIMEOUT,
 	OPT_BALANCE,
+	OPT_KV_BLOCKS,
+	OPT_MIN_MATCH,
+	OPT_SLACK,
 	OPT_PIN_DIR,
 	OPT_KEEP_PINS,
 	OPT_PORT_FILE,
@@ -85,6 +102,9 @@ int main(int argc, char **argv)
 		{ "window-blocks", required_argument, NULL, OPT_WINDOW },
 		{ "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
 		{ "balance", required_argument, NULL, OPT_BALANCE },
+		{ "backend-kv-blocks", required_argument, NULL, OPT_KV_BLOCKS },
+		{ "min-match-pct", required_argument, NULL, OPT_MIN_MATCH },
+		{ "kernel-slack-tokens", required_argument, NULL, OPT_SLACK },
 		{ "pin-dir", required_argument, NULL, OPT_PIN_DIR },
 		{ "keep-pins", no_argument, NULL, OPT_KEEP_PINS },
 		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
@@ -141,6 +161,20 @@ int main(int argc, char **argv)
 			break;
 		case OPT_BALANCE:
 			if (kvs_arg_double(PROG, "--balance", optarg, 1.0, 100.0, &cfg.balance))
+				return 2;
+			break;
+		case OPT_KV_BLOCKS:
+			if (kvs_arg_u32(PROG, "--backend-kv-blocks", optarg, 1, 1u << 28,
+					&cfg.index_blocks))
+				return 2;
+			break;
+		case OPT_MIN_MATCH:
+			if (kvs_arg_u32(PROG, "--min-match-pct", optarg, 0, 100, &cfg.min_match_pct))
+				return 2;
+			break;
+		case OPT_SLACK:
+			if (kvs_arg_u32(PROG, "--kernel-slack-tokens", optarg, 0, UINT32_MAX,
+					&cfg.kernel_slack))
 				return 2;
 			break;
 		case OPT_PIN_DIR:

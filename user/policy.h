@@ -44,6 +44,9 @@ struct kvs_policy_params {
 };
 
 #define KVS_POLICY_BALANCE 1.15
+/* The controller indexes every block of prompts up to 1 MiB (the default
+ * maximum frame), not only the kernel's window. */
+#define KVS_POLICY_MAX_BLOCKS 16384
 #define KVS_POLICY_MIN_MATCH_SHARE 0.3
 #define KVS_POLICY_RECOMPUTE_WEIGHT 3.0
 

@@ -33,6 +33,45 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * route itself (slow-path requests, PINGs, malformed frames). */
 #define KVS_PUNT_KEY (1ULL << 62)
 
+/*
+ * The gateway-owned gw_backend header field, which backends echo unchanged:
+ * the low 8 bits name the backend, the high 24 the work charged to it for
+ * this request, in 16-token blocks. The kernel adds the charge to the
+ * backend's outstanding work when it sends the request and takes exactly
+ * the echoed charge off when the END or ERROR comes back, so the count
+ * cannot drift, without any per-request state.
+ */
+#define KVS_GW_BACKEND_BITS 8
+#define KVS_GW_CHARGE_MAX 0xffffffu
+
+static inline __u32 kvs_gw_pack(__u32 backend, __u32 charge_blocks)
+{
+	if (charge_blocks > KVS_GW_CHARGE_MAX)
+		charge_blocks = KVS_GW_CHARGE_MAX;
+	return charge_blocks << KVS_GW_BACKEND_BITS | (backend & 0xff);
+}
+
+static inline __u32 kvs_gw_backend(__u32 v)
+{
+	return v & 0xff;
+}
+
+static inline __u32 kvs_gw_charge(__u32 v)
+{
+	return v >> KVS_GW_BACKEND_BITS;
+}
+
+/* Work a request brings, in 16-token blocks: the prompt tokens not expected
+ * in the cache, plus one token of work per token to generate. */
+static inline __u32 kvs_work_blocks(__u32 prompt_tokens, __u32 cached_blocks, __u32 max_tokens)
+{
+	__u64 cached = (__u64)cached_blocks * 16;
+	__u64 work = (prompt_tokens > cached ? prompt_tokens - cached : 0) + (__u64)max_tokens;
+
+	work = (work + 15) / 16;
+	return work > KVS_GW_CHARGE_MAX ? KVS_GW_CHARGE_MAX : (__u32)work;
+}
+
 /* What a socket in the SOCKHASH is; conns map value, keyed by cookie. */
 enum kvs_role {
 	KVS_ROLE_CLIENT = 1,   /* accepted from a client */
@@ -65,7 +104,9 @@ struct kvs_backend {
 	__u32 pool_size;       /* upstream slots 0..pool_size-1 are in use */
 	__u32 max_outstanding; /* requests; above it the kernel defers */
 	__u32 pad;
+	__u64 work_limit;      /* tokens; above it the kernel defers (0: none) */
 	__u64 outstanding;     /* requests sent and not yet ended */
+	__u64 outstanding_work; /* tokens of work charged and not yet ended */
 	__u64 req_frames;      /* requests sent to this backend (both paths) */
 	__u64 req_bytes;
 	__u64 resp_frames;     /* CHUNK, END and ERROR frames back */
@@ -91,6 +132,7 @@ struct kvs_stats {
 	__u64 drop_no_client;    /* response for a client that is gone */
 	__u64 pass_no_upstream;  /* route found but no upstream socket */
 	__u64 pass_saturated;    /* route found but backend full or not up */
+	__u64 pass_shallow;      /* match too shallow for the prompt */
 	__u64 pass_bad_frame;    /* malformed client frame: punted as ERROR */
 	__u64 pass_other;        /* other frames punted (client PING) */
 	__u64 drop_bad_upstream; /* malformed or non-response from a backend */
@@ -123,6 +165,10 @@ struct kvs_ctl_stats {
 	__u64 clients_accepted;
 	__u64 clients_closed;
 	__u64 upstream_failures; /* upstream connections lost or refused */
+	__u64 decided_prefix;    /* slow-path decisions: longest cached prefix */
+	__u64 decided_spill;     /* a holder too loaded: a second backend */
+	__u64 decided_shared;    /* only a short shared prefix cached: by load */
+	__u64 decided_cold;      /* nobody holds it: consistent hashing */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -143,5 +143,11 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("hash_check: %llu prompts, %d mismatches\n", (unsigned long long)count, failures);
+	kvs_buf_free(&rx);
+	kvs_buf_free(&tx);
+	free(prompt);
+	free(per);
+	close(fd);
+	close(chain_fd);
 	return failures ? 1 : 0;
 }

@@ -11,7 +11,11 @@ kvs_setup
 
 kvs_start_sim A --time-scale 0.01
 kvs_start_sim B --time-scale 0.01
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
+# Load deferral off (a huge slack): this test is about the splice mechanism,
+# so every request after a prefix's first must go through the kernel.
+# test_routing.sh covers the kernel deferring to the controller under load.
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--kernel-slack-tokens 1000000000
 
 PREFIXES=6
 TOKENS=8

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Routing scenarios through the live gateway and four simulated backends:
+#  - a common system prompt shared by every request does not pull traffic to
+#    one backend (load max/mean <= 1.3) and is not followed by the kernel;
+#  - shared templates are served from cache and stay balanced;
+#  - requests with nothing in common spread evenly;
+#  - another tenant's salt never shares a route or a cache entry.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+start_fleet() {
+	for n in A B C D; do
+		kvs_start_sim "$n" --time-scale 0.01 --kv-blocks 1200
+	done
+	kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+		--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
+		--backend-kv-blocks 1200
+}
+start_fleet
+
+# 1. Every request: the same 256-token system prompt, then 1,024 of its own.
+s0=$(kvs_stats)
+out=$(kvs_bench -n 800 -k 8 --prefixes 1 --prefix-tokens 256 --suffix-tokens 1024 --json) ||
+	kvs_fail "system-prompt run failed: $out"
+mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
+assert_le "system prompt: load max/mean x100" "$mm" 130
+s1=$(kvs_stats)
+assert_ge "system prompt: matches too shallow to follow, sent to the controller" \
+	$(($(jget "$s1" .pass_shallow) - $(jget "$s0" .pass_shallow))) 700
+
+# 2. 16 templates of 1,536 tokens (2x one backend's 19k-token cache), 256 of
+#    its own each: mostly from cache, balanced, mostly routed in the kernel.
+s0=$(kvs_stats)
+out=$(kvs_bench -n 960 -k 8 --prefixes 16 --prefix-tokens 1536 --suffix-tokens 256 --json) ||
+	kvs_fail "template run failed: $out"
+hit=$(jget "$out" '.hit_rate * 100 | floor')
+assert_ge "templates: cache hit rate %" "$hit" 70
+mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
+assert_le "templates: load max/mean x100" "$mm" 120
+s1=$(kvs_stats)
+fast=$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames)))
+assert_ge "templates: routed in the kernel (of 960)" "$fast" 860
+
+# 3. Nothing shared: an even spread.
+out=$(kvs_bench -n 800 -k 8 --prefixes 0 --suffix-tokens 1024 --json) ||
+	kvs_fail "unshared run failed: $out"
+mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
+assert_le "nothing shared: load max/mean x100" "$mm" 115
+
+# 4. Tenant salts: the same prompts as run 2 under another salt find no route
+#    and no cached prefix anywhere.
+s0=$(kvs_stats)
+out=$(kvs_bench -n 16 -k 1 --prefixes 16 --prefix-tokens 1536 --suffix-tokens 256 \
+	--salt 77 --json) || kvs_fail "salted run failed: $out"
+assert_eq "other salt: cached prompt tokens" "$(jget "$out" '.hit_rate')" 0
+s1=$(kvs_stats)
+assert_eq "other salt: requests the kernel routed" \
+	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames))) 0
+echo "PASS test_routing"
