@@ -83,11 +83,42 @@ static int count_entries(int fd, size_t key_size)
 	return n;
 }
 
+static const char *const backend_states[] = { "absent", "up", "draining", "down" };
+
+static const char *state_name(__u32 st)
+{
+	return st < 4 ? backend_states[st] : "unknown";
+}
+
+/* The backends that are configured, as a JSON array. */
+static void print_backends_json(int fd)
+{
+	struct kvs_backend be;
+	__u32 i;
+	int n = 0;
+
+	printf("[");
+	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
+		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
+			continue;
+		printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
+		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
+		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
+		       "\"req_bytes\":%llu,\"resp_bytes\":%llu}",
+		       n++ ? "," : "", i, state_name(be.state), be.pool_size,
+		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
+		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
+		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
+		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
+	}
+	printf("]");
+}
+
 static int cmd_stats(const struct ctl_opts *o)
 {
 	struct kvs_stats k;
 	struct kvs_ctl_stats c;
-	int sfd, cfd, rfd, nfd, err, routes = -1, conns = -1;
+	int sfd, cfd, rfd, nfd, bfd, err, routes = -1, conns = -1;
 	const char *sep = "";
 	double share;
 
@@ -131,7 +162,15 @@ static int cmd_stats(const struct ctl_opts *o)
 	sep = ",";
 		CSTAT_FIELDS(J)
 #undef J
-		printf("}}\n");
+		printf("},\"backends\":");
+		bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+		if (bfd >= 0) {
+			print_backends_json(bfd);
+			close(bfd);
+		} else {
+			printf("[]");
+		}
+		printf("}\n");
 	} else {
 		printf("kernel\n");
 #define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)k.f);
@@ -152,47 +191,30 @@ static int cmd_stats(const struct ctl_opts *o)
 
 static int cmd_backends(const struct ctl_opts *o)
 {
-	static const char *const states[] = { "absent", "up", "draining", "down" };
-	int fd = open_map(o, KVS_MAP_BACKENDS), n = 0;
+	int fd = open_map(o, KVS_MAP_BACKENDS);
 	struct kvs_backend be;
 	__u32 i;
 
 	if (fd < 0)
 		return 1;
-	if (o->json)
-		printf("[");
-	else
-		printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %12s %12s\n", "index", "state",
-		       "pool", "outstanding", "work_tokens", "work_limit", "requests", "responses",
-		       "req_bytes", "resp_bytes");
+	if (o->json) {
+		print_backends_json(fd);
+		printf("\n");
+		close(fd);
+		return 0;
+	}
+	printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %12s %12s\n", "index", "state", "pool",
+	       "outstanding", "work_tokens", "work_limit", "requests", "responses", "req_bytes",
+	       "resp_bytes");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
-		const char *st;
-
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
-		st = be.state < 4 ? states[be.state] : "unknown";
-		if (o->json)
-			printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
-			       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
-			       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
-			       "\"req_bytes\":%llu,\"resp_bytes\":%llu}",
-			       n ? "," : "", i, st, be.pool_size, (unsigned long long)be.outstanding,
-			       (unsigned long long)be.outstanding_work,
-			       (unsigned long long)be.work_limit,
-			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
-			       (unsigned long long)be.ends, (unsigned long long)be.req_bytes,
-			       (unsigned long long)be.resp_bytes);
-		else
-			printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %12llu %12llu\n", i,
-			       st, be.pool_size, (unsigned long long)be.outstanding,
-			       (unsigned long long)be.outstanding_work,
-			       (unsigned long long)be.work_limit,
-			       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
-			       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
-		n++;
+		printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %12llu %12llu\n", i,
+		       state_name(be.state), be.pool_size, (unsigned long long)be.outstanding,
+		       (unsigned long long)be.outstanding_work, (unsigned long long)be.work_limit,
+		       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
+		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
 	}
-	if (o->json)
-		printf("]\n");
 	close(fd);
 	return 0;
 }
@@ -207,7 +229,8 @@ static void usage(FILE *f)
 		"Commands:\n"
 		"  stats      kernel and controller counters: frames routed by the kernel\n"
 		"             (fast path) and by the controller (slow path), responses,\n"
-		"             drops, routes and connections\n"
+		"             drops, routes, connections, the controller's decisions by\n"
+		"             reason, and (with --json) each backend's outstanding work\n"
 		"  backends   per backend: state, pool, outstanding requests, frames, bytes\n"
 		"\n"
 		"Options:\n"

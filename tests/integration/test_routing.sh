@@ -56,4 +56,8 @@ assert_eq "other salt: cached prompt tokens" "$(jget "$out" '.hit_rate')" 0
 s1=$(kvs_stats)
 assert_eq "other salt: requests the kernel routed" \
 	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames))) 0
+# stats --json carries each backend's outstanding work; all of it has ended.
+s=$(kvs_stats)
+assert_eq "backends in stats" "$(jget "$s" '.backends | length')" 4
+assert_eq "outstanding work after the runs" "$(jget "$s" '[.backends[].outstanding_work] | add')" 0
 echo "PASS test_routing"
