@@ -308,6 +308,37 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 	return -1;
 }
 
+/*
+ * The backend now serving a prompt will hold all of it: route the prompt's
+ * checkpoints deeper than the match to it too, so the next turn of a
+ * conversation (the prompt so far plus a little) matches deep instead of at
+ * the first turn's depth. Never overrides a route that exists (the
+ * controller's decisions stand); the controller reads these routes when it
+ * decides, so it knows what the fast path taught the backends.
+ */
+static __always_inline void learn_routes(__u32 b, __u32 depth, struct kvs_stats *st)
+{
+	struct kvs_route r = { .backend = b, .installed_ns = bpf_ktime_get_ns() };
+	__u32 zero = 0, k, n;
+	struct kvs_chain *ch = bpf_map_lookup_elem(&chain, &zero);
+
+	if (!ch)
+		return;
+	n = ch->n;
+	for (k = 0; k < KVS_MAX_CHECKPOINTS; k++) {
+		__u32 cp = kvs_checkpoint(k);
+
+		if (cp <= depth)
+			continue;
+		if (cp > n)
+			break;
+		r.depth_blocks = cp;
+		if (bpf_map_update_elem(&routes, &ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], &r,
+					BPF_NOEXIST) == 0)
+			st->routes_learned++;
+	}
+}
+
 static __always_inline int backend_accepts(const struct kvs_backend *be)
 {
 	return be->state == KVS_BE_UP &&
@@ -430,6 +461,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 
 			if (send_request(skb, off, len, b, be, cookie, charge) == 0) {
 				st->fast_path_frames++;
+				if (depth)
+					learn_routes(b, depth, st);
 				return SK_PASS;
 			}
 			st->pass_no_upstream++;

@@ -58,6 +58,7 @@ struct run_opts {
 	uint32_t naddrs;
 	uint32_t requests, connections, depth, max_tokens;
 	uint32_t prefixes, prefix_tokens, suffix_tokens, suffix_jitter;
+	uint32_t conversations, turn_tokens; /* conversation workload */
 	uint64_t salt;
 	uint32_t model;
 	bool hint, json, per_request, quiet;
@@ -91,9 +92,29 @@ static size_t prefix_bytes(const struct run *r)
 	return r->o->prefixes ? (size_t)r->o->prefix_tokens * KVS_BYTES_PER_TOKEN : 0;
 }
 
+/* Conversation workload: request id is turn t of conversation c, and its
+ * prompt is the first (t + 1) x turn_tokens of c's own text, so each turn's
+ * prompt extends the previous turn's exactly (the conversation so far). */
+static uint32_t conv_of(const struct run_opts *o, uint64_t id)
+{
+	return (uint32_t)((id - 1) % o->conversations);
+}
+
+static uint32_t turn_of(const struct run_opts *o, uint64_t id)
+{
+	return (uint32_t)((id - 1) / o->conversations);
+}
+
 /* Prompt of request id: its group's shared prefix, then its own suffix. */
 static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
 {
+	if (r->o->conversations) {
+		size_t len = (size_t)(turn_of(r->o, id) + 1) * r->o->turn_tokens *
+			     KVS_BYTES_PER_TOKEN;
+
+		kvs_text_fill(0xc0117000ull + group, r->prompt, len);
+		return len;
+	}
 	size_t pb = prefix_bytes(r), sb = (size_t)r->o->suffix_tokens * KVS_BYTES_PER_TOKEN;
 
 	/* Varied frame sizes, deterministic per request: pipelined frames then
@@ -114,7 +135,9 @@ static int send_one(struct run *r, uint32_t ci)
 	struct bconn *c = &r->conns[ci];
 	uint64_t id = ++r->next;
 	struct req *q = &r->reqs[id - 1];
-	uint32_t group = r->o->prefixes ? (uint32_t)((id - 1) % r->o->prefixes) : 0;
+	uint32_t group = r->o->conversations ? conv_of(r->o, id)
+			 : r->o->prefixes    ? (uint32_t)((id - 1) % r->o->prefixes)
+					     : 0;
 	size_t len = build_prompt(r, id, group);
 	struct kvs_msg m = {
 		.type = KVS_T_REQUEST,
@@ -288,6 +311,8 @@ struct summary {
 	uint32_t backend_ids[MAX_BACKEND_IDS];
 	uint32_t backend_reqs[MAX_BACKEND_IDS];
 	uint32_t groups_split; /* prefix groups served by more than one backend */
+	uint32_t turn_moves;   /* later turns served elsewhere than the one before */
+	uint32_t later_turns;
 	double wall_s;
 };
 
@@ -306,7 +331,8 @@ static int backend_slot(struct summary *s, uint32_t id)
 
 static void summarize(const struct run *r, double wall_s, struct summary *s)
 {
-	uint32_t n = r->o->requests, i, g, ngroups = r->o->prefixes ? r->o->prefixes : 0;
+	uint32_t n = r->o->requests, i, g,
+		 ngroups = r->o->conversations ? r->o->conversations : r->o->prefixes;
 	double *ttft = calloc(n ? n : 1, sizeof(double)), *e2e = calloc(n ? n : 1, sizeof(double));
 	double loads[MAX_BACKEND_IDS];
 	uint64_t prompt = 0, cached = 0;
@@ -349,6 +375,15 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	}
 	for (g = 0; g < ngroups; g++)
 		s->groups_split += group_split[g];
+	/* Conversations: request id's previous turn is id - conversations. */
+	for (i = r->o->conversations; r->o->conversations && i < n; i++) {
+		const struct req *q = &r->reqs[i], *prev = &r->reqs[i - r->o->conversations];
+
+		if (q->status != RS_OK || prev->status != RS_OK)
+			continue;
+		s->later_turns++;
+		s->turn_moves += q->backend_id != prev->backend_id;
+	}
 	s->ttft_p50 = kvs_percentile(ttft, s->ok, 50);
 	s->ttft_p90 = kvs_percentile(ttft, s->ok, 90);
 	s->ttft_p99 = kvs_percentile(ttft, s->ok, 99);
@@ -392,10 +427,13 @@ static void print_summary(const struct run *r, const struct summary *s)
 		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"ttft_p50_ms\":%.3f,"
 		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
-		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,\"backends\":[",
+		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
+		       "\"later_turns\":%u,\"turn_moves\":%u,\"backends\":[",
 		       r->o->requests, s->ok, s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
 		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
-		       s->load_max_over_mean, s->load_cv, r->o->prefixes, s->groups_split);
+		       s->load_max_over_mean, s->load_cv,
+		       r->o->conversations ? r->o->conversations : r->o->prefixes, s->groups_split,
+		       s->later_turns, s->turn_moves);
 		for (i = 0; i < s->nbackends; i++)
 			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
 			       s->backend_reqs[i]);
@@ -410,7 +448,11 @@ static void print_summary(const struct run *r, const struct summary *s)
 	printf("end-to-end    p50 %.2f ms, p90 %.2f ms\n", s->e2e_p50, s->e2e_p90);
 	printf("cache hits    %.1f%% of prompt tokens (backends' own reports)\n",
 	       100 * s->hit_rate);
-	if (r->o->prefixes)
+	if (r->o->conversations)
+		printf("conversations %u, %u of %u later turns served by another backend than "
+		       "the turn before\n",
+		       r->o->conversations, s->turn_moves, s->later_turns);
+	else if (r->o->prefixes)
 		printf("prefixes      %u groups, %u served by more than one backend\n",
 		       r->o->prefixes, s->groups_split);
 	printf("load          max/mean %.2f, cv %.2f:", s->load_max_over_mean, s->load_cv);
@@ -435,7 +477,11 @@ static int cmd_run(const struct run_opts *o)
 	r.reqs = calloc(o->requests, sizeof(*r.reqs));
 	r.conns = calloc(o->connections, sizeof(*r.conns));
 	r.prompt = malloc(prefix_bytes(&r) +
-			  (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN + 1);
+			  (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN +
+			  (o->conversations ? (size_t)(o->requests / o->conversations + 1) *
+						      o->turn_tokens * KVS_BYTES_PER_TOKEN
+					    : 0) +
+			  1);
 	r.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -533,6 +579,10 @@ static void usage(FILE *f)
 		"      --suffix-tokens S     tokens of each request's own suffix (default 64)\n"
 		"      --suffix-jitter J     add 0..J tokens to each suffix (varied frame sizes)\n"
 		"      --prompt-file FILE    use FILE's bytes as the one shared prefix\n"
+		"      --conversations C     conversation workload: request i is turn i / C of\n"
+		"                            conversation i mod C, its prompt the conversation\n"
+		"                            so far (replaces the prefix options)\n"
+		"      --turn-tokens T       tokens each turn adds (default 512)\n"
 		"      --hint                send the prefix length as the routing hint\n"
 		"      --salt X              cache salt (tenant) for every request (default 0)\n"
 		"      --model ID            model id (default 0)\n"
@@ -549,6 +599,8 @@ enum {
 	OPT_SUFFIX_TOKENS,
 	OPT_SUFFIX_JITTER,
 	OPT_PROMPT_FILE,
+	OPT_CONVERSATIONS,
+	OPT_TURN_TOKENS,
 	OPT_HINT,
 	OPT_SALT,
 	OPT_MODEL,
@@ -570,6 +622,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "suffix-tokens", required_argument, NULL, OPT_SUFFIX_TOKENS },
 		{ "suffix-jitter", required_argument, NULL, OPT_SUFFIX_JITTER },
 		{ "prompt-file", required_argument, NULL, OPT_PROMPT_FILE },
+		{ "conversations", required_argument, NULL, OPT_CONVERSATIONS },
+		{ "turn-tokens", required_argument, NULL, OPT_TURN_TOKENS },
 		{ "hint", no_argument, NULL, OPT_HINT },
 		{ "salt", required_argument, NULL, OPT_SALT },
 		{ "model", required_argument, NULL, OPT_MODEL },
@@ -585,6 +639,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){
 		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
 		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
+		.turn_tokens = 512,
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
@@ -635,6 +690,15 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case OPT_PROMPT_FILE:
 			o->prompt_file = optarg;
 			break;
+		case OPT_CONVERSATIONS:
+			if (kvs_arg_u32(PROG, "--conversations", optarg, 1, 1000000,
+					&o->conversations))
+				return 2;
+			break;
+		case OPT_TURN_TOKENS:
+			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 1, 1u << 20, &o->turn_tokens))
+				return 2;
+			break;
 		case OPT_HINT:
 			o->hint = true;
 			break;
@@ -677,6 +741,17 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	}
 	if (o->prompt_file)
 		o->prefixes = 1;
+	if (o->conversations && o->prompt_file) {
+		fprintf(stderr, PROG ": --conversations and --prompt-file do not combine\n");
+		return 2;
+	}
+	if (o->conversations &&
+	    (uint64_t)(o->requests / o->conversations + 1) * o->turn_tokens * 4 >
+		    KVS_MAX_PAYLOAD_LIMIT) {
+		fprintf(stderr, PROG ": the last turns would exceed %u bytes: fewer turns or "
+				"--turn-tokens\n", KVS_MAX_PAYLOAD_LIMIT);
+		return 2;
+	}
 	return 0;
 }
 

@@ -177,6 +177,11 @@ int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, u
 	return bpf_map_update_elem(dp->routes_fd, &hash, &r, BPF_ANY) ? -errno : 0;
 }
 
+int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r)
+{
+	return bpf_map_lookup_elem(dp->routes_fd, &hash, r) ? -errno : 0;
+}
+
 int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s)
 {
 	__u32 zero = 0;

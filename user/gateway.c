@@ -447,12 +447,35 @@ static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
 	}
 }
 
+/*
+ * What the kernel's routes say each backend holds of this prompt: the
+ * deepest checkpoint routed to it. The kernel learns routes from requests
+ * it serves alone, so this is how the controller hears of them.
+ */
+static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t *known)
+{
+	struct kvs_route r;
+	uint32_t j;
+
+	memset(known, 0, sizeof(*known) * KVS_MAX_BACKENDS);
+	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++) {
+		uint32_t cp = kvs_checkpoint(j);
+
+		if (cp > n || cp > g->cfg->window_blocks)
+			break;
+		if (kvs_dp_get_route(&g->dp, h[cp - 1], &r) == 0 && r.backend < KVS_MAX_BACKENDS &&
+		    cp > known[r.backend])
+			known[r.backend] = cp;
+	}
+}
+
 static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 			  const uint8_t *frame)
 {
 	const uint8_t *prompt = frame + KVS_HDR_LEN;
 	uint64_t seed = kvs_seed(m->model_id, m->cache_salt);
 	uint32_t n, tokens = kvs_prompt_tokens(m->payload_len);
+	uint32_t known[KVS_MAX_BACKENDS];
 	uint64_t load[KVS_MAX_BACKENDS];
 	uint8_t ok[KVS_MAX_BACKENDS];
 	struct kvs_decision d;
@@ -461,8 +484,9 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
 					KVS_POLICY_MAX_BLOCKS);
 	why = fleet_state(g, load, ok);
+	routed_depths(g, g->hashes, n, known);
 	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
-			  load, ok, &d);
+			  load, ok, known, &d);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
 		send_error(g, c->cookie, m->req_id, why,

@@ -91,7 +91,7 @@ static void admit(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_
 
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
 		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
-		       struct kvs_decision *d)
+		       const uint32_t *known, struct kvs_decision *d)
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, n_ok = 0, best = 0;
 	uint64_t total = 0, bound;
@@ -107,6 +107,8 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		n_ok++;
 		total += load[b];
 		cached[b] = kvs_policy_cached(pol, b, h, n);
+		if (known && known[b] > cached[b])
+			cached[b] = known[b] < n ? known[b] : n;
 		if (cached[b] > best)
 			best = cached[b];
 	}

@@ -82,12 +82,15 @@ void kvs_policy_free(struct kvs_policy *pol);
  * Decide for a prompt with block hashes h[0..n) and prompt_tokens tokens.
  * place_key is the hash that places it when nobody holds it (its hinted or
  * deepest checkpoint prefix). load[b] is backend b's outstanding work in
- * tokens; eligible[b] != 0 for backends that may take work. Records the
- * prompt in the chosen backend's index.
+ * tokens; eligible[b] != 0 for backends that may take work. known[b], if
+ * not NULL, is other evidence that backend b holds at least that many of
+ * the prompt's blocks (the gateway passes the kernel's routes, which learn
+ * from requests the controller never sees). Records the prompt in the
+ * chosen backend's index.
  */
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
 		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
-		       struct kvs_decision *d);
+		       const uint32_t *known, struct kvs_decision *d);
 
 /* Longest prefix of h[0..n) that backend b is believed to hold, in blocks. */
 uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,

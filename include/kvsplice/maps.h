@@ -133,6 +133,7 @@ struct kvs_stats {
 	__u64 pass_no_upstream;  /* route found but no upstream socket */
 	__u64 pass_saturated;    /* route found but backend full or not up */
 	__u64 pass_shallow;      /* match too shallow for the prompt */
+	__u64 routes_learned;    /* deeper routes the kernel installed itself */
 	__u64 pass_bad_frame;    /* malformed client frame: punted as ERROR */
 	__u64 pass_other;        /* other frames punted (client PING) */
 	__u64 drop_bad_upstream; /* malformed or non-response from a backend */

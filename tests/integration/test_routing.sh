@@ -4,7 +4,10 @@
 #    one backend (load max/mean <= 1.3) and is not followed by the kernel;
 #  - shared templates are served from cache and stay balanced;
 #  - requests with nothing in common spread evenly;
-#  - another tenant's salt never shares a route or a cache entry.
+#  - another tenant's salt never shares a route or a cache entry;
+#  - multi-turn conversations stay on their backend from the second turn
+#    on, even though later turns are served by the kernel alone (it learns
+#    the deeper routes itself).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -35,8 +38,11 @@ out=$(kvs_bench -n 960 -k 8 --prefixes 16 --prefix-tokens 1536 --suffix-tokens 2
 	kvs_fail "template run failed: $out"
 hit=$(jget "$out" '.hit_rate * 100 | floor')
 assert_ge "templates: cache hit rate %" "$hit" 70
+# Requests per backend: the policy balances work in tokens, and with 16
+# templates a backend of cheap, cached requests takes more of them. Seen
+# 1.00-1.23 over many runs; the routing issue's bound is 1.3.
 mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
-assert_le "templates: load max/mean x100" "$mm" 120
+assert_le "templates: load max/mean x100" "$mm" 130
 s1=$(kvs_stats)
 fast=$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames)))
 assert_ge "templates: routed in the kernel (of 960)" "$fast" 860
@@ -56,6 +62,20 @@ assert_eq "other salt: cached prompt tokens" "$(jget "$out" '.hit_rate')" 0
 s1=$(kvs_stats)
 assert_eq "other salt: requests the kernel routed" \
 	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames))) 0
+# 5. 32 conversations, 6 turns of 256 tokens each (each turn's prompt is the
+#    conversation so far).
+s0=$(kvs_stats)
+out=$(kvs_bench -n 192 -k 8 --conversations 32 --turn-tokens 256 --json) ||
+	kvs_fail "conversation run failed: $out"
+later=$(jget "$out" .later_turns)
+assert_eq "conversations: later turns served" "$later" 160
+assert_le "conversations: later turns moved to another backend" "$(jget "$out" .turn_moves)" 8
+mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
+assert_le "conversations: load max/mean x100" "$mm" 130
+s1=$(kvs_stats)
+assert_ge "conversations: routes the kernel learned" \
+	$(($(jget "$s1" .routes_learned) - $(jget "$s0" .routes_learned))) 32
+
 # stats --json carries each backend's outstanding work; all of it has ended.
 s=$(kvs_stats)
 assert_eq "backends in stats" "$(jget "$s" '.backends | length')" 4

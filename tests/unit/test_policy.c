@@ -79,7 +79,7 @@ static int route(struct sim *s, const uint64_t *h, uint32_t n, struct kvs_decisi
 		s->head = (s->head + 1) % WINDOW;
 		s->nout--;
 	}
-	kvs_policy_decide(&s->pol, h, n, h[n - 1], tokens, s->load, s->ok, d);
+	kvs_policy_decide(&s->pol, h, n, h[n - 1], tokens, s->load, s->ok, NULL, d);
 	assert_true(d->backend >= 0 && d->backend < NB);
 	work = tokens - (uint64_t)d->cached_blocks * KVS_BLOCK_TOKENS + DECODE_WORK;
 	s->load[d->backend] += work;
@@ -265,20 +265,20 @@ static void ties_go_to_the_less_loaded(void **state)
 	(void)state;
 	sim_init(&s, 100000);
 	/* make two holders: route with the first holder overloaded */
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, NULL, &d);
 	a = d.backend;
 	load[a] = 1000000;
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, NULL, &d);
 	b = d.backend;
 	assert_int_not_equal(a, b);
 	assert_int_equal(d.reason, KVS_R_SPILL);
 	for (int i = 0; i < 10; i++) {
 		load[a] = 500;
 		load[b] = 400;
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, NULL, &d);
 		assert_int_equal(d.backend, b);
 		load[a] = 300;
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, &d);
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, load, ok, NULL, &d);
 		assert_int_equal(d.backend, a);
 	}
 	kvs_policy_free(&s.pol);
@@ -306,6 +306,29 @@ static void index_is_bounded_like_the_backend(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* Evidence from elsewhere (the kernel's learned routes) counts as cached:
+ * a backend the index knows nothing about but the routes say holds the
+ * prompt's first 64 blocks wins it. */
+static void known_depth_counts_as_cached(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	uint32_t known[NB] = { 0, 0, 64, 0 }, n = chain(h, 0, 31, 80, 0, 0);
+
+	(void)state;
+	sim_init(&s, 100000);
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
+	assert_int_equal(d.backend, 2);
+	assert_int_equal(d.cached_blocks, 64);
+	assert_int_equal(d.reason, KVS_R_PREFIX);
+	/* and it never claims more than the prompt has */
+	known[1] = 500;
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
+	assert_int_equal(d.cached_blocks, n);
+	kvs_policy_free(&s.pol);
+}
+
 static void no_backend(void **state)
 {
 	struct sim s;
@@ -316,7 +339,7 @@ static void no_backend(void **state)
 	(void)state;
 	sim_init(&s, 1000);
 	memset(s.ok, 0, sizeof(s.ok));
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 128, s.load, s.ok, &d);
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], 128, s.load, s.ok, NULL, &d);
 	assert_int_equal(d.backend, -1);
 	assert_int_equal(d.reason, KVS_R_NONE);
 	kvs_policy_free(&s.pol);
@@ -333,6 +356,7 @@ int main(void)
 		cmocka_unit_test(hot_prefix_spills_with_affinity),
 		cmocka_unit_test(ties_go_to_the_less_loaded),
 		cmocka_unit_test(index_is_bounded_like_the_backend),
+		cmocka_unit_test(known_depth_counts_as_cached),
 		cmocka_unit_test(no_backend),
 	};
 
