@@ -503,8 +503,38 @@ static __always_inline int is_response(__u8 type)
 	return type == KVS_T_CHUNK || type == KVS_T_END || type == KVS_T_ERROR;
 }
 
+/*
+ * Learn from an END: the backend's own count of cached prompt tokens, and how
+ * far the gateway's expectation was off. What was expected cached is
+ * recovered from the echoed charge (charge x 16 = uncached + max_tokens,
+ * rounded up, so the estimate errs low); the one block a fully cached prompt
+ * still recomputes is not counted as a miss.
+ */
+static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be,
+					const struct kvs_hdr *h, __u32 off)
+{
+	struct {
+		__be32 prompt_tokens, cached_tokens, output_tokens;
+	} e;
+	__u64 prompt, cached, output, pred_uncached, pred;
+
+	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, &e, sizeof(e)))
+		return;
+	prompt = bpf_ntohl(e.prompt_tokens);
+	cached = bpf_ntohl(e.cached_tokens);
+	output = bpf_ntohl(e.output_tokens);
+	pred_uncached = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+	pred_uncached = pred_uncached > output ? pred_uncached - output : 0;
+	pred = prompt > pred_uncached ? prompt - pred_uncached : 0;
+	__sync_fetch_and_add(&be->prompt_tokens, prompt);
+	__sync_fetch_and_add(&be->cached_tokens, cached);
+	__sync_fetch_and_add(&be->predicted_cached, pred);
+	if (pred > cached + KVS_BLOCK_TOKENS)
+		__sync_fetch_and_add(&be->mispredicted, pred - cached - KVS_BLOCK_TOKENS);
+}
+
 static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stats *st,
-					  const struct kvs_hdr *h, __u32 b, __u32 len)
+					  const struct kvs_hdr *h, __u32 b, __u32 off, __u32 len)
 {
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
 
@@ -520,6 +550,8 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 				     KVS_BLOCK_TOKENS;
 
 			__sync_fetch_and_add(&be->ends, 1);
+			if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
+				account_end(skb, be, h, off);
 			/* A stray END must not wrap a count and wedge the
 			 * backend as saturated forever. */
 			if (be->outstanding > 0)
@@ -593,7 +625,7 @@ int kvs_verdict(struct __sk_buff *skb)
 		return SK_DROP;
 	}
 	if (conn->role == KVS_ROLE_UPSTREAM)
-		return upstream_frame(skb, st, &h, conn->backend, len);
+		return upstream_frame(skb, st, &h, conn->backend, off, len);
 	if (conn->role == KVS_ROLE_INJECT)
 		return inject_frame(skb, st, &h, off, len);
 	st->drop_bad_upstream++;

@@ -307,6 +307,7 @@ struct summary {
 	uint32_t ok, errors, mismatches, lost;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90;
 	double rps, hit_rate, load_max_over_mean, load_cv;
+	uint64_t prompt_tokens, cached_tokens;
 	uint32_t nbackends;
 	uint32_t backend_ids[MAX_BACKEND_IDS];
 	uint32_t backend_reqs[MAX_BACKEND_IDS];
@@ -391,6 +392,8 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	s->e2e_p90 = kvs_percentile(e2e, s->ok, 90);
 	s->rps = wall_s > 0 ? s->ok / wall_s : 0;
 	s->hit_rate = prompt ? (double)cached / (double)prompt : 0;
+	s->prompt_tokens = prompt;
+	s->cached_tokens = cached;
 	for (i = 0; i < s->nbackends; i++)
 		loads[i] = s->backend_reqs[i];
 	s->load_max_over_mean = kvs_max_over_mean(loads, s->nbackends);
@@ -428,12 +431,14 @@ static void print_summary(const struct run *r, const struct summary *s)
 		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
 		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
-		       "\"later_turns\":%u,\"turn_moves\":%u,\"backends\":[",
+		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
+		       "\"cached_tokens\":%llu,\"backends\":[",
 		       r->o->requests, s->ok, s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
 		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
 		       s->load_max_over_mean, s->load_cv,
 		       r->o->conversations ? r->o->conversations : r->o->prefixes, s->groups_split,
-		       s->later_turns, s->turn_moves);
+		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
+		       (unsigned long long)s->cached_tokens);
 		for (i = 0; i < s->nbackends; i++)
 			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
 			       s->backend_reqs[i]);

@@ -91,6 +91,12 @@ static const char *state_name(__u32 st)
 	return st < 4 ? backend_states[st] : "unknown";
 }
 
+/* Cached / prompt tokens, as the backend's END frames reported them. */
+static double hit_rate(const struct kvs_backend *be)
+{
+	return be->prompt_tokens ? (double)be->cached_tokens / (double)be->prompt_tokens : 0;
+}
+
 /* The backends that are configured, as a JSON array. */
 static void print_backends_json(int fd)
 {
@@ -105,12 +111,17 @@ static void print_backends_json(int fd)
 		printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
 		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
 		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
-		       "\"req_bytes\":%llu,\"resp_bytes\":%llu}",
+		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
+		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
+		       "\"mispredicted\":%llu,\"index_blocks\":%llu}",
 		       n++ ? "," : "", i, state_name(be.state), be.pool_size,
 		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
 		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
 		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
-		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
+		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
+		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
+		       hit_rate(&be), (unsigned long long)be.predicted_cached,
+		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks);
 	}
 	printf("]");
 }
@@ -204,17 +215,17 @@ static int cmd_backends(const struct ctl_opts *o)
 		close(fd);
 		return 0;
 	}
-	printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %12s %12s\n", "index", "state", "pool",
-	       "outstanding", "work_tokens", "work_limit", "requests", "responses", "req_bytes",
-	       "resp_bytes");
+	printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %8s %12s\n", "index", "state", "pool",
+	       "outstanding", "work_tokens", "work_limit", "requests", "responses", "hit_rate",
+	       "index_blocks");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
-		printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %12llu %12llu\n", i,
+		printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %7.1f%% %12llu\n", i,
 		       state_name(be.state), be.pool_size, (unsigned long long)be.outstanding,
 		       (unsigned long long)be.outstanding_work, (unsigned long long)be.work_limit,
 		       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
-		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes);
+		       100 * hit_rate(&be), (unsigned long long)be.index_blocks);
 	}
 	close(fd);
 	return 0;
@@ -232,7 +243,9 @@ static void usage(FILE *f)
 		"             (fast path) and by the controller (slow path), responses,\n"
 		"             drops, routes, connections, the controller's decisions by\n"
 		"             reason, and (with --json) each backend's outstanding work\n"
-		"  backends   per backend: state, pool, outstanding requests, frames, bytes\n"
+		"  backends   per backend: state, pool, outstanding requests and work, frames,\n"
+		"             hit rate (its own END reports) and the size of the controller's\n"
+		"             index of its cache (--json adds bytes and prediction counters)\n"
 		"\n"
 		"Options:\n"
 		"      --pin-dir DIR   the gateway's pin directory (default %s)\n"

@@ -177,6 +177,18 @@ int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, u
 	return bpf_map_update_elem(dp->routes_fd, &hash, &r, BPF_ANY) ? -errno : 0;
 }
 
+void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
+			 uint64_t *mispredicted)
+{
+	*predicted = __atomic_load_n(&dp->backends[b].predicted_cached, __ATOMIC_RELAXED);
+	*mispredicted = __atomic_load_n(&dp->backends[b].mispredicted, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks)
+{
+	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
+}
+
 int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r)
 {
 	return bpf_map_lookup_elem(dp->routes_fd, &hash, r) ? -errno : 0;

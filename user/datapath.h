@@ -48,6 +48,10 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
+/* The backend's END-report counters (a snapshot). */
+void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
+			 uint64_t *mispredicted);
+void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks);
 /* The route for hash: 0 and *r filled, or -ENOENT. */
 int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r);
 int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s);

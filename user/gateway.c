@@ -70,6 +70,7 @@ struct gw_conn {
 
 struct gw_backend {
 	char name[64];
+	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
 	struct gw_conn *pool[KVS_MAX_POOL];
 	bool up;
 	uint64_t retry_at_ns;
@@ -759,11 +760,35 @@ static void arm_tick(struct gw *g)
 	io_uring_sqe_set_data64(sqe, ud(OP_TICK, NULL));
 }
 
+/* Correct each backend's index from what its ENDs reported since the last
+ * tick (kvs_policy_feedback), and show the result in the backends map. */
+static void feedback(struct gw *g)
+{
+	uint64_t pred, miss;
+	uint32_t b, cap;
+
+	for (b = 0; b < g->cfg->nbackends; b++) {
+		struct gw_backend *be = &g->be[b];
+
+		kvs_dp_end_counters(&g->dp, b, &pred, &miss);
+		if (pred - be->fb_predicted >= 1024) {
+			cap = kvs_policy_feedback(&g->policy, b, pred - be->fb_predicted,
+						  miss - be->fb_mispredicted);
+			if (cap != g->policy.index[b].max_capacity)
+				pr_debug("event=index_resized backend=%s blocks=%u", be->name, cap);
+			be->fb_predicted = pred;
+			be->fb_mispredicted = miss;
+		}
+		kvs_dp_set_index_blocks(&g->dp, b, g->policy.index[b].capacity);
+	}
+}
+
 static void on_tick(struct gw *g)
 {
 	uint64_t now = kvs_now_ns();
 	uint32_t i;
 
+	feedback(g);
 	for (i = 0; i < g->cfg->nbackends; i++)
 		if (!g->be[i].up && now >= g->be[i].retry_at_ns)
 			backend_connect(g, i);

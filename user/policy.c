@@ -171,9 +171,32 @@ out:
 	admit(pol, (uint32_t)pick, h, n);
 }
 
+uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
+			     uint64_t mispredicted)
+{
+	struct kvs_pcache *c = &pol->index[b];
+	/* Shrink as far as 1/1024 of the configured size (a misconfiguration
+	 * by three orders of magnitude is still corrected); grow in 1/64s. */
+	uint32_t floor = c->max_capacity / 1024 > 16 ? c->max_capacity / 1024 : 16;
+	uint32_t step = c->max_capacity / 64 ? c->max_capacity / 64 : 1, cap = c->capacity;
+	double miss;
+
+	if (predicted < 1024) /* too little evidence to act on */
+		return cap;
+	miss = (double)mispredicted / (double)predicted;
+	if (miss > 0.05) {
+		cap = (uint32_t)((double)cap * (1.0 - miss / 2));
+		if (cap < floor)
+			cap = floor;
+	} else if (miss < 0.01 && cap < c->max_capacity) {
+		cap += step;
+	}
+	return kvs_pcache_set_capacity(c, cap);
+}
+
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 {
-	uint32_t cap = pol->index[b].capacity;
+	uint32_t cap = pol->index[b].max_capacity;
 
 	kvs_pcache_free(&pol->index[b]);
 	kvs_pcache_init(&pol->index[b], cap);

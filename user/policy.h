@@ -96,6 +96,18 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
 			   uint32_t n);
 
+/*
+ * Correct the index of backend b from what it reported over an interval:
+ * `predicted` tokens were expected in its cache, `mispredicted` of them were
+ * not there. A miss share above 5% means the index believes b holds more
+ * than it does (a smaller cache than configured, other gateways' traffic):
+ * its capacity shrinks in proportion (down to 1/1024 of the configured
+ * size), evicting as the backend does. Below 1% it grows back by 1/64 of
+ * the configured size. Returns the capacity.
+ */
+uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
+			     uint64_t mispredicted);
+
 /* Backend b left (or restarted empty): forget what it held. */
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b);
 

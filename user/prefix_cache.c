@@ -10,7 +10,7 @@ int kvs_pcache_init(struct kvs_pcache *c, uint32_t capacity_blocks)
 {
 	uint32_t size = 16, i;
 
-	*c = (struct kvs_pcache){ .capacity = capacity_blocks };
+	*c = (struct kvs_pcache){ .capacity = capacity_blocks, .max_capacity = capacity_blocks };
 	if (capacity_blocks == 0 || capacity_blocks > (1u << 30))
 		return -EINVAL;
 	while (size < 2 * capacity_blocks)
@@ -189,4 +189,14 @@ void kvs_pcache_release(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n
 		if (--c->nodes[k].refs == 0)
 			lru_push_mru(c, k);
 	}
+}
+
+uint32_t kvs_pcache_set_capacity(struct kvs_pcache *c, uint32_t capacity)
+{
+	if (capacity > c->max_capacity)
+		capacity = c->max_capacity;
+	while (c->used > capacity && c->lru_head != KVS_PC_NIL)
+		evict_lru(c);
+	c->capacity = capacity > c->used ? capacity : c->used;
+	return c->capacity;
 }

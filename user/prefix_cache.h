@@ -21,6 +21,7 @@ struct kvs_pcache_node {
 
 struct kvs_pcache {
 	uint32_t capacity;        /* blocks */
+	uint32_t max_capacity;    /* blocks allocated */
 	uint32_t used;            /* blocks cached (pinned or not) */
 	uint32_t table_mask;      /* table size - 1 (power of two) */
 	uint32_t *table;          /* node index or KVS_PC_NIL */
@@ -54,5 +55,12 @@ int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 void kvs_pcache_release(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
 
 int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash);
+
+/*
+ * Changes the capacity, up to the one it was created with, evicting
+ * unpinned blocks LRU-first until what is cached fits. Returns the new
+ * capacity (it cannot fall below what is pinned).
+ */
+uint32_t kvs_pcache_set_capacity(struct kvs_pcache *c, uint32_t capacity);
 
 #endif

@@ -112,6 +112,12 @@ struct kvs_backend {
 	__u64 resp_frames;     /* CHUNK, END and ERROR frames back */
 	__u64 resp_bytes;
 	__u64 ends;            /* END and ERROR frames back */
+	/* From the backends' END frames: */
+	__u64 prompt_tokens;    /* prompt tokens reported */
+	__u64 cached_tokens;    /* of which served from its prefix cache */
+	__u64 predicted_cached; /* what the gateway expected cached */
+	__u64 mispredicted;     /* expected cached beyond what it had */
+	__u64 index_blocks;     /* controller: its index of this backend's cache */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */

@@ -329,6 +329,50 @@ static void known_depth_counts_as_cached(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* Reports correct the index size: a 20% miss share shrinks it by 10%,
+ * repeated misses take it down to 1/1024 of the configured size (at least
+ * 16 blocks), accurate predictions grow it back 1/64 at a time, and thin
+ * evidence changes nothing. */
+static void feedback_resizes_index(void **state)
+{
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s, 64000);
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 100, 100), 64000); /* too little */
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 2000), 57600);
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 300), 57600); /* 3%: hold */
+	for (i = 0; i < 200; i++)
+		kvs_policy_feedback(&s.pol, 1, 10000, 9000);
+	assert_int_equal(s.pol.index[1].capacity, 62);
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 0), 62 + 1000);
+	assert_int_equal(s.pol.index[0].capacity, 64000); /* others untouched */
+	for (i = 0; i < 100; i++)
+		kvs_policy_feedback(&s.pol, 1, 10000, 0);
+	assert_int_equal(s.pol.index[1].capacity, 64000);
+	kvs_policy_free(&s.pol);
+}
+
+/* Shrinking evicts like the backend: least recently used first. */
+static void shrinking_evicts_lru_first(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t a[MAXB], b[MAXB];
+	uint32_t na = chain(a, 0, 1, 100, 0, 0), nb = chain(b, 0, 2, 100, 0, 0);
+	uint8_t only0[NB] = { 1, 0, 0, 0 };
+
+	(void)state;
+	sim_init(&s, 64000);
+	kvs_policy_decide(&s.pol, a, na, a[na - 1], na * 16, s.load, only0, NULL, &d);
+	kvs_policy_decide(&s.pol, b, nb, b[nb - 1], nb * 16, s.load, only0, NULL, &d);
+	assert_int_equal(kvs_pcache_set_capacity(&s.pol.index[0], 150), 150);
+	assert_int_equal(kvs_policy_cached(&s.pol, 0, b, nb), 100);
+	assert_int_equal(kvs_policy_cached(&s.pol, 0, a, na), 50); /* a's tail went first */
+	kvs_policy_free(&s.pol);
+}
+
 static void no_backend(void **state)
 {
 	struct sim s;
@@ -357,6 +401,8 @@ int main(void)
 		cmocka_unit_test(ties_go_to_the_less_loaded),
 		cmocka_unit_test(index_is_bounded_like_the_backend),
 		cmocka_unit_test(known_depth_counts_as_cached),
+		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(no_backend),
 	};
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The backends' own reports reach the gateway: the kernel reads every END it
+# splices, and its per-backend prompt and cached token counts equal what the
+# clients were told. And they correct the controller: a gateway that believes
+# each backend holds 100,000 blocks when it holds 400 sees its predictions
+# fail and shrinks its index of each backend toward the truth.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+for n in A B C D; do
+	kvs_start_sim "$n" --time-scale 0.005 --kv-blocks 400
+done
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
+	--backend-kv-blocks 100000
+
+# Two runs whose 40 templates (2,560 blocks) exceed the fleet (1,600), so the
+# predictions fail, then one whose 8 templates fit, so some tokens are cached.
+prompt=0
+cached=0
+run() {
+	out=$(kvs_bench -n 400 -k 8 --prefixes "$1" --prefix-tokens 1024 --suffix-tokens 128 \
+		--json) || kvs_fail "run with $1 templates failed: $out"
+	prompt=$((prompt + $(jget "$out" .prompt_tokens)))
+	cached=$((cached + $(jget "$out" .cached_tokens)))
+}
+backends() {
+	sleep 0.3 # a controller tick
+	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json
+}
+run 40
+run 40
+b=$(backends)
+assert_ge "mispredicted tokens seen" "$(jq '[.[].mispredicted] | add' <<<"$b")" 1
+assert_le "largest index after failed predictions (blocks, of 100000 configured)" \
+	"$(jq '[.[].index_blocks] | max' <<<"$b")" 10000
+run 8
+assert_ge "cached tokens the clients were told of" "$cached" 1
+b=$(backends)
+assert_eq "prompt tokens the kernel read from ENDs" "$(jq '[.[].prompt_tokens] | add' <<<"$b")" "$prompt"
+assert_eq "cached tokens the kernel read from ENDs" "$(jq '[.[].cached_tokens] | add' <<<"$b")" "$cached"
+echo "PASS test_feedback"
