@@ -48,6 +48,7 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(pass_no_upstream)                                                                        \
 	X(pass_saturated)                                                                          \
 	X(pass_shallow)                                                                            \
+	X(pass_stale)                                                                              \
 	X(routes_learned)                                                                          \
 	X(pass_bad_frame)                                                                          \
 	X(pass_other)                                                                              \

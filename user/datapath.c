@@ -170,7 +170,11 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth)
 {
 	struct timespec ts;
-	struct kvs_route r = { .backend = backend, .depth_blocks = depth };
+	struct kvs_route r = {
+		.backend = backend,
+		.depth_blocks = depth,
+		.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED),
+	};
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	r.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
@@ -187,6 +191,17 @@ void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *pr
 void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks)
 {
 	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
+{
+	__atomic_fetch_add(&dp->backends[b].route_gen, 1, __ATOMIC_RELEASE);
+}
+
+int kvs_dp_route_current(const struct kvs_datapath *dp, const struct kvs_route *r)
+{
+	return r->backend < KVS_MAX_BACKENDS &&
+	       r->gen == __atomic_load_n(&dp->backends[r->backend].route_gen, __ATOMIC_ACQUIRE);
 }
 
 int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r)

@@ -464,7 +464,7 @@ static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t 
 
 		if (cp > n || cp > g->cfg->window_blocks)
 			break;
-		if (kvs_dp_get_route(&g->dp, h[cp - 1], &r) == 0 && r.backend < KVS_MAX_BACKENDS &&
+		if (kvs_dp_get_route(&g->dp, h[cp - 1], &r) == 0 && kvs_dp_route_current(&g->dp, &r) &&
 		    cp > known[r.backend])
 			known[r.backend] = cp;
 	}
@@ -594,8 +594,10 @@ static void backend_down(struct gw *g, uint32_t b, const char *why)
 		pr_warn("event=backend_down backend=%s reason=\"%s\"", be->name, why);
 	be->up = false;
 	kvs_dp_set_backend(&g->dp, b, KVS_BE_DOWN, g->cfg->pool_size, g->cfg->max_outstanding);
-	/* It comes back empty (or not at all): what it held is gone. */
+	/* It comes back empty (or not at all): what it held is gone, and so
+	 * are the routes that promised it. */
 	kvs_policy_forget_backend(&g->policy, b);
+	kvs_dp_withdraw_routes(&g->dp, b);
 	for (s = 0; s < KVS_MAX_POOL; s++) {
 		if (be->pool[s]) {
 			conn_close(g, be->pool[s]);

@@ -103,7 +103,7 @@ struct kvs_backend {
 	__u32 state;           /* enum kvs_backend_state */
 	__u32 pool_size;       /* upstream slots 0..pool_size-1 are in use */
 	__u32 max_outstanding; /* requests; above it the kernel defers */
-	__u32 pad;
+	__u32 route_gen;       /* routes of an older generation are void */
 	__u64 work_limit;      /* tokens; above it the kernel defers (0: none) */
 	__u64 outstanding;     /* requests sent and not yet ended */
 	__u64 outstanding_work; /* tokens of work charged and not yet ended */
@@ -124,6 +124,8 @@ struct kvs_backend {
 struct kvs_route {
 	__u32 backend;
 	__u32 depth_blocks;   /* prefix depth the hash covers; 0 = cache key */
+	__u32 gen;            /* the backend's route_gen when installed */
+	__u32 pad;
 	__u64 installed_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;           /* requests the kernel routed with it */
 };
@@ -139,6 +141,7 @@ struct kvs_stats {
 	__u64 pass_no_upstream;  /* route found but no upstream socket */
 	__u64 pass_saturated;    /* route found but backend full or not up */
 	__u64 pass_shallow;      /* match too shallow for the prompt */
+	__u64 pass_stale;        /* route to a backend that left since */
 	__u64 routes_learned;    /* deeper routes the kernel installed itself */
 	__u64 pass_bad_frame;    /* malformed client frame: punted as ERROR */
 	__u64 pass_other;        /* other frames punted (client PING) */
