@@ -241,25 +241,18 @@ static void on_readable(struct run *r, uint32_t ci)
 	struct bconn *c = &r->conns[ci];
 	const uint8_t *frame;
 	struct kvs_msg m;
-	ssize_t n;
+	long n;
 	int st;
 
 	for (;;) {
-		if (kvs_buf_reserve(&c->rx, 65536)) {
-			c->dead = true;
-			return;
-		}
-		n = recv(c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
+		n = kvs_buf_recv(&c->rx, c->fd, 65536);
+		if (n == -EAGAIN)
 			break;
 		if (n <= 0) {
 			c->dead = true;
 			epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 			return;
 		}
-		kvs_buf_commit(&c->rx, (size_t)n);
 		while ((st = kvs_next_frame(&c->rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame)) > 0) {
 			on_frame(r, c, &m, frame + KVS_HDR_LEN);
 			kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);

@@ -327,22 +327,18 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 static void on_readable(struct sim *s, struct sim_conn *c)
 {
 	for (;;) {
-		ssize_t n;
+		long n = kvs_buf_recv(&c->rx, c->fd, 65536);
 
-		if (kvs_buf_reserve(&c->rx, 65536) && kvs_buf_room(&c->rx) == 0) {
+		if (n == -EAGAIN)
+			return;
+		if (n == -ENOBUFS) { /* cannot happen: the cap fits a max frame */
 			send_error_close(s, c, 0, KVS_E_TOO_LARGE);
 			return;
 		}
-		n = recv(c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
 		if (n <= 0) {
 			conn_close(s, c);
 			return;
 		}
-		kvs_buf_commit(&c->rx, (size_t)n);
 		if (on_frames(s, c))
 			return;
 	}
@@ -445,7 +441,7 @@ int main(int argc, char **argv)
 	enum kvs_log_level level = KVS_LOG_INFO;
 	struct kvs_addr addr;
 	uint32_t port;
-	int opt, lvl, n, i, err;
+	int opt, n, i, err;
 
 	kvs_model_defaults(&s.model);
 	while ((opt = getopt_long(argc, argv, "l:p:h", opts, NULL)) != -1) {
@@ -504,13 +500,8 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_LOG:
-			lvl = kvs_log_parse_level(optarg);
-			if (lvl < 0) {
-				fprintf(stderr, PROG ": --log-level: '%s' is not warn, info or debug\n",
-					optarg);
+			if (kvs_arg_log_level(PROG, optarg, &level))
 				return 2;
-			}
-			level = (enum kvs_log_level)lvl;
 			break;
 		case 'h':
 			usage(stdout);

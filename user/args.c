@@ -56,3 +56,15 @@ int kvs_arg_double(const char *prog, const char *flag, const char *s, double min
 	*out = v;
 	return 0;
 }
+
+int kvs_arg_log_level(const char *prog, const char *s, enum kvs_log_level *out)
+{
+	int lvl = kvs_log_parse_level(s);
+
+	if (lvl < 0) {
+		fprintf(stderr, "%s: --log-level: '%s' is not warn, info or debug\n", prog, s);
+		return -1;
+	}
+	*out = (enum kvs_log_level)lvl;
+	return 0;
+}

@@ -6,11 +6,15 @@
 
 #include <stdint.h>
 
+#include "log.h"
+
 /* 0 on success; on error prints "PROG: FLAG: ..." to stderr, returns -1. */
 int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
 		uint64_t *out);
 int kvs_arg_u32(const char *prog, const char *flag, const char *s, uint32_t min, uint32_t max,
 		uint32_t *out);
+/* --log-level: warn, info or debug. */
+int kvs_arg_log_level(const char *prog, const char *s, enum kvs_log_level *out);
 int kvs_arg_double(const char *prog, const char *flag, const char *s, double min, double max,
 		   double *out);
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 void kvs_buf_init(struct kvs_buf *b, size_t limit)
 {
@@ -76,4 +77,19 @@ void kvs_buf_consume(struct kvs_buf *b, size_t n)
 	}
 	b->off += n;
 	b->len -= n;
+}
+
+long kvs_buf_recv(struct kvs_buf *b, int fd, size_t chunk)
+{
+	ssize_t n;
+
+	if (kvs_buf_reserve(b, chunk) && kvs_buf_room(b) == 0)
+		return -ENOBUFS;
+	do
+		n = recv(fd, kvs_buf_tail(b), kvs_buf_room(b), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	kvs_buf_commit(b, (size_t)n);
+	return n;
 }

@@ -40,4 +40,11 @@ int kvs_buf_append(struct kvs_buf *b, const void *p, size_t n);
 void kvs_buf_commit(struct kvs_buf *b, size_t n);
 void kvs_buf_consume(struct kvs_buf *b, size_t n);
 
+/*
+ * One recv() from fd into the tail of b, making room for up to chunk bytes
+ * (less if the cap leaves less). Returns the bytes read, 0 at end of stream,
+ * -EAGAIN when nothing is there, -ENOBUFS when b is full, or -errno.
+ */
+long kvs_buf_recv(struct kvs_buf *b, int fd, size_t chunk);
+
 #endif

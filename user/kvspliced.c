@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 	const char *listen = "127.0.0.1:7480";
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct gw_config cfg;
-	int opt, lvl, err;
+	int opt, err;
 
 	gw_config_defaults(&cfg);
 	while ((opt = getopt_long(argc, argv, "l:b:h", opts, NULL)) != -1) {
@@ -187,13 +187,8 @@ int main(int argc, char **argv)
 			cfg.port_file = optarg;
 			break;
 		case OPT_LOG_LEVEL:
-			lvl = kvs_log_parse_level(optarg);
-			if (lvl < 0) {
-				fprintf(stderr, PROG ": --log-level: '%s' is not warn, info or debug\n",
-					optarg);
+			if (kvs_arg_log_level(PROG, optarg, &level))
 				return 2;
-			}
-			level = (enum kvs_log_level)lvl;
 			break;
 		case 'h':
 			usage(stdout);

@@ -52,13 +52,10 @@ static int await_end(int fd, uint64_t id, struct kvs_buf *rx)
 			if (m.req_id == id && (m.type == KVS_T_END || m.type == KVS_T_ERROR))
 				return m.type == KVS_T_END ? 0 : -EIO;
 		}
-		if (r < 0 || kvs_buf_reserve(rx, 65536))
+		if (r < 0)
 			return -EPROTO;
-		ssize_t n = read(fd, kvs_buf_tail(rx), kvs_buf_room(rx));
-
-		if (n <= 0)
+		if (kvs_buf_recv(rx, fd, 65536) <= 0)
 			return -EPIPE;
-		kvs_buf_commit(rx, (size_t)n);
 	}
 }
 
