@@ -40,7 +40,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/t
 HELPERS   := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
 
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint
+.PHONY: all deps test unit integration run clean format lint bench
 all: $(PROGS) $(UNIT_TESTS) $(HELPERS)
 
 $(BUILD)/.deps-ok: scripts/deps.sh
@@ -66,6 +66,9 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -84,6 +87,10 @@ unit: $(UNIT_TESTS)
 
 run: all
 	scripts/demo.sh $(BUILD)
+
+# Benchmarks measure; their numbers go to docs/EVALUATION.md with the command.
+bench: all
+	$(BUILD)/kvsplice-bench decisions
 
 format:
 	clang-format -i bpf/*.c include/kvsplice/*.h user/*.c user/*.h tools/*.c tests/unit/*.c

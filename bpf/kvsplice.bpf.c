@@ -16,7 +16,7 @@
  * Nothing is passed up (SK_PASS) into a client socket's own receive queue:
  * reading that queue from userspace while the strparser still holds bytes
  * that arrived before the socket joined the map stalls the stream on this
- * kernel (see docs/ARCHITECTURE.md, "hazards").
+ * kernel (docs/ARCHITECTURE.md, "Bytes that predate the map").
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>

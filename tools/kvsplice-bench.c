@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "bench_decisions.h"
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "netutil.h"
@@ -557,6 +558,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: " PROG " run --connect ADDR:PORT [options]\n"
+		"       " PROG " decisions [options]   (routing decisions per second;\n"
+		"                                       see decisions --help)\n"
 		"\n"
 		"Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
 		"every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
@@ -770,6 +773,9 @@ int main(int argc, char **argv)
 		rc = parse_run(argc - 1, argv + 1, &o);
 		return rc ? rc : cmd_run(&o);
 	}
-	fprintf(stderr, PROG ": unknown command '%s' (commands: run; see --help)\n", argv[1]);
+	if (!strcmp(argv[1], "decisions"))
+		return bench_decisions(argc - 1, argv + 1);
+	fprintf(stderr, PROG ": unknown command '%s' (commands: run, decisions; see --help)\n",
+		argv[1]);
 	return 2;
 }

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench decisions: how many routing decisions the controller's
+ * policy makes per second on one core, for prompts of a given size. Measures
+ * the whole slow-path decision (hash every block of the prompt, then decide
+ * with the policy), and the decision alone on hashes computed beforehand, so
+ * the two costs can be told apart. Pure CPU: no sockets, no BPF.
+ */
+#include "bench_decisions.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "kvsplice/hash.h"
+#include "netutil.h"
+#include "model.h"
+#include "policy.h"
+#include "prompt.h"
+
+#define PROG "kvsplice-bench decisions"
+
+struct dec_opts {
+	uint32_t backends, prompt_tokens, template_tokens, templates, count;
+	uint64_t seed;
+	int json;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: kvsplice-bench decisions [options]\n"
+		"\n"
+		"Routing decisions per second of the controller's policy on one core.\n"
+		"Each decision is a prompt of one of the templates plus its own suffix;\n"
+		"'full' hashes the prompt and decides, 'decide' decides on hashes made\n"
+		"beforehand. Backend loads change between decisions as requests end.\n"
+		"\n"
+		"Options:\n"
+		"      --backends N         backends (default 7)\n"
+		"      --prompt-tokens T    tokens per prompt (default 8000)\n"
+		"      --template-tokens T  of which shared with other prompts (default 6000)\n"
+		"      --templates N        distinct templates (default 64)\n"
+		"      --count N            decisions per measurement (default 100000)\n"
+		"      --seed S             (default 1)\n"
+		"      --json               JSON output\n"
+		"  -h, --help               this text\n");
+}
+
+static int parse(int argc, char **argv, struct dec_opts *o)
+{
+	static const struct option opts[] = {
+		{ "backends", required_argument, NULL, 'b' },
+		{ "prompt-tokens", required_argument, NULL, 'p' },
+		{ "template-tokens", required_argument, NULL, 't' },
+		{ "templates", required_argument, NULL, 'n' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int opt;
+
+	*o = (struct dec_opts){ .backends = 7, .prompt_tokens = 8000, .template_tokens = 6000,
+				.templates = 64, .count = 100000, .seed = 1 };
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'b':
+			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS, &o->backends))
+				return 2;
+			break;
+		case 'p':
+			if (kvs_arg_u32(PROG, "--prompt-tokens", optarg, 16, 200000, &o->prompt_tokens))
+				return 2;
+			break;
+		case 't':
+			if (kvs_arg_u32(PROG, "--template-tokens", optarg, 0, 200000,
+					&o->template_tokens))
+				return 2;
+			break;
+		case 'n':
+			if (kvs_arg_u32(PROG, "--templates", optarg, 1, 100000, &o->templates))
+				return 2;
+			break;
+		case 'c':
+			if (kvs_arg_u32(PROG, "--count", optarg, 1, 100000000, &o->count))
+				return 2;
+			break;
+		case 's':
+			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
+				return 2;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (o->template_tokens > o->prompt_tokens) {
+		fprintf(stderr, PROG ": --template-tokens exceeds --prompt-tokens\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* Loads in tokens: each decision adds the request's work, and the oldest of
+ * the last 32 requests per backend ends, so loads stay realistic. */
+struct loads {
+	uint64_t load[KVS_MAX_BACKENDS];
+	uint32_t ring_b[256];
+	uint64_t ring_w[256];
+	uint32_t head, n;
+};
+
+static void loads_add(struct loads *l, uint32_t b, uint64_t w, uint32_t window)
+{
+	if (l->n == window) {
+		l->load[l->ring_b[l->head]] -= l->ring_w[l->head];
+		l->head = (l->head + 1) % 256;
+		l->n--;
+	}
+	l->ring_b[(l->head + l->n) % 256] = b;
+	l->ring_w[(l->head + l->n) % 256] = w;
+	l->n++;
+	l->load[b] += w;
+}
+
+/* One measurement of o->count decisions; hashes inline when pre is NULL. */
+static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, uint64_t *pre,
+		      uint32_t nblocks, double *hit)
+{
+	const char *names[KVS_MAX_BACKENDS];
+	char namebuf[KVS_MAX_BACKENDS][32];
+	struct kvs_policy_params pp;
+	struct kvs_policy pol;
+	struct loads l = { 0 };
+	uint8_t ok[KVS_MAX_BACKENDS];
+	uint64_t *h = malloc(sizeof(*h) * (nblocks + 1)), rng = o->seed, t0, cached = 0;
+	uint32_t b, i, tok = kvs_prompt_tokens(len);
+	struct kvs_decision d;
+
+	for (b = 0; b < o->backends; b++) {
+		snprintf(namebuf[b], sizeof(namebuf[b]), "10.0.0.%u:8000", b + 1);
+		names[b] = namebuf[b];
+		ok[b] = 1;
+	}
+	kvs_policy_defaults(&pp);
+	pp.nbackends = o->backends;
+	if (kvs_policy_init(&pol, &pp, names) || !h) {
+		fprintf(stderr, PROG ": out of memory\n");
+		exit(1);
+	}
+	t0 = kvs_now_ns();
+	for (i = 0; i < o->count; i++) {
+		uint32_t t = (uint32_t)(kvs_splitmix64(&rng) % o->templates);
+		const uint64_t *hh;
+
+		if (pre) {
+			hh = pre + (size_t)t * nblocks;
+		} else {
+			/* a new suffix: the request number in its first bytes */
+			memcpy(prompts[t] + (size_t)o->template_tokens * KVS_BYTES_PER_TOKEN, &i,
+			       sizeof(i));
+			kvs_prefix_hashes(kvs_seed(0, 0), prompts[t], len, h, nblocks);
+			hh = h;
+		}
+		kvs_policy_decide(&pol, hh, nblocks, hh[nblocks - 1], tok, l.load, ok, NULL, &d);
+		cached += d.cached_blocks;
+		loads_add(&l, (uint32_t)d.backend,
+			  kvs_work_blocks(tok, d.cached_blocks, 256) * (uint64_t)KVS_BLOCK_TOKENS,
+			  32 * o->backends < 256 ? 32 * o->backends : 256);
+	}
+	t0 = kvs_now_ns() - t0;
+	*hit = (double)cached / ((double)o->count * nblocks);
+	kvs_policy_free(&pol);
+	free(h);
+	return (double)o->count / ((double)t0 / 1e9);
+}
+
+int bench_decisions(int argc, char **argv)
+{
+	struct dec_opts o;
+	size_t len, tlen;
+	uint8_t **prompts;
+	uint64_t *pre;
+	uint32_t nblocks, t;
+	double full, decide, hit_full, hit_decide;
+	int rc = parse(argc, argv, &o);
+
+	if (rc)
+		return rc;
+	len = (size_t)o.prompt_tokens * KVS_BYTES_PER_TOKEN;
+	tlen = (size_t)o.template_tokens * KVS_BYTES_PER_TOKEN;
+	nblocks = (uint32_t)(len / KVS_BLOCK_BYTES);
+	prompts = calloc(o.templates, sizeof(*prompts));
+	pre = malloc(sizeof(*pre) * (size_t)o.templates * nblocks);
+	if (!prompts || !pre || nblocks == 0) {
+		fprintf(stderr, PROG ": out of memory or prompt under one block\n");
+		return 1;
+	}
+	for (t = 0; t < o.templates; t++) {
+		prompts[t] = malloc(len);
+		if (!prompts[t])
+			return 1;
+		kvs_text_fill(0x7e3a0000ull + t, prompts[t], tlen);
+		kvs_text_fill(0x5f000000ull + t, prompts[t] + tlen, len - tlen);
+		kvs_prefix_hashes(kvs_seed(0, 0), prompts[t], len, pre + (size_t)t * nblocks,
+				  nblocks);
+	}
+	full = measure(&o, prompts, len, NULL, nblocks, &hit_full);
+	decide = measure(&o, prompts, len, pre, nblocks, &hit_decide);
+	if (o.json)
+		printf("{\"backends\":%u,\"prompt_tokens\":%u,\"template_tokens\":%u,\"templates\":%u,"
+		       "\"count\":%u,\"full_per_s\":%.0f,\"decide_per_s\":%.0f,"
+		       "\"full_us\":%.3f,\"decide_us\":%.3f,\"hash_us\":%.3f}\n",
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, full,
+		       decide, 1e6 / full, 1e6 / decide, 1e6 / full - 1e6 / decide);
+	else
+		printf("%u backends, %u-token prompts (%u shared, %u templates), %u decisions, "
+		       "one core:\n"
+		       "  hash + decide   %10.0f decisions/s  (%.2f us each)\n"
+		       "  decide only     %10.0f decisions/s  (%.2f us each)\n"
+		       "  hashing share   %.2f us of each full decision\n"
+		       "  predicted cached blocks: %.0f%% (full), %.0f%% (decide only)\n",
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, full,
+		       1e6 / full, decide, 1e6 / decide, 1e6 / full - 1e6 / decide,
+		       100 * hit_full, 100 * hit_decide);
+	for (t = 0; t < o.templates; t++)
+		free(prompts[t]);
+	free(prompts);
+	free(pre);
+	return 0;
+}

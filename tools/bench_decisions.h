@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef KVS_BENCH_DECISIONS_H
+#define KVS_BENCH_DECISIONS_H
+
+/* kvsplice-bench decisions [options]: argv[0] is "decisions". */
+int bench_decisions(int argc, char **argv);
+
+#endif
