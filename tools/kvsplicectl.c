@@ -60,6 +60,7 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(slow_frames)                                                                             \
 	X(slow_bytes)                                                                              \
 	X(routes_installed)                                                                        \
+	X(routes_withdrawn)                                                                        \
 	X(errors_sent)                                                                             \
 	X(bad_frames)                                                                              \
 	X(no_backend)                                                                              \

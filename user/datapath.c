@@ -193,6 +193,17 @@ void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t block
 	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
 }
 
+int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
+{
+	struct kvs_route r;
+
+	if (bpf_map_lookup_elem(dp->routes_fd, &hash, &r))
+		return -errno;
+	if (r.backend != b) /* re-pointed since: not ours to remove */
+		return -ESRCH;
+	return bpf_map_delete_elem(dp->routes_fd, &hash) ? -errno : 0;
+}
+
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
 {
 	__atomic_fetch_add(&dp->backends[b].route_gen, 1, __ATOMIC_RELEASE);

@@ -48,6 +48,8 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
+/* Removes the route for hash if it still names backend b. 0 or -errno. */
+int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether a route read from the map is current. */

@@ -431,21 +431,42 @@ static void count_decision(struct gw *g, enum kvs_reason r)
 	}
 }
 
+/* A route to b for block hash x, withdrawn when b's index evicts x. */
+static void add_block_route(struct gw *g, uint64_t x, uint32_t b, uint32_t depth)
+{
+	if (kvs_dp_add_route(&g->dp, x, b, depth))
+		return;
+	g->ctl.routes_installed++;
+	kvs_policy_mark(&g->policy, b, x);
+}
+
 /* Routes that let the kernel take the next request sharing this prefix. */
 static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
 			   const uint64_t *h, uint32_t n, uint32_t b)
 {
 	uint32_t hint = m->prefix_len / KVS_BLOCK_BYTES, j, cp;
 
+	/* A cache key is not a block: it stays until the LRU or a backend
+	 * leaving (route_gen) retires it. */
 	if (m->cache_key && !kvs_dp_add_route(&g->dp, kvs_key_hash(seed, m->cache_key), b, 0))
 		g->ctl.routes_installed++;
-	if (hint && hint <= n && !kvs_dp_add_route(&g->dp, h[hint - 1], b, hint))
-		g->ctl.routes_installed++;
+	if (hint && hint <= n)
+		add_block_route(g, h[hint - 1], b, hint);
 	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++) {
 		cp = kvs_checkpoint(j);
-		if (cp <= n && !kvs_dp_add_route(&g->dp, h[cp - 1], b, cp))
-			g->ctl.routes_installed++;
+		if (cp <= n)
+			add_block_route(g, h[cp - 1], b, cp);
 	}
+}
+
+/* b's index evicted a block that a route of ours names: the backend will
+ * have evicted it too, so the kernel should stop sending its prefix there. */
+static void withdraw_route(void *ctx, uint32_t b, uint64_t hash)
+{
+	struct gw *g = ctx;
+
+	if (kvs_dp_del_route(&g->dp, hash, b) == 0)
+		g->ctl.routes_withdrawn++;
 }
 
 /*
@@ -995,6 +1016,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	err = kvs_policy_init(&g.policy, &pp, names);
 	if (err)
 		goto out;
+	kvs_policy_on_evict(&g.policy, withdraw_route, &g);
 	err = kvs_idmap_init(&g.clients, 1024);
 	if (err)
 		goto out;

@@ -194,12 +194,44 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
 	return kvs_pcache_set_capacity(c, cap);
 }
 
+static void forward_evict(void *ctx, uint64_t hash)
+{
+	struct kvs_policy_hook *h = ctx;
+
+	if (h->pol->on_evict)
+		h->pol->on_evict(h->pol->evict_ctx, h->backend, hash);
+}
+
+static void hook_index(struct kvs_policy *pol, uint32_t b)
+{
+	pol->hooks[b] = (struct kvs_policy_hook){ .pol = pol, .backend = b };
+	pol->index[b].on_evict = forward_evict;
+	pol->index[b].evict_ctx = &pol->hooks[b];
+}
+
+void kvs_policy_on_evict(struct kvs_policy *pol, kvs_policy_evict_fn fn, void *ctx)
+{
+	uint32_t b;
+
+	pol->on_evict = fn;
+	pol->evict_ctx = ctx;
+	for (b = 0; b < pol->p.nbackends; b++)
+		hook_index(pol, b);
+}
+
+void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash)
+{
+	kvs_pcache_mark(&pol->index[b], hash);
+}
+
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 {
 	uint32_t cap = pol->index[b].max_capacity;
 
 	kvs_pcache_free(&pol->index[b]);
 	kvs_pcache_init(&pol->index[b], cap);
+	if (pol->on_evict)
+		hook_index(pol, b);
 }
 
 const char *kvs_reason_name(enum kvs_reason r)

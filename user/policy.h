@@ -65,11 +65,24 @@ struct kvs_decision {
 	enum kvs_reason reason;
 };
 
+/* Told when a backend's index evicts a block marked with kvs_policy_mark. */
+typedef void (*kvs_policy_evict_fn)(void *ctx, uint32_t backend, uint64_t hash);
+
+struct kvs_policy;
+
+struct kvs_policy_hook {
+	struct kvs_policy *pol;
+	uint32_t backend;
+};
+
 struct kvs_policy {
 	struct kvs_policy_params p;
 	struct kvs_pcache index[KVS_MAX_BACKENDS];
 	struct kvs_chash ring;
 	uint64_t decisions[KVS_R_COLD + 1]; /* by reason */
+	kvs_policy_evict_fn on_evict;
+	void *evict_ctx;
+	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
 };
 
 void kvs_policy_defaults(struct kvs_policy_params *p);
@@ -107,6 +120,14 @@ uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint6
  */
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
 			     uint64_t mispredicted);
+
+/*
+ * Evictions the caller wants to hear of: after kvs_policy_mark(b, hash),
+ * fn(ctx, b, hash) is called when backend b's index evicts that block, as
+ * the backend would (the gateway withdraws the route it installed for it).
+ */
+void kvs_policy_on_evict(struct kvs_policy *pol, kvs_policy_evict_fn fn, void *ctx);
+void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash);
 
 /* Backend b left (or restarted empty): forget what it held. */
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b);

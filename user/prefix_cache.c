@@ -64,6 +64,16 @@ int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash)
 	return find(c, hash) != KVS_PC_NIL;
 }
 
+int kvs_pcache_mark(struct kvs_pcache *c, uint64_t hash)
+{
+	uint32_t k = find(c, hash);
+
+	if (k == KVS_PC_NIL)
+		return 0;
+	c->nodes[k].marked = 1;
+	return 1;
+}
+
 /* Linear probing with backward-shift deletion: no tombstones to pile up. */
 static void table_remove(struct kvs_pcache *c, uint64_t hash)
 {
@@ -122,6 +132,8 @@ static void evict_lru(struct kvs_pcache *c)
 {
 	uint32_t i = c->lru_head;
 
+	if (c->nodes[i].marked && c->on_evict)
+		c->on_evict(c->evict_ctx, c->nodes[i].hash);
 	lru_unlink(c, i);
 	table_remove(c, c->nodes[i].hash);
 	c->nodes[i].next = c->free_head;

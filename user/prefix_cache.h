@@ -15,6 +15,7 @@ struct kvs_pcache_node {
 	uint64_t hash;
 	uint32_t refs;
 	uint32_t prev, next; /* evictable list, LRU first; KVS_PC_NIL ends */
+	uint32_t marked;     /* the owner asked to hear when it is evicted */
 };
 
 #define KVS_PC_NIL UINT32_MAX
@@ -29,6 +30,9 @@ struct kvs_pcache {
 	uint32_t free_head;       /* unused nodes, linked through next */
 	uint32_t lru_head, lru_tail;
 	uint32_t evictable;       /* blocks on the LRU list (unpinned) */
+	/* Called when a marked block is evicted (not when the cache is freed). */
+	void (*on_evict)(void *ctx, uint64_t hash);
+	void *evict_ctx;
 	uint64_t evictions;
 };
 
@@ -55,6 +59,9 @@ int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 void kvs_pcache_release(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
 
 int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash);
+
+/* Asks for on_evict when hash (if cached) is evicted. Returns whether it is. */
+int kvs_pcache_mark(struct kvs_pcache *c, uint64_t hash);
 
 /*
  * Changes the capacity, up to the one it was created with, evicting

@@ -169,6 +169,7 @@ struct kvs_ctl_stats {
 	__u64 slow_frames;       /* requests the controller routed */
 	__u64 slow_bytes;        /* bytes it copied to do so */
 	__u64 routes_installed;  /* route-map entries written */
+	__u64 routes_withdrawn;  /* removed as the index evicted their prefix */
 	__u64 errors_sent;       /* ERROR frames sent to clients */
 	__u64 bad_frames;        /* malformed frames from clients */
 	__u64 no_backend;        /* requests no backend could take */

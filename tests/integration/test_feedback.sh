@@ -3,7 +3,8 @@
 # splices, and its per-backend prompt and cached token counts equal what the
 # clients were told. And they correct the controller: a gateway that believes
 # each backend holds 100,000 blocks when it holds 400 sees its predictions
-# fail and shrinks its index of each backend toward the truth.
+# fail and shrinks its index of each backend toward the truth, withdrawing
+# the routes of what it let go.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -14,7 +15,7 @@ kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
 	--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
 	--backend-kv-blocks 100000
 
-# Two runs whose 40 templates (2,560 blocks) exceed the fleet (1,600), so the
+# Runs whose 40 templates (2,560 blocks) exceed the fleet (1,600), so the
 # predictions fail, then one whose 8 templates fit, so some tokens are cached.
 prompt=0
 cached=0
@@ -28,12 +29,19 @@ backends() {
 	sleep 0.3 # a controller tick
 	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json
 }
+# Each tick of failed predictions halves the index about; four runs take it
+# below what it holds, so it starts to evict, and to withdraw routes.
+run 40
+run 40
 run 40
 run 40
 b=$(backends)
 assert_ge "mispredicted tokens seen" "$(jq '[.[].mispredicted] | add' <<<"$b")" 1
 assert_le "largest index after failed predictions (blocks, of 100000 configured)" \
 	"$(jq '[.[].index_blocks] | max' <<<"$b")" 10000
+# What the shrinking index let go of, the kernel no longer routes to.
+assert_ge "routes withdrawn as the index evicted their prefix" \
+	"$(jget "$(kvs_stats)" .controller.routes_withdrawn)" 1
 run 8
 assert_ge "cached tokens the clients were told of" "$cached" 1
 b=$(backends)

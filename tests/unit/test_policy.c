@@ -373,6 +373,38 @@ static void shrinking_evicts_lru_first(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+static int hook_backend = -1;
+static uint64_t hook_hash;
+
+static void hook(void *ctx, uint32_t backend, uint64_t hash)
+{
+	(void)ctx;
+	hook_backend = (int)backend;
+	hook_hash = hash;
+}
+
+/* A marked block evicted from backend b's index is reported with b: the
+ * gateway withdraws the route it installed for it. */
+static void index_eviction_reaches_the_hook(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t a[MAXB];
+	uint32_t n = chain(a, 0, 1, 50, 0, 0);
+	uint8_t only2[NB] = { 0, 0, 1, 0 };
+
+	(void)state;
+	sim_init(&s, 64000);
+	kvs_policy_on_evict(&s.pol, hook, NULL);
+	kvs_policy_decide(&s.pol, a, n, a[n - 1], n * 16, s.load, only2, NULL, &d);
+	assert_int_equal(d.backend, 2);
+	kvs_policy_mark(&s.pol, 2, a[31]);
+	kvs_pcache_set_capacity(&s.pol.index[2], 30);
+	assert_int_equal(hook_backend, 2);
+	assert_true(hook_hash == a[31]);
+	kvs_policy_free(&s.pol);
+}
+
 static void no_backend(void **state)
 {
 	struct sim s;
@@ -403,6 +435,7 @@ int main(void)
 		cmocka_unit_test(known_depth_counts_as_cached),
 		cmocka_unit_test(feedback_resizes_index),
 		cmocka_unit_test(shrinking_evicts_lru_first),
+		cmocka_unit_test(index_eviction_reaches_the_hook),
 		cmocka_unit_test(no_backend),
 	};
 

@@ -125,6 +125,39 @@ static void churn_keeps_table_consistent(void **state)
 	kvs_pcache_free(&c);
 }
 
+static uint64_t evicted[16];
+static int nevicted;
+
+static void record_evict(void *ctx, uint64_t hash)
+{
+	(void)ctx;
+	evicted[nevicted++] = hash;
+}
+
+/* Only marked blocks are reported, when evicted (not when freed). */
+static void eviction_of_marked_blocks_is_reported(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[3] = { 1, 2, 3 }, b[3] = { 4, 5, 6 };
+
+	(void)state;
+	nevicted = 0;
+	assert_int_equal(kvs_pcache_init(&c, 3), 0);
+	c.on_evict = record_evict;
+	kvs_pcache_acquire(&c, a, 3);
+	kvs_pcache_release(&c, a, 3);
+	assert_true(kvs_pcache_mark(&c, 1));
+	assert_true(kvs_pcache_mark(&c, 3));
+	assert_false(kvs_pcache_mark(&c, 99));
+	kvs_pcache_acquire(&c, b, 3);
+	kvs_pcache_release(&c, b, 3);
+	assert_int_equal(nevicted, 2); /* 1 and 3, not 2 */
+	assert_true((evicted[0] == 3 && evicted[1] == 1) || (evicted[0] == 1 && evicted[1] == 3));
+	kvs_pcache_mark(&c, 5);
+	kvs_pcache_free(&c);
+	assert_int_equal(nevicted, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +166,7 @@ int main(void)
 		cmocka_unit_test(release_tail_first),
 		cmocka_unit_test(pinned_blocks_are_not_evicted),
 		cmocka_unit_test(churn_keeps_table_consistent),
+		cmocka_unit_test(eviction_of_marked_blocks_is_reported),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
