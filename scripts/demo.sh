@@ -107,5 +107,5 @@ echo
 echo "per backend (through the gateway):"
 cat "$TMP/backends.txt"
 echo
-echo "Times are wall-clock on this machine with the simulator's model scaled by $TIME_SCALE."
-echo "Each simulator serves one request at a time (no batching yet), so queueing dominates."
+echo "Times are wall-clock on this machine with the simulators' model time scaled by $TIME_SCALE;"
+echo "each simulator batches like vLLM (continuous batching, chunked prefill)."

@@ -4,12 +4,12 @@
  * instance with automatic prefix caching, on the timing model of
  * user/model.h.
  *
- * This version serves one request at a time per instance, in arrival order
- * across all its connections (a FIFO queue: no continuous batching yet).
- * Each request: look up its prompt's block hashes in the prefix cache, wait
- * the modeled prefill of the uncached tokens, stream max_tokens CHUNK frames
- * (one token each) at the modeled decode pace, then an END frame with the
- * figures. Every wait is multiplied by --time-scale.
+ * Requests from all connections go to one engine (user/engine.h): continuous
+ * batching with chunked prefill under a per-step token budget, prefix
+ * caching on 16-token blocks, and the per-step time model. Each step is
+ * planned, its modeled duration (times --time-scale) waited on a timer, and
+ * then its tokens are sent: one CHUNK frame per token, an END frame with the
+ * figures after a request's last.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,9 +27,9 @@
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "log.h"
+#include "engine.h"
 #include "model.h"
 #include "netutil.h"
-#include "prefix_cache.h"
 #include "prompt.h"
 
 #define PROG "kvsplice-sim"
@@ -45,15 +45,12 @@ struct sim_conn {
 };
 
 struct sim_req {
-	struct sim_req *next;
+	struct kvs_eng_req eng; /* first: engine events point here */
 	struct sim_conn *conn;
 	uint64_t req_id, gw_conn;
 	uint32_t gw_backend;
-	uint32_t max_tokens, prompt_tokens, cached_tokens, emitted;
 	uint64_t *hashes;
-	uint32_t nblocks;
-	bool pinned;
-	uint64_t arrival_ns, start_ns, first_ns;
+	struct sim_req *next_live; /* all requests not yet answered */
 };
 
 struct sim {
@@ -61,12 +58,14 @@ struct sim {
 	double time_scale;
 	uint32_t id;
 	uint32_t max_payload;
+	uint32_t max_seqs;
 	int epfd, lfd, tfd;
-	struct kvs_pcache cache;
-	struct sim_req *head, *tail; /* waiting, FIFO */
-	struct sim_req *cur;         /* running */
-	struct sim_conn *conns;      /* open connections */
-	uint32_t waiting;
+	struct kvs_engine eng;
+	bool stepping;     /* a step's timer is running */
+	double step_start; /* model ms */
+	uint64_t t0_ns;    /* model time 0 */
+	struct sim_req *live;
+	struct sim_conn *conns; /* open connections */
 	uint64_t served, cached_tokens_total, prompt_tokens_total;
 };
 
@@ -124,6 +123,14 @@ static void reply(struct sim *s, struct sim_req *r, struct kvs_msg *m, const voi
 	conn_flush(s, r->conn);
 }
 
+/* Model time now: real time since start, divided by the time scale. */
+static double model_now(const struct sim *s)
+{
+	double real_ms = (double)(kvs_now_ns() - s->t0_ns) / 1e6;
+
+	return s->time_scale > 0 ? real_ms / s->time_scale : real_ms;
+}
+
 static void arm_timer(struct sim *s, double model_ms)
 {
 	double ns = model_ms * s->time_scale * 1e6;
@@ -136,50 +143,35 @@ static void arm_timer(struct sim *s, double model_ms)
 	timerfd_settime(s->tfd, 0, &it, NULL);
 }
 
-static void req_free(struct sim_req *r)
+static void req_free(struct sim *s, struct sim_req *r)
 {
+	struct sim_req **pp;
+
+	for (pp = &s->live; *pp && *pp != r; pp = &(*pp)->next_live)
+		;
+	if (*pp)
+		*pp = r->next_live;
 	conn_put(r->conn);
 	free(r->hashes);
 	free(r);
 }
 
-/* Start the next queued request: prefix lookup, then its prefill. */
-static void start_next(struct sim *s)
+static uint32_t real_us(const struct sim *s, double model_ms)
 {
-	struct sim_req *r = s->head;
-	uint32_t hit, max_cached;
+	double us = model_ms * (s->time_scale > 0 ? s->time_scale : 1) * 1000;
 
-	if (s->cur || !r)
-		return;
-	s->head = r->next;
-	if (!s->head)
-		s->tail = NULL;
-	s->waiting--;
-	s->cur = r;
-	r->start_ns = kvs_now_ns();
-
-	hit = kvs_pcache_match(&s->cache, r->hashes, r->nblocks);
-	/* Like vLLM, a prompt cached in full still computes its last block:
-	 * the first output token needs at least one token of prefill. */
-	max_cached = r->prompt_tokens ? (r->prompt_tokens - 1) / KVS_BLOCK_TOKENS : 0;
-	if (hit > max_cached)
-		hit = max_cached;
-	r->cached_tokens = hit * KVS_BLOCK_TOKENS;
-	r->pinned = kvs_pcache_acquire(&s->cache, r->hashes, r->nblocks) == 0;
-	arm_timer(s, kvs_model_prefill_ms(&s->model, r->cached_tokens,
-					  r->prompt_tokens - r->cached_tokens));
+	return us > 0 ? (uint32_t)us : 0;
 }
 
 static void finish(struct sim *s, struct sim_req *r)
 {
-	uint64_t now = kvs_now_ns();
 	struct kvs_end_info e = {
-		.prompt_tokens = r->prompt_tokens,
-		.cached_tokens = r->cached_tokens,
-		.output_tokens = r->emitted,
-		.queue_us = (uint32_t)((r->start_ns - r->arrival_ns) / 1000),
-		.prefill_us = (uint32_t)((r->first_ns - r->start_ns) / 1000),
-		.decode_us = (uint32_t)((now - r->first_ns) / 1000),
+		.prompt_tokens = r->eng.prompt_tokens,
+		.cached_tokens = r->eng.cached_tokens,
+		.output_tokens = r->eng.emitted,
+		.queue_us = real_us(s, r->eng.start_ms - r->eng.arrival_ms),
+		.prefill_us = real_us(s, r->eng.first_ms - r->eng.start_ms),
+		.decode_us = real_us(s, r->eng.end_ms - r->eng.first_ms),
 		.backend_id = s->id,
 	};
 	uint8_t payload[sizeof(struct kvs_end)];
@@ -187,42 +179,55 @@ static void finish(struct sim *s, struct sim_req *r)
 
 	kvs_end_encode(&e, payload);
 	reply(s, r, &m, payload, sizeof(payload));
-	if (r->pinned)
-		kvs_pcache_release(&s->cache, r->hashes, r->nblocks);
 	s->served++;
-	s->cached_tokens_total += r->cached_tokens;
-	s->prompt_tokens_total += r->prompt_tokens;
+	s->cached_tokens_total += r->eng.cached_tokens;
+	s->prompt_tokens_total += r->eng.prompt_tokens;
 	pr_debug("event=served req=%llu prompt_tokens=%u cached_tokens=%u",
-		 (unsigned long long)r->req_id, r->prompt_tokens, r->cached_tokens);
-	s->cur = NULL;
-	req_free(r);
-	start_next(s);
+		 (unsigned long long)r->req_id, r->eng.prompt_tokens, r->eng.cached_tokens);
+	req_free(s, r);
 }
 
-/* The timer fired: the running request's prefill or decode step is done. */
+/* Plan the next step if there is work and none is running. */
+static void kick(struct sim *s)
+{
+	struct kvs_eng_event *ev;
+	uint32_t n;
+	double dur;
+
+	if (s->stepping || kvs_engine_idle(&s->eng))
+		return;
+	s->step_start = model_now(s);
+	dur = kvs_engine_step(&s->eng, s->step_start, &ev, &n);
+	if (dur <= 0 && n == 0)
+		return; /* waiting requests that do not fit yet */
+	s->stepping = true;
+	arm_timer(s, dur);
+}
+
+/* The running step is over: send what it produced, then plan the next. */
 static void on_timer(struct sim *s)
 {
-	struct sim_req *r = s->cur;
-	uint8_t tok[KVS_TOKEN_TEXT_LEN];
 	struct kvs_msg m = { .type = KVS_T_CHUNK };
+	uint8_t tok[KVS_TOKEN_TEXT_LEN];
 	uint64_t exp;
+	uint32_t i;
 
-	if (read(s->tfd, &exp, sizeof(exp)) < 0 || !r)
+	if (read(s->tfd, &exp, sizeof(exp)) < 0 || !s->stepping)
 		return;
-	if (r->emitted == 0)
-		r->first_ns = kvs_now_ns();
-	if (r->emitted >= r->max_tokens) {
-		finish(s, r);
-		return;
+	s->stepping = false;
+	for (i = 0; i < s->eng.nevents_last; i++) {
+		struct kvs_eng_event *ev = &s->eng.events[i];
+		struct sim_req *r = (struct sim_req *)ev->req;
+
+		if (r->eng.emitted > 0) {
+			/* one token per request per step: this one's index */
+			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
+			reply(s, r, &m, tok, sizeof(tok));
+		}
+		if (ev->done)
+			finish(s, r);
 	}
-	kvs_token_text(r->req_id, r->emitted, tok);
-	reply(s, r, &m, tok, sizeof(tok));
-	r->emitted++;
-	if (r->emitted >= r->max_tokens) {
-		finish(s, r);
-		return;
-	}
-	arm_timer(s, kvs_model_decode_step_ms(&s->model, r->prompt_tokens + r->emitted));
+	kick(s);
 }
 
 static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
@@ -238,23 +243,21 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 		free(r);
 		return -ENOMEM;
 	}
-	r->nblocks = (uint32_t)kvs_prefix_hashes(kvs_seed(m->model_id, m->cache_salt), prompt,
-						 m->payload_len, r->hashes, nblocks);
+	r->eng.nblocks = (uint32_t)kvs_prefix_hashes(kvs_seed(m->model_id, m->cache_salt), prompt,
+						     m->payload_len, r->hashes, nblocks);
+	r->eng.hashes = r->hashes;
+	r->eng.prompt_tokens = kvs_prompt_tokens(m->payload_len);
+	r->eng.max_tokens = m->max_tokens;
+	r->eng.arrival_ms = model_now(s);
 	r->conn = c;
 	c->refs++;
 	r->req_id = m->req_id;
 	r->gw_conn = m->gw_conn;
 	r->gw_backend = m->gw_backend;
-	r->max_tokens = m->max_tokens;
-	r->prompt_tokens = kvs_prompt_tokens(m->payload_len);
-	r->arrival_ns = kvs_now_ns();
-	if (s->tail)
-		s->tail->next = r;
-	else
-		s->head = r;
-	s->tail = r;
-	s->waiting++;
-	start_next(s);
+	r->next_live = s->live;
+	s->live = r;
+	kvs_engine_submit(&s->eng, &r->eng);
+	kick(s);
 	return 0;
 }
 
@@ -302,10 +305,10 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 			}
 		} else if (m.type == KVS_T_PING) {
 			struct kvs_load_info li = {
-				.running = s->cur ? 1 : 0,
-				.waiting = s->waiting,
-				.kv_used_blocks = s->cache.used,
-				.kv_total_blocks = s->cache.capacity,
+				.running = s->eng.nrunning,
+				.waiting = s->eng.nwaiting,
+				.kv_used_blocks = s->eng.cache.used + s->eng.reserved_blocks,
+				.kv_total_blocks = s->eng.cache.max_capacity,
 				.backend_id = s->id,
 			};
 			uint8_t payload[sizeof(struct kvs_load)];
@@ -376,8 +379,8 @@ static void usage(FILE *f)
 		"\n"
 		"A KVS1 backend that behaves like a vLLM instance with automatic prefix\n"
 		"caching: 16-token blocks (64 bytes of prompt), chained block hashes, LRU\n"
-		"eviction of unused blocks, and the per-step timing model of Llama-3.1-70B\n"
-		"on 8xH100. Serves one request at a time, in arrival order (no batching).\n"
+		"eviction of unused blocks, continuous batching with chunked prefill, and\n"
+		"the per-step timing model of Llama-3.1-70B on 8xH100.\n"
 		"\n"
 		"Options:\n"
 		"  -l, --listen ADDR:PORT   where to listen (default 127.0.0.1:0, a free port)\n"
@@ -393,11 +396,12 @@ static void usage(FILE *f)
 		"      --decode-ctx-ms MS   per context token of a decoding sequence (default %g)\n"
 		"      --step-tokens N      chunked-prefill budget per step (default %u)\n"
 		"      --max-frame BYTES    largest payload accepted (default %u)\n"
+		"      --max-seqs N         requests batched at once (default %u)\n"
 		"      --log-level LEVEL    warn, info (default) or debug\n"
 		"  -h, --help               this text\n",
 		(unsigned int)KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
 		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, (unsigned int)KVS_MODEL_STEP_TOKENS,
-		KVS_DEFAULT_MAX_PAYLOAD);
+		KVS_DEFAULT_MAX_PAYLOAD, KVS_ENGINE_MAX_SEQS);
 }
 
 enum {
@@ -411,6 +415,7 @@ enum {
 	OPT_DECODE,
 	OPT_STEP,
 	OPT_MAX_FRAME,
+	OPT_MAX_SEQS,
 	OPT_LOG,
 };
 
@@ -429,11 +434,13 @@ int main(int argc, char **argv)
 		{ "decode-ctx-ms", required_argument, NULL, OPT_DECODE },
 		{ "step-tokens", required_argument, NULL, OPT_STEP },
 		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+		{ "max-seqs", required_argument, NULL, OPT_MAX_SEQS },
 		{ "log-level", required_argument, NULL, OPT_LOG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct sim s = { .time_scale = 1.0, .max_payload = KVS_DEFAULT_MAX_PAYLOAD, .id = UINT32_MAX };
+	struct sim s = { .time_scale = 1.0, .max_payload = KVS_DEFAULT_MAX_PAYLOAD, .id = UINT32_MAX,
+			 .max_seqs = KVS_ENGINE_MAX_SEQS };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct epoll_event ev, evs[64];
 	char listen_buf[64] = "127.0.0.1:0";
@@ -499,6 +506,10 @@ int main(int argc, char **argv)
 					&s.max_payload))
 				return 2;
 			break;
+		case OPT_MAX_SEQS:
+			if (kvs_arg_u32(PROG, "--max-seqs", optarg, 1, 65536, &s.max_seqs))
+				return 2;
+			break;
 		case OPT_LOG:
 			if (kvs_arg_log_level(PROG, optarg, &level))
 				return 2;
@@ -524,11 +535,12 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	err = kvs_pcache_init(&s.cache, s.model.kv_blocks);
+	err = kvs_engine_init(&s.eng, &s.model, s.max_seqs);
 	if (err) {
-		fprintf(stderr, PROG ": cannot allocate the prefix cache: %s\n", strerror(-err));
+		fprintf(stderr, PROG ": cannot allocate the engine: %s\n", strerror(-err));
 		return 1;
 	}
+	s.t0_ns = kvs_now_ns();
 	s.lfd = kvs_listen(&addr, 256);
 	if (s.lfd < 0) {
 		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen, strerror(-s.lfd));
@@ -569,19 +581,13 @@ int main(int argc, char **argv)
 		(unsigned long long)s.served, (unsigned long long)s.prompt_tokens_total,
 		(unsigned long long)s.cached_tokens_total);
 	/* Free what is queued and open, so leak checkers see a clean exit. */
-	while (s.head) {
-		struct sim_req *r = s.head;
-
-		s.head = r->next;
-		req_free(r);
-	}
-	if (s.cur)
-		req_free(s.cur);
+	while (s.live)
+		req_free(&s, s.live);
 	while (s.conns)
 		conn_close(&s, s.conns);
 	close(s.tfd);
 	close(s.epfd);
 	close(s.lfd);
-	kvs_pcache_free(&s.cache);
+	kvs_engine_free(&s.eng);
 	return 0;
 }

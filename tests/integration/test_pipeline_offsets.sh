@@ -10,7 +10,10 @@ kvs_setup
 
 kvs_start_sim A --time-scale 0.002
 kvs_start_sim B --time-scale 0.002
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
+# Load deferral off: with 96 requests in flight the kernel would rightly send
+# some to the controller; this test is about framing, not balance.
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--kernel-slack-tokens 1000000000
 
 N=3000
 # The shared prefix is short against the prompts (64 of up to 365 tokens),

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A vLLM-like inference engine, in model time: continuous batching with
+ * chunked prefill under a per-step token budget, decode steps, automatic
+ * prefix caching on 16-token blocks (kvs_pcache: blocks of running requests
+ * pinned, others evicted LRU, a prompt's tail first), KV for generated tokens
+ * reserved from the same capacity, and the per-step time model of model.h.
+ * Pure: kvsplice-sim runs it against the clock, the discrete-event simulator
+ * in virtual time.
+ *
+ * Each step, in order: every running request that is decoding generates one
+ * token; requests part-way through their prefill continue; then waiting
+ * requests are admitted, first come first served, while the token budget,
+ * the sequence limit and the KV capacity allow. A step that completes a
+ * request's prefill also produces its first token.
+ */
+#ifndef KVS_ENGINE_H
+#define KVS_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "prefix_cache.h"
+
+enum kvs_eng_state {
+	KVS_ENG_WAITING = 0,
+	KVS_ENG_PREFILL,
+	KVS_ENG_DECODE,
+	KVS_ENG_DONE,
+};
+
+struct kvs_eng_req {
+	/* set by the caller */
+	uint64_t id;
+	const uint64_t *hashes; /* the prompt's full-block hashes */
+	uint32_t nblocks;
+	uint32_t prompt_tokens;
+	uint32_t max_tokens; /* at least 1 is generated */
+	double arrival_ms;
+	void *user;
+	/* kept by the engine */
+	enum kvs_eng_state state;
+	uint32_t cached_tokens; /* served from the prefix cache */
+	uint32_t computed;      /* prompt tokens computed so far (cached included) */
+	uint32_t emitted;       /* tokens generated */
+	uint32_t reserved;      /* KV blocks reserved for its generation */
+	double start_ms, first_ms, end_ms;
+	struct kvs_eng_req *next; /* waiting queue, or running list */
+};
+
+/* What a step produced, delivered when it ends. */
+struct kvs_eng_event {
+	struct kvs_eng_req *req;
+	bool done; /* this token is the request's last */
+};
+
+struct kvs_engine {
+	struct kvs_model_params model;
+	uint32_t max_seqs; /* most requests running at once */
+	struct kvs_pcache cache;
+	struct kvs_eng_req *wait_head, *wait_tail;
+	struct kvs_eng_req *running;
+	uint32_t nrunning, nwaiting;
+	uint32_t reserved_blocks; /* KV held for generated tokens */
+	struct kvs_eng_event *events;
+	uint32_t events_cap;
+	uint32_t nevents_last; /* events of the last step, in events[] */
+	uint64_t steps;
+};
+
+#define KVS_ENGINE_MAX_SEQS 256
+
+int kvs_engine_init(struct kvs_engine *e, const struct kvs_model_params *m, uint32_t max_seqs);
+void kvs_engine_free(struct kvs_engine *e);
+
+/* Queue a request (its fields above "kept by the engine" are reset). */
+void kvs_engine_submit(struct kvs_engine *e, struct kvs_eng_req *r);
+
+/*
+ * Run one step starting at now_ms: choose the batch, account for it, and
+ * return its duration in model milliseconds (0 when there is nothing to do).
+ * *events receives the tokens the step produces (valid until the next call),
+ * *nevents their number; they are to be delivered at now_ms + duration.
+ * Requests that finish are released (their blocks stay cached) and can be
+ * freed by the caller once their events are delivered.
+ */
+double kvs_engine_step(struct kvs_engine *e, double now_ms, struct kvs_eng_event **events,
+		       uint32_t *nevents);
+
+bool kvs_engine_idle(const struct kvs_engine *e);
+
+#endif
