@@ -66,7 +66,8 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o $(LIB)
+$(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o \
+		$(BUILD)/tools/bench_sim.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)

@@ -23,6 +23,7 @@
 
 #include "args.h"
 #include "bench_decisions.h"
+#include "bench_sim.h"
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "netutil.h"
@@ -558,6 +559,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: " PROG " run --connect ADDR:PORT [options]\n"
+		"       " PROG " sim [options]         (the fleet in virtual time, policies side\n"
+		"                                       by side; see sim --help)\n"
 		"       " PROG " decisions [options]   (routing decisions per second;\n"
 		"                                       see decisions --help)\n"
 		"\n"
@@ -775,7 +778,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "decisions"))
 		return bench_decisions(argc - 1, argv + 1);
-	fprintf(stderr, PROG ": unknown command '%s' (commands: run, decisions; see --help)\n",
+	if (!strcmp(argv[1], "sim"))
+		return bench_sim(argc - 1, argv + 1);
+	fprintf(stderr, PROG ": unknown command '%s' (commands: run, sim, decisions; see --help)\n",
 		argv[1]);
 	return 2;
 }

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench sim: the fleet in virtual time. N batching engines
+ * (user/engine.c, the code kvsplice-sim runs) behind a routing policy
+ * (user/policy.c for kvsplice, the code the gateway runs), driven by a
+ * Poisson workload, deterministic for a seed. Every policy sees the same
+ * requests in the same order, so the table compares policies, not luck.
+ *
+ * Workload (DESIGN.md section 7, the default scenario): each request is one
+ * of C shared contexts plus tokens of its own; the contexts total about
+ * --occupancy of the fleet's KV capacity, so they do not fit in one
+ * instance but do in the fleet. Block hashes are synthesized (the same
+ * context block always has the same hash; own blocks are unique), which is
+ * all the caches and the policy look at.
+ */
+#include "bench_sim.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "chash.h"
+#include "engine.h"
+#include "kvsplice/hash.h"
+#include "policy.h"
+#include "prompt.h"
+#include "stats.h"
+
+#define PROG "kvsplice-bench sim"
+#define MAX_POLICIES 8
+
+enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE };
+static const char *const pol_names[] = { "rr", "lor", "chash", "kvsplice" };
+
+struct sim_opts {
+	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
+	double rate, occupancy;
+	double balance, recompute_weight; /* kvsplice policy */
+	uint64_t seed;
+	int json;
+	uint32_t npol;
+	enum pol pols[MAX_POLICIES];
+};
+
+struct sreq {
+	struct kvs_eng_req eng; /* first: engine events point here */
+	uint32_t context, backend;
+	uint64_t work; /* tokens charged to the backend */
+	uint64_t *h;
+};
+
+struct backend {
+	struct kvs_engine eng;
+	bool stepping;
+	double step_end;
+	uint64_t work, outstanding, served;
+};
+
+struct result {
+	const char *name;
+	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
+	uint32_t done;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: kvsplice-bench sim [options]\n"
+		"\n"
+		"Discrete-event simulation of a fleet of batching backends behind each\n"
+		"routing policy, in virtual time, same requests for every policy.\n"
+		"\n"
+		"Options:\n"
+		"      --policies LIST     comma-separated: rr, lor, chash, kvsplice\n"
+		"                          (default rr,lor,chash,kvsplice)\n"
+		"      --backends N        instances (default 7)\n"
+		"      --kv-blocks N       KV capacity per instance, 16-token blocks\n"
+		"                          (default 81250, ~1.3 M tokens)\n"
+		"      --requests N        requests (default 20000)\n"
+		"      --rate R            Poisson arrivals per second (default 14)\n"
+		"      --context-tokens T  shared context per request (default 6000)\n"
+		"      --own-tokens T      tokens of its own (default 2000)\n"
+		"      --max-tokens T      tokens generated (default 128)\n"
+		"      --occupancy F       contexts total F x the fleet's KV (default 0.7)\n"
+		"      --contexts N        number of contexts (default: from --occupancy)\n"
+		"      --seed S            (default 1)\n"
+		"      --balance F         kvsplice: load bound (default %.2f)\n"
+		"      --recompute-weight W  kvsplice: cost of a recomputed token (default %.1f)\n"
+		"      --json              JSON: a top-level \"policies\" list\n"
+		"  -h, --help              this text\n",
+		KVS_POLICY_BALANCE, KVS_POLICY_RECOMPUTE_WEIGHT);
+}
+
+static int parse_policies(const char *s, struct sim_opts *o)
+{
+	char buf[256], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->npol = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint32_t i;
+
+		for (i = 0; i < sizeof(pol_names) / sizeof(pol_names[0]); i++)
+			if (!strcmp(tok, pol_names[i]))
+				break;
+		if (i == sizeof(pol_names) / sizeof(pol_names[0]) || o->npol == MAX_POLICIES) {
+			fprintf(stderr, PROG ": --policies: unknown policy '%s' (rr, lor, chash, "
+					"kvsplice)\n", tok);
+			return -1;
+		}
+		o->pols[o->npol++] = (enum pol)i;
+	}
+	return o->npol ? 0 : -1;
+}
+
+static int parse(int argc, char **argv, struct sim_opts *o)
+{
+	static const struct option opts[] = {
+		{ "policies", required_argument, NULL, 'P' },
+		{ "backends", required_argument, NULL, 'b' },
+		{ "kv-blocks", required_argument, NULL, 'k' },
+		{ "requests", required_argument, NULL, 'n' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "context-tokens", required_argument, NULL, 'c' },
+		{ "own-tokens", required_argument, NULL, 'o' },
+		{ "max-tokens", required_argument, NULL, 'm' },
+		{ "occupancy", required_argument, NULL, 'O' },
+		{ "contexts", required_argument, NULL, 'C' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "balance", required_argument, NULL, 'B' },
+		{ "recompute-weight", required_argument, NULL, 'W' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int opt;
+
+	*o = (struct sim_opts){ .backends = 7, .kv_blocks = KVS_MODEL_KV_BLOCKS, .requests = 20000,
+				.rate = 14, .context_tokens = 6000, .own_tokens = 2000,
+				.max_tokens = 128, .occupancy = 0.7, .seed = 1,
+				.balance = KVS_POLICY_BALANCE,
+				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT };
+	parse_policies("rr,lor,chash,kvsplice", o);
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'P':
+			if (parse_policies(optarg, o))
+				return 2;
+			break;
+		case 'b':
+			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS, &o->backends))
+				return 2;
+			break;
+		case 'k':
+			if (kvs_arg_u32(PROG, "--kv-blocks", optarg, 64, 1u << 26, &o->kv_blocks))
+				return 2;
+			break;
+		case 'n':
+			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
+				return 2;
+			break;
+		case 'r':
+			if (kvs_arg_double(PROG, "--rate", optarg, 0.001, 1e6, &o->rate))
+				return 2;
+			break;
+		case 'c':
+			if (kvs_arg_u32(PROG, "--context-tokens", optarg, 16, 1u << 20,
+					&o->context_tokens))
+				return 2;
+			break;
+		case 'o':
+			if (kvs_arg_u32(PROG, "--own-tokens", optarg, 0, 1u << 20, &o->own_tokens))
+				return 2;
+			break;
+		case 'm':
+			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 1, 1u << 20, &o->max_tokens))
+				return 2;
+			break;
+		case 'O':
+			if (kvs_arg_double(PROG, "--occupancy", optarg, 0.001, 100, &o->occupancy))
+				return 2;
+			break;
+		case 'C':
+			if (kvs_arg_u32(PROG, "--contexts", optarg, 1, 10000000, &o->contexts))
+				return 2;
+			break;
+		case 's':
+			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
+				return 2;
+			break;
+		case 'B':
+			if (kvs_arg_double(PROG, "--balance", optarg, 1, 100, &o->balance))
+				return 2;
+			break;
+		case 'W':
+			if (kvs_arg_double(PROG, "--recompute-weight", optarg, 0, 1000,
+					   &o->recompute_weight))
+				return 2;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!o->contexts)
+		o->contexts = (uint32_t)fmax(1, o->occupancy * o->backends *
+						       (double)o->kv_blocks * KVS_BLOCK_TOKENS /
+						       o->context_tokens);
+	return 0;
+}
+
+/* The workload, fixed by the seed: arrival time and context per request. */
+struct workload {
+	double *arrival_ms;
+	uint32_t *context;
+};
+
+static void make_workload(const struct sim_opts *o, struct workload *w)
+{
+	uint64_t rng = o->seed;
+	double t = 0;
+
+	w->arrival_ms = malloc(sizeof(double) * o->requests);
+	w->context = malloc(sizeof(uint32_t) * o->requests);
+	for (uint32_t i = 0; i < o->requests; i++) {
+		double u = ((double)(kvs_splitmix64(&rng) >> 11) + 0.5) / 9007199254740992.0;
+
+		t += -log(u) / o->rate * 1000;
+		w->arrival_ms[i] = t;
+		w->context[i] = (uint32_t)(kvs_splitmix64(&rng) % o->contexts);
+	}
+}
+
+static uint32_t prompt_blocks(const struct sim_opts *o)
+{
+	return (o->context_tokens + o->own_tokens) / KVS_BLOCK_TOKENS;
+}
+
+/* Synthetic chain: context blocks shared by context, own blocks unique. */
+static void fill_hashes(const struct sim_opts *o, uint32_t req, uint32_t ctx, uint64_t *h)
+{
+	uint32_t n = prompt_blocks(o), shared = o->context_tokens / KVS_BLOCK_TOKENS;
+
+	for (uint32_t i = 0; i < n; i++)
+		h[i] = kvs_nonzero(kvs_fmix64(i < shared ? ((uint64_t)ctx << 24 | i) * KVS_P1
+							 : ((uint64_t)(req + 1) << 24 | i) * KVS_P2));
+}
+
+/* Hit rate of one LRU cache the size of the whole fleet on the same
+ * requests: the ceiling under LRU eviction (DESIGN.md section 8). */
+static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload *w)
+{
+	uint32_t n = prompt_blocks(o), tokens = o->context_tokens + o->own_tokens;
+	uint32_t max_cached = (tokens - 1) / KVS_BLOCK_TOKENS;
+	uint64_t *h = malloc(sizeof(*h) * n), cached = 0;
+	struct kvs_pcache c;
+
+	kvs_pcache_init(&c, o->kv_blocks * o->backends);
+	for (uint32_t i = 0; i < o->requests; i++) {
+		uint32_t hit;
+
+		fill_hashes(o, i, w->context[i], h);
+		hit = kvs_pcache_match(&c, h, n);
+		cached += (hit < max_cached ? hit : max_cached) * (uint64_t)KVS_BLOCK_TOKENS;
+		if (kvs_pcache_acquire(&c, h, n) == 0)
+			kvs_pcache_release(&c, h, n);
+	}
+	kvs_pcache_free(&c);
+	free(h);
+	return (double)cached / ((double)o->requests * tokens);
+}
+
+static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
+		struct kvs_chash *ring, uint32_t *rr, struct sreq *r, uint32_t *cached_blocks)
+{
+	uint64_t load[KVS_MAX_BACKENDS];
+	uint8_t ok[KVS_MAX_BACKENDS];
+	struct kvs_decision d;
+	uint32_t b, best = 0, n = r->eng.nblocks, key_block;
+
+	*cached_blocks = 0;
+	for (b = 0; b < o->backends; b++)
+		ok[b] = 1;
+	switch (p) {
+	case P_RR:
+		return (int)((*rr)++ % o->backends);
+	case P_LOR:
+		for (b = 1; b < o->backends; b++)
+			if (be[b].outstanding < be[best].outstanding)
+				best = b;
+		return (int)best;
+	case P_CHASH:
+		/* bounded-load consistent hashing of the first 1,024 tokens */
+		for (b = 0; b < o->backends; b++)
+			load[b] = be[b].outstanding;
+		key_block = n < 64 ? n : 64;
+		return kvs_chash_pick(ring, r->eng.hashes[key_block - 1], load, ok, 1.25);
+	case P_KVSPLICE:
+		for (b = 0; b < o->backends; b++)
+			load[b] = be[b].work;
+		kvs_policy_decide(pol, r->eng.hashes, n, r->eng.hashes[n - 1],
+				  r->eng.prompt_tokens, load, ok, NULL, &d);
+		*cached_blocks = d.cached_blocks;
+		return d.backend;
+	}
+	return 0;
+}
+
+static void run_policy(const struct sim_opts *o, const struct workload *w, enum pol p,
+		       struct result *res)
+{
+	struct kvs_model_params m;
+	struct backend *be = calloc(o->backends, sizeof(*be));
+	struct kvs_policy_params pp;
+	struct kvs_policy pol;
+	struct kvs_chash ring;
+	const char *names[KVS_MAX_BACKENDS];
+	char namebuf[KVS_MAX_BACKENDS][24];
+	double *ttft = malloc(sizeof(double) * o->requests), *e2e = malloc(sizeof(double) * o->requests);
+	double loads[KVS_MAX_BACKENDS], last_end = 0;
+	uint64_t prompt = 0, cached = 0, out_tokens = 0;
+	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
+
+	kvs_model_defaults(&m);
+	m.kv_blocks = o->kv_blocks;
+	for (b = 0; b < o->backends; b++) {
+		kvs_engine_init(&be[b].eng, &m, 0);
+		snprintf(namebuf[b], sizeof(namebuf[b]), "10.0.0.%u:8000", b + 1);
+		names[b] = namebuf[b];
+	}
+	kvs_policy_defaults(&pp);
+	pp.nbackends = o->backends;
+	pp.index_blocks = o->kv_blocks;
+	pp.balance = o->balance;
+	pp.recompute_weight = o->recompute_weight;
+	kvs_policy_init(&pol, &pp, names);
+	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
+
+	while (done < o->requests) {
+		double t_arr = next < o->requests ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
+		int sb = -1;
+
+		for (b = 0; b < o->backends; b++)
+			if (be[b].stepping && be[b].step_end < t_step) {
+				t_step = be[b].step_end;
+				sb = (int)b;
+			}
+		if (t_arr <= t_step) { /* an arrival: route it */
+			struct sreq *r = calloc(1, sizeof(*r));
+			uint32_t cb;
+			int pb;
+
+			r->h = malloc(sizeof(uint64_t) * prompt_blocks(o));
+			fill_hashes(o, next, w->context[next], r->h);
+			r->eng.hashes = r->h;
+			r->eng.nblocks = prompt_blocks(o);
+			r->eng.prompt_tokens = o->context_tokens + o->own_tokens;
+			r->eng.max_tokens = o->max_tokens;
+			r->eng.arrival_ms = t_arr;
+			pb = pick(o, p, be, &pol, &ring, &rr, r, &cb);
+			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
+			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, o->max_tokens) *
+				  (uint64_t)KVS_BLOCK_TOKENS;
+			be[r->backend].work += r->work;
+			be[r->backend].outstanding++;
+			kvs_engine_submit(&be[r->backend].eng, &r->eng);
+			next++;
+			b = r->backend;
+			if (!be[b].stepping) { /* an idle engine starts now */
+				struct kvs_eng_event *ev;
+				uint32_t nev;
+				double dur = kvs_engine_step(&be[b].eng, t_arr, &ev, &nev);
+
+				be[b].stepping = dur > 0;
+				be[b].step_end = t_arr + dur;
+			}
+			continue;
+		}
+		/* A step ends: account its events, start the next. */
+		{
+			struct backend *k = &be[sb];
+			struct kvs_eng_event *ev;
+			uint32_t nev = k->eng.nevents_last, i;
+			double now = k->step_end, dur;
+
+			for (i = 0; i < nev; i++) {
+				struct sreq *r = (struct sreq *)k->eng.events[i].req;
+
+				if (!k->eng.events[i].done)
+					continue;
+				ttft[done] = r->eng.first_ms - r->eng.arrival_ms;
+				e2e[done] = r->eng.end_ms - r->eng.arrival_ms;
+				done++;
+				prompt += r->eng.prompt_tokens;
+				cached += r->eng.cached_tokens;
+				out_tokens += r->eng.emitted;
+				k->work -= r->work;
+				k->outstanding--;
+				k->served++;
+				last_end = now;
+				free(r->h);
+				free(r);
+			}
+			dur = kvs_engine_step(&k->eng, now, &ev, &nev);
+			k->stepping = dur > 0;
+			k->step_end = now + dur;
+		}
+		if (!o->json && done / 2000 != reported) {
+			reported = done / 2000;
+			fprintf(stderr, "\r" PROG ": %s: %u/%u done", pol_names[p], done, o->requests);
+		}
+	}
+	if (!o->json)
+		fprintf(stderr, "\r%60s\r", "");
+
+	res->name = pol_names[p];
+	res->done = done;
+	res->ttft_p50 = kvs_percentile(ttft, done, 50);
+	res->ttft_p90 = kvs_percentile(ttft, done, 90);
+	res->ttft_p99 = kvs_percentile(ttft, done, 99);
+	res->e2e_p50 = kvs_percentile(e2e, done, 50);
+	res->e2e_p90 = kvs_percentile(e2e, done, 90);
+	res->rps = done / ((last_end - w->arrival_ms[0]) / 1000);
+	res->tok_s = (double)out_tokens / ((last_end - w->arrival_ms[0]) / 1000);
+	res->hit = prompt ? (double)cached / (double)prompt : 0;
+	for (b = 0; b < o->backends; b++)
+		loads[b] = (double)be[b].served;
+	res->mm = kvs_max_over_mean(loads, o->backends);
+	res->cv = kvs_cv(loads, o->backends);
+
+	for (b = 0; b < o->backends; b++)
+		kvs_engine_free(&be[b].eng);
+	kvs_policy_free(&pol);
+	kvs_chash_free(&ring);
+	free(be);
+	free(ttft);
+	free(e2e);
+}
+
+static double pct(double v, double base)
+{
+	return base ? (v - base) / base * 100 : 0;
+}
+
+int bench_sim(int argc, char **argv)
+{
+	struct result res[MAX_POLICIES];
+	struct sim_opts o;
+	struct workload w;
+	double ceiling;
+	uint32_t i;
+	int rc = parse(argc, argv, &o);
+
+	if (rc)
+		return rc;
+	make_workload(&o, &w);
+	ceiling = fleet_lru_ceiling(&o, &w);
+	for (i = 0; i < o.npol; i++)
+		run_policy(&o, &w, o.pols[i], &res[i]);
+
+	if (o.json) {
+		printf("{\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
+		       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
+		       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"policies\":[",
+		       o.backends, o.kv_blocks, o.requests, o.rate, o.contexts, o.context_tokens,
+		       o.own_tokens, o.max_tokens, (unsigned long long)o.seed, ceiling);
+		for (i = 0; i < o.npol; i++)
+			printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
+			       "\"ttft_p90_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
+			       "\"e2e_p90_ms\":%.2f,\"throughput_rps\":%.3f,\"output_tok_s\":%.1f,"
+			       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,\"load_cv\":%.3f}",
+			       i ? "," : "", res[i].name, res[i].done, res[i].ttft_p50, res[i].ttft_p90,
+			       res[i].ttft_p99, res[i].e2e_p50, res[i].e2e_p90, res[i].rps,
+			       res[i].tok_s, res[i].hit, res[i].mm, res[i].cv);
+		printf("]}\n");
+	} else {
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u tokens "
+		       "+ %u own; %u generated; seed %llu\n",
+		       o.backends, o.kv_blocks, o.requests, o.rate, o.contexts, o.context_tokens,
+		       o.own_tokens, o.max_tokens, (unsigned long long)o.seed);
+		printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
+		       100 * ceiling);
+		printf("%-10s %10s %10s %10s %10s %10s %8s %8s %8s\n", "policy", "TTFT p50", "p90",
+		       "p99", "e2e p50", "req/s", "hit", "max/mean", "vs rr p50");
+		for (i = 0; i < o.npol; i++)
+			printf("%-10s %8.0fms %8.0fms %8.0fms %8.0fms %10.2f %7.1f%% %8.2f %8.0f%%\n",
+			       res[i].name, res[i].ttft_p50, res[i].ttft_p90, res[i].ttft_p99,
+			       res[i].e2e_p50, res[i].rps, 100 * res[i].hit, res[i].mm,
+			       pct(res[i].ttft_p50, res[0].ttft_p50));
+	}
+	free(w.arrival_ms);
+	free(w.context);
+	return 0;
+}

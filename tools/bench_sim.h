@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef KVS_BENCH_SIM_H
+#define KVS_BENCH_SIM_H
+
+/* kvsplice-bench sim [options]: argv[0] is "sim". */
+int bench_sim(int argc, char **argv);
+
+#endif
