@@ -15,6 +15,7 @@
  */
 #include "bench_sim.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +40,8 @@ struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
+	const char *trace;                /* replay this JSONL trace instead */
+	double speed;                     /* trace arrival-rate factor */
 	uint64_t seed;
 	int json;
 	uint32_t npol;
@@ -87,6 +90,10 @@ static void usage(FILE *f)
 		"      --occupancy F       contexts total F x the fleet's KV (default 0.7)\n"
 		"      --contexts N        number of contexts (default: from --occupancy)\n"
 		"      --seed S            (default 1)\n"
+		"      --trace FILE        replay a JSONL trace (timestamp ms, input_length,\n"
+		"                          output_length, hash_ids of 512-token blocks) instead\n"
+		"                          of the generated workload; --requests caps it\n"
+		"      --speed X           multiply the trace's arrival rate by X (default 1)\n"
 		"      --balance F         kvsplice: load bound (default %.2f)\n"
 		"      --recompute-weight W  kvsplice: cost of a recomputed token (default %.1f)\n"
 		"      --json              JSON: a top-level \"policies\" list\n"
@@ -131,6 +138,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 		{ "contexts", required_argument, NULL, 'C' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "balance", required_argument, NULL, 'B' },
+		{ "trace", required_argument, NULL, 'T' },
+		{ "speed", required_argument, NULL, 'S' },
 		{ "recompute-weight", required_argument, NULL, 'W' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -141,7 +150,7 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	*o = (struct sim_opts){ .backends = 7, .kv_blocks = KVS_MODEL_KV_BLOCKS, .requests = 20000,
 				.rate = 14, .context_tokens = 6000, .own_tokens = 2000,
 				.max_tokens = 128, .occupancy = 0.7, .seed = 1,
-				.balance = KVS_POLICY_BALANCE,
+				.balance = KVS_POLICY_BALANCE, .speed = 1,
 				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT };
 	parse_policies("rr,lor,chash,kvsplice", o);
 	optind = 1;
@@ -196,6 +205,13 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 			if (kvs_arg_double(PROG, "--balance", optarg, 1, 100, &o->balance))
 				return 2;
 			break;
+		case 'T':
+			o->trace = optarg;
+			break;
+		case 'S':
+			if (kvs_arg_double(PROG, "--speed", optarg, 0.001, 1000, &o->speed))
+				return 2;
+			break;
 		case 'W':
 			if (kvs_arg_double(PROG, "--recompute-weight", optarg, 0, 1000,
 					   &o->recompute_weight))
@@ -219,10 +235,15 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	return 0;
 }
 
-/* The workload, fixed by the seed: arrival time and context per request. */
+/* The workload, fixed by the seed (or the trace): per request its arrival,
+ * and either a context (generated) or the trace's lengths and block ids. */
 struct workload {
+	uint32_t n;
 	double *arrival_ms;
 	uint32_t *context;
+	uint32_t *prompt_tokens, *max_tokens;
+	uint64_t **ids; /* trace: 512-token block ids */
+	uint32_t *nids;
 };
 
 static void make_workload(const struct sim_opts *o, struct workload *w)
@@ -230,6 +251,8 @@ static void make_workload(const struct sim_opts *o, struct workload *w)
 	uint64_t rng = o->seed;
 	double t = 0;
 
+	memset(w, 0, sizeof(*w));
+	w->n = o->requests;
 	w->arrival_ms = malloc(sizeof(double) * o->requests);
 	w->context = malloc(sizeof(uint32_t) * o->requests);
 	for (uint32_t i = 0; i < o->requests; i++) {
@@ -239,6 +262,84 @@ static void make_workload(const struct sim_opts *o, struct workload *w)
 		w->arrival_ms[i] = t;
 		w->context[i] = (uint32_t)(kvs_splitmix64(&rng) % o->contexts);
 	}
+}
+
+/* The number after "key": in a JSON line, or -1. */
+static double json_num(const char *line, const char *key)
+{
+	const char *p = strstr(line, key);
+
+	if (!p || !(p = strchr(p + strlen(key), ':')))
+		return -1;
+	return strtod(p + 1, NULL);
+}
+
+/* A JSONL trace in the format of ../shared/traces/README.md. Returns the
+ * number of requests read, or -1 with a message. */
+static int load_trace(const struct sim_opts *o, struct workload *w)
+{
+	FILE *f = fopen(o->trace, "r");
+	size_t cap = 0, len = 0, lineno = 0;
+	char *line = NULL;
+	uint32_t n = 0, max = o->requests;
+
+	if (!f) {
+		fprintf(stderr, PROG ": --trace: %s: %s\n", o->trace, strerror(errno));
+		return -1;
+	}
+	memset(w, 0, sizeof(*w));
+	w->arrival_ms = malloc(sizeof(double) * max);
+	w->prompt_tokens = malloc(sizeof(uint32_t) * max);
+	w->max_tokens = malloc(sizeof(uint32_t) * max);
+	w->ids = calloc(max, sizeof(uint64_t *));
+	w->nids = calloc(max, sizeof(uint32_t));
+	while (n < max && getline(&line, &cap, f) > 0) {
+		double ts = json_num(line, "\"timestamp\""), in = json_num(line, "\"input_length\"");
+		double out = json_num(line, "\"output_length\"");
+		char *p = strstr(line, "\"hash_ids\"");
+		uint32_t k = 0;
+
+		lineno++;
+		if (ts < 0 || in < 1 || out < 0 || !p || !(p = strchr(p, '['))) {
+			fprintf(stderr, PROG ": --trace: %s:%zu: not a trace record\n", o->trace,
+				lineno);
+			fclose(f);
+			free(line);
+			return -1;
+		}
+		len = (size_t)(in + 511) / 512;
+		w->ids[n] = malloc(sizeof(uint64_t) * (len ? len : 1));
+		for (p++; *p && *p != ']' && k < len;) {
+			char *end;
+			unsigned long long v = strtoull(p, &end, 10);
+
+			if (end == p)
+				break;
+			w->ids[n][k++] = v;
+			p = end;
+			while (*p == ',' || *p == ' ')
+				p++;
+		}
+		w->nids[n] = k;
+		w->arrival_ms[n] = ts / o->speed;
+		w->prompt_tokens[n] = (uint32_t)in;
+		w->max_tokens[n] = out < 1 ? 1 : (uint32_t)out;
+		n++;
+	}
+	free(line);
+	fclose(f);
+	w->n = n;
+	return (int)n;
+}
+
+static uint32_t prompt_tokens_of(const struct sim_opts *o, const struct workload *w, uint32_t i)
+{
+	return w->prompt_tokens ? w->prompt_tokens[i] : o->context_tokens + o->own_tokens;
+}
+
+static uint32_t prompt_blocks_of(const struct sim_opts *o, const struct workload *w, uint32_t i)
+{
+	return prompt_tokens_of(o, w, i) / KVS_BLOCK_TOKENS;
 }
 
 static uint32_t prompt_blocks(const struct sim_opts *o)
@@ -256,28 +357,57 @@ static void fill_hashes(const struct sim_opts *o, uint32_t req, uint32_t ctx, ui
 							 : ((uint64_t)(req + 1) << 24 | i) * KVS_P2));
 }
 
+/* A trace request's blocks: trace block k (512 tokens) is our blocks
+ * 32k..32k+31, named by its id, which already stands for its content and
+ * its history. */
+static void fill_trace_hashes(const struct workload *w, uint32_t i, uint64_t *h)
+{
+	uint32_t n = w->prompt_tokens[i] / KVS_BLOCK_TOKENS, j;
+
+	for (j = 0; j < n; j++) {
+		uint32_t k = j / 32;
+		uint64_t id = k < w->nids[i] ? w->ids[i][k] : (1ull << 40) + i; /* missing: unique */
+
+		h[j] = kvs_nonzero(kvs_fmix64((id << 8 | (j % 32)) * KVS_P1 + KVS_P4));
+	}
+}
+
+static void fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i,
+			 uint64_t *h)
+{
+	if (w->ids)
+		fill_trace_hashes(w, i, h);
+	else
+		fill_hashes(o, i, w->context[i], h);
+}
+
 /* Hit rate of one LRU cache the size of the whole fleet on the same
  * requests: the ceiling under LRU eviction (DESIGN.md section 8). */
 static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload *w)
 {
-	uint32_t n = prompt_blocks(o), tokens = o->context_tokens + o->own_tokens;
-	uint32_t max_cached = (tokens - 1) / KVS_BLOCK_TOKENS;
-	uint64_t *h = malloc(sizeof(*h) * n), cached = 0;
+	uint64_t *h = NULL, cached = 0, prompt = 0;
 	struct kvs_pcache c;
+	uint32_t i, cap = 0;
 
 	kvs_pcache_init(&c, o->kv_blocks * o->backends);
-	for (uint32_t i = 0; i < o->requests; i++) {
-		uint32_t hit;
+	for (i = 0; i < w->n; i++) {
+		uint32_t n = prompt_blocks_of(o, w, i), tokens = prompt_tokens_of(o, w, i), hit;
+		uint32_t max_cached = tokens ? (tokens - 1) / KVS_BLOCK_TOKENS : 0;
 
-		fill_hashes(o, i, w->context[i], h);
+		if (n + 1 > cap) {
+			cap = n + 1;
+			h = realloc(h, sizeof(*h) * cap);
+		}
+		fill_request(o, w, i, h);
 		hit = kvs_pcache_match(&c, h, n);
 		cached += (hit < max_cached ? hit : max_cached) * (uint64_t)KVS_BLOCK_TOKENS;
-		if (kvs_pcache_acquire(&c, h, n) == 0)
-			kvs_pcache_release(&c, h, n);
+		prompt += tokens;
+		if (kvs_pcache_acquire(&c, h, n < c.capacity ? n : c.capacity) == 0)
+			kvs_pcache_release(&c, h, n < c.capacity ? n : c.capacity);
 	}
 	kvs_pcache_free(&c);
 	free(h);
-	return (double)cached / ((double)o->requests * tokens);
+	return prompt ? (double)cached / (double)prompt : 0;
 }
 
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
@@ -287,6 +417,8 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 	uint8_t ok[KVS_MAX_BACKENDS];
 	struct kvs_decision d;
 	uint32_t b, best = 0, n = r->eng.nblocks, key_block;
+	/* a prompt under one block has nothing to route by: any key will do */
+	uint64_t last = n ? r->eng.hashes[n - 1] : kvs_fmix64(r->eng.id + 1);
 
 	*cached_blocks = 0;
 	for (b = 0; b < o->backends; b++)
@@ -304,12 +436,12 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].outstanding;
 		key_block = n < 64 ? n : 64;
-		return kvs_chash_pick(ring, r->eng.hashes[key_block - 1], load, ok, 1.25);
+		return kvs_chash_pick(ring, n ? r->eng.hashes[key_block - 1] : last, load, ok, 1.25);
 	case P_KVSPLICE:
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].work;
-		kvs_policy_decide(pol, r->eng.hashes, n, r->eng.hashes[n - 1],
-				  r->eng.prompt_tokens, load, ok, NULL, &d);
+		kvs_policy_decide(pol, r->eng.hashes, n, last, r->eng.prompt_tokens, load, ok, NULL,
+				  &d);
 		*cached_blocks = d.cached_blocks;
 		return d.backend;
 	}
@@ -326,7 +458,7 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	struct kvs_chash ring;
 	const char *names[KVS_MAX_BACKENDS];
 	char namebuf[KVS_MAX_BACKENDS][24];
-	double *ttft = malloc(sizeof(double) * o->requests), *e2e = malloc(sizeof(double) * o->requests);
+	double *ttft = malloc(sizeof(double) * w->n), *e2e = malloc(sizeof(double) * w->n);
 	double loads[KVS_MAX_BACKENDS], last_end = 0;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
@@ -346,8 +478,8 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	kvs_policy_init(&pol, &pp, names);
 	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
 
-	while (done < o->requests) {
-		double t_arr = next < o->requests ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
+	while (done < w->n) {
+		double t_arr = next < w->n ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
 		int sb = -1;
 
 		for (b = 0; b < o->backends; b++)
@@ -360,16 +492,17 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 			uint32_t cb;
 			int pb;
 
-			r->h = malloc(sizeof(uint64_t) * prompt_blocks(o));
-			fill_hashes(o, next, w->context[next], r->h);
+			r->eng.id = next;
+			r->eng.nblocks = prompt_blocks_of(o, w, next);
+			r->h = malloc(sizeof(uint64_t) * (r->eng.nblocks + 1));
+			fill_request(o, w, next, r->h);
 			r->eng.hashes = r->h;
-			r->eng.nblocks = prompt_blocks(o);
-			r->eng.prompt_tokens = o->context_tokens + o->own_tokens;
-			r->eng.max_tokens = o->max_tokens;
+			r->eng.prompt_tokens = prompt_tokens_of(o, w, next);
+			r->eng.max_tokens = w->max_tokens ? w->max_tokens[next] : o->max_tokens;
 			r->eng.arrival_ms = t_arr;
 			pb = pick(o, p, be, &pol, &ring, &rr, r, &cb);
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
-			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, o->max_tokens) *
+			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->eng.max_tokens) *
 				  (uint64_t)KVS_BLOCK_TOKENS;
 			be[r->backend].work += r->work;
 			be[r->backend].outstanding++;
@@ -417,7 +550,7 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 		}
 		if (!o->json && done / 2000 != reported) {
 			reported = done / 2000;
-			fprintf(stderr, "\r" PROG ": %s: %u/%u done", pol_names[p], done, o->requests);
+			fprintf(stderr, "\r" PROG ": %s: %u/%u done", pol_names[p], done, w->n);
 		}
 	}
 	if (!o->json)
@@ -463,16 +596,22 @@ int bench_sim(int argc, char **argv)
 
 	if (rc)
 		return rc;
-	make_workload(&o, &w);
+	if (o.trace) {
+		if (load_trace(&o, &w) <= 0)
+			return 1;
+	} else {
+		make_workload(&o, &w);
+	}
 	ceiling = fleet_lru_ceiling(&o, &w);
 	for (i = 0; i < o.npol; i++)
 		run_policy(&o, &w, o.pols[i], &res[i]);
 
 	if (o.json) {
-		printf("{\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
+		printf("{\"trace\":\"%s\",\"speed\":%.3f,", o.trace ? o.trace : "", o.speed);
+		printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
 		       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
 		       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"policies\":[",
-		       o.backends, o.kv_blocks, o.requests, o.rate, o.contexts, o.context_tokens,
+		       o.backends, o.kv_blocks, w.n, o.rate, o.contexts, o.context_tokens,
 		       o.own_tokens, o.max_tokens, (unsigned long long)o.seed, ceiling);
 		for (i = 0; i < o.npol; i++)
 			printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
@@ -484,10 +623,14 @@ int bench_sim(int argc, char **argv)
 			       res[i].tok_s, res[i].hit, res[i].mm, res[i].cv);
 		printf("]}\n");
 	} else {
-		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u tokens "
-		       "+ %u own; %u generated; seed %llu\n",
-		       o.backends, o.kv_blocks, o.requests, o.rate, o.contexts, o.context_tokens,
-		       o.own_tokens, o.max_tokens, (unsigned long long)o.seed);
+		if (o.trace)
+			printf("%u backends x %u KV blocks; %u requests of %s at %.2fx speed\n",
+			       o.backends, o.kv_blocks, w.n, o.trace, o.speed);
+		else
+			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u "
+			       "tokens + %u own; %u generated; seed %llu\n",
+			       o.backends, o.kv_blocks, w.n, o.rate, o.contexts, o.context_tokens,
+			       o.own_tokens, o.max_tokens, (unsigned long long)o.seed);
 		printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
 		       100 * ceiling);
 		printf("%-10s %10s %10s %10s %10s %10s %8s %8s %8s\n", "policy", "TTFT p50", "p90",
@@ -498,6 +641,12 @@ int bench_sim(int argc, char **argv)
 			       res[i].e2e_p50, res[i].rps, 100 * res[i].hit, res[i].mm,
 			       pct(res[i].ttft_p50, res[0].ttft_p50));
 	}
+	for (i = 0; w.ids && i < w.n; i++)
+		free(w.ids[i]);
+	free(w.ids);
+	free(w.nids);
+	free(w.prompt_tokens);
+	free(w.max_tokens);
 	free(w.arrival_ms);
 	free(w.context);
 	return 0;

@@ -26,4 +26,26 @@ over=$(jq '.fleet_lru_hit_rate as $c | [.policies[] | select(.hit_rate > $c + 0.
 	<<<"$a")
 [ "$over" = 0 ] || fail "a policy beat the fleet LRU ceiling by more than a point"
 echo "ok: no policy above the fleet LRU ceiling ($(jq .fleet_lru_hit_rate <<<"$a"))"
+# Trace replay: four requests, the last three sharing the first's two
+# 512-token blocks; replayed one at a time (1 backend), all but the first
+# find them cached; a malformed line is refused with its line number.
+t=$(mktemp)
+trap 'rm -f "$t"' EXIT
+cat >"$t" <<'TRACE'
+{"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 9]}
+{"timestamp": 2000, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 10]}
+{"timestamp": 4000, "input_length": 1024, "output_length": 4, "hash_ids": [7, 8]}
+{"timestamp": 6000, "input_length": 2000, "output_length": 4, "hash_ids": [7, 8, 11, 12]}
+TRACE
+r=$("$B/kvsplice-bench" sim --trace "$t" --backends 1 --policies rr --json)
+[ "$(jq .requests <<<"$r")" = 4 ] || fail "trace: want 4 requests, got $(jq .requests <<<"$r")"
+# cached: 0, 1024, 1008 (a full hit recomputes its last block), 1024 of 5224 prompt tokens
+hit=$(jq '.policies[0].hit_rate' <<<"$r")
+awk -v h="$hit" 'BEGIN { d = h - 3056 / 5224; exit !(d < 0.0001 && d > -0.0001) }' ||
+	fail "trace: hit rate $hit, want 3056/5224"
+echo "ok: a 4-request trace replays with the sharing its block ids describe (hit $hit)"
+echo '{"timestamp": 0, "input_length": 10}' >"$t"
+if out=$("$B/kvsplice-bench" sim --trace "$t" 2>&1); then fail "a malformed trace was accepted"; fi
+grep -q ":1: not a trace record" <<<"$out" || fail "unexpected error: $out"
+echo "ok: a malformed trace is refused, with its line"
 echo "PASS test_sim"
