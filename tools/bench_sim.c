@@ -33,8 +33,52 @@
 #define PROG "kvsplice-bench sim"
 #define MAX_POLICIES 8
 
-enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE };
-static const char *const pol_names[] = { "rr", "lor", "chash", "kvsplice" };
+enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD };
+static const char *const pol_names[] = { "rr", "lor", "chash", "kvsplice", "sglang", "llmd" };
+
+/*
+ * Re-implementations of other routers' published policies, from their
+ * public documentation, with the defaults the issue names:
+ *
+ * sglang: SGLang router's cache-aware policy. Each worker has an
+ *   approximate prefix tree of what was routed to it (here a block index,
+ *   never told of the backend's evictions; bounded at 4x the KV capacity
+ *   as a stand-in for its max tree size). If the load (outstanding
+ *   requests) is imbalanced, max - min > 64 and max > 1.5 x min, the least
+ *   loaded worker gets the request; otherwise the worker with the highest
+ *   match ratio (matched / request length) if it exceeds the cache
+ *   threshold 0.3, else the worker with the smallest tree.
+ * llmd: llm-d's scheduler with its prefix-cache scorer (weight 3: matched
+ *   blocks / prompt blocks in its per-pod block index), queue scorer
+ *   (weight 2: 1 - waiting / max waiting over pods) and KV-utilization
+ *   scorer (weight 2: 1 - KV in use / capacity); highest total wins.
+ */
+struct baseline_index {
+	struct kvs_pcache idx[KVS_MAX_BACKENDS];
+};
+
+static uint32_t index_match(struct kvs_pcache *c, const uint64_t *h, uint32_t n)
+{
+	uint32_t lo = 0, hi = n; /* a prefix of the chain, as in policy.c */
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		if (kvs_pcache_contains(c, h[mid - 1]))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+static void index_admit(struct kvs_pcache *c, const uint64_t *h, uint32_t n)
+{
+	if (n > c->capacity)
+		n = c->capacity;
+	if (kvs_pcache_acquire(c, h, n) == 0)
+		kvs_pcache_release(c, h, n);
+}
 
 struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
@@ -77,8 +121,8 @@ static void usage(FILE *f)
 		"routing policy, in virtual time, same requests for every policy.\n"
 		"\n"
 		"Options:\n"
-		"      --policies LIST     comma-separated: rr, lor, chash, kvsplice\n"
-		"                          (default rr,lor,chash,kvsplice)\n"
+		"      --policies LIST     comma-separated: rr, lor, chash, sglang, llmd,\n"
+		"                          kvsplice (default: all, in that order)\n"
 		"      --backends N        instances (default 7)\n"
 		"      --kv-blocks N       KV capacity per instance, 16-token blocks\n"
 		"                          (default 81250, ~1.3 M tokens)\n"
@@ -115,7 +159,7 @@ static int parse_policies(const char *s, struct sim_opts *o)
 				break;
 		if (i == sizeof(pol_names) / sizeof(pol_names[0]) || o->npol == MAX_POLICIES) {
 			fprintf(stderr, PROG ": --policies: unknown policy '%s' (rr, lor, chash, "
-					"kvsplice)\n", tok);
+					"kvsplice, sglang, llmd)\n", tok);
 			return -1;
 		}
 		o->pols[o->npol++] = (enum pol)i;
@@ -152,7 +196,7 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 				.max_tokens = 128, .occupancy = 0.7, .seed = 1,
 				.balance = KVS_POLICY_BALANCE, .speed = 1,
 				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT };
-	parse_policies("rr,lor,chash,kvsplice", o);
+	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -410,8 +454,67 @@ static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload 
 	return prompt ? (double)cached / (double)prompt : 0;
 }
 
+static int pick_sglang(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
+		       const struct sreq *r)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint32_t b, best = 0, n = r->eng.nblocks, m, best_m = 0, smallest = 0;
+
+	for (b = 0; b < o->backends; b++) {
+		if (be[b].outstanding < lo)
+			lo = be[b].outstanding;
+		if (be[b].outstanding > hi)
+			hi = be[b].outstanding;
+	}
+	if (hi - lo > 64 && (double)hi > 1.5 * (double)lo) {
+		for (b = 1; b < o->backends; b++)
+			if (be[b].outstanding < be[best].outstanding)
+				best = b;
+	} else {
+		for (b = 0; b < o->backends; b++) {
+			m = index_match(&bi->idx[b], r->eng.hashes, n);
+			if (m > best_m) {
+				best_m = m;
+				best = b;
+			}
+			if (bi->idx[b].used < bi->idx[smallest].used)
+				smallest = b;
+		}
+		if (!n || (double)best_m / n <= 0.3)
+			best = smallest;
+	}
+	index_admit(&bi->idx[best], r->eng.hashes, n);
+	return (int)best;
+}
+
+static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
+		     const struct sreq *r)
+{
+	uint32_t b, best = 0, n = r->eng.nblocks, maxq = 0;
+	double score, best_score = -1;
+
+	for (b = 0; b < o->backends; b++)
+		if (be[b].eng.nwaiting > maxq)
+			maxq = be[b].eng.nwaiting;
+	for (b = 0; b < o->backends; b++) {
+		double prefix = n ? (double)index_match(&bi->idx[b], r->eng.hashes, n) / n : 0;
+		double queue = maxq ? 1.0 - (double)be[b].eng.nwaiting / maxq : 1.0;
+		double kv = 1.0 - (double)(be[b].eng.cache.used + be[b].eng.reserved_blocks) /
+					  be[b].eng.cache.max_capacity;
+
+		score = 3 * prefix + 2 * queue + 2 * kv;
+		if (score > best_score) {
+			best_score = score;
+			best = b;
+		}
+	}
+	index_admit(&bi->idx[best], r->eng.hashes, n);
+	return (int)best;
+}
+
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
-		struct kvs_chash *ring, uint32_t *rr, struct sreq *r, uint32_t *cached_blocks)
+		struct kvs_chash *ring, struct baseline_index *bi, uint32_t *rr, struct sreq *r,
+		uint32_t *cached_blocks)
 {
 	uint64_t load[KVS_MAX_BACKENDS];
 	uint8_t ok[KVS_MAX_BACKENDS];
@@ -444,6 +547,10 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 				  &d);
 		*cached_blocks = d.cached_blocks;
 		return d.backend;
+	case P_SGLANG:
+		return pick_sglang(o, be, bi, r);
+	case P_LLMD:
+		return pick_llmd(o, be, bi, r);
 	}
 	return 0;
 }
@@ -462,6 +569,7 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	double loads[KVS_MAX_BACKENDS], last_end = 0;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
+	struct baseline_index *bi;
 
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
@@ -477,6 +585,9 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	pp.recompute_weight = o->recompute_weight;
 	kvs_policy_init(&pol, &pp, names);
 	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
+	bi = calloc(1, sizeof(*bi));
+	for (b = 0; b < o->backends; b++)
+		kvs_pcache_init(&bi->idx[b], p == P_SGLANG ? 4 * o->kv_blocks : o->kv_blocks);
 
 	while (done < w->n) {
 		double t_arr = next < w->n ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
@@ -500,7 +611,7 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 			r->eng.prompt_tokens = prompt_tokens_of(o, w, next);
 			r->eng.max_tokens = w->max_tokens ? w->max_tokens[next] : o->max_tokens;
 			r->eng.arrival_ms = t_arr;
-			pb = pick(o, p, be, &pol, &ring, &rr, r, &cb);
+			pb = pick(o, p, be, &pol, &ring, bi, &rr, r, &cb);
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
 			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->eng.max_tokens) *
 				  (uint64_t)KVS_BLOCK_TOKENS;
@@ -575,6 +686,9 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 		kvs_engine_free(&be[b].eng);
 	kvs_policy_free(&pol);
 	kvs_chash_free(&ring);
+	for (b = 0; b < o->backends; b++)
+		kvs_pcache_free(&bi->idx[b]);
+	free(bi);
 	free(be);
 	free(ttft);
 	free(e2e);

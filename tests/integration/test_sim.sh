@@ -17,7 +17,7 @@ echo "ok: seed 7 twice gives the same report"
 [ "$a" != "$c" ] || fail "seeds 7 and 8 gave the same report"
 echo "ok: seed 8 gives another"
 
-[ "$(jq '.policies | length' <<<"$a")" = 4 ] || fail "want 4 policies"
+[ "$(jq '.policies | length' <<<"$a")" = 6 ] || fail "want 6 policies"
 [ "$(jq '[.policies[].requests] | unique' <<<"$a")" = "[
   3000
 ]" ] || fail "not every request completed: $(jq -c '[.policies[].requests]' <<<"$a")"
