@@ -59,6 +59,9 @@ const volatile __u32 cfg_window_blocks = KVS_MAX_WINDOW_BLOCKS;
 /* A prefix match covering less than this percentage of the prompt (a system
  * prompt everybody shares) is not followed: the controller decides. */
 const volatile __u32 cfg_min_match_pct = 30;
+/* Release a request's prefill charge at its first CHUNK (1) rather than
+ * holding the whole charge until its END (0); see release_prefill(). */
+const volatile __u32 cfg_release_prefill_early = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKHASH);
@@ -94,6 +97,14 @@ struct {
 	__type(value, struct kvs_route);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KVS_MAX_INFLIGHT);
+	__type(key, struct kvs_req_key);
+	__type(value, struct kvs_inflight);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -376,12 +387,18 @@ struct gw_fields {
  * always lands on the same pool slot, so its requests to one backend keep
  * their order. Returns 0 when redirected.
  */
-static __always_inline int send_request(struct __sk_buff *skb, __u32 off, __u32 len, __u32 b,
-					struct kvs_backend *be, __u64 client, __u32 charge)
+static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_hdr *h,
+					__u32 off, __u32 len, __u32 b, struct kvs_backend *be,
+					__u64 client, __u32 charge)
 {
 	struct gw_fields gw = {
 		.backend = bpf_htonl(kvs_gw_pack(b, charge)),
 		.conn = bpf_cpu_to_be64(client),
+	};
+	struct kvs_req_key rk = { .conn = client, .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct kvs_inflight rec = {
+		.backend = b,
+		.held_tokens = (__u64)charge * KVS_BLOCK_TOKENS, /* charge fits 24 bits */
 	};
 	__u64 key;
 
@@ -392,8 +409,11 @@ static __always_inline int send_request(struct __sk_buff *skb, __u32 off, __u32 
 		return -1;
 	if (bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS)
 		return -1;
+	rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
+	/* Without a record the END still releases the echoed charge. */
+	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
 	__sync_fetch_and_add(&be->outstanding, 1);
-	__sync_fetch_and_add(&be->outstanding_work, (__u64)charge * KVS_BLOCK_TOKENS);
+	__sync_fetch_and_add(&be->outstanding_work, rec.held_tokens);
 	__sync_fetch_and_add(&be->req_frames, 1);
 	__sync_fetch_and_add(&be->req_bytes, len);
 	return 0;
@@ -478,7 +498,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 							       KVS_BYTES_PER_TOKEN,
 						       depth, bpf_ntohl(h->max_tokens));
 
-			if (send_request(skb, off, len, b, be, cookie, charge) == 0) {
+			if (send_request(skb, h, off, len, b, be, cookie, charge) == 0) {
 				st->fast_path_frames++;
 				if (depth)
 					learn_routes(b, be, depth, st);
@@ -552,6 +572,62 @@ static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backen
 		__sync_fetch_and_add(&be->mispredicted, pred - cached - KVS_BLOCK_TOKENS);
 }
 
+/* Take work off a backend's count, never below zero: a stray or forged
+ * response must not wrap it and wedge the backend as saturated forever. */
+static __always_inline void release_work(struct kvs_backend *be, __u64 work)
+{
+	if (be->outstanding_work >= work)
+		__sync_fetch_and_sub(&be->outstanding_work, work);
+	else
+		be->outstanding_work = 0;
+}
+
+/*
+ * A request's first CHUNK: its backend has computed the prompt, so the
+ * prefill part of the charge could stop counting as load. Holding it until
+ * the END makes a backend that has just finished a long prefill look as busy
+ * as one about to start it, for the whole decode; releasing it early makes
+ * the load signal mostly decode work, which the bounded-load slack then
+ * hardly ever catches. Which is better depends on the prompt/output mix
+ * (docs/EVALUATION.md, "When the prefill charge is released"), hence
+ * --release-prefill. Only the backend the request went to can release it.
+ */
+static __always_inline void release_prefill(struct kvs_backend *be, const struct kvs_hdr *h,
+					    __u32 b)
+{
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct kvs_inflight *rec = bpf_map_lookup_elem(&inflight, &rk);
+	__u64 p;
+
+	if (!cfg_release_prefill_early || !rec || rec->backend != b || rec->prefill_tokens == 0)
+		return;
+	/* CHUNK and END of one request come from one upstream socket, in
+	 * order, under its lock: nothing races on the record. */
+	p = rec->prefill_tokens;
+	rec->prefill_tokens = 0;
+	rec->held_tokens = rec->held_tokens > p ? rec->held_tokens - p : 0;
+	release_work(be, p);
+}
+
+/* An END or ERROR: what the request still holds, from its record, or the
+ * echoed charge when the record is gone (more in flight than the map). */
+static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_hdr *h, __u32 b)
+{
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct kvs_inflight *rec = bpf_map_lookup_elem(&inflight, &rk);
+	__u64 held;
+
+	if (!rec || rec->backend != b) {
+		st->inflight_lost++;
+		return (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+	}
+	held = rec->held_tokens;
+	bpf_map_delete_elem(&inflight, &rk);
+	return held;
+}
+
 static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					  const struct kvs_hdr *h, __u32 b, __u32 off, __u32 len)
 {
@@ -564,10 +640,9 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 	if (be) {
 		__sync_fetch_and_add(&be->resp_frames, 1);
 		__sync_fetch_and_add(&be->resp_bytes, len);
-		if (h->type != KVS_T_CHUNK) {
-			__u64 work = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) *
-				     KVS_BLOCK_TOKENS;
-
+		if (h->type == KVS_T_CHUNK) {
+			release_prefill(be, h, b);
+		} else {
 			__sync_fetch_and_add(&be->ends, 1);
 			if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
 				account_end(skb, be, h, off);
@@ -575,10 +650,7 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 			 * backend as saturated forever. */
 			if (be->outstanding > 0)
 				__sync_fetch_and_sub(&be->outstanding, 1);
-			if (be->outstanding_work >= work)
-				__sync_fetch_and_sub(&be->outstanding_work, work);
-			else
-				be->outstanding_work = 0;
+			release_work(be, end_release(st, h, b));
 		}
 	}
 	return to_client(skb, st, h);
@@ -597,7 +669,7 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 		return to_client(skb, st, h);
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);
-	if (!be || send_request(skb, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),
+	if (!be || send_request(skb, h, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),
 				kvs_gw_charge(bpf_ntohl(h->gw_backend)))) {
 		/* Back to the controller, on the inject socket's own receive
 		 * queue (no bytes there predate the map, so reading it is

@@ -52,7 +52,7 @@ stop_all() {
 }
 
 WORKLOAD=(-n "$REQUESTS" -k "$CONNECTIONS" -d 1 -m "$MAX_TOKENS" --prefixes "$PREFIXES"
-	--prefix-tokens "$PREFIX_TOKENS" --suffix-tokens "$SUFFIX_TOKENS" --timeout-s 300 --json)
+	--prefix-tokens "$PREFIX_TOKENS" --suffix-tokens "$SUFFIX_TOKENS" --timeout-s 300 --fleet "$BACKENDS" --json)
 
 echo "kvsplice demo: $BACKENDS simulated backends ($((KV_BLOCKS * 16)) tokens of KV cache each),"
 echo "$REQUESTS requests over $CONNECTIONS connections; each is one of $PREFIXES shared contexts of"
@@ -63,7 +63,7 @@ echo "1/2 round robin, straight to the backends (no gateway)..."
 start_sims rr
 targets=()
 for s in "${SIMS[@]}"; do targets+=(--connect "$s"); done
-"$BUILD/kvsplice-bench" run "${targets[@]}" "${WORKLOAD[@]}" >"$TMP/rr.json"
+"$BUILD/kvsplice-bench" live "${targets[@]}" "${WORKLOAD[@]}" >"$TMP/rr.json"
 stop_all
 
 echo "2/2 through the kvsplice gateway..."
@@ -74,7 +74,7 @@ for s in "${SIMS[@]}"; do backends+=(--backend "$s"); done
 	"${backends[@]}" 2>"$TMP/gw.log" &
 PIDS+=($!)
 while [ ! -s "$TMP/gw.port" ]; do sleep 0.02; done
-"$BUILD/kvsplice-bench" run --connect "127.0.0.1:$(cat "$TMP/gw.port")" "${WORKLOAD[@]}" \
+"$BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$TMP/gw.port")" "${WORKLOAD[@]}" \
 	>"$TMP/kv.json"
 "$BUILD/kvsplicectl" --pin-dir "$PIN" stats --json >"$TMP/stats.json"
 "$BUILD/kvsplicectl" --pin-dir "$PIN" backends >"$TMP/backends.txt"

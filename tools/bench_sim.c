@@ -80,11 +80,18 @@ static void index_admit(struct kvs_pcache *c, const uint64_t *h, uint32_t n)
 		kvs_pcache_release(c, h, n);
 }
 
+enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
+static const char *const workload_names[] = { "contexts", "groups", "conversations", "unique" };
+
 struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
+	int release_early;                /* prefill charge off at the first token */
 	const char *trace;                /* replay this JSONL trace instead */
+	enum workload_kind kind;
+	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */
+	uint32_t conversations, turn_tokens;                          /* conversations */
 	double speed;                     /* trace arrival-rate factor */
 	uint64_t seed;
 	int json;
@@ -95,7 +102,8 @@ struct sim_opts {
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
 	uint32_t context, backend;
-	uint64_t work; /* tokens charged to the backend */
+	uint64_t work;         /* tokens charged to the backend */
+	uint64_t prefill_work; /* of which prefill, until the first token */
 	uint64_t *h;
 };
 
@@ -134,12 +142,25 @@ static void usage(FILE *f)
 		"      --occupancy F       contexts total F x the fleet's KV (default 0.7)\n"
 		"      --contexts N        number of contexts (default: from --occupancy)\n"
 		"      --seed S            (default 1)\n"
+		"      --workload W        contexts (default: the brief's scenario, above),\n"
+		"                          groups, conversations or unique (nothing shared)\n"
+		"      --groups G          groups: prompt groups (default 256)\n"
+		"      --per-group P       groups: prompts per group; sets --requests to G x P\n"
+		"                          (default: --requests over random groups)\n"
+		"      --system-tokens T   groups: each group's system prompt; conversations:\n"
+		"                          the one everybody shares (default 6000 / 1000)\n"
+		"      --question-tokens T groups: each prompt's own part (default 1000)\n"
+		"      --conversations C   conversations (default 2000)\n"
+		"      --turn-tokens T     conversations: tokens each turn adds (default 600)\n"
 		"      --trace FILE        replay a JSONL trace (timestamp ms, input_length,\n"
 		"                          output_length, hash_ids of 512-token blocks) instead\n"
 		"                          of the generated workload; --requests caps it\n"
 		"      --speed X           multiply the trace's arrival rate by X (default 1)\n"
 		"      --balance F         kvsplice: load bound (default %.2f)\n"
 		"      --recompute-weight W  kvsplice: cost of a recomputed token (default %.1f)\n"
+		"      --release-prefill WHEN  when a request's prefill work stops counting as\n"
+		"                          load: 'first-token' (default) or 'end', as the\n"
+		"                          gateway's option of the same name\n"
 		"      --json              JSON: a top-level \"policies\" list\n"
 		"  -h, --help              this text\n",
 		KVS_POLICY_BALANCE, KVS_POLICY_RECOMPUTE_WEIGHT);
@@ -185,17 +206,27 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 		{ "trace", required_argument, NULL, 'T' },
 		{ "speed", required_argument, NULL, 'S' },
 		{ "recompute-weight", required_argument, NULL, 'W' },
+		{ "release-prefill", required_argument, NULL, 'R' },
+		{ "workload", required_argument, NULL, 'w' },
+		{ "groups", required_argument, NULL, 'g' },
+		{ "per-group", required_argument, NULL, 'p' },
+		{ "system-tokens", required_argument, NULL, 'y' },
+		{ "question-tokens", required_argument, NULL, 'q' },
+		{ "conversations", required_argument, NULL, 'v' },
+		{ "turn-tokens", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int opt;
+	int opt, system_set = 0;
 
 	*o = (struct sim_opts){ .backends = 7, .kv_blocks = KVS_MODEL_KV_BLOCKS, .requests = 20000,
 				.rate = 14, .context_tokens = 6000, .own_tokens = 2000,
 				.max_tokens = 128, .occupancy = 0.7, .seed = 1,
 				.balance = KVS_POLICY_BALANCE, .speed = 1,
-				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT };
+				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
+				.groups = 256, .question_tokens = 1000, .conversations = 2000,
+				.turn_tokens = 600, .release_early = 1 };
 	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -261,6 +292,56 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 					   &o->recompute_weight))
 				return 2;
 			break;
+		case 'w':
+			for (o->kind = 0; o->kind <= W_UNIQUE; o->kind++)
+				if (!strcmp(optarg, workload_names[o->kind]))
+					break;
+			if (o->kind > W_UNIQUE) {
+				fprintf(stderr,
+					PROG ": --workload: '%s' is not contexts, groups, "
+					     "conversations or unique\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'g':
+			if (kvs_arg_u32(PROG, "--groups", optarg, 1, 1u << 20, &o->groups))
+				return 2;
+			break;
+		case 'p':
+			if (kvs_arg_u32(PROG, "--per-group", optarg, 1, 1u << 20, &o->per_group))
+				return 2;
+			break;
+		case 'y':
+			if (kvs_arg_u32(PROG, "--system-tokens", optarg, 0, 1u << 20,
+					&o->system_tokens))
+				return 2;
+			system_set = 1;
+			break;
+		case 'q':
+			if (kvs_arg_u32(PROG, "--question-tokens", optarg, 16, 1u << 20,
+					&o->question_tokens))
+				return 2;
+			break;
+		case 'v':
+			if (kvs_arg_u32(PROG, "--conversations", optarg, 1, 1u << 24,
+					&o->conversations))
+				return 2;
+			break;
+		case 't':
+			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 16, 1u << 20, &o->turn_tokens))
+				return 2;
+			break;
+		case 'R':
+			if (strcmp(optarg, "end") && strcmp(optarg, "first-token")) {
+				fprintf(stderr,
+					PROG ": --release-prefill: '%s' is neither 'end' nor "
+					     "'first-token'\n",
+					optarg);
+				return 2;
+			}
+			o->release_early = !strcmp(optarg, "first-token");
+			break;
 		case 'j':
 			o->json = 1;
 			break;
@@ -271,6 +352,19 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (!system_set)
+		o->system_tokens = o->kind == W_GROUPS ? 6000 : 1000;
+	if (o->kind == W_GROUPS && o->per_group) {
+		if ((uint64_t)o->groups * o->per_group > 10000000) {
+			fprintf(stderr, PROG ": --groups x --per-group: at most 10,000,000 requests\n");
+			return 2;
+		}
+		o->requests = o->groups * o->per_group;
+	}
+	if (o->trace && o->kind != W_CONTEXTS) {
+		fprintf(stderr, PROG ": --trace and --workload do not combine\n");
+		return 2;
 	}
 	if (!o->contexts)
 		o->contexts = (uint32_t)fmax(1, o->occupancy * o->backends *
@@ -286,8 +380,9 @@ struct workload {
 	double *arrival_ms;
 	uint32_t *context;
 	uint32_t *prompt_tokens, *max_tokens;
-	uint64_t **ids; /* trace: 512-token block ids */
+	uint64_t **ids; /* trace, groups, conversations: content ids of blocks */
 	uint32_t *nids;
+	uint32_t id_blocks; /* our 16-token blocks per id: 32 in a trace, else 1 */
 };
 
 static void make_workload(const struct sim_opts *o, struct workload *w)
@@ -306,6 +401,90 @@ static void make_workload(const struct sim_opts *o, struct workload *w)
 		w->arrival_ms[i] = t;
 		w->context[i] = (uint32_t)(kvs_splitmix64(&rng) % o->contexts);
 	}
+}
+
+/*
+ * The other generated workloads, as content ids of 16-token blocks (as a
+ * trace, one block per id), Poisson arrivals at --rate:
+ *  groups: --groups G of --per-group P prompts each, a group's prompts
+ *    sharing its --system-tokens, then --question-tokens of their own; each
+ *    arrival is a random group's next prompt;
+ *  conversations: --conversations C, each turn's prompt is a common system
+ *    prompt (--system-tokens), then the conversation so far, turn_tokens
+ *    more each turn; each arrival is a random conversation's next turn (it
+ *    can arrive before the previous turn has finished, as in an open loop);
+ *  unique: --context-tokens + --own-tokens of nothing shared.
+ */
+static uint64_t *blocks_of(uint64_t *ids, uint32_t *n, uint64_t space, uint64_t first,
+			   uint32_t count)
+{
+	for (uint32_t j = 0; j < count; j++)
+		ids[(*n)++] = space << 40 | (first + j);
+	return ids;
+}
+
+static void make_ids_workload(const struct sim_opts *o, struct workload *w)
+{
+	uint64_t rng = o->seed;
+	uint32_t nkeys = o->kind == W_GROUPS ? o->groups : o->conversations, i;
+	uint32_t *next = calloc(nkeys ? nkeys : 1, sizeof(uint32_t));
+	uint32_t sys = o->system_tokens / KVS_BLOCK_TOKENS;
+	double t = 0;
+
+	memset(w, 0, sizeof(*w));
+	w->n = o->requests;
+	w->id_blocks = 1;
+	w->arrival_ms = malloc(sizeof(double) * w->n);
+	w->prompt_tokens = malloc(sizeof(uint32_t) * w->n);
+	w->max_tokens = malloc(sizeof(uint32_t) * w->n);
+	w->ids = calloc(w->n, sizeof(uint64_t *));
+	w->nids = calloc(w->n, sizeof(uint32_t));
+	uint32_t *order = NULL;
+
+	if (o->kind == W_GROUPS && o->per_group) {
+		/* Exactly per_group prompts of each group, in random order. */
+		order = malloc(sizeof(uint32_t) * o->requests);
+		for (i = 0; i < o->requests; i++)
+			order[i] = i % o->groups;
+		for (i = o->requests; i > 1; i--) {
+			uint32_t j = (uint32_t)(kvs_splitmix64(&rng) % i), tmp = order[i - 1];
+
+			order[i - 1] = order[j];
+			order[j] = tmp;
+		}
+	}
+	for (i = 0; i < w->n; i++) {
+		double u = ((double)(kvs_splitmix64(&rng) >> 11) + 0.5) / 9007199254740992.0;
+		uint32_t key = order ? order[i] : nkeys ? (uint32_t)(kvs_splitmix64(&rng) % nkeys) : 0;
+		uint32_t n = 0, len;
+		uint64_t *ids;
+
+		t += -log(u) / o->rate * 1000;
+		w->arrival_ms[i] = t;
+		w->max_tokens[i] = o->max_tokens;
+		if (o->kind == W_GROUPS) {
+			len = sys + o->question_tokens / KVS_BLOCK_TOKENS;
+			ids = malloc(sizeof(uint64_t) * len);
+			blocks_of(ids, &n, 1 + (uint64_t)key, 0, sys);
+			blocks_of(ids, &n, 1ull << 23 | i, 0, len - sys); /* its own */
+		} else if (o->kind == W_CONVERSATIONS) {
+			uint32_t turn = next[key]++, conv = (turn + 1) * (o->turn_tokens / KVS_BLOCK_TOKENS);
+
+			len = sys + conv;
+			ids = malloc(sizeof(uint64_t) * len);
+			blocks_of(ids, &n, 1, 0, sys); /* everybody's system prompt */
+			blocks_of(ids, &n, 2 + (uint64_t)key, 0, conv);
+		} else {
+			len = (o->context_tokens + o->own_tokens) / KVS_BLOCK_TOKENS;
+			ids = malloc(sizeof(uint64_t) * len);
+			blocks_of(ids, &n, 1ull << 23 | i, 0, len);
+		}
+		w->ids[i] = ids;
+		w->nids[i] = n;
+		w->prompt_tokens[i] = n * KVS_BLOCK_TOKENS;
+	}
+	free(order);
+	free(next);
 }
 
 /* The number after "key": in a JSON line, or -1. */
@@ -365,6 +544,7 @@ static int load_trace(const struct sim_opts *o, struct workload *w)
 				p++;
 		}
 		w->nids[n] = k;
+		w->id_blocks = 32;
 		w->arrival_ms[n] = ts / o->speed;
 		w->prompt_tokens[n] = (uint32_t)in;
 		w->max_tokens[n] = out < 1 ? 1 : (uint32_t)out;
@@ -409,10 +589,11 @@ static void fill_trace_hashes(const struct workload *w, uint32_t i, uint64_t *h)
 	uint32_t n = w->prompt_tokens[i] / KVS_BLOCK_TOKENS, j;
 
 	for (j = 0; j < n; j++) {
-		uint32_t k = j / 32;
+		uint32_t k = j / w->id_blocks;
 		uint64_t id = k < w->nids[i] ? w->ids[i][k] : (1ull << 40) + i; /* missing: unique */
 
-		h[j] = kvs_nonzero(kvs_fmix64((id << 8 | (j % 32)) * KVS_P1 + KVS_P4));
+		h[j] = kvs_nonzero(
+			kvs_fmix64(kvs_fmix64(id * KVS_P1 + KVS_P4) + (j % w->id_blocks) * KVS_P2));
 	}
 }
 
@@ -439,8 +620,12 @@ static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload 
 		uint32_t max_cached = tokens ? (tokens - 1) / KVS_BLOCK_TOKENS : 0;
 
 		if (n + 1 > cap) {
+			uint64_t *nh = realloc(h, sizeof(*h) * (n + 1));
+
+			if (!nh)
+				break; /* out of memory: the ceiling of what was seen */
+			h = nh;
 			cap = n + 1;
-			h = realloc(h, sizeof(*h) * cap);
 		}
 		fill_request(o, w, i, h);
 		hit = kvs_pcache_match(&c, h, n);
@@ -615,6 +800,8 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
 			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->eng.max_tokens) *
 				  (uint64_t)KVS_BLOCK_TOKENS;
+			r->prefill_work = kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS),
+							     r->eng.max_tokens);
 			be[r->backend].work += r->work;
 			be[r->backend].outstanding++;
 			kvs_engine_submit(&be[r->backend].eng, &r->eng);
@@ -640,6 +827,12 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 			for (i = 0; i < nev; i++) {
 				struct sreq *r = (struct sreq *)k->eng.events[i].req;
 
+				/* As the kernel does at the first CHUNK. */
+				if (o->release_early && r->eng.emitted >= 1 && r->prefill_work) {
+					k->work -= r->prefill_work;
+					r->work -= r->prefill_work;
+					r->prefill_work = 0;
+				}
 				if (!k->eng.events[i].done)
 					continue;
 				ttft[done] = r->eng.first_ms - r->eng.arrival_ms;
@@ -713,6 +906,8 @@ int bench_sim(int argc, char **argv)
 	if (o.trace) {
 		if (load_trace(&o, &w) <= 0)
 			return 1;
+	} else if (o.kind != W_CONTEXTS) {
+		make_ids_workload(&o, &w);
 	} else {
 		make_workload(&o, &w);
 	}
@@ -721,7 +916,8 @@ int bench_sim(int argc, char **argv)
 		run_policy(&o, &w, o.pols[i], &res[i]);
 
 	if (o.json) {
-		printf("{\"trace\":\"%s\",\"speed\":%.3f,", o.trace ? o.trace : "", o.speed);
+		printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"speed\":%.3f,",
+		       o.trace ? "trace" : workload_names[o.kind], o.trace ? o.trace : "", o.speed);
 		printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
 		       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
 		       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"policies\":[",
@@ -740,6 +936,21 @@ int bench_sim(int argc, char **argv)
 		if (o.trace)
 			printf("%u backends x %u KV blocks; %u requests of %s at %.2fx speed\n",
 			       o.backends, o.kv_blocks, w.n, o.trace, o.speed);
+		else if (o.kind == W_GROUPS)
+			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u groups, system "
+			       "prompts of %u tokens + %u of their own; %u generated; seed %llu\n",
+			       o.backends, o.kv_blocks, w.n, o.rate, o.groups, o.system_tokens,
+			       o.question_tokens, o.max_tokens, (unsigned long long)o.seed);
+		else if (o.kind == W_CONVERSATIONS)
+			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u conversations, "
+			       "%u-token system prompt, +%u tokens a turn; %u generated; seed %llu\n",
+			       o.backends, o.kv_blocks, w.n, o.rate, o.conversations, o.system_tokens,
+			       o.turn_tokens, o.max_tokens, (unsigned long long)o.seed);
+		else if (o.kind == W_UNIQUE)
+			printf("%u backends x %u KV blocks; %u requests at %.1f/s of %u tokens, nothing "
+			       "shared; %u generated; seed %llu\n",
+			       o.backends, o.kv_blocks, w.n, o.rate, o.context_tokens + o.own_tokens,
+			       o.max_tokens, (unsigned long long)o.seed);
 		else
 			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u "
 			       "tokens + %u own; %u generated; seed %llu\n",

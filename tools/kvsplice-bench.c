@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -65,6 +66,9 @@ struct run_opts {
 	uint32_t model;
 	bool hint, json, per_request, quiet;
 	uint32_t timeout_s;
+	uint32_t fleet; /* backends behind the target; 0 = those seen */
+	double rate;    /* open loop: Poisson arrivals per second; 0 = closed loop */
+	uint64_t seed;  /* of the arrival times */
 	const char *prompt_file;
 };
 
@@ -77,6 +81,8 @@ struct run {
 	uint8_t *prefix_file;
 	size_t prefix_file_len;
 	uint8_t *prompt; /* scratch */
+	uint64_t next_arrival_ns; /* open loop: when the next request is due */
+	uint64_t rng;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -151,7 +157,9 @@ static int send_one(struct run *r, uint32_t ci)
 	};
 	q->conn = ci;
 	q->group = group;
-	q->send_ns = kvs_now_ns();
+	/* Open loop: TTFT counts from when the request was due, so a client
+	 * that falls behind its schedule cannot hide the delay. */
+	q->send_ns = r->o->rate > 0 ? r->next_arrival_ns : kvs_now_ns();
 	if (kvs_put_frame(&c->tx, &m, r->prompt, (uint32_t)len))
 		return -ENOBUFS;
 	c->inflight++;
@@ -181,7 +189,8 @@ static void fill(struct run *r, uint32_t ci)
 {
 	struct bconn *c = &r->conns[ci];
 
-	while (!c->dead && c->inflight < r->o->depth && r->next < r->o->requests)
+	while (r->o->rate == 0 && !c->dead && c->inflight < r->o->depth &&
+	       r->next < r->o->requests)
 		if (send_one(r, ci))
 			c->dead = true;
 	flush(c);
@@ -391,8 +400,13 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	s->cached_tokens = cached;
 	for (i = 0; i < s->nbackends; i++)
 		loads[i] = s->backend_reqs[i];
-	s->load_max_over_mean = kvs_max_over_mean(loads, s->nbackends);
-	s->load_cv = kvs_cv(loads, s->nbackends);
+	/* Backends that served nothing are the worst imbalance of all, but
+	 * only the operator knows they exist. */
+	g = s->nbackends;
+	while (g < r->o->fleet && g < MAX_BACKEND_IDS)
+		loads[g++] = 0;
+	s->load_max_over_mean = kvs_max_over_mean(loads, g);
+	s->load_cv = kvs_cv(loads, g);
 	free(ttft);
 	free(e2e);
 	free(group_backend);
@@ -421,14 +435,16 @@ static void print_summary(const struct run *r, const struct summary *s)
 	uint32_t i;
 
 	if (r->o->json) {
-		printf("{\"requests\":%u,\"ok\":%u,\"errors\":%u,\"mismatches\":%u,\"lost\":%u,"
+		printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,"
+		       "\"requests\":%u,\"ok\":%u,\"errors\":%u,\"mismatches\":%u,\"lost\":%u,"
 		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"ttft_p50_ms\":%.3f,"
 		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
 		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
 		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"backends\":[",
-		       r->o->requests, s->ok, s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
+		       r->o->rate > 0 ? "open" : "closed", r->o->rate, r->o->requests, s->ok,
+		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
 		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
 		       s->load_max_over_mean, s->load_cv,
 		       r->o->conversations ? r->o->conversations : r->o->prefixes, s->groups_split,
@@ -442,7 +458,10 @@ static void print_summary(const struct run *r, const struct summary *s)
 	}
 	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->o->requests,
 	       s->ok, s->errors, s->mismatches, s->lost);
-	printf("wall time     %.3f s, %.1f requests/s\n", s->wall_s, s->rps);
+	printf("wall time     %.3f s, %.1f requests/s", s->wall_s, s->rps);
+	if (r->o->rate > 0)
+		printf(" (open loop, %.1f offered)", r->o->rate);
+	printf("\n");
 	printf("TTFT          p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n", s->ttft_p50, s->ttft_p90,
 	       s->ttft_p99);
 	printf("end-to-end    p50 %.2f ms, p90 %.2f ms\n", s->e2e_p50, s->e2e_p90);
@@ -462,6 +481,40 @@ static void print_summary(const struct run *r, const struct summary *s)
 }
 
 /* ---- run ---------------------------------------------------------------- */
+
+/* Exponential inter-arrival gap for --rate, in ns (xorshift64*). */
+static uint64_t next_gap_ns(struct run *r)
+{
+	double u;
+
+	r->rng ^= r->rng >> 12;
+	r->rng ^= r->rng << 25;
+	r->rng ^= r->rng >> 27;
+	u = (double)((r->rng * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
+	return (uint64_t)(-log(1.0 - u) / r->o->rate * 1e9);
+}
+
+/* Open loop: send every request that is due, each on the next connection
+ * in turn, whatever is still in flight. Returns ms until the next is due. */
+static int send_due(struct run *r)
+{
+	uint64_t now = kvs_now_ns();
+
+	while (r->next < r->o->requests && now >= r->next_arrival_ns) {
+		uint32_t ci = r->next % r->o->connections;
+
+		if (r->conns[ci].dead)
+			r->next++; /* never sent: reported as lost */
+		else if (send_one(r, ci))
+			r->conns[ci].dead = true;
+		else
+			flush(&r->conns[ci]);
+		r->next_arrival_ns += next_gap_ns(r);
+	}
+	if (r->next >= r->o->requests)
+		return 100;
+	return (int)((r->next_arrival_ns - now) / 1000000);
+}
 
 static int cmd_run(const struct run_opts *o)
 {
@@ -508,11 +561,19 @@ static int cmd_run(const struct run_opts *o)
 
 	start = last_progress = kvs_now_ns();
 	deadline = start + (uint64_t)o->timeout_s * 1000000000ull;
+	r.next_arrival_ns = start;
+	r.rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
 	for (i = 0; i < o->connections; i++)
 		fill(&r, i);
 	while (r.done < o->requests && !stop_flag) {
 		bool alive = false;
+		int wait_ms = 100;
 
+		if (o->rate > 0) {
+			wait_ms = send_due(&r);
+			if (wait_ms > 100)
+				wait_ms = 100;
+		}
 		for (i = 0; i < o->connections; i++)
 			alive |= !r.conns[i].dead && r.conns[i].inflight > 0;
 		if (!alive && r.next >= o->requests)
@@ -522,7 +583,7 @@ static int cmd_run(const struct run_opts *o)
 				o->timeout_s, r.done, o->requests);
 			break;
 		}
-		n = epoll_wait(r.epfd, evs, 64, 100);
+		n = epoll_wait(r.epfd, evs, 64, wait_ms);
 		for (int k = 0; k < n; k++) {
 			if (evs[k].events & EPOLLOUT)
 				on_writable(&r, evs[k].data.u32);
@@ -558,7 +619,7 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " run --connect ADDR:PORT [options]\n"
+		"Usage: " PROG " live --connect ADDR:PORT [options]   ('run' is the same)\n"
 		"       " PROG " sim [options]         (the fleet in virtual time, policies side\n"
 		"                                       by side; see sim --help)\n"
 		"       " PROG " decisions [options]   (routing decisions per second;\n"
@@ -569,13 +630,22 @@ static void usage(FILE *f)
 		"rate and load per backend. Exit status: 0 if every request succeeded, 1 if\n"
 		"any failed, was answered wrongly or never finished, 2 for bad usage.\n"
 		"\n"
-		"Options of run:\n"
+		"Closed loop by default: each connection keeps --depth requests in flight.\n"
+		"With --rate, open loop: requests are sent at Poisson arrival times over the\n"
+		"connections in turn, however many are still in flight, and TTFT counts from\n"
+		"when each was due.\n"
+		"\n"
+		"Options of live:\n"
 		"  -c, --connect ADDR:PORT   gateway (or backend) address (required); repeat it\n"
 		"                            to spread connections round robin over several\n"
 		"                            backends: the no-gateway baseline\n"
 		"  -n, --requests N          requests to send (default 100)\n"
-		"  -k, --connections K       client connections (default 4)\n"
-		"  -d, --depth D             requests in flight per connection (default 1)\n"
+		"  -k, --connections K       client connections (default 4); --concurrency is\n"
+		"                            the same\n"
+		"  -d, --depth D             closed loop: requests in flight per connection\n"
+		"                            (default 1)\n"
+		"      --rate R              open loop: R requests per second, Poisson\n"
+		"      --seed S              seed of the arrival times (default 1)\n"
 		"  -m, --max-tokens M        tokens to generate per request (default 8)\n"
 		"      --prefixes P          shared prefix groups; request i uses group i mod P\n"
 		"                            (default 4; 0 = nothing shared)\n"
@@ -592,6 +662,9 @@ static void usage(FILE *f)
 		"      --model ID            model id (default 0)\n"
 		"      --timeout-s S         give up after S seconds (default 60)\n"
 		"      --per-request         print one line per request\n"
+		"      --fleet N             N backends are behind the target: load max/mean\n"
+		"                            counts those that served nothing (default: only\n"
+		"                            the backends that answered)\n"
 		"      --json                print the summary as JSON\n"
 		"  -q, --quiet               no progress lines on stderr\n"
 		"  -h, --help                this text\n");
@@ -610,6 +683,9 @@ enum {
 	OPT_MODEL,
 	OPT_TIMEOUT,
 	OPT_PER_REQUEST,
+	OPT_FLEET,
+	OPT_RATE,
+	OPT_SEED,
 	OPT_JSON,
 };
 
@@ -619,6 +695,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "connect", required_argument, NULL, 'c' },
 		{ "requests", required_argument, NULL, 'n' },
 		{ "connections", required_argument, NULL, 'k' },
+		{ "concurrency", required_argument, NULL, 'k' },
+		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "depth", required_argument, NULL, 'd' },
 		{ "max-tokens", required_argument, NULL, 'm' },
 		{ "prefixes", required_argument, NULL, OPT_PREFIXES },
@@ -633,6 +712,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
 		{ "per-request", no_argument, NULL, OPT_PER_REQUEST },
+		{ "fleet", required_argument, NULL, OPT_FLEET },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -643,7 +723,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){
 		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
 		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
-		.turn_tokens = 512,
+		.turn_tokens = 512, .seed = 1,
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
@@ -718,6 +798,18 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 			if (kvs_arg_u32(PROG, "--timeout-s", optarg, 1, 86400, &o->timeout_s))
 				return 2;
 			break;
+		case OPT_RATE:
+			if (kvs_arg_double(PROG, "--rate", optarg, 0.001, 1e6, &o->rate))
+				return 2;
+			break;
+		case OPT_SEED:
+			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
+				return 2;
+			break;
+		case OPT_FLEET:
+			if (kvs_arg_u32(PROG, "--fleet", optarg, 1, MAX_BACKEND_IDS, &o->fleet))
+				return 2;
+			break;
 		case OPT_PER_REQUEST:
 			o->per_request = true;
 			break;
@@ -740,7 +832,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		return 2;
 	}
 	if (!o->naddrs) {
-		fprintf(stderr, PROG ": run: --connect ADDR:PORT is required (see --help)\n");
+		fprintf(stderr, PROG ": live: --connect ADDR:PORT is required (see --help)\n");
 		return 2;
 	}
 	if (o->prompt_file)
@@ -772,7 +864,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if (!strcmp(argv[1], "run")) {
+	if (!strcmp(argv[1], "live") || !strcmp(argv[1], "run")) {
 		rc = parse_run(argc - 1, argv + 1, &o);
 		return rc ? rc : cmd_run(&o);
 	}
@@ -780,7 +872,7 @@ int main(int argc, char **argv)
 		return bench_decisions(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "sim"))
 		return bench_sim(argc - 1, argv + 1);
-	fprintf(stderr, PROG ": unknown command '%s' (commands: run, sim, decisions; see --help)\n",
+	fprintf(stderr, PROG ": unknown command '%s' (commands: live, sim, decisions; see --help)\n",
 		argv[1]);
 	return 2;
 }

@@ -401,7 +401,7 @@ static void usage(FILE *f)
 		"  -h, --help               this text\n",
 		(unsigned int)KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
 		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, (unsigned int)KVS_MODEL_STEP_TOKENS,
-		KVS_DEFAULT_MAX_PAYLOAD, KVS_ENGINE_MAX_SEQS);
+		KVS_DEFAULT_MAX_PAYLOAD, (unsigned int)KVS_ENGINE_MAX_SEQS);
 }
 
 enum {

@@ -54,7 +54,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(pass_other)                                                                              \
 	X(drop_bad_upstream)                                                                       \
 	X(drop_punt)                                                                               \
-	X(frames_at_offset)
+	X(frames_at_offset)                                                                \
+	X(inflight_lost)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \

@@ -58,6 +58,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_max_payload = o->max_payload;
 	dp->skel->rodata->cfg_window_blocks = o->window_blocks;
 	dp->skel->rodata->cfg_min_match_pct = o->min_match_pct;
+	dp->skel->rodata->cfg_release_prefill_early = o->release_prefill_early;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
@@ -90,8 +91,10 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		pr_warn("event=bpf_attach_failed err=\"%s\"", strerror(-err));
 		goto fail;
 	}
-	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u min_match_pct=%u",
-		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct);
+	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u min_match_pct=%u "
+		"release_prefill=%s",
+		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct,
+		o->release_prefill_early ? "first-token" : "end");
 	return 0;
 fail:
 	kvs_dp_close(dp, true);

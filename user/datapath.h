@@ -19,6 +19,7 @@ struct kvs_dp_opts {
 	uint32_t max_payload;   /* largest payload the kernel frames */
 	uint32_t window_blocks; /* prefix hashing window */
 	uint32_t min_match_pct; /* shallower matches go to the controller */
+	bool release_prefill_early; /* prefill charge off at the first CHUNK */
 };
 
 struct kvs_datapath {

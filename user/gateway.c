@@ -113,6 +113,7 @@ void gw_config_defaults(struct gw_config *c)
 	c->index_blocks = KVS_MODEL_KV_BLOCKS;
 	c->min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100);
 	c->kernel_slack = 512;
+	c->release_prefill_early = 1;
 	c->pin_dir = KVS_DEFAULT_PIN_DIR;
 }
 
@@ -977,6 +978,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		.max_payload = cfg->max_payload,
 		.window_blocks = cfg->window_blocks,
 		.min_match_pct = cfg->min_match_pct,
+		.release_prefill_early = cfg->release_prefill_early,
 	};
 	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];

@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"                             is within balance x mean + one typical request's work\n"
 		"                             (at least N tokens); past that the controller\n"
 		"                             decides, and may spill (default %u)\n"
+		"      --release-prefill WHEN a request's prefill work stops counting as its\n"
+		"                             backend's load at its 'first-token' (default) or\n"
+		"                             at its 'end'; see docs/ARCHITECTURE.md\n"
 		"      --pin-dir DIR          where maps are pinned (default %s)\n"
 		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
 		"      --port-file FILE       write the listening port to FILE once listening\n"
@@ -85,6 +88,7 @@ enum {
 	OPT_KV_BLOCKS,
 	OPT_MIN_MATCH,
 	OPT_SLACK,
+	OPT_RELEASE,
 	OPT_PIN_DIR,
 	OPT_KEEP_PINS,
 	OPT_PORT_FILE,
@@ -105,6 +109,7 @@ int main(int argc, char **argv)
 		{ "backend-kv-blocks", required_argument, NULL, OPT_KV_BLOCKS },
 		{ "min-match-pct", required_argument, NULL, OPT_MIN_MATCH },
 		{ "kernel-slack-tokens", required_argument, NULL, OPT_SLACK },
+		{ "release-prefill", required_argument, NULL, OPT_RELEASE },
 		{ "pin-dir", required_argument, NULL, OPT_PIN_DIR },
 		{ "keep-pins", no_argument, NULL, OPT_KEEP_PINS },
 		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
@@ -177,6 +182,14 @@ int main(int argc, char **argv)
 					&cfg.kernel_slack))
 				return 2;
 			break;
+		case OPT_RELEASE:
+			if (!strcmp(optarg, "end") || !strcmp(optarg, "first-token")) {
+				cfg.release_prefill_early = !strcmp(optarg, "first-token");
+				break;
+			}
+			fprintf(stderr, PROG ": --release-prefill: '%s' is neither 'end' nor "
+					"'first-token'\n", optarg);
+			return 2;
 		case OPT_PIN_DIR:
 			cfg.pin_dir = optarg;
 			break;

@@ -93,10 +93,10 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
 		       const uint32_t *known, struct kvs_decision *d)
 {
-	uint32_t cached[KVS_MAX_BACKENDS], b, n_ok = 0, best = 0;
+	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint64_t total = 0, bound;
 	double est, best_est = INFINITY;
-	int pick = -1, pick_in_bound = 0;
+	int pick = -1, pick_in_bound = 0, shared;
 
 	memset(d, 0, sizeof(*d));
 	d->backend = -1;
@@ -119,8 +119,25 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	d->best_blocks = best;
 
 	if (best == 0) {
-		/* Nobody holds any of it: consistent hashing, bounded load. */
-		pick = kvs_chash_pick(&pol->ring, place_key, load, eligible, pol->p.balance);
+		/* Nobody holds any of it: consistent hashing, bounded by load and
+		 * by how much each backend already holds. The second bound is
+		 * Mirrokni et al.'s bound on assigned keys: when the fleet is
+		 * lightly loaded, work alone never binds and the first 16 hot
+		 * templates fell 6/4/3/3 on 4 backends, as the ring has it, to
+		 * stay there. Once every cache is full it no longer binds, and
+		 * placement is the plain ring again, on which gateways agree. */
+		uint8_t room[KVS_MAX_BACKENDS];
+		uint64_t held = 0, held_bound;
+
+		for (b = 0; b < pol->p.nbackends; b++)
+			held += eligible[b] ? pol->index[b].used : 0;
+		/* The new prompt counted in, as chash_pick counts the request. */
+		held_bound = (uint64_t)ceil(pol->p.balance * (double)(held + n) / n_ok);
+		for (b = 0; b < pol->p.nbackends; b++)
+			room[b] = eligible[b] && pol->index[b].used <= held_bound;
+		pick = kvs_chash_pick(&pol->ring, place_key, load, room, pol->p.balance);
+		if (pick < 0)
+			pick = kvs_chash_pick(&pol->ring, place_key, load, eligible, pol->p.balance);
 		d->reason = KVS_R_COLD;
 		goto out;
 	}
@@ -134,9 +151,20 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	 * balances a single very hot prefix better but loses most of that gain
 	 * (hit rate 44%); telling hot prefixes from load noise is future work. */
 	bound = (uint64_t)ceil(pol->p.balance * (double)total / n_ok) + prompt_tokens;
-	for (b = 0; b < pol->p.nbackends; b++) {
+	/* The scan starts at a backend the request's placement key chooses:
+	 * full ties (an idle fleet that all holds a shared system prompt) then
+	 * spread over the fleet instead of all going to backend 0. */
+	start = (uint32_t)(place_key % pol->p.nbackends);
+	/* Only a prefix too short to matter is cached anywhere (a system
+	 * prompt every request shares): placed by load alone. Counting it
+	 * would keep sending everything to the first few backends that got
+	 * it, whenever the fleet's load is light next to a prompt. */
+	shared = (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
+	for (i = 0; i < pol->p.nbackends; i++) {
 		uint64_t uncached;
 		int in_bound;
+
+		b = (start + i) % pol->p.nbackends;
 
 		if (!eligible[b])
 			continue;
@@ -144,22 +172,23 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 				   ? prompt_tokens - (uint64_t)cached[b] * KVS_BLOCK_TOKENS
 				   : 0;
 		in_bound = load[b] <= bound;
-		est = (double)load[b] + pol->p.recompute_weight * (double)uncached;
+		est = (double)load[b] + (shared ? 0 : pol->p.recompute_weight * (double)uncached);
 		/* In-bound backends first; among them the lowest estimate; on
 		 * a tie the longer cached prefix (moving would duplicate it for
-		 * nothing), then the lower load, then the lower index. */
+		 * nothing; not for a shared one), then the lower load, then the
+		 * first scanned. */
 		if (pick < 0 || in_bound > pick_in_bound ||
 		    (in_bound == pick_in_bound &&
 		     (est < best_est ||
 		      (est == best_est &&
-		       (cached[b] > cached[pick] ||
-			(cached[b] == cached[pick] && load[b] < load[pick])))))) {
+		       ((!shared && cached[b] > cached[pick]) ||
+			((shared || cached[b] == cached[pick]) && load[b] < load[pick])))))) {
 			pick = (int)b;
 			pick_in_bound = in_bound;
 			best_est = est;
 		}
 	}
-	if ((double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens)
+	if (shared)
 		d->reason = KVS_R_SHARED;
 	else if (cached[pick] + 0u >= best)
 		d->reason = KVS_R_PREFIX;

@@ -37,9 +37,12 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * The gateway-owned gw_backend header field, which backends echo unchanged:
  * the low 8 bits name the backend, the high 24 the work charged to it for
  * this request, in 16-token blocks. The kernel adds the charge to the
- * backend's outstanding work when it sends the request and takes exactly
- * the echoed charge off when the END or ERROR comes back, so the count
- * cannot drift, without any per-request state.
+ * backend's outstanding work when it sends the request; the prefill part
+ * comes off when the first CHUNK comes back (the backend has computed the
+ * prompt by then) and the rest when the END or ERROR does. The per-request
+ * record that remembers what is still held lives in the inflight map; a
+ * request whose record is gone falls back to the echoed charge, so the
+ * count cannot drift for good.
  */
 #define KVS_GW_BACKEND_BITS 8
 #define KVS_GW_CHARGE_MAX 0xffffffu
@@ -71,6 +74,37 @@ static inline __u32 kvs_work_blocks(__u32 prompt_tokens, __u32 cached_blocks, __
 	work = (work + 15) / 16;
 	return work > KVS_GW_CHARGE_MAX ? KVS_GW_CHARGE_MAX : (__u32)work;
 }
+
+/* Of a charge of charge_blocks for a request generating max_tokens, the
+ * tokens that are prefill work: the charge less one token per output token
+ * (the charge rounds up, so this errs high by under one block). */
+static inline __u64 kvs_prefill_charge(__u32 charge_blocks, __u32 max_tokens)
+{
+	__u64 work = (__u64)charge_blocks * 16;
+
+	return work > max_tokens ? work - max_tokens : 0;
+}
+
+/*
+ * inflight map: one record per request the kernel sent to a backend and has
+ * not seen end, keyed by the client's socket cookie and its req_id (both
+ * echoed by the backend). An LRU map: if more requests than it holds are in
+ * flight, the oldest records go and their ENDs fall back to the echoed
+ * charge (counted in kvs_stats.inflight_lost).
+ */
+#define KVS_MAX_INFLIGHT 65536
+
+struct kvs_req_key {
+	__u64 conn;   /* client socket cookie */
+	__u64 req_id; /* the client's request id */
+};
+
+struct kvs_inflight {
+	__u32 backend;
+	__u32 pad;
+	__u64 held_tokens;    /* work still charged to the backend */
+	__u64 prefill_tokens; /* of which prefill, until the first CHUNK */
+};
 
 /* What a socket in the SOCKHASH is; conns map value, keyed by cookie. */
 enum kvs_role {
@@ -148,6 +182,7 @@ struct kvs_stats {
 	__u64 drop_bad_upstream; /* malformed or non-response from a backend */
 	__u64 drop_punt;         /* punt socket missing: frame lost */
 	__u64 frames_at_offset;  /* frames not at the start of their skb */
+	__u64 inflight_lost;     /* END with no inflight record: echoed charge used */
 };
 
 /* chain map value (per CPU): the block hashes of the last request frame the

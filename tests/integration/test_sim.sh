@@ -48,4 +48,30 @@ echo '{"timestamp": 0, "input_length": 10}' >"$t"
 if out=$("$B/kvsplice-bench" sim --trace "$t" 2>&1); then fail "a malformed trace was accepted"; fi
 grep -q ":1: not a trace record" <<<"$out" || fail "unexpected error: $out"
 echo "ok: a malformed trace is refused, with its line"
+
+# Generated workloads, one backend, arrivals far apart: hit rates by hand.
+one=(sim --backends 1 --policies rr --rate 0.01 --json)
+close_to() { awk -v h="$1" -v w="$2" 'BEGIN { d = h - w; exit !(d < 0.0001 && d > -0.0001) }'; }
+# 2 groups x 3 prompts of 1,024 shared + 256 own: all but each group's first
+# find the 1,024 cached.
+r=$("$B/kvsplice-bench" "${one[@]}" --workload groups --groups 2 --per-group 3 \
+	--system-tokens 1024 --question-tokens 256)
+[ "$(jq .requests <<<"$r")" = 6 ] || fail "groups: want 6 requests, got $(jq .requests <<<"$r")"
+hit=$(jq '.policies[0].hit_rate' <<<"$r")
+close_to "$hit" "$(awk 'BEGIN { print 4096 / 7680 }')" || fail "groups: hit $hit, want 4096/7680"
+echo "ok: groups: each group's later prompts find its system prompt cached (hit $hit)"
+# One conversation, 3 turns over a 256-token system prompt, 256 tokens a
+# turn: prompts of 512, 768, 1,024 tokens, each finding the one before.
+r=$("$B/kvsplice-bench" "${one[@]}" --workload conversations --conversations 1 --requests 3 \
+	--system-tokens 256 --turn-tokens 256)
+hit=$(jq '.policies[0].hit_rate' <<<"$r")
+close_to "$hit" "$(awk 'BEGIN { print 1280 / 2304 }')" ||
+	fail "conversations: hit $hit, want 1280/2304"
+echo "ok: conversations: each turn finds the conversation so far cached (hit $hit)"
+r=$("$B/kvsplice-bench" "${one[@]}" --workload unique --requests 5)
+[ "$(jq '.policies[0].hit_rate' <<<"$r")" = 0 ] || fail "unique: something was cached"
+echo "ok: unique: nothing cached"
+if out=$("$B/kvsplice-bench" sim --workload nope 2>&1); then fail "--workload nope accepted"; fi
+grep -q "is not contexts, groups" <<<"$out" || fail "unexpected error: $out"
+echo "ok: an unknown workload is refused"
 echo "PASS test_sim"
