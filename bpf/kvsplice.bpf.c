@@ -589,7 +589,7 @@ static __always_inline void release_work(struct kvs_backend *be, __u64 work)
  * as one about to start it, for the whole decode; releasing it early makes
  * the load signal mostly decode work, which the bounded-load slack then
  * hardly ever catches. Which is better depends on the prompt/output mix
- * (docs/EVALUATION.md, "When the prefill charge is released"), hence
+ * (docs/ARCHITECTURE.md, "Load in tokens, exactly"), hence
  * --release-prefill. Only the backend the request went to can release it.
  */
 static __always_inline void release_prefill(struct kvs_backend *be, const struct kvs_hdr *h,

@@ -420,6 +420,55 @@ static void index_eviction_reaches_the_hook(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* An idle fleet (every load 0, as when prompts are computed at once and
+ * outputs are short) where all hold one short system prompt: placed by load
+ * alone, ties rotated by the request, so every backend gets a fair share
+ * rather than backend 0 or the first holders getting all. */
+static void idle_fleet_shared_prompt_uses_every_backend(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB], zero[NB] = { 0 };
+	uint32_t reqs[NB] = { 0 }, n;
+	int i, b;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (i = 0; i < 400; i++) {
+		n = chain(h, 0, 7, 16, 20000 + i, 64); /* 20% shared */
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
+		assert_true(d.backend >= 0);
+		reqs[d.backend]++;
+	}
+	for (b = 0; b < NB; b++)
+		assert_in_range(reqs[b], 70, 130); /* 100 each, give or take */
+	kvs_policy_free(&s.pol);
+}
+
+/* Sixteen new templates on an idle fleet: consistent hashing alone puts
+ * them where the ring says (unevenly); bounded by what each backend holds,
+ * no backend gets more than 5 of the 16. */
+static void idle_fleet_cold_templates_spread(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB], zero[NB] = { 0 };
+	uint32_t got[NB] = { 0 }, n;
+	int t, b;
+
+	(void)state;
+	sim_init(&s, 100000);
+	for (t = 0; t < 16; t++) {
+		n = chain(h, 0, 500 + t, 96, 30000 + t, 16);
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
+		assert_int_equal(d.reason, KVS_R_COLD);
+		got[d.backend]++;
+	}
+	for (b = 0; b < NB; b++)
+		assert_true(got[b] >= 3 && got[b] <= 5);
+	kvs_policy_free(&s.pol);
+}
+
 static void no_backend(void **state)
 {
 	struct sim s;
@@ -451,6 +500,8 @@ int main(void)
 		cmocka_unit_test(feedback_resizes_index),
 		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(index_eviction_reaches_the_hook),
+		cmocka_unit_test(idle_fleet_shared_prompt_uses_every_backend),
+		cmocka_unit_test(idle_fleet_cold_templates_spread),
 		cmocka_unit_test(no_backend),
 	};
 
