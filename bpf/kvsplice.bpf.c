@@ -409,11 +409,16 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 		return -1;
 	if (bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS)
 		return -1;
-	rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
-	/* Without a record the END still releases the echoed charge. */
-	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
+	/* Only an early release needs a record: at the END alone the echoed
+	 * charge is exact (end_release()). Without one, the END still releases
+	 * the echoed charge. */
+	if (cfg_release_prefill_early) {
+		rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
+		bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
+	}
 	__sync_fetch_and_add(&be->outstanding, 1);
 	__sync_fetch_and_add(&be->outstanding_work, rec.held_tokens);
+	__sync_fetch_and_add(&be->charged_tokens, rec.held_tokens);
 	__sync_fetch_and_add(&be->req_frames, 1);
 	__sync_fetch_and_add(&be->req_bytes, len);
 	return 0;
@@ -597,10 +602,15 @@ static __always_inline void release_prefill(struct kvs_backend *be, const struct
 {
 	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
 				  .req_id = bpf_be64_to_cpu(h->req_id) };
-	struct kvs_inflight *rec = bpf_map_lookup_elem(&inflight, &rk);
+	struct kvs_inflight *rec;
 	__u64 p;
 
-	if (!cfg_release_prefill_early || !rec || rec->backend != b || rec->prefill_tokens == 0)
+	if (!cfg_release_prefill_early)
+		return;
+	/* One lookup per CHUNK: the record must live until the END, and
+	 * nothing in a later CHUNK says the prefill was already released. */
+	rec = bpf_map_lookup_elem(&inflight, &rk);
+	if (!rec || rec->backend != b || rec->prefill_tokens == 0)
 		return;
 	/* CHUNK and END of one request come from one upstream socket, in
 	 * order, under its lock: nothing races on the record. */
@@ -616,12 +626,16 @@ static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_
 {
 	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
 				  .req_id = bpf_be64_to_cpu(h->req_id) };
-	struct kvs_inflight *rec = bpf_map_lookup_elem(&inflight, &rk);
+	__u64 echoed = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+	struct kvs_inflight *rec;
 	__u64 held;
 
+	if (!cfg_release_prefill_early)
+		return echoed; /* nothing was released early: exact */
+	rec = bpf_map_lookup_elem(&inflight, &rk);
 	if (!rec || rec->backend != b) {
 		st->inflight_lost++;
-		return (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+		return echoed;
 	}
 	held = rec->held_tokens;
 	bpf_map_delete_elem(&inflight, &rk);

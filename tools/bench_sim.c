@@ -57,29 +57,6 @@ struct baseline_index {
 	struct kvs_pcache idx[KVS_MAX_BACKENDS];
 };
 
-static uint32_t index_match(struct kvs_pcache *c, const uint64_t *h, uint32_t n)
-{
-	uint32_t lo = 0, hi = n; /* a prefix of the chain, as in policy.c */
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (kvs_pcache_contains(c, h[mid - 1]))
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
-static void index_admit(struct kvs_pcache *c, const uint64_t *h, uint32_t n)
-{
-	if (n > c->capacity)
-		n = c->capacity;
-	if (kvs_pcache_acquire(c, h, n) == 0)
-		kvs_pcache_release(c, h, n);
-}
-
 enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
 static const char *const workload_names[] = { "contexts", "groups", "conversations", "unique" };
 
@@ -333,14 +310,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 				return 2;
 			break;
 		case 'R':
-			if (strcmp(optarg, "end") && strcmp(optarg, "first-token")) {
-				fprintf(stderr,
-					PROG ": --release-prefill: '%s' is neither 'end' nor "
-					     "'first-token'\n",
-					optarg);
+			if (kvs_arg_release_prefill(PROG, optarg, &o->release_early))
 				return 2;
-			}
-			o->release_early = !strcmp(optarg, "first-token");
 			break;
 		case 'j':
 			o->json = 1;
@@ -415,22 +386,26 @@ static void make_workload(const struct sim_opts *o, struct workload *w)
  *    can arrive before the previous turn has finished, as in an open loop);
  *  unique: --context-tokens + --own-tokens of nothing shared.
  */
-static uint64_t *blocks_of(uint64_t *ids, uint32_t *n, uint64_t space, uint64_t first,
-			   uint32_t count)
+/* Appends count block ids of content space `space`, positions 0.. */
+static void blocks_of(uint64_t *ids, uint32_t *n, uint64_t space, uint32_t count)
 {
 	for (uint32_t j = 0; j < count; j++)
-		ids[(*n)++] = space << 40 | (first + j);
-	return ids;
+		ids[(*n)++] = space << 40 | j;
 }
 
 static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 {
 	uint64_t rng = o->seed;
-	uint32_t nkeys = o->kind == W_GROUPS ? o->groups : o->conversations, i;
-	uint32_t *next = calloc(nkeys ? nkeys : 1, sizeof(uint32_t));
+	uint32_t nkeys = 0, i; /* groups or conversations; unique has none */
+	uint32_t *next, *order = NULL; /* turns so far; group order */
 	uint32_t sys = o->system_tokens / KVS_BLOCK_TOKENS;
 	double t = 0;
 
+	if (o->kind == W_GROUPS)
+		nkeys = o->groups;
+	else if (o->kind == W_CONVERSATIONS)
+		nkeys = o->conversations;
+	next = calloc(nkeys ? nkeys : 1, sizeof(uint32_t));
 	memset(w, 0, sizeof(*w));
 	w->n = o->requests;
 	w->id_blocks = 1;
@@ -439,7 +414,6 @@ static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 	w->max_tokens = malloc(sizeof(uint32_t) * w->n);
 	w->ids = calloc(w->n, sizeof(uint64_t *));
 	w->nids = calloc(w->n, sizeof(uint32_t));
-	uint32_t *order = NULL;
 
 	if (o->kind == W_GROUPS && o->per_group) {
 		/* Exactly per_group prompts of each group, in random order. */
@@ -465,19 +439,19 @@ static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 		if (o->kind == W_GROUPS) {
 			len = sys + o->question_tokens / KVS_BLOCK_TOKENS;
 			ids = malloc(sizeof(uint64_t) * len);
-			blocks_of(ids, &n, 1 + (uint64_t)key, 0, sys);
-			blocks_of(ids, &n, 1ull << 23 | i, 0, len - sys); /* its own */
+			blocks_of(ids, &n, 1 + (uint64_t)key, sys);
+			blocks_of(ids, &n, 1ull << 23 | i, len - sys); /* its own */
 		} else if (o->kind == W_CONVERSATIONS) {
 			uint32_t turn = next[key]++, conv = (turn + 1) * (o->turn_tokens / KVS_BLOCK_TOKENS);
 
 			len = sys + conv;
 			ids = malloc(sizeof(uint64_t) * len);
-			blocks_of(ids, &n, 1, 0, sys); /* everybody's system prompt */
-			blocks_of(ids, &n, 2 + (uint64_t)key, 0, conv);
+			blocks_of(ids, &n, 1, sys); /* everybody's system prompt */
+			blocks_of(ids, &n, 2 + (uint64_t)key, conv);
 		} else {
 			len = (o->context_tokens + o->own_tokens) / KVS_BLOCK_TOKENS;
 			ids = malloc(sizeof(uint64_t) * len);
-			blocks_of(ids, &n, 1ull << 23 | i, 0, len);
+			blocks_of(ids, &n, 1ull << 23 | i, len);
 		}
 		w->ids[i] = ids;
 		w->nids[i] = n;
@@ -581,10 +555,11 @@ static void fill_hashes(const struct sim_opts *o, uint32_t req, uint32_t ctx, ui
 							 : ((uint64_t)(req + 1) << 24 | i) * KVS_P2));
 }
 
-/* A trace request's blocks: trace block k (512 tokens) is our blocks
- * 32k..32k+31, named by its id, which already stands for its content and
- * its history. */
-static void fill_trace_hashes(const struct workload *w, uint32_t i, uint64_t *h)
+/* A request given as block ids (a trace, or the groups and conversations
+ * workloads): id k names our blocks k x id_blocks .. (k + 1) x id_blocks - 1
+ * (a trace's 512-token block is 32 of ours), and stands for their content
+ * and history. */
+static void fill_id_hashes(const struct workload *w, uint32_t i, uint64_t *h)
 {
 	uint32_t n = w->prompt_tokens[i] / KVS_BLOCK_TOKENS, j;
 
@@ -601,7 +576,7 @@ static void fill_request(const struct sim_opts *o, const struct workload *w, uin
 			 uint64_t *h)
 {
 	if (w->ids)
-		fill_trace_hashes(w, i, h);
+		fill_id_hashes(w, i, h);
 	else
 		fill_hashes(o, i, w->context[i], h);
 }
@@ -617,7 +592,7 @@ static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload 
 	kvs_pcache_init(&c, o->kv_blocks * o->backends);
 	for (i = 0; i < w->n; i++) {
 		uint32_t n = prompt_blocks_of(o, w, i), tokens = prompt_tokens_of(o, w, i), hit;
-		uint32_t max_cached = tokens ? (tokens - 1) / KVS_BLOCK_TOKENS : 0;
+		uint32_t max_cached = kvs_max_cached_blocks(tokens);
 
 		if (n + 1 > cap) {
 			uint64_t *nh = realloc(h, sizeof(*h) * (n + 1));
@@ -631,8 +606,7 @@ static double fleet_lru_ceiling(const struct sim_opts *o, const struct workload 
 		hit = kvs_pcache_match(&c, h, n);
 		cached += (hit < max_cached ? hit : max_cached) * (uint64_t)KVS_BLOCK_TOKENS;
 		prompt += tokens;
-		if (kvs_pcache_acquire(&c, h, n < c.capacity ? n : c.capacity) == 0)
-			kvs_pcache_release(&c, h, n < c.capacity ? n : c.capacity);
+		kvs_pcache_touch(&c, h, n);
 	}
 	kvs_pcache_free(&c);
 	free(h);
@@ -657,7 +631,7 @@ static int pick_sglang(const struct sim_opts *o, struct backend *be, struct base
 				best = b;
 	} else {
 		for (b = 0; b < o->backends; b++) {
-			m = index_match(&bi->idx[b], r->eng.hashes, n);
+			m = kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n);
 			if (m > best_m) {
 				best_m = m;
 				best = b;
@@ -668,7 +642,7 @@ static int pick_sglang(const struct sim_opts *o, struct backend *be, struct base
 		if (!n || (double)best_m / n <= 0.3)
 			best = smallest;
 	}
-	index_admit(&bi->idx[best], r->eng.hashes, n);
+	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
 	return (int)best;
 }
 
@@ -682,7 +656,7 @@ static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseli
 		if (be[b].eng.nwaiting > maxq)
 			maxq = be[b].eng.nwaiting;
 	for (b = 0; b < o->backends; b++) {
-		double prefix = n ? (double)index_match(&bi->idx[b], r->eng.hashes, n) / n : 0;
+		double prefix = n ? (double)kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n) / n : 0;
 		double queue = maxq ? 1.0 - (double)be[b].eng.nwaiting / maxq : 1.0;
 		double kv = 1.0 - (double)(be[b].eng.cache.used + be[b].eng.reserved_blocks) /
 					  be[b].eng.cache.max_capacity;
@@ -693,7 +667,7 @@ static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseli
 			best = b;
 		}
 	}
-	index_admit(&bi->idx[best], r->eng.hashes, n);
+	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
 	return (int)best;
 }
 

@@ -336,7 +336,7 @@ static int backend_slot(struct summary *s, uint32_t id)
 
 static void summarize(const struct run *r, double wall_s, struct summary *s)
 {
-	uint32_t n = r->o->requests, i, g,
+	uint32_t n = r->o->requests, i, g, nloads,
 		 ngroups = r->o->conversations ? r->o->conversations : r->o->prefixes;
 	double *ttft = calloc(n ? n : 1, sizeof(double)), *e2e = calloc(n ? n : 1, sizeof(double));
 	double loads[MAX_BACKEND_IDS];
@@ -398,15 +398,13 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	s->hit_rate = prompt ? (double)cached / (double)prompt : 0;
 	s->prompt_tokens = prompt;
 	s->cached_tokens = cached;
-	for (i = 0; i < s->nbackends; i++)
-		loads[i] = s->backend_reqs[i];
 	/* Backends that served nothing are the worst imbalance of all, but
-	 * only the operator knows they exist. */
-	g = s->nbackends;
-	while (g < r->o->fleet && g < MAX_BACKEND_IDS)
-		loads[g++] = 0;
-	s->load_max_over_mean = kvs_max_over_mean(loads, g);
-	s->load_cv = kvs_cv(loads, g);
+	 * only the operator knows they exist (--fleet). */
+	nloads = r->o->fleet > s->nbackends ? r->o->fleet : s->nbackends;
+	for (i = 0; i < nloads; i++)
+		loads[i] = i < s->nbackends ? s->backend_reqs[i] : 0;
+	s->load_max_over_mean = kvs_max_over_mean(loads, nloads);
+	s->load_cv = kvs_cv(loads, nloads);
 	free(ttft);
 	free(e2e);
 	free(group_backend);

@@ -116,7 +116,7 @@ static void print_backends_json(int fd)
 		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
 		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
-		       "\"mispredicted\":%llu,\"index_blocks\":%llu}",
+		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu}",
 		       n++ ? "," : "", i, state_name(be.state), be.pool_size,
 		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
 		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
@@ -124,7 +124,8 @@ static void print_backends_json(int fd)
 		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
 		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
 		       hit_rate(&be), (unsigned long long)be.predicted_cached,
-		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks);
+		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks,
+		       (unsigned long long)be.charged_tokens);
 	}
 	printf("]");
 }

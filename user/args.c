@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
@@ -54,6 +55,17 @@ int kvs_arg_double(const char *prog, const char *flag, const char *s, double min
 		return -1;
 	}
 	*out = v;
+	return 0;
+}
+
+int kvs_arg_release_prefill(const char *prog, const char *s, int *early)
+{
+	if (strcmp(s, "first-token") && strcmp(s, "end")) {
+		fprintf(stderr, "%s: --release-prefill: '%s' is neither 'first-token' nor 'end'\n",
+			prog, s);
+		return -1;
+	}
+	*early = !strcmp(s, "first-token");
 	return 0;
 }
 

@@ -15,6 +15,8 @@ int kvs_arg_u32(const char *prog, const char *flag, const char *s, uint32_t min,
 		uint32_t *out);
 /* --log-level: warn, info or debug. */
 int kvs_arg_log_level(const char *prog, const char *s, enum kvs_log_level *out);
+/* --release-prefill: 'first-token' (*early = 1) or 'end' (*early = 0). */
+int kvs_arg_release_prefill(const char *prog, const char *s, int *early);
 int kvs_arg_double(const char *prog, const char *flag, const char *s, double min, double max,
 		   double *out);
 

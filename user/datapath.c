@@ -165,6 +165,12 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b)
 	return __atomic_load_n(&dp->backends[b].outstanding_work, __ATOMIC_RELAXED);
 }
 
+void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens, uint64_t *requests)
+{
+	*tokens = __atomic_load_n(&dp->backends[b].charged_tokens, __ATOMIC_RELAXED);
+	*requests = __atomic_load_n(&dp->backends[b].req_frames, __ATOMIC_RELAXED);
+}
+
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 {
 	__atomic_store_n(&dp->backends[b].work_limit, limit, __ATOMIC_RELAXED);

@@ -46,6 +46,8 @@ uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
  * requests for backend b to the controller (0: none). */
 uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
+/* Work charged and requests sent to backend b over all time. */
+void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens, uint64_t *requests);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);

@@ -78,13 +78,13 @@ static uint32_t full_blocks(const struct kvs_eng_req *r, uint32_t tokens)
 
 /*
  * Admit r if the KV capacity allows: pin its cached prefix and reserve the
- * blocks it will compute and generate. Like vLLM, a prompt cached in full
- * still computes its last block: the first token needs a forward pass.
+ * blocks it will compute and generate (kvs_max_cached_blocks: a prompt
+ * cached in full still computes its last block).
  */
 static bool admit(struct kvs_engine *e, struct kvs_eng_req *r, double now_ms)
 {
 	uint32_t hit = kvs_pcache_match(&e->cache, r->hashes, r->nblocks);
-	uint32_t max_cached = r->prompt_tokens ? (r->prompt_tokens - 1) / KVS_BLOCK_TOKENS : 0;
+	uint32_t max_cached = kvs_max_cached_blocks(r->prompt_tokens);
 	uint32_t total = (r->prompt_tokens + r->max_tokens + KVS_BLOCK_TOKENS - 1) /
 			 KVS_BLOCK_TOKENS;
 	uint32_t need;

@@ -20,8 +20,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvsplice/hash.h"
 #include "model.h"
 #include "prefix_cache.h"
+
+/* Blocks of a prompt that can be served from cache: like vLLM, a prompt
+ * cached in full still computes its last block, since the first token needs
+ * a forward pass. */
+static inline uint32_t kvs_max_cached_blocks(uint32_t prompt_tokens)
+{
+	return prompt_tokens ? (prompt_tokens - 1) / KVS_BLOCK_TOKENS : 0;
+}
 
 enum kvs_eng_state {
 	KVS_ENG_WAITING = 0,

@@ -99,6 +99,9 @@ struct gw {
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
 	struct __kernel_timespec tick;
+	/* The work limit's slack: a typical request's charge (moving
+	 * average), from the kernel's counters as of the last refresh. */
+	uint64_t typical_charge, seen_charged, seen_sent;
 };
 
 void gw_config_defaults(struct gw_config *c)
@@ -382,29 +385,44 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 
 /*
  * The kernel follows a route only while the backend's outstanding work is
- * within balance x the fleet's mean plus one typical request (the fleet's
- * outstanding work per outstanding request, at least --kernel-slack-tokens);
- * past that, requests come to the controller, which may spill them. Scale-
- * free: measured on the demo, a fixed slack of 8,192 tokens never triggered
- * on small prompts (load max/mean 1.17), while one request's worth kept it
- * at 1.01 with 97% of requests still routed in the kernel. Refreshed after
+ * within balance x the fleet's mean plus one typical request (the average
+ * charge of the requests sent since the last refresh, smoothed; at least
+ * --kernel-slack-tokens); past that, requests come to the controller, which
+ * may spill them. Scale-free: measured on the demo, a fixed slack of 8,192
+ * tokens never triggered on small prompts (load max/mean 1.17), while one
+ * request's worth kept it at 1.01 with 97% of requests still routed in the
+ * kernel. The charge a request brings, not the work outstanding per request:
+ * with prefill released at the first token the latter is mostly decode work,
+ * and a limit that small deferred cached template requests by the dozen
+ * (850-877 of 960 routed in the kernel in test_routing.sh). Refreshed after
  * every decision and on every tick.
  */
 static void publish_limits(struct gw *g)
 {
-	uint64_t work = 0, reqs = 0, slack, limit;
+	uint64_t work = 0, charged = 0, sent = 0, slack, limit;
 	uint32_t b, up = 0;
 
 	for (b = 0; b < g->cfg->nbackends; b++) {
+		uint64_t c, s;
+
+		kvs_dp_charged(&g->dp, b, &c, &s);
+		charged += c;
+		sent += s;
 		if (!g->be[b].up)
 			continue;
 		work += kvs_dp_outstanding_work(&g->dp, b);
-		reqs += kvs_dp_outstanding(&g->dp, b);
 		up++;
 	}
+	if (sent > g->seen_sent && charged >= g->seen_charged) {
+		uint64_t avg = (charged - g->seen_charged) / (sent - g->seen_sent);
+
+		g->typical_charge = g->typical_charge ? (3 * g->typical_charge + avg) / 4 : avg;
+	}
+	g->seen_charged = charged;
+	g->seen_sent = sent;
 	if (!up)
 		return;
-	slack = reqs ? work / reqs : 0;
+	slack = g->typical_charge;
 	if (slack < g->cfg->kernel_slack)
 		slack = g->cfg->kernel_slack;
 	limit = (uint64_t)(g->cfg->balance * (double)work / up) + slack;
@@ -795,7 +813,7 @@ static void feedback(struct gw *g)
 		struct gw_backend *be = &g->be[b];
 
 		kvs_dp_end_counters(&g->dp, b, &pred, &miss);
-		if (pred - be->fb_predicted >= 1024) {
+		if (pred - be->fb_predicted >= KVS_POLICY_FEEDBACK_MIN) {
 			cap = kvs_policy_feedback(&g->policy, b, pred - be->fb_predicted,
 						  miss - be->fb_mispredicted);
 			if (cap != g->policy.index[b].max_capacity)

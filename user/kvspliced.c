@@ -183,13 +183,9 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_RELEASE:
-			if (!strcmp(optarg, "end") || !strcmp(optarg, "first-token")) {
-				cfg.release_prefill_early = !strcmp(optarg, "first-token");
-				break;
-			}
-			fprintf(stderr, PROG ": --release-prefill: '%s' is neither 'end' nor "
-					"'first-token'\n", optarg);
-			return 2;
+			if (kvs_arg_release_prefill(PROG, optarg, &cfg.release_prefill_early))
+				return 2;
+			break;
 		case OPT_PIN_DIR:
 			cfg.pin_dir = optarg;
 			break;

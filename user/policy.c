@@ -52,41 +52,12 @@ void kvs_policy_free(struct kvs_policy *pol)
 	kvs_chash_free(&pol->ring);
 }
 
-/*
- * Binary search for the deepest cached block. Exact when what a backend
- * holds of a chain is a prefix of it, which is how prefix caches fill
- * (block i is only computed after blocks 0..i-1) and how they empty (a
- * prompt's tail is evicted before its head): O(log n) lookups instead of n,
- * which is what makes 100k decisions a second on one core possible.
- */
+/* Binary search (kvs_pcache_match_prefix): O(log n) lookups per backend
+ * is what makes 100k decisions a second on one core possible. */
 uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
 			   uint32_t n)
 {
-	const struct kvs_pcache *c = &pol->index[b];
-	uint32_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (kvs_pcache_contains(c, h[mid - 1]))
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
-static void admit(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_t n)
-{
-	struct kvs_pcache *c = &pol->index[b];
-
-	if (n > c->capacity) /* a prompt larger than the backend: its head */
-		n = c->capacity;
-	/* Nothing is pinned in an index, so this cannot fail for lack of room;
-	 * acquire then release leaves the prompt most recently used, tail
-	 * first in line for eviction, as in the backend. */
-	if (kvs_pcache_acquire(c, h, n) == 0)
-		kvs_pcache_release(c, h, n);
+	return kvs_pcache_match_prefix(&pol->index[b], h, n);
 }
 
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
@@ -131,13 +102,13 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 
 		for (b = 0; b < pol->p.nbackends; b++)
 			held += eligible[b] ? pol->index[b].used : 0;
-		/* The new prompt counted in, as chash_pick counts the request. */
+		/* The new prompt counted in, as chash_pick counts the request.
+		 * The bound is at least the mean, so some eligible backend is
+		 * within it and room is never empty. */
 		held_bound = (uint64_t)ceil(pol->p.balance * (double)(held + n) / n_ok);
 		for (b = 0; b < pol->p.nbackends; b++)
 			room[b] = eligible[b] && pol->index[b].used <= held_bound;
 		pick = kvs_chash_pick(&pol->ring, place_key, load, room, pol->p.balance);
-		if (pick < 0)
-			pick = kvs_chash_pick(&pol->ring, place_key, load, eligible, pol->p.balance);
 		d->reason = KVS_R_COLD;
 		goto out;
 	}
@@ -175,14 +146,15 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		est = (double)load[b] + (shared ? 0 : pol->p.recompute_weight * (double)uncached);
 		/* In-bound backends first; among them the lowest estimate; on
 		 * a tie the longer cached prefix (moving would duplicate it for
-		 * nothing; not for a shared one), then the lower load, then the
-		 * first scanned. */
+		 * nothing), then the lower load, then the first scanned. A
+		 * shared-only match's estimate is its load: a tie there is a
+		 * tie in everything, and goes to the first scanned. */
 		if (pick < 0 || in_bound > pick_in_bound ||
 		    (in_bound == pick_in_bound &&
 		     (est < best_est ||
-		      (est == best_est &&
-		       ((!shared && cached[b] > cached[pick]) ||
-			((shared || cached[b] == cached[pick]) && load[b] < load[pick])))))) {
+		      (est == best_est && !shared &&
+		       (cached[b] > cached[pick] ||
+			(cached[b] == cached[pick] && load[b] < load[pick])))))) {
 			pick = (int)b;
 			pick_in_bound = in_bound;
 			best_est = est;
@@ -203,7 +175,7 @@ out:
 	d->backend = pick;
 	d->cached_blocks = cached[pick];
 	pol->decisions[d->reason]++;
-	admit(pol, (uint32_t)pick, h, n);
+	kvs_pcache_touch(&pol->index[pick], h, n);
 }
 
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
@@ -216,7 +188,7 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
 	uint32_t step = c->max_capacity / 64 ? c->max_capacity / 64 : 1, cap = c->capacity;
 	double miss;
 
-	if (predicted < 1024) /* too little evidence to act on */
+	if (predicted < KVS_POLICY_FEEDBACK_MIN) /* too little evidence to act on */
 		return cap;
 	miss = (double)mispredicted / (double)predicted;
 	if (miss > 0.05) {

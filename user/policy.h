@@ -120,8 +120,11 @@ uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint6
  * than it does (a smaller cache than configured, other gateways' traffic):
  * its capacity shrinks in proportion (down to 1/1024 of the configured
  * size), evicting as the backend does. Below 1% it grows back by 1/64 of
- * the configured size. Returns the capacity.
+ * the configured size. Fewer than KVS_POLICY_FEEDBACK_MIN predicted tokens
+ * are too little evidence and change nothing: the caller should keep
+ * accumulating. Returns the capacity.
  */
+#define KVS_POLICY_FEEDBACK_MIN 1024
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
 			     uint64_t mispredicted);
 

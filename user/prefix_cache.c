@@ -152,6 +152,29 @@ uint32_t kvs_pcache_match(const struct kvs_pcache *c, const uint64_t *hashes, ui
 	return i;
 }
 
+uint32_t kvs_pcache_match_prefix(const struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		if (find(c, hashes[mid - 1]) != KVS_PC_NIL)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+void kvs_pcache_touch(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
+{
+	if (n > c->capacity)
+		n = c->capacity;
+	if (kvs_pcache_acquire(c, hashes, n) == 0)
+		kvs_pcache_release(c, hashes, n);
+}
+
 int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 {
 	uint32_t missing = 0, i;

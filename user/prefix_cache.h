@@ -44,6 +44,23 @@ void kvs_pcache_free(struct kvs_pcache *c);
 uint32_t kvs_pcache_match(const struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
 
 /*
+ * The same length by binary search: O(log n) lookups instead of n. Exact
+ * when what the cache holds of a chain is a prefix of it, which is how
+ * prefix caches fill (block i is only computed after blocks 0..i-1) and
+ * empty (a prompt's tail is evicted before its head); a gateway's index of
+ * a backend, which is never pinned, keeps that shape.
+ */
+uint32_t kvs_pcache_match_prefix(const struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
+
+/*
+ * Records hashes[0..n) as just used without pinning them, as an index of
+ * what a backend holds does when a prompt is sent there: most recently
+ * used, tail first in line for eviction. A prompt longer than the cache
+ * keeps its head. Needs nothing pinned (it cannot then fail for room).
+ */
+void kvs_pcache_touch(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n);
+
+/*
  * Pins hashes[0..n) for a running request, inserting the missing ones and
  * evicting unpinned blocks LRU-first to make room. Returns 0, or -ENOSPC
  * when pinned blocks leave no room (nothing is inserted or evicted then;

@@ -37,12 +37,13 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * The gateway-owned gw_backend header field, which backends echo unchanged:
  * the low 8 bits name the backend, the high 24 the work charged to it for
  * this request, in 16-token blocks. The kernel adds the charge to the
- * backend's outstanding work when it sends the request; the prefill part
- * comes off when the first CHUNK comes back (the backend has computed the
- * prompt by then) and the rest when the END or ERROR does. The per-request
- * record that remembers what is still held lives in the inflight map; a
- * request whose record is gone falls back to the echoed charge, so the
- * count cannot drift for good.
+ * backend's outstanding work when it sends the request. With the prefill
+ * released at the first token (the default), the prefill part comes off
+ * when the first CHUNK comes back (the backend has computed the prompt by
+ * then) and the rest when the END or ERROR does, and a per-request record in
+ * the inflight map remembers what is still held; a request whose record is
+ * gone falls back to the echoed charge, so the count cannot drift for good.
+ * Released at the END only, the echoed charge is all it takes, no record.
  */
 #define KVS_GW_BACKEND_BITS 8
 #define KVS_GW_CHARGE_MAX 0xffffffu
@@ -86,8 +87,8 @@ static inline __u64 kvs_prefill_charge(__u32 charge_blocks, __u32 max_tokens)
 }
 
 /*
- * inflight map: one record per request the kernel sent to a backend and has
- * not seen end, keyed by the client's socket cookie and its req_id (both
+ * inflight map (prefill released at the first token only): one record per
+ * request the kernel sent to a backend and has not seen end, keyed by the client's socket cookie and its req_id (both
  * echoed by the backend). An LRU map: if more requests than it holds are in
  * flight, the oldest records go and their ENDs fall back to the echoed
  * charge (counted in kvs_stats.inflight_lost).
@@ -152,6 +153,7 @@ struct kvs_backend {
 	__u64 predicted_cached; /* what the gateway expected cached */
 	__u64 mispredicted;     /* expected cached beyond what it had */
 	__u64 index_blocks;     /* controller: its index of this backend's cache */
+	__u64 charged_tokens;   /* work charged to it over all time (both paths) */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */

@@ -68,7 +68,7 @@ kvs_start_sim() {
 # kvs_start_gw [kvspliced flags...]: sets GW_PORT and GW_PID.
 kvs_start_gw() {
 	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
-		--pin-dir "$KVS_PIN" ${KVS_GW_EXTRA:-} "$@" 2>"$KVS_TMP/gw.log" &
+		--pin-dir "$KVS_PIN" "$@" 2>"$KVS_TMP/gw.log" &
 	GW_PID=$!
 	KVS_PIDS+=($GW_PID)
 	kvs_wait_file "$KVS_TMP/gw.port"

@@ -28,6 +28,51 @@ static void prefix_match_counts_from_the_start(void **state)
 	kvs_pcache_free(&c);
 }
 
+/* The binary search agrees with the linear count on caches that hold a
+ * prefix of each chain, including after tail-first eviction. */
+static void binary_prefix_match_agrees(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[40], b[40];
+	uint32_t i, n;
+
+	(void)state;
+	for (i = 0; i < 40; i++) {
+		a[i] = 1000 + i;
+		b[i] = 2000 + i;
+	}
+	assert_int_equal(kvs_pcache_init(&c, 64), 0);
+	for (n = 0; n <= 40; n++)
+		assert_int_equal(kvs_pcache_match_prefix(&c, a, n), 0);
+	kvs_pcache_touch(&c, a, 40);
+	for (n = 0; n <= 40; n++)
+		assert_int_equal(kvs_pcache_match_prefix(&c, a, n), n);
+	kvs_pcache_touch(&c, b, 40); /* 16 of a's blocks go, its tail first */
+	assert_int_equal(kvs_pcache_match(&c, a, 40), 24);
+	assert_int_equal(kvs_pcache_match_prefix(&c, a, 40), 24);
+	assert_int_equal(kvs_pcache_match_prefix(&c, b, 40), 40);
+	kvs_pcache_free(&c);
+}
+
+/* touch: unpinned, most recently used; a prompt longer than the cache keeps
+ * its head. */
+static void touch_keeps_the_head(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t a[12];
+	uint32_t i;
+
+	(void)state;
+	for (i = 0; i < 12; i++)
+		a[i] = 500 + i;
+	assert_int_equal(kvs_pcache_init(&c, 8), 0);
+	kvs_pcache_touch(&c, a, 12);
+	assert_int_equal(c.used, 8);
+	assert_int_equal(c.evictable, 8);
+	assert_int_equal(kvs_pcache_match(&c, a, 12), 8);
+	kvs_pcache_free(&c);
+}
+
 static void lru_eviction_order(void **state)
 {
 	struct kvs_pcache c;
@@ -162,6 +207,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(prefix_match_counts_from_the_start),
+		cmocka_unit_test(binary_prefix_match_agrees),
+		cmocka_unit_test(touch_keeps_the_head),
 		cmocka_unit_test(lru_eviction_order),
 		cmocka_unit_test(release_tail_first),
 		cmocka_unit_test(pinned_blocks_are_not_evicted),
