@@ -84,6 +84,9 @@ struct kvs_policy {
 	struct kvs_pcache index[KVS_MAX_BACKENDS];
 	struct kvs_chash ring;
 	uint64_t decisions[KVS_R_COLD + 1]; /* by reason */
+	/* New prefixes (cold or shared-only) placed on each backend, decaying
+	 * by 1/(64 x backends) per placement: see placement_room(). */
+	double placed[KVS_MAX_BACKENDS];
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];

@@ -236,8 +236,10 @@ static void salts_never_share(void **state)
 /* One template carries 70% of the traffic: it spills to a second backend,
  * both keep it (hits stay high). Known weakness, measured: with the
  * default recompute weight (16, chosen for the fleet scenario) the work on
- * its holders reaches 1.58x the mean; a rate-based notion of a hot prefix
- * is the fix. The bound asserted is that measurement, not a goal. */
+ * its holders reached 1.58x the mean on 2 holders (1.51x since new
+ * prefixes are bounded by recent placements). A rate-based notion of a hot
+ * prefix is the fix. The bound asserted is the first measurement, not a
+ * goal. */
 static void hot_prefix_spills_with_affinity(void **state)
 {
 	struct sim s;
@@ -448,8 +450,8 @@ static void idle_fleet_shared_prompt_uses_every_backend(void **state)
 
 /* Sixteen new templates on an idle fleet, chosen so that the ring alone
  * would put every one of them on backend 0 (work never binds when every
- * load is 0): bounded by what each backend already holds, no backend gets
- * more than 5 of the 16. */
+ * load is 0): bounded by how many new prefixes each backend was given, no
+ * backend gets more than 5 of the 16. */
 static void idle_fleet_cold_templates_spread(void **state)
 {
 	struct sim s;
@@ -472,7 +474,7 @@ static void idle_fleet_cold_templates_spread(void **state)
 		got[d.backend]++;
 	}
 	printf("cold templates per backend: %u %u %u %u\n", got[0], got[1], got[2], got[3]);
-	for (b = 0; b < NB; b++) /* the ring alone: 16 0 0 0; seen: 5 2 5 4 */
+	for (b = 0; b < NB; b++) /* the ring alone: 16 0 0 0; seen: 5 3 4 4 */
 		assert_true(got[b] <= 5);
 	kvs_chash_free(&ring);
 	kvs_policy_free(&s.pol);
