@@ -28,7 +28,8 @@ SKELS     := $(BUILD)/kvsplice.skel.h
 
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
-	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c
+	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
+	user/trace.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
@@ -67,7 +68,7 @@ $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o \
-		$(BUILD)/tools/bench_sim.o $(LIB)
+		$(BUILD)/tools/bench_sim.o $(BUILD)/tools/bench_plot.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)

@@ -7,6 +7,12 @@
 # routing only pays when the live prefixes exceed one instance's cache but
 # fit in the fleet's: 24 shared contexts of 3,000 tokens (72k tokens) over 4
 # instances of 28.8k tokens each (115k in all, 62% used).
+#
+# TRACE=FILE replays a JSONL request trace instead (its arrival times, scaled
+# by SPEED, and its prompt and output lengths), e.g. the public Mooncake
+# trace on 7 instances of the default size:
+#   TRACE=../shared/traces/mooncake_fast25_synthetic_trace.jsonl SPEED=10 \
+#     TIME_SCALE=0.1 BACKENDS=7 KV_BLOCKS=81250 CONNECTIONS=64 make run
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -19,6 +25,8 @@ REQUESTS=${REQUESTS:-960}
 CONNECTIONS=${CONNECTIONS:-8}
 MAX_TOKENS=${MAX_TOKENS:-16}
 TIME_SCALE=${TIME_SCALE:-0.02} # 1 s of model time = 20 ms here
+TRACE=${TRACE:-}
+SPEED=${SPEED:-1}
 
 [ "$(id -u)" -eq 0 ] || { echo "make run needs root (BPF, sockmap)" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/kvsplice-demo.XXXXXX)
@@ -51,12 +59,20 @@ stop_all() {
 	PIDS=()
 }
 
-WORKLOAD=(-n "$REQUESTS" -k "$CONNECTIONS" -d 1 -m "$MAX_TOKENS" --prefixes "$PREFIXES"
-	--prefix-tokens "$PREFIX_TOKENS" --suffix-tokens "$SUFFIX_TOKENS" --timeout-s 300 --fleet "$BACKENDS" --json)
-
-echo "kvsplice demo: $BACKENDS simulated backends ($((KV_BLOCKS * 16)) tokens of KV cache each),"
-echo "$REQUESTS requests over $CONNECTIONS connections; each is one of $PREFIXES shared contexts of"
-echo "$PREFIX_TOKENS tokens plus $SUFFIX_TOKENS tokens of its own; $MAX_TOKENS tokens generated."
+if [ -n "$TRACE" ]; then
+	[ -r "$TRACE" ] || { echo "TRACE=$TRACE: cannot read it" >&2; exit 1; }
+	WORKLOAD=(--trace "$TRACE" --speed "$SPEED" -k "$CONNECTIONS" --timeout-s 7200
+		--fleet "$BACKENDS" --json)
+	echo "kvsplice demo: $BACKENDS simulated backends ($((KV_BLOCKS * 16)) tokens of KV cache each),"
+	echo "replaying $TRACE at ${SPEED}x its arrival rate over $CONNECTIONS connections."
+else
+	WORKLOAD=(-n "$REQUESTS" -k "$CONNECTIONS" -d 1 -m "$MAX_TOKENS" --prefixes "$PREFIXES"
+		--prefix-tokens "$PREFIX_TOKENS" --suffix-tokens "$SUFFIX_TOKENS" --timeout-s 300
+		--fleet "$BACKENDS" --json)
+	echo "kvsplice demo: $BACKENDS simulated backends ($((KV_BLOCKS * 16)) tokens of KV cache each),"
+	echo "$REQUESTS requests over $CONNECTIONS connections; each is one of $PREFIXES shared contexts of"
+	echo "$PREFIX_TOKENS tokens plus $SUFFIX_TOKENS tokens of its own; $MAX_TOKENS tokens generated."
+fi
 echo
 
 echo "1/2 round robin, straight to the backends (no gateway)..."
@@ -94,7 +110,9 @@ jq -r -n --slurpfile rr "$TMP/rr.json" --slurpfile kv "$TMP/kv.json" '
 	row("TTFT p90 (ms)"; "ttft_p90_ms"; ms),
 	row("TTFT p99 (ms)"; "ttft_p99_ms"; ms),
 	row("end-to-end p50 (ms)"; "e2e_p50_ms"; ms),
+	row("end-to-end p90 (ms)"; "e2e_p90_ms"; ms),
 	row("throughput (req/s)"; "throughput_rps"; f2),
+	row("output tokens/s"; "output_tok_s"; ms),
 	row("cache hit rate"; "hit_rate"; pc),
 	row("load max/mean"; "load_max_over_mean"; f2)
 	| @tsv' | column -t -s $'\t'

@@ -23,12 +23,14 @@
 #include <string.h>
 
 #include "args.h"
+#include "bench_plot.h"
 #include "chash.h"
 #include "engine.h"
 #include "kvsplice/hash.h"
 #include "policy.h"
 #include "prompt.h"
 #include "stats.h"
+#include "trace.h"
 
 #define PROG "kvsplice-bench sim"
 #define MAX_POLICIES 8
@@ -72,6 +74,7 @@ struct sim_opts {
 	double speed;                     /* trace arrival-rate factor */
 	uint64_t seed;
 	int json;
+	const char *plot_dir;
 	uint32_t npol;
 	enum pol pols[MAX_POLICIES];
 };
@@ -95,6 +98,8 @@ struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
 	uint32_t done;
+	double *ttft; /* sorted, done of them: for --plot */
+	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
 };
 
 static void usage(FILE *f)
@@ -139,6 +144,8 @@ static void usage(FILE *f)
 		"                          load: 'first-token' (default) or 'end', as the\n"
 		"                          gateway's option of the same name\n"
 		"      --json              JSON: a top-level \"policies\" list\n"
+		"      --plot DIR          write TTFT CDFs and requests per backend as SVG\n"
+		"                          and PNG (gnuplot), with their data, into DIR\n"
 		"  -h, --help              this text\n",
 		KVS_POLICY_BALANCE, KVS_POLICY_RECOMPUTE_WEIGHT);
 }
@@ -192,6 +199,7 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 		{ "conversations", required_argument, NULL, 'v' },
 		{ "turn-tokens", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "plot", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -315,6 +323,9 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 			break;
 		case 'j':
 			o->json = 1;
+			break;
+		case 'L':
+			o->plot_dir = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -461,73 +472,36 @@ static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 	free(next);
 }
 
-/* The number after "key": in a JSON line, or -1. */
-static double json_num(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	if (!p || !(p = strchr(p + strlen(key), ':')))
-		return -1;
-	return strtod(p + 1, NULL);
-}
-
-/* A JSONL trace in the format of ../shared/traces/README.md. Returns the
- * number of requests read, or -1 with a message. */
+/* A JSONL trace (user/trace.h): the workload takes over its block ids.
+ * Returns the number of requests read, or -1 with a message. */
 static int load_trace(const struct sim_opts *o, struct workload *w)
 {
-	FILE *f = fopen(o->trace, "r");
-	size_t cap = 0, len = 0, lineno = 0;
-	char *line = NULL;
-	uint32_t n = 0, max = o->requests;
+	struct kvs_trace t;
+	char err[512];
+	int n = kvs_trace_load(o->trace, o->requests, o->speed, &t, err, sizeof(err));
 
-	if (!f) {
-		fprintf(stderr, PROG ": --trace: %s: %s\n", o->trace, strerror(errno));
+	memset(w, 0, sizeof(*w));
+	if (n < 0) {
+		fprintf(stderr, PROG ": --trace: %s\n", err);
 		return -1;
 	}
-	memset(w, 0, sizeof(*w));
-	w->arrival_ms = malloc(sizeof(double) * max);
-	w->prompt_tokens = malloc(sizeof(uint32_t) * max);
-	w->max_tokens = malloc(sizeof(uint32_t) * max);
-	w->ids = calloc(max, sizeof(uint64_t *));
-	w->nids = calloc(max, sizeof(uint32_t));
-	while (n < max && getline(&line, &cap, f) > 0) {
-		double ts = json_num(line, "\"timestamp\""), in = json_num(line, "\"input_length\"");
-		double out = json_num(line, "\"output_length\"");
-		char *p = strstr(line, "\"hash_ids\"");
-		uint32_t k = 0;
-
-		lineno++;
-		if (ts < 0 || in < 1 || out < 0 || !p || !(p = strchr(p, '['))) {
-			fprintf(stderr, PROG ": --trace: %s:%zu: not a trace record\n", o->trace,
-				lineno);
-			fclose(f);
-			free(line);
-			return -1;
-		}
-		len = (size_t)(in + 511) / 512;
-		w->ids[n] = malloc(sizeof(uint64_t) * (len ? len : 1));
-		for (p++; *p && *p != ']' && k < len;) {
-			char *end;
-			unsigned long long v = strtoull(p, &end, 10);
-
-			if (end == p)
-				break;
-			w->ids[n][k++] = v;
-			p = end;
-			while (*p == ',' || *p == ' ')
-				p++;
-		}
-		w->nids[n] = k;
-		w->id_blocks = 32;
-		w->arrival_ms[n] = ts / o->speed;
-		w->prompt_tokens[n] = (uint32_t)in;
-		w->max_tokens[n] = out < 1 ? 1 : (uint32_t)out;
-		n++;
+	w->n = t.n;
+	w->id_blocks = KVS_TRACE_BLOCK_TOKENS / KVS_BLOCK_TOKENS;
+	w->arrival_ms = malloc(sizeof(double) * t.n);
+	w->prompt_tokens = malloc(sizeof(uint32_t) * t.n);
+	w->max_tokens = malloc(sizeof(uint32_t) * t.n);
+	w->ids = calloc(t.n, sizeof(uint64_t *));
+	w->nids = calloc(t.n, sizeof(uint32_t));
+	for (uint32_t i = 0; i < t.n; i++) {
+		w->arrival_ms[i] = t.reqs[i].arrival_ms;
+		w->prompt_tokens[i] = t.reqs[i].input_tokens;
+		w->max_tokens[i] = t.reqs[i].output_tokens;
+		w->ids[i] = t.reqs[i].ids;
+		w->nids[i] = t.reqs[i].nids;
+		t.reqs[i].ids = NULL;
 	}
-	free(line);
-	fclose(f);
-	w->n = n;
-	return (int)n;
+	kvs_trace_free(&t);
+	return n;
 }
 
 static uint32_t prompt_tokens_of(const struct sim_opts *o, const struct workload *w, uint32_t i)
@@ -725,7 +699,7 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	const char *names[KVS_MAX_BACKENDS];
 	char namebuf[KVS_MAX_BACKENDS][24];
 	double *ttft = malloc(sizeof(double) * w->n), *e2e = malloc(sizeof(double) * w->n);
-	double loads[KVS_MAX_BACKENDS], last_end = 0;
+	double last_end = 0;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct baseline_index *bi;
@@ -845,9 +819,10 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 	res->tok_s = (double)out_tokens / ((last_end - w->arrival_ms[0]) / 1000);
 	res->hit = prompt ? (double)cached / (double)prompt : 0;
 	for (b = 0; b < o->backends; b++)
-		loads[b] = (double)be[b].served;
-	res->mm = kvs_max_over_mean(loads, o->backends);
-	res->cv = kvs_cv(loads, o->backends);
+		res->loads[b] = (double)be[b].served;
+	res->mm = kvs_max_over_mean(res->loads, o->backends);
+	res->cv = kvs_cv(res->loads, o->backends);
+	res->ttft = ttft; /* sorted by the percentiles */
 
 	for (b = 0; b < o->backends; b++)
 		kvs_engine_free(&be[b].eng);
@@ -857,7 +832,6 @@ static void run_policy(const struct sim_opts *o, const struct workload *w, enum 
 		kvs_pcache_free(&bi->idx[b]);
 	free(bi);
 	free(be);
-	free(ttft);
 	free(e2e);
 }
 
@@ -866,13 +840,122 @@ static double pct(double v, double base)
 	return base ? (v - base) / base * 100 : 0;
 }
 
+/* Each figure's change is against round robin; without rr in --policies,
+ * against the first policy listed (the table says which). */
+static uint32_t baseline_of(const struct sim_opts *o, const struct result *res)
+{
+	for (uint32_t i = 0; i < o->npol; i++)
+		if (o->pols[i] == P_RR)
+			return i;
+	return 0;
+}
+
+static void print_json(const struct sim_opts *o, const struct workload *w, double ceiling,
+		       const struct result *res, uint32_t base)
+{
+	const struct result *r0 = &res[base];
+	uint32_t i, b;
+
+	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"speed\":%.3f,",
+	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->speed);
+	printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
+	       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
+	       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"baseline\":\"%s\",\"policies\":[",
+	       o->backends, o->kv_blocks, w->n, o->rate, o->contexts, o->context_tokens,
+	       o->own_tokens, o->max_tokens, (unsigned long long)o->seed, ceiling, r0->name);
+	for (i = 0; i < o->npol; i++) {
+		const struct result *r = &res[i];
+
+		printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
+		       "\"ttft_p90_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
+		       "\"e2e_p90_ms\":%.2f,\"throughput_rps\":%.3f,\"output_tok_s\":%.1f,"
+		       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,\"load_cv\":%.3f,"
+		       "\"backend_requests\":[",
+		       i ? "," : "", r->name, r->done, r->ttft_p50, r->ttft_p90, r->ttft_p99,
+		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->cv);
+		for (b = 0; b < o->backends; b++)
+			printf("%s%.0f", b ? "," : "", r->loads[b]);
+		/* percent change against the baseline; hit rate in points */
+		printf("],\"vs_baseline\":{\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
+		       "\"ttft_p99_pct\":%.1f,\"e2e_p50_pct\":%.1f,\"e2e_p90_pct\":%.1f,"
+		       "\"throughput_rps_pct\":%.1f,\"output_tok_s_pct\":%.1f,"
+		       "\"hit_rate_points\":%.2f,\"load_max_over_mean_pct\":%.1f}}",
+		       pct(r->ttft_p50, r0->ttft_p50), pct(r->ttft_p90, r0->ttft_p90),
+		       pct(r->ttft_p99, r0->ttft_p99), pct(r->e2e_p50, r0->e2e_p50),
+		       pct(r->e2e_p90, r0->e2e_p90), pct(r->rps, r0->rps), pct(r->tok_s, r0->tok_s),
+		       100 * (r->hit - r0->hit), pct(r->mm, r0->mm));
+	}
+	printf("]}\n");
+}
+
+static void print_table(const struct sim_opts *o, const struct result *res, uint32_t base)
+{
+	const struct result *r0 = &res[base];
+	uint32_t i, b;
+
+	printf("%-9s %9s %8s %8s %8s %8s %7s %8s %6s %8s\n", "policy", "TTFT p50", "p90", "p99",
+	       "e2e p50", "p90", "req/s", "tok/s", "hit", "max/mean");
+	for (i = 0; i < o->npol; i++)
+		printf("%-9s %7.0fms %6.0fms %6.0fms %6.0fms %6.0fms %7.2f %8.0f %5.1f%% %8.2f\n",
+		       res[i].name, res[i].ttft_p50, res[i].ttft_p90, res[i].ttft_p99,
+		       res[i].e2e_p50, res[i].e2e_p90, res[i].rps, res[i].tok_s, 100 * res[i].hit,
+		       res[i].mm);
+	printf("\nchange against %s (hit rate in points)\n", r0->name);
+	for (i = 0; i < o->npol; i++) {
+		if (i == base)
+			continue;
+		printf("%-9s %8.0f%% %7.0f%% %7.0f%% %7.0f%% %7.0f%% %6.0f%% %7.0f%% %+6.1f %7.0f%%\n",
+		       res[i].name, pct(res[i].ttft_p50, r0->ttft_p50),
+		       pct(res[i].ttft_p90, r0->ttft_p90), pct(res[i].ttft_p99, r0->ttft_p99),
+		       pct(res[i].e2e_p50, r0->e2e_p50), pct(res[i].e2e_p90, r0->e2e_p90),
+		       pct(res[i].rps, r0->rps), pct(res[i].tok_s, r0->tok_s),
+		       100 * (res[i].hit - r0->hit), pct(res[i].mm, r0->mm));
+	}
+	printf("\nrequests per backend\n");
+	for (i = 0; i < o->npol; i++) {
+		printf("%-9s", res[i].name);
+		for (b = 0; b < o->backends; b++)
+			printf(" %6.0f", res[i].loads[b]);
+		printf("\n");
+	}
+}
+
+static void print_header(const struct sim_opts *o, const struct workload *w, double ceiling)
+{
+	if (o->trace)
+		printf("%u backends x %u KV blocks; %u requests of %s at %.2fx speed\n",
+		       o->backends, o->kv_blocks, w->n, o->trace, o->speed);
+	else if (o->kind == W_GROUPS)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u groups, system "
+		       "prompts of %u tokens + %u of their own; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->groups, o->system_tokens,
+		       o->question_tokens, o->max_tokens, (unsigned long long)o->seed);
+	else if (o->kind == W_CONVERSATIONS)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u conversations, "
+		       "%u-token system prompt, +%u tokens a turn; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->conversations, o->system_tokens,
+		       o->turn_tokens, o->max_tokens, (unsigned long long)o->seed);
+	else if (o->kind == W_UNIQUE)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s of %u tokens, nothing "
+		       "shared; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->context_tokens + o->own_tokens,
+		       o->max_tokens, (unsigned long long)o->seed);
+	else
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u "
+		       "tokens + %u own; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->contexts, o->context_tokens,
+		       o->own_tokens, o->max_tokens, (unsigned long long)o->seed);
+	printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
+	       100 * ceiling);
+}
+
 int bench_sim(int argc, char **argv)
 {
 	struct result res[MAX_POLICIES];
 	struct sim_opts o;
 	struct workload w;
 	double ceiling;
-	uint32_t i;
+	uint32_t i, base;
 	int rc = parse(argc, argv, &o);
 
 	if (rc)
@@ -889,57 +972,31 @@ int bench_sim(int argc, char **argv)
 	for (i = 0; i < o.npol; i++)
 		run_policy(&o, &w, o.pols[i], &res[i]);
 
-	if (o.json) {
-		printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"speed\":%.3f,",
-		       o.trace ? "trace" : workload_names[o.kind], o.trace ? o.trace : "", o.speed);
-		printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
-		       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
-		       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"policies\":[",
-		       o.backends, o.kv_blocks, w.n, o.rate, o.contexts, o.context_tokens,
-		       o.own_tokens, o.max_tokens, (unsigned long long)o.seed, ceiling);
-		for (i = 0; i < o.npol; i++)
-			printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
-			       "\"ttft_p90_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
-			       "\"e2e_p90_ms\":%.2f,\"throughput_rps\":%.3f,\"output_tok_s\":%.1f,"
-			       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,\"load_cv\":%.3f}",
-			       i ? "," : "", res[i].name, res[i].done, res[i].ttft_p50, res[i].ttft_p90,
-			       res[i].ttft_p99, res[i].e2e_p50, res[i].e2e_p90, res[i].rps,
-			       res[i].tok_s, res[i].hit, res[i].mm, res[i].cv);
-		printf("]}\n");
-	} else {
-		if (o.trace)
-			printf("%u backends x %u KV blocks; %u requests of %s at %.2fx speed\n",
-			       o.backends, o.kv_blocks, w.n, o.trace, o.speed);
-		else if (o.kind == W_GROUPS)
-			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u groups, system "
-			       "prompts of %u tokens + %u of their own; %u generated; seed %llu\n",
-			       o.backends, o.kv_blocks, w.n, o.rate, o.groups, o.system_tokens,
-			       o.question_tokens, o.max_tokens, (unsigned long long)o.seed);
-		else if (o.kind == W_CONVERSATIONS)
-			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u conversations, "
-			       "%u-token system prompt, +%u tokens a turn; %u generated; seed %llu\n",
-			       o.backends, o.kv_blocks, w.n, o.rate, o.conversations, o.system_tokens,
-			       o.turn_tokens, o.max_tokens, (unsigned long long)o.seed);
-		else if (o.kind == W_UNIQUE)
-			printf("%u backends x %u KV blocks; %u requests at %.1f/s of %u tokens, nothing "
-			       "shared; %u generated; seed %llu\n",
-			       o.backends, o.kv_blocks, w.n, o.rate, o.context_tokens + o.own_tokens,
-			       o.max_tokens, (unsigned long long)o.seed);
-		else
-			printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u "
-			       "tokens + %u own; %u generated; seed %llu\n",
-			       o.backends, o.kv_blocks, w.n, o.rate, o.contexts, o.context_tokens,
-			       o.own_tokens, o.max_tokens, (unsigned long long)o.seed);
-		printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
-		       100 * ceiling);
-		printf("%-10s %10s %10s %10s %10s %10s %8s %8s %8s\n", "policy", "TTFT p50", "p90",
-		       "p99", "e2e p50", "req/s", "hit", "max/mean", "vs rr p50");
-		for (i = 0; i < o.npol; i++)
-			printf("%-10s %8.0fms %8.0fms %8.0fms %8.0fms %10.2f %7.1f%% %8.2f %8.0f%%\n",
-			       res[i].name, res[i].ttft_p50, res[i].ttft_p90, res[i].ttft_p99,
-			       res[i].e2e_p50, res[i].rps, 100 * res[i].hit, res[i].mm,
-			       pct(res[i].ttft_p50, res[0].ttft_p50));
+	base = baseline_of(&o, res);
+	if (o.json)
+		print_json(&o, &w, ceiling, res, base);
+	else {
+		print_header(&o, &w, ceiling);
+		print_table(&o, res, base);
 	}
+	if (o.plot_dir) {
+		struct bench_series ser[MAX_POLICIES];
+		char title[512];
+
+		for (i = 0; i < o.npol; i++)
+			ser[i] = (struct bench_series){ .name = res[i].name, .ttft_ms = res[i].ttft,
+							.n = res[i].done, .loads = res[i].loads,
+							.nloads = o.backends };
+		snprintf(title, sizeof(title), "%s, %u backends, %u requests",
+			 o.trace ? o.trace : workload_names[o.kind], o.backends, w.n);
+		if (bench_plot(PROG, o.plot_dir, title, ser, o.npol))
+			rc = 1;
+		else if (!o.json)
+			printf("\nplots: %s/ttft_cdf.{svg,png}, %s/load.{svg,png}\n", o.plot_dir,
+			       o.plot_dir);
+	}
+	for (i = 0; i < o.npol; i++)
+		free(res[i].ttft);
 	for (i = 0; w.ids && i < w.n; i++)
 		free(w.ids[i]);
 	free(w.ids);
@@ -948,5 +1005,5 @@ int bench_sim(int argc, char **argv)
 	free(w.max_tokens);
 	free(w.arrival_ms);
 	free(w.context);
-	return 0;
+	return rc;
 }

@@ -24,12 +24,14 @@
 
 #include "args.h"
 #include "bench_decisions.h"
+#include "bench_plot.h"
 #include "bench_sim.h"
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "netutil.h"
 #include "prompt.h"
 #include "stats.h"
+#include "trace.h"
 
 #define PROG "kvsplice-bench"
 #define MAX_BACKEND_IDS 256
@@ -42,6 +44,7 @@ struct req {
 	uint32_t group;
 	uint32_t chunks;
 	uint32_t backend_id;
+	uint32_t max_tokens; /* asked for: the chunks the response must hold */
 	uint32_t prompt_tokens, cached_tokens;
 	uint16_t error;
 	uint8_t status;
@@ -70,12 +73,18 @@ struct run_opts {
 	double rate;    /* open loop: Poisson arrivals per second; 0 = closed loop */
 	uint64_t seed;  /* of the arrival times */
 	const char *prompt_file;
+	const char *plot_dir, *label;
+	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
+	double speed;      /* of the trace's arrivals */
+	bool requests_set, max_tokens_set;
 };
 
 struct run {
 	const struct run_opts *o;
 	struct req *reqs; /* index = req_id - 1 */
+	uint32_t n;       /* requests to send: --requests, or the trace's */
 	uint32_t next, done;
+	struct kvs_trace trace;
 	struct bconn *conns;
 	int epfd;
 	uint8_t *prefix_file;
@@ -95,6 +104,8 @@ static void on_signal(int sig)
 
 static size_t prefix_bytes(const struct run *r)
 {
+	if (r->o->trace)
+		return 0;
 	if (r->prefix_file)
 		return r->prefix_file_len;
 	return r->o->prefixes ? (size_t)r->o->prefix_tokens * KVS_BYTES_PER_TOKEN : 0;
@@ -113,9 +124,25 @@ static uint32_t turn_of(const struct run_opts *o, uint64_t id)
 	return (uint32_t)((id - 1) / o->conversations);
 }
 
+/* Requests that share a prefix by construction form a group (a prefix
+ * group or a conversation); a trace's sharing is its own affair. */
+static uint32_t groups_of(const struct run *r)
+{
+	if (r->o->trace)
+		return 0;
+	return r->o->conversations ? r->o->conversations : r->o->prefixes;
+}
+
+static uint32_t group_of(const struct run *r, uint64_t id)
+{
+	return r->o->conversations ? conv_of(r->o, id) : (uint32_t)((id - 1) % r->o->prefixes);
+}
+
 /* Prompt of request id: its group's shared prefix, then its own suffix. */
 static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
 {
+	if (r->o->trace)
+		return kvs_trace_prompt(&r->trace.reqs[id - 1], (uint32_t)(id - 1), r->prompt);
 	if (r->o->conversations) {
 		size_t len = (size_t)(turn_of(r->o, id) + 1) * r->o->turn_tokens *
 			     KVS_BYTES_PER_TOKEN;
@@ -143,20 +170,25 @@ static int send_one(struct run *r, uint32_t ci)
 	struct bconn *c = &r->conns[ci];
 	uint64_t id = ++r->next;
 	struct req *q = &r->reqs[id - 1];
-	uint32_t group = r->o->conversations ? conv_of(r->o, id)
-			 : r->o->prefixes    ? (uint32_t)((id - 1) % r->o->prefixes)
-					     : 0;
+	uint32_t group = groups_of(r) ? group_of(r, id) : 0;
 	size_t len = build_prompt(r, id, group);
-	struct kvs_msg m = {
+	uint32_t max_tokens = r->o->max_tokens;
+	struct kvs_msg m;
+
+	/* A trace gives each request's output length; --max-tokens caps it. */
+	if (r->o->trace && (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < max_tokens))
+		max_tokens = r->trace.reqs[id - 1].output_tokens;
+	m = (struct kvs_msg){
 		.type = KVS_T_REQUEST,
 		.req_id = id,
 		.cache_salt = r->o->salt,
 		.model_id = r->o->model,
-		.max_tokens = r->o->max_tokens,
+		.max_tokens = max_tokens,
 		.prefix_len = r->o->hint ? (uint32_t)prefix_bytes(r) : 0,
 	};
 	q->conn = ci;
 	q->group = group;
+	q->max_tokens = max_tokens;
 	/* Open loop: TTFT counts from when the request was due, so a client
 	 * that falls behind its schedule cannot hide the delay. */
 	q->send_ns = r->o->rate > 0 ? r->next_arrival_ns : kvs_now_ns();
@@ -189,8 +221,8 @@ static void fill(struct run *r, uint32_t ci)
 {
 	struct bconn *c = &r->conns[ci];
 
-	while (r->o->rate == 0 && !c->dead && c->inflight < r->o->depth &&
-	       r->next < r->o->requests)
+	while (r->o->rate == 0 && !r->o->trace && !c->dead && c->inflight < r->o->depth &&
+	       r->next < r->n)
 		if (send_one(r, ci))
 			c->dead = true;
 	flush(c);
@@ -227,7 +259,7 @@ static void on_frame(struct run *r, struct bconn *c, const struct kvs_msg *m, co
 		q->backend_id = e.backend_id;
 		q->prompt_tokens = e.prompt_tokens;
 		q->cached_tokens = e.cached_tokens;
-		q->status = (!q->bad_bytes && q->chunks == r->o->max_tokens &&
+		q->status = (!q->bad_bytes && q->chunks == q->max_tokens &&
 			     e.output_tokens == q->chunks)
 				    ? RS_OK
 				    : RS_MISMATCH;
@@ -310,8 +342,8 @@ static int load_prompt_file(struct run *r, const char *path)
 struct summary {
 	uint32_t ok, errors, mismatches, lost;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90;
-	double rps, hit_rate, load_max_over_mean, load_cv;
-	uint64_t prompt_tokens, cached_tokens;
+	double rps, tok_s, hit_rate, load_max_over_mean, load_cv;
+	uint64_t prompt_tokens, cached_tokens, output_tokens;
 	uint32_t nbackends;
 	uint32_t backend_ids[MAX_BACKEND_IDS];
 	uint32_t backend_reqs[MAX_BACKEND_IDS];
@@ -319,6 +351,7 @@ struct summary {
 	uint32_t turn_moves;   /* later turns served elsewhere than the one before */
 	uint32_t later_turns;
 	double wall_s;
+	double *ttft; /* of the ok requests, sorted; the caller frees it */
 };
 
 static int backend_slot(struct summary *s, uint32_t id)
@@ -336,8 +369,7 @@ static int backend_slot(struct summary *s, uint32_t id)
 
 static void summarize(const struct run *r, double wall_s, struct summary *s)
 {
-	uint32_t n = r->o->requests, i, g, nloads,
-		 ngroups = r->o->conversations ? r->o->conversations : r->o->prefixes;
+	uint32_t n = r->n, i, g, nloads, ngroups = groups_of(r);
 	double *ttft = calloc(n ? n : 1, sizeof(double)), *e2e = calloc(n ? n : 1, sizeof(double));
 	double loads[MAX_BACKEND_IDS];
 	uint64_t prompt = 0, cached = 0;
@@ -357,6 +389,7 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 			s->ok++;
 			prompt += q->prompt_tokens;
 			cached += q->cached_tokens;
+			s->output_tokens += q->chunks;
 			slot = backend_slot(s, q->backend_id);
 			if (slot >= 0)
 				s->backend_reqs[slot]++;
@@ -381,7 +414,7 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	for (g = 0; g < ngroups; g++)
 		s->groups_split += group_split[g];
 	/* Conversations: request id's previous turn is id - conversations. */
-	for (i = r->o->conversations; r->o->conversations && i < n; i++) {
+	for (i = r->o->conversations; ngroups && r->o->conversations && i < n; i++) {
 		const struct req *q = &r->reqs[i], *prev = &r->reqs[i - r->o->conversations];
 
 		if (q->status != RS_OK || prev->status != RS_OK)
@@ -395,6 +428,7 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 	s->e2e_p50 = kvs_percentile(e2e, s->ok, 50);
 	s->e2e_p90 = kvs_percentile(e2e, s->ok, 90);
 	s->rps = wall_s > 0 ? s->ok / wall_s : 0;
+	s->tok_s = wall_s > 0 ? (double)s->output_tokens / wall_s : 0;
 	s->hit_rate = prompt ? (double)cached / (double)prompt : 0;
 	s->prompt_tokens = prompt;
 	s->cached_tokens = cached;
@@ -405,7 +439,7 @@ static void summarize(const struct run *r, double wall_s, struct summary *s)
 		loads[i] = i < s->nbackends ? s->backend_reqs[i] : 0;
 	s->load_max_over_mean = kvs_max_over_mean(loads, nloads);
 	s->load_cv = kvs_cv(loads, nloads);
-	free(ttft);
+	s->ttft = ttft;
 	free(e2e);
 	free(group_backend);
 	free(group_split);
@@ -416,7 +450,7 @@ static void print_per_request(const struct run *r)
 	static const char *const names[] = { "lost", "ok", "error", "mismatch" };
 	uint32_t i;
 
-	for (i = 0; i < r->o->requests; i++) {
+	for (i = 0; i < r->n; i++) {
 		const struct req *q = &r->reqs[i];
 
 		printf("req=%u conn=%u group=%u status=%s backend=%u ttft_ms=%.3f e2e_ms=%.3f "
@@ -433,31 +467,36 @@ static void print_summary(const struct run *r, const struct summary *s)
 	uint32_t i;
 
 	if (r->o->json) {
-		printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,"
+		printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,\"trace\":\"%s\",\"speed\":%.3f,"
 		       "\"requests\":%u,\"ok\":%u,\"errors\":%u,\"mismatches\":%u,\"lost\":%u,"
-		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"ttft_p50_ms\":%.3f,"
+		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"output_tok_s\":%.1f,"
+		       "\"ttft_p50_ms\":%.3f,"
 		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
 		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
 		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
-		       "\"cached_tokens\":%llu,\"backends\":[",
-		       r->o->rate > 0 ? "open" : "closed", r->o->rate, r->o->requests, s->ok,
-		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps,
+		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,\"backends\":[",
+		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate,
+		       r->o->trace ? r->o->trace : "", r->o->trace ? r->o->speed : 0, r->n, s->ok,
+		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s,
 		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
 		       s->load_max_over_mean, s->load_cv,
-		       r->o->conversations ? r->o->conversations : r->o->prefixes, s->groups_split,
+		       groups_of(r), s->groups_split,
 		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
-		       (unsigned long long)s->cached_tokens);
+		       (unsigned long long)s->cached_tokens, (unsigned long long)s->output_tokens);
 		for (i = 0; i < s->nbackends; i++)
 			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
 			       s->backend_reqs[i]);
 		printf("]}\n");
 		return;
 	}
-	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->o->requests,
+	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->n,
 	       s->ok, s->errors, s->mismatches, s->lost);
-	printf("wall time     %.3f s, %.1f requests/s", s->wall_s, s->rps);
-	if (r->o->rate > 0)
+	printf("wall time     %.3f s, %.1f requests/s, %.0f output tokens/s", s->wall_s, s->rps,
+	       s->tok_s);
+	if (r->o->trace)
+		printf(" (trace %s at %.2fx)", r->o->trace, r->o->speed);
+	else if (r->o->rate > 0)
 		printf(" (open loop, %.1f offered)", r->o->rate);
 	printf("\n");
 	printf("TTFT          p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n", s->ttft_p50, s->ttft_p90,
@@ -465,7 +504,9 @@ static void print_summary(const struct run *r, const struct summary *s)
 	printf("end-to-end    p50 %.2f ms, p90 %.2f ms\n", s->e2e_p50, s->e2e_p90);
 	printf("cache hits    %.1f%% of prompt tokens (backends' own reports)\n",
 	       100 * s->hit_rate);
-	if (r->o->conversations)
+	if (r->o->trace)
+		; /* sharing is the trace's: the hit rate says what came of it */
+	else if (r->o->conversations)
 		printf("conversations %u, %u of %u later turns served by another backend than "
 		       "the turn before\n",
 		       r->o->conversations, s->turn_moves, s->later_turns);
@@ -476,6 +517,28 @@ static void print_summary(const struct run *r, const struct summary *s)
 	for (i = 0; i < s->nbackends; i++)
 		printf(" backend %u=%u", s->backend_ids[i], s->backend_reqs[i]);
 	printf("\n");
+}
+
+/* --plot: this run's TTFT CDF and requests per backend (in the order the
+ * backends first answered; those that served nothing, up to --fleet, as 0). */
+static int plot_run(const struct run *r, const struct summary *s)
+{
+	double loads[MAX_BACKEND_IDS] = { 0 };
+	uint32_t nloads = r->o->fleet > s->nbackends ? r->o->fleet : s->nbackends, i;
+	struct bench_series ser = { .name = r->o->label, .ttft_ms = s->ttft, .n = s->ok,
+				    .loads = loads, .nloads = nloads };
+	char title[512];
+
+	for (i = 0; i < s->nbackends; i++)
+		loads[i] = s->backend_reqs[i];
+	snprintf(title, sizeof(title), "%s, %u requests", r->o->trace ? r->o->trace : "live run",
+		 r->n);
+	if (bench_plot(PROG, r->o->plot_dir, title, &ser, 1))
+		return -1;
+	if (!r->o->json)
+		printf("plots         %s/ttft_cdf.{svg,png}, %s/load.{svg,png}\n", r->o->plot_dir,
+		       r->o->plot_dir);
+	return 0;
 }
 
 /* ---- run ---------------------------------------------------------------- */
@@ -494,11 +557,11 @@ static uint64_t next_gap_ns(struct run *r)
 
 /* Open loop: send every request that is due, each on the next connection
  * in turn, whatever is still in flight. Returns ms until the next is due. */
-static int send_due(struct run *r)
+static int send_due(struct run *r, uint64_t start)
 {
 	uint64_t now = kvs_now_ns();
 
-	while (r->next < r->o->requests && now >= r->next_arrival_ns) {
+	while (r->next < r->n && now >= r->next_arrival_ns) {
 		uint32_t ci = r->next % r->o->connections;
 
 		if (r->conns[ci].dead)
@@ -507,9 +570,14 @@ static int send_due(struct run *r)
 			r->conns[ci].dead = true;
 		else
 			flush(&r->conns[ci]);
-		r->next_arrival_ns += next_gap_ns(r);
+		if (r->o->trace && r->next < r->n) /* the trace's clock, from its first request */
+			r->next_arrival_ns =
+				start + (uint64_t)((r->trace.reqs[r->next].arrival_ms -
+						    r->trace.reqs[0].arrival_ms) * 1e6);
+		else
+			r->next_arrival_ns += next_gap_ns(r);
 	}
-	if (r->next >= r->o->requests)
+	if (r->next >= r->n)
 		return 100;
 	return (int)((r->next_arrival_ns - now) / 1000000);
 }
@@ -523,16 +591,32 @@ static int cmd_run(const struct run_opts *o)
 	uint32_t i;
 	int n, rc = 1;
 
+	size_t prompt_cap;
+
 	if (o->prompt_file && load_prompt_file(&r, o->prompt_file))
 		return 2;
-	r.reqs = calloc(o->requests, sizeof(*r.reqs));
+	r.n = o->requests;
+	if (o->trace) {
+		char err[512];
+		int nt = kvs_trace_load(o->trace, o->requests_set ? o->requests : 0, o->speed,
+					&r.trace, err, sizeof(err));
+
+		if (nt < 0) {
+			fprintf(stderr, PROG ": --trace: %s\n", err);
+			return 2;
+		}
+		r.n = (uint32_t)nt;
+	}
+	prompt_cap = prefix_bytes(&r) +
+		     (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN +
+		     (o->conversations ? (size_t)(o->requests / o->conversations + 1) *
+						 o->turn_tokens * KVS_BYTES_PER_TOKEN
+				       : 0);
+	if (o->trace)
+		prompt_cap = (size_t)r.trace.max_input_tokens * KVS_BYTES_PER_TOKEN;
+	r.reqs = calloc(r.n, sizeof(*r.reqs));
 	r.conns = calloc(o->connections, sizeof(*r.conns));
-	r.prompt = malloc(prefix_bytes(&r) +
-			  (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN +
-			  (o->conversations ? (size_t)(o->requests / o->conversations + 1) *
-						      o->turn_tokens * KVS_BYTES_PER_TOKEN
-					    : 0) +
-			  1);
+	r.prompt = malloc(prompt_cap + 1);
 	r.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -563,22 +647,22 @@ static int cmd_run(const struct run_opts *o)
 	r.rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
 	for (i = 0; i < o->connections; i++)
 		fill(&r, i);
-	while (r.done < o->requests && !stop_flag) {
+	while (r.done < r.n && !stop_flag) {
 		bool alive = false;
 		int wait_ms = 100;
 
-		if (o->rate > 0) {
-			wait_ms = send_due(&r);
+		if (o->rate > 0 || o->trace) {
+			wait_ms = send_due(&r, start);
 			if (wait_ms > 100)
 				wait_ms = 100;
 		}
 		for (i = 0; i < o->connections; i++)
 			alive |= !r.conns[i].dead && r.conns[i].inflight > 0;
-		if (!alive && r.next >= o->requests)
+		if (!alive && r.next >= r.n)
 			break; /* everything left is on dead connections */
 		if (kvs_now_ns() > deadline) {
 			fprintf(stderr, PROG ": timed out after %u s with %u of %u requests done\n",
-				o->timeout_s, r.done, o->requests);
+				o->timeout_s, r.done, r.n);
 			break;
 		}
 		n = epoll_wait(r.epfd, evs, 64, wait_ms);
@@ -590,14 +674,17 @@ static int cmd_run(const struct run_opts *o)
 		}
 		if (!o->quiet && kvs_now_ns() - last_progress > 2000000000ull) {
 			last_progress = kvs_now_ns();
-			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, o->requests);
+			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, r.n);
 		}
 	}
 	summarize(&r, (double)(kvs_now_ns() - start) / 1e9, &s);
 	if (o->per_request)
 		print_per_request(&r);
 	print_summary(&r, &s);
-	rc = (s.ok == o->requests) ? 0 : 1;
+	rc = (s.ok == r.n) ? 0 : 1;
+	if (o->plot_dir && plot_run(&r, &s))
+		rc = 1;
+	free(s.ttft);
 out:
 	for (i = 0; r.conns && i < o->connections; i++) {
 		if (r.conns[i].fd > 0)
@@ -611,6 +698,7 @@ out:
 	free(r.reqs);
 	free(r.prompt);
 	free(r.prefix_file);
+	kvs_trace_free(&r.trace);
 	return rc;
 }
 
@@ -655,6 +743,14 @@ static void usage(FILE *f)
 		"                            conversation i mod C, its prompt the conversation\n"
 		"                            so far (replaces the prefix options)\n"
 		"      --turn-tokens T       tokens each turn adds (default 512)\n"
+		"      --trace FILE          replay a JSONL request trace (../shared/traces/\n"
+		"                            README.md): arrival times, prompt and output\n"
+		"                            lengths from the trace, open loop; the same hash\n"
+		"                            id is always the same 512 tokens of text, so the\n"
+		"                            backends see exactly the trace's sharing; -n\n"
+		"                            replays the first N requests (default all),\n"
+		"                            --max-tokens caps each request's output\n"
+		"      --speed X             multiply the trace's arrival rate by X (default 1)\n"
 		"      --hint                send the prefix length as the routing hint\n"
 		"      --salt X              cache salt (tenant) for every request (default 0)\n"
 		"      --model ID            model id (default 0)\n"
@@ -664,6 +760,9 @@ static void usage(FILE *f)
 		"                            counts those that served nothing (default: only\n"
 		"                            the backends that answered)\n"
 		"      --json                print the summary as JSON\n"
+		"      --plot DIR            write this run's TTFT CDF and requests per backend\n"
+		"                            as SVG and PNG (gnuplot), with their data, in DIR\n"
+		"      --label NAME          name of the run in the plots (default live)\n"
 		"  -q, --quiet               no progress lines on stderr\n"
 		"  -h, --help                this text\n");
 }
@@ -685,6 +784,10 @@ enum {
 	OPT_RATE,
 	OPT_SEED,
 	OPT_JSON,
+	OPT_TRACE,
+	OPT_SPEED,
+	OPT_PLOT,
+	OPT_LABEL,
 };
 
 static int parse_run(int argc, char **argv, struct run_opts *o)
@@ -712,6 +815,10 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		{ "per-request", no_argument, NULL, OPT_PER_REQUEST },
 		{ "fleet", required_argument, NULL, OPT_FLEET },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "speed", required_argument, NULL, OPT_SPEED },
+		{ "plot", required_argument, NULL, OPT_PLOT },
+		{ "label", required_argument, NULL, OPT_LABEL },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -721,7 +828,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){
 		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
 		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
-		.turn_tokens = 512, .seed = 1,
+		.turn_tokens = 512, .seed = 1, .speed = 1, .label = "live",
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
@@ -740,6 +847,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case 'n':
 			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
 				return 2;
+			o->requests_set = true;
 			break;
 		case 'k':
 			if (kvs_arg_u32(PROG, "--connections", optarg, 1, 10000, &o->connections))
@@ -752,6 +860,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case 'm':
 			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 0, 1000000, &o->max_tokens))
 				return 2;
+			o->max_tokens_set = true;
 			break;
 		case OPT_PREFIXES:
 			if (kvs_arg_u32(PROG, "--prefixes", optarg, 0, 10000000, &o->prefixes))
@@ -814,6 +923,23 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		case OPT_JSON:
 			o->json = true;
 			break;
+		case OPT_TRACE:
+			o->trace = optarg;
+			break;
+		case OPT_PLOT:
+			o->plot_dir = optarg;
+			break;
+		case OPT_LABEL:
+			if (!*optarg || strpbrk(optarg, "'\"\\ ")) {
+				fprintf(stderr, PROG ": --label: one word without quotes\n");
+				return 2;
+			}
+			o->label = optarg;
+			break;
+		case OPT_SPEED:
+			if (kvs_arg_double(PROG, "--speed", optarg, 0.001, 1e6, &o->speed))
+				return 2;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -831,6 +957,11 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	}
 	if (!o->naddrs) {
 		fprintf(stderr, PROG ": live: --connect ADDR:PORT is required (see --help)\n");
+		return 2;
+	}
+	if (o->trace && (o->conversations || o->prompt_file || o->hint || o->rate > 0)) {
+		fprintf(stderr, PROG ": --trace sets the prompts and arrival times: it does not "
+				"combine with --conversations, --prompt-file, --hint or --rate\n");
 		return 2;
 	}
 	if (o->prompt_file)

@@ -26,6 +26,18 @@ over=$(jq '.fleet_lru_hit_rate as $c | [.policies[] | select(.hit_rate > $c + 0.
 	<<<"$a")
 [ "$over" = 0 ] || fail "a policy beat the fleet LRU ceiling by more than a point"
 echo "ok: no policy above the fleet LRU ceiling ($(jq .fleet_lru_hit_rate <<<"$a"))"
+# The report's arithmetic: each change is against rr, from the figures shown.
+bad=$(jq '.policies[0] as $rr | [.policies[] | select(
+	((.ttft_p50_ms - $rr.ttft_p50_ms) / $rr.ttft_p50_ms * 100 - .vs_baseline.ttft_p50_pct
+	  | fabs) > 0.06 or
+	((.ttft_p90_ms - $rr.ttft_p90_ms) / $rr.ttft_p90_ms * 100 - .vs_baseline.ttft_p90_pct
+	  | fabs) > 0.06 or
+	(((.hit_rate - $rr.hit_rate) * 100 - .vs_baseline.hit_rate_points) | fabs) > 0.011 or
+	(([.backend_requests[]] | add) != .requests))] | length' <<<"$a")
+[ "$(jq -r .baseline <<<"$a")" = rr ] || fail "baseline is not rr"
+[ "$bad" = 0 ] || fail "changes against rr or per-backend loads do not add up"
+echo "ok: changes against rr and per-backend loads add up"
+
 # Trace replay: four requests, the last three sharing the first's two
 # 512-token blocks; replayed one at a time (1 backend), all but the first
 # find them cached; a malformed line is refused with its line number.
@@ -48,6 +60,24 @@ echo '{"timestamp": 0, "input_length": 10}' >"$t"
 if out=$("$B/kvsplice-bench" sim --trace "$t" 2>&1); then fail "a malformed trace was accepted"; fi
 grep -q ":1: not a trace record" <<<"$out" || fail "unexpected error: $out"
 echo "ok: a malformed trace is refused, with its line"
+
+# --plot: TTFT CDFs and load bars drawn by gnuplot, one series per policy.
+pd=$(mktemp -d)
+trap 'rm -f "$t"; rm -rf "$pd"' EXIT
+"$B/kvsplice-bench" sim --requests 500 --rate 14 --policies rr,kvsplice --plot "$pd" >/dev/null ||
+	fail "sim --plot failed"
+for f in ttft_cdf.svg ttft_cdf.png load.svg load.png ttft_cdf.dat load.dat plot.gp; do
+	[ -s "$pd/$f" ] || fail "--plot did not write $f"
+done
+grep -q "<svg" "$pd/ttft_cdf.svg" || fail "ttft_cdf.svg is not SVG"
+grep -q ">kvsplice<" "$pd/ttft_cdf.svg" || fail "no kvsplice series in the CDF"
+[ "$(grep -c '^# rr$\|^# kvsplice$' "$pd/ttft_cdf.dat")" = 2 ] || fail "want 2 CDF series"
+# the last point of each CDF is at fraction 1
+[ "$(awk 'NF == 2 && $2 == 1.000000' "$pd/ttft_cdf.dat" | wc -l)" -ge 2 ] ||
+	fail "a CDF does not reach 1"
+[ "$(awk 'NR > 1 { s += $2 } END { print s }' "$pd/load.dat")" = 500 ] ||
+	fail "rr's load bars do not add up to 500 requests"
+echo "ok: --plot writes CDFs and load bars (SVG, PNG) and their data"
 
 # Generated workloads, one backend, arrivals far apart: hit rates by hand.
 one=(sim --backends 1 --policies rr --rate 0.01 --json)
