@@ -409,13 +409,13 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 		return -1;
 	if (bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS)
 		return -1;
-	/* Only an early release needs a record: at the END alone the echoed
-	 * charge is exact (end_release()). Without one, the END still releases
-	 * the echoed charge. */
-	if (cfg_release_prefill_early) {
+	/* The record says which backend owes this client an answer: when the
+	 * backend dies, the controller answers each of its requests with an
+	 * ERROR from these (kvs_dp_fail_inflight). With an early release it
+	 * also keeps what the request still holds. */
+	if (cfg_release_prefill_early)
 		rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
-		bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
-	}
+	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
 	__sync_fetch_and_add(&be->outstanding, 1);
 	__sync_fetch_and_add(&be->outstanding_work, rec.held_tokens);
 	__sync_fetch_and_add(&be->charged_tokens, rec.held_tokens);
@@ -630,8 +630,6 @@ static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_
 	struct kvs_inflight *rec;
 	__u64 held;
 
-	if (!cfg_release_prefill_early)
-		return echoed; /* nothing was released early: exact */
 	rec = bpf_map_lookup_elem(&inflight, &rk);
 	if (!rec || rec->backend != b) {
 		st->inflight_lost++;

@@ -71,7 +71,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(decided_prefix)                                                                          \
 	X(decided_spill)                                                                           \
 	X(decided_shared)                                                                          \
-	X(decided_cold)
+	X(decided_cold)                                                                            \
+	X(failed_inflight)
 
 static int count_entries(int fd, size_t key_size)
 {

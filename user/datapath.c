@@ -72,6 +72,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->routes_fd = bpf_map__fd(dp->skel->maps.routes);
 	dp->ctl_fd = bpf_map__fd(dp->skel->maps.ctl_stats);
 	dp->stats_fd = bpf_map__fd(dp->skel->maps.stats);
+	dp->inflight_fd = bpf_map__fd(dp->skel->maps.inflight);
 
 	mem = mmap(NULL, backends_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
 		   bpf_map__fd(dp->skel->maps.backends), 0);
@@ -211,6 +212,35 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 	if (r.backend != b) /* re-pointed since: not ours to remove */
 		return -ESRCH;
 	return bpf_map_delete_elem(dp->routes_fd, &hash) ? -errno : 0;
+}
+
+int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fail, void *ctx)
+{
+	struct kvs_req_key key, next, *prev = NULL;
+	struct kvs_inflight rec;
+	int n = 0;
+
+	/* Deleting the entry just visited would lose the walk's place in the
+	 * hash, so the walk deletes the one before. */
+	while (!bpf_map_get_next_key(dp->inflight_fd, prev, &next)) {
+		if (prev && !bpf_map_lookup_elem(dp->inflight_fd, prev, &rec) && rec.backend == b &&
+		    !bpf_map_delete_elem(dp->inflight_fd, prev)) {
+			fail(ctx, prev->conn, prev->req_id);
+			n++;
+		}
+		key = next;
+		prev = &key;
+	}
+	if (prev && !bpf_map_lookup_elem(dp->inflight_fd, prev, &rec) && rec.backend == b &&
+	    !bpf_map_delete_elem(dp->inflight_fd, prev)) {
+		fail(ctx, prev->conn, prev->req_id);
+		n++;
+	}
+	/* Nothing is in flight on a backend with no connections: what the
+	 * kernel still counts (requests whose records the LRU dropped) goes. */
+	__atomic_store_n(&dp->backends[b].outstanding, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->backends[b].outstanding_work, 0, __ATOMIC_RELAXED);
+	return n;
 }
 
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)

@@ -26,7 +26,7 @@ struct kvs_datapath {
 	struct kvsplice_bpf *skel;
 	char pin_dir[256];
 	int lock_fd;
-	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd;
+	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd;
 	struct kvs_backend *backends; /* mmap of the backends map */
 };
 
@@ -53,6 +53,15 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
+/*
+ * Backend b is down and its connections closed: calls fail(ctx, client
+ * cookie, req_id) for each request the kernel sent it that has not ended,
+ * removes their records, and zeroes b's outstanding counts. Returns how
+ * many. Call only once b's upstream sockets are gone, or a request sent
+ * meanwhile would be counted on a backend no one will answer for.
+ */
+typedef void (*kvs_dp_fail_fn)(void *ctx, uint64_t conn, uint64_t req_id);
+int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fail, void *ctx);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether a route read from the map is current. */

@@ -625,13 +625,27 @@ static void inject_frames(struct gw *g, struct gw_conn *c)
 
 /* ---- backends ------------------------------------------------------------ */
 
+struct fail_ctx {
+	struct gw *g;
+	const char *backend;
+};
+
+static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
+{
+	struct fail_ctx *f = ctx;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "kvsplice: backend %s failed while serving the request",
+		 f->backend);
+	send_error(f->g, client, req_id, KVS_E_BACKEND_GONE, msg);
+}
+
 static void backend_down(struct gw *g, uint32_t b, const char *why)
 {
 	struct gw_backend *be = &g->be[b];
+	bool was_up = be->up;
 	uint32_t s;
 
-	if (be->up)
-		pr_warn("event=backend_down backend=%s reason=\"%s\"", be->name, why);
 	be->up = false;
 	kvs_dp_set_backend(&g->dp, b, KVS_BE_DOWN, g->cfg->pool_size, g->cfg->max_outstanding);
 	/* It comes back empty (or not at all): what it held is gone, and so
@@ -643,6 +657,16 @@ static void backend_down(struct gw *g, uint32_t b, const char *why)
 			conn_close(g, be->pool[s]);
 			be->pool[s] = NULL;
 		}
+	}
+	if (was_up) {
+		/* Every request it still owed an answer gets an ERROR now: a
+		 * client must never wait on a backend that is gone. */
+		struct fail_ctx f = { .g = g, .backend = be->name };
+		int n = kvs_dp_fail_inflight(&g->dp, b, fail_request, &f);
+
+		g->ctl.failed_inflight += (uint64_t)n;
+		pr_warn("event=backend_down backend=%s reason=\"%s\" failed_requests=%d", be->name,
+			why, n);
 	}
 	be->backoff_ms = be->backoff_ms ? be->backoff_ms * 2 : 100;
 	if (be->backoff_ms > BACKOFF_MAX_MS)

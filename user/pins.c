@@ -17,7 +17,7 @@
 
 static const char *const pinned_maps[] = {
 	KVS_MAP_SOCKS, KVS_MAP_CONNS, KVS_MAP_BACKENDS, KVS_MAP_ROUTES, KVS_MAP_STATS,
-	KVS_MAP_CTL_STATS, KVS_MAP_CHAIN,
+	KVS_MAP_CTL_STATS, KVS_MAP_CHAIN, KVS_MAP_INFLIGHT,
 };
 
 int kvs_bpffs_ensure(void)

@@ -19,6 +19,7 @@
 #define KVS_MAP_STATS "stats"
 #define KVS_MAP_CTL_STATS "ctl_stats"
 #define KVS_MAP_CHAIN "chain"
+#define KVS_MAP_INFLIGHT "inflight"
 
 /* Mounts bpffs on /sys/fs/bpf when it is not there. 0 or -errno. */
 int kvs_bpffs_ensure(void);

@@ -43,7 +43,7 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * then) and the rest when the END or ERROR does, and a per-request record in
  * the inflight map remembers what is still held; a request whose record is
  * gone falls back to the echoed charge, so the count cannot drift for good.
- * Released at the END only, the echoed charge is all it takes, no record.
+ * Released at the END only, the record holds the echoed charge.
  */
 #define KVS_GW_BACKEND_BITS 8
 #define KVS_GW_CHARGE_MAX 0xffffffu
@@ -87,11 +87,14 @@ static inline __u64 kvs_prefill_charge(__u32 charge_blocks, __u32 max_tokens)
 }
 
 /*
- * inflight map (prefill released at the first token only): one record per
- * request the kernel sent to a backend and has not seen end, keyed by the client's socket cookie and its req_id (both
- * echoed by the backend). An LRU map: if more requests than it holds are in
- * flight, the oldest records go and their ENDs fall back to the echoed
- * charge (counted in kvs_stats.inflight_lost).
+ * inflight map: one record per request the kernel sent to a backend and has
+ * not seen end, keyed by the client's socket cookie and its req_id (both
+ * echoed by the backend). It holds what the request still charges its
+ * backend, and it is the list of requests a backend owes answers: when the
+ * backend dies, the controller answers each of them with an ERROR. An LRU
+ * map: if more requests than it holds are in flight, the oldest records go,
+ * their ENDs fall back to the echoed charge (counted in
+ * kvs_stats.inflight_lost), and a backend failure cannot name them.
  */
 #define KVS_MAX_INFLIGHT 65536
 
@@ -217,6 +220,8 @@ struct kvs_ctl_stats {
 	__u64 decided_spill;     /* a holder too loaded: a second backend */
 	__u64 decided_shared;    /* only a short shared prefix cached: by load */
 	__u64 decided_cold;      /* nobody holds it: consistent hashing */
+	__u64 failed_inflight;   /* requests answered with an ERROR as their
+				  * backend went down mid-request */
 };
 
 #endif /* KVSPLICE_MAPS_H */
