@@ -162,7 +162,7 @@ int bench_plot(const char *prog, const char *dir, const char *title,
 	int rc;
 
 	/* The title sits in a double-quoted gnuplot string. */
-	for (i = 0; title[i] && i < sizeof(safe) - 1; i++)
+	for (i = 0; i < sizeof(safe) - 1 && title[i]; i++)
 		safe[i] = title[i] == '"' || title[i] == '\\' ? '_' : title[i];
 	safe[i] = 0;
 	title = safe;
