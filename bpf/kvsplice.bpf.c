@@ -400,6 +400,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 		.backend = b,
 		.held_tokens = (__u64)charge * KVS_BLOCK_TOKENS, /* charge fits 24 bits */
 	};
+	struct kvs_conn *c;
 	__u64 key;
 
 	if (be->pool_size == 0 || be->pool_size > KVS_MAX_POOL)
@@ -416,6 +417,9 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 	if (cfg_release_prefill_early)
 		rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
 	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
+	c = bpf_map_lookup_elem(&conns, &client);
+	if (c)
+		__sync_fetch_and_add(&c->inflight, 1);
 	__sync_fetch_and_add(&be->outstanding, 1);
 	__sync_fetch_and_add(&be->outstanding_work, rec.held_tokens);
 	__sync_fetch_and_add(&be->charged_tokens, rec.held_tokens);
@@ -524,12 +528,18 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	return punt(skb, st);
 }
 
-/* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. */
+/* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. ends: the
+ * frame ends a request the kernel sent to a backend (its END or ERROR, or
+ * the controller's ERROR for a backend that died), so the client has one
+ * request fewer in flight. */
 static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st,
-				     const struct kvs_hdr *h)
+				     const struct kvs_hdr *h, int ends)
 {
 	__u64 client = bpf_be64_to_cpu(h->gw_conn);
 	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
+
+	if (ends && c && c->role == KVS_ROLE_CLIENT && c->inflight > 0)
+		__sync_fetch_and_add(&c->inflight, (__u32)-1); /* 32-bit: no atomic sub in BPF v2 */
 
 	/* Only ever into a client socket: a backend echoing a forged gw_conn
 	 * must not be able to write into another backend's stream. */
@@ -665,7 +675,7 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 			release_work(be, end_release(st, h, b));
 		}
 	}
-	return to_client(skb, st, h);
+	return to_client(skb, st, h, h->type != KVS_T_CHUNK);
 }
 
 /* Frames the controller wrote into its inject socket: requests carry the
@@ -678,7 +688,9 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 
 	st->inject_frames++;
 	if (h->type != KVS_T_REQUEST)
-		return to_client(skb, st, h);
+		return to_client(skb, st, h,
+				 h->type == KVS_T_ERROR &&
+					 bpf_ntohs(h->status) == KVS_E_BACKEND_GONE);
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be || send_request(skb, h, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),

@@ -72,7 +72,9 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(decided_spill)                                                                           \
 	X(decided_shared)                                                                          \
 	X(decided_cold)                                                                            \
-	X(failed_inflight)
+	X(failed_inflight)                                                                         \
+	X(clients_half_closed)                                                                     \
+	X(clients_early_closed)
 
 static int count_entries(int fd, size_t key_size)
 {

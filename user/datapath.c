@@ -156,6 +156,13 @@ void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uin
 	__atomic_store_n(&be->state, state, __ATOMIC_RELEASE);
 }
 
+uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
+{
+	struct kvs_conn c;
+
+	return bpf_map_lookup_elem(dp->conns_fd, &cookie, &c) ? 0 : c.inflight;
+}
+
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)
 {
 	return __atomic_load_n(&dp->backends[b].outstanding, __ATOMIC_RELAXED);

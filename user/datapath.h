@@ -39,6 +39,10 @@ int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cook
 		    const struct kvs_conn *c);
 void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
 
+/* Requests of the client with this socket cookie in flight at a backend
+ * (0 if it is not in the map). */
+uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie);
+
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding);

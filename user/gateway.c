@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,6 +51,8 @@
 #define RECV_CHUNK 65536
 #define OUT_LIMIT (64u << 20)
 #define ERROR_GRACE_MS 200
+/* How long a half-closed client may wait for the answers it is owed. */
+#define HALF_CLOSE_MAX_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS 300
 #define BACKOFF_MAX_MS 5000
 
@@ -65,7 +68,9 @@ struct gw_conn {
 	bool poll_pending;
 	bool in_map;
 	bool closing;         /* torn down; freed when its recv/poll returns */
+	bool half_closed;     /* client sent FIN: closed once its answers are out */
 	uint64_t close_at_ns; /* close once its error frame had time to go */
+	uint64_t half_close_deadline_ns;
 };
 
 struct gw_backend {
@@ -720,6 +725,20 @@ static struct gw_conn *conn_of(struct gw *g, uint64_t data)
 	return c && (c->gen & 0xffffff) == gen ? c : NULL;
 }
 
+/* An ERROR written straight to a socket the kernel would not take; best
+ * effort (the peer may be gone). */
+static void answer_unspliced(int fd, uint64_t cookie)
+{
+	struct kvs_buf b;
+
+	kvs_buf_init(&b, 0);
+	if (!kvs_put_error(&b, 0, cookie, KVS_E_INTERNAL,
+			   "kvsplice: connection shut down before the gateway accepted it; "
+			   "half-close only after the answer has started"))
+		(void)!send(fd, kvs_buf_head(&b), b.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	kvs_buf_free(&b);
+}
+
 static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 {
 	struct gw_conn *c;
@@ -747,6 +766,17 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 	err = kvs_idmap_put(&g->clients, c->cookie, c);
 	if (!err)
 		err = conn_splice(g, c, c->cookie, 0, 0);
+	if (err == -EOPNOTSUPP) {
+		/* The kernel splices only established sockets: this client
+		 * closed or half-closed before it was accepted. Its request
+		 * cannot be spliced; say so, on the socket directly. */
+		g->ctl.clients_early_closed++;
+		pr_debug("event=client_closed_before_accept conn=%llu",
+			 (unsigned long long)c->cookie);
+		answer_unspliced(c->fd, c->cookie);
+		conn_close(g, c);
+		return;
+	}
 	if (err) {
 		pr_warn("event=client_setup_failed conn=%llu err=\"%s\"",
 			(unsigned long long)c->cookie, strerror(-err));
@@ -784,11 +814,41 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 	}
 }
 
+/*
+ * A client shut down its sending side (FIN) but may still be reading: the
+ * answers to what it sent are delivered, and the socket closed when none is
+ * in flight (the kernel's count in conns), when the client resets, or at
+ * the deadline, all checked on the tick. No poll watches it any more: a
+ * poll would report the half-close again at once, for ever.
+ */
+static void on_client_half_close(struct gw *g, struct gw_conn *c)
+{
+	g->ctl.clients_half_closed++;
+	c->half_closed = true;
+	c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
+	pr_debug("event=client_half_closed conn=%llu inflight=%u", (unsigned long long)c->cookie,
+		 kvs_dp_client_inflight(&g->dp, c->cookie));
+}
+
+/* A half-closed client that reset or went away since: nothing can reach it. */
+static bool client_gone(const struct gw_conn *c)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	return getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ti.tcpi_state == TCP_CLOSE;
+}
+
 static void on_poll(struct gw *g, struct gw_conn *c, int res)
 {
 	c->poll_pending = false;
 	if (c->closing) {
 		conn_free(g, c);
+		return;
+	}
+	if (c->role == KVS_ROLE_CLIENT && !c->half_closed && !c->close_at_ns && res > 0 &&
+	    (res & POLLRDHUP) && !(res & (POLLERR | POLLHUP))) {
+		on_client_half_close(g, c);
 		return;
 	}
 	on_hangup(g, c, res < 0 ? strerror(-res) : (res & POLLERR) ? "error" : "eof");
@@ -861,8 +921,22 @@ static void on_tick(struct gw *g)
 	for (i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
 
-		if (c && !c->closing && c->close_at_ns && now >= c->close_at_ns)
+		if (!c || c->closing)
+			continue;
+		if (c->close_at_ns && now >= c->close_at_ns) {
 			conn_close(g, c);
+		} else if (c->half_closed && !c->close_at_ns && client_gone(c)) {
+			conn_close(g, c);
+		} else if (c->half_closed && !c->close_at_ns &&
+			   (now >= c->half_close_deadline_ns ||
+			    kvs_dp_client_inflight(&g->dp, c->cookie) == 0)) {
+			/* The last answer may still sit in the kernel's queue
+			 * for the socket: give it the same grace as an error. */
+			if (now >= c->half_close_deadline_ns)
+				pr_info("event=half_close_timeout conn=%llu",
+					(unsigned long long)c->cookie);
+			c->close_at_ns = now + ERROR_GRACE_MS * 1000000ull;
+		}
 	}
 	kick_send(g);
 	publish_limits(g);

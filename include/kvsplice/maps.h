@@ -122,7 +122,8 @@ struct kvs_conn {
 	__u32 role;    /* enum kvs_role */
 	__u32 backend; /* UPSTREAM: backend index */
 	__u32 slot;    /* UPSTREAM: pool slot */
-	__u32 pad;
+	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
+			 * a client that sent FIN is closed once it is 0 */
 	__u64 frames;  /* frames the verdict saw from this socket */
 	__u64 bytes;
 };
@@ -222,6 +223,11 @@ struct kvs_ctl_stats {
 	__u64 decided_cold;      /* nobody holds it: consistent hashing */
 	__u64 failed_inflight;   /* requests answered with an ERROR as their
 				  * backend went down mid-request */
+	__u64 clients_half_closed; /* clients that sent FIN (closed or
+				    * half-closed): kept open until the answers
+				    * they are owed are out, or they reset */
+	__u64 clients_early_closed; /* clients that shut down before they were
+				     * accepted: answered with an ERROR, closed */
 };
 
 #endif /* KVSPLICE_MAPS_H */
