@@ -40,9 +40,13 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/t
 # Programs the integration tests drive (not tests by themselves).
 HELPERS   := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
 
+# libFuzzer target for the codec (clang; its own sanitizers).
+FUZZ      := $(BUILD)/fuzz/fuzz_codec
+FUZZ_TIME ?= 60
+
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint bench
-all: $(PROGS) $(UNIT_TESTS) $(HELPERS)
+.PHONY: all deps test unit integration run clean format lint bench fuzz
+all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
 
 $(BUILD)/.deps-ok: scripts/deps.sh
 	@scripts/deps.sh
@@ -80,6 +84,18 @@ $(BUILD)/tests/helpers/%: $(BUILD)/tests/helpers/%.o $(LIB)
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+$(FUZZ): tests/fuzz/fuzz_codec.c user/codec.c user/buf.c include/kvsplice/*.h user/codec.h \
+		user/buf.h | $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -Iuser \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(filter %.c,$^) -o $@
+
+# Fuzzes the codec for FUZZ_TIME seconds, growing a corpus in BUILD/fuzz.
+fuzz: $(FUZZ)
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZ) -max_total_time=$(FUZZ_TIME) -print_final_stats=1 $(BUILD)/fuzz/corpus tests/fuzz/corpus
 
 test: all
 	tests/run.sh $(BUILD)

@@ -174,6 +174,23 @@ static __always_inline int hdr_status(const struct kvs_hdr *h, __u32 frame_len)
 	return 0;
 }
 
+/*
+ * A frame has begun and not completed: note when, once, so the controller
+ * can answer a client that never finishes it (--frame-timeout-ms). The
+ * strparser's own timer (SO_RCVTIMEO) is not started for a frame that
+ * begins in the same skb as a complete one (its peek at the socket counts
+ * the bytes of the frame before), so it cannot be relied on alone. The
+ * verdict clears the mark when a frame completes.
+ */
+static __always_inline void mark_partial(struct __sk_buff *skb)
+{
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &cookie);
+
+	if (c && c->role == KVS_ROLE_CLIENT && !c->partial_since_ns)
+		c->partial_since_ns = bpf_ktime_get_ns();
+}
+
 SEC("sk_skb/stream_parser")
 int kvs_parser(struct __sk_buff *skb)
 {
@@ -181,10 +198,11 @@ int kvs_parser(struct __sk_buff *skb)
 	__u32 off, len, plen;
 
 	frame_pos(skb, &off, &len);
-	if (off > skb->len || skb->len - off < KVS_HDR_LEN)
+	if (off > skb->len || skb->len - off < KVS_HDR_LEN ||
+	    bpf_skb_load_bytes(skb, off, &h, 16)) {
+		mark_partial(skb);
 		return 0; /* need more bytes */
-	if (bpf_skb_load_bytes(skb, off, &h, 16))
-		return 0;
+	}
 	plen = bpf_ntohl(h.payload_len);
 	/*
 	 * A header we cannot trust is framed as a bare 64-byte message: the
@@ -194,6 +212,8 @@ int kvs_parser(struct __sk_buff *skb)
 	 */
 	if (hdr_status(&h, KVS_HDR_LEN + plen))
 		return KVS_HDR_LEN;
+	if (skb->len - off < KVS_HDR_LEN + plen)
+		mark_partial(skb);
 	return KVS_HDR_LEN + plen;
 }
 
@@ -727,9 +747,13 @@ int kvs_verdict(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)))
 		__builtin_memset(&h, 0, sizeof(h)); /* reported as bad magic */
 	conn->frames++;
+	conn->partial_since_ns = 0;
 	conn->bytes += len;
 
 	bad = hdr_status(&h, len);
+	if (!bad) /* the type's own rules, as the controller's codec checks them */
+		bad = kvs_type_rules(h.type, bpf_ntohs(h.status), bpf_ntohl(h.payload_len),
+				     bpf_ntohl(h.prefix_len));
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs kvsplice's tests: every unit test binary in BUILD/tests, then every
-# integration script in tests/integration (root needed). Prints one line per
+# integration script in tests/integration (root needed), and a short fuzz
+# run (tests/fuzz). Prints one line per
 # test and a closing "N passed, N failed" line; exits 1 if any failed.
 #   tests/run.sh BUILD [unit|integration]
 set -u
@@ -36,6 +37,11 @@ run_one() { # name command...
 if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
 	for t in "$BUILD"/tests/test_*; do
 		[ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"
+	done
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = unit ]; then
+	for t in "$HERE"/fuzz/test_*.sh; do
+		run_one "fuzz/$(basename "$t" .sh)" "$t"
 	done
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then

@@ -254,6 +254,21 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 	r->req_id = m->req_id;
 	r->gw_conn = m->gw_conn;
 	r->gw_backend = m->gw_backend;
+	if (!kvs_engine_fits(&s->eng, &r->eng)) {
+		/* One request's error, on a connection that stays open (it
+		 * may be a gateway's, shared by many clients). */
+		struct kvs_msg e = { .type = KVS_T_ERROR, .status = KVS_E_TOO_LONG,
+				     .req_id = m->req_id, .gw_conn = m->gw_conn,
+				     .gw_backend = m->gw_backend };
+		static const char msg[] = "kvsplice-sim: prompt + max_tokens exceed the KV capacity";
+
+		kvs_put_frame(&c->tx, &e, msg, sizeof(msg) - 1);
+		conn_flush(s, c);
+		c->refs--;
+		free(r->hashes);
+		free(r);
+		return 0;
+	}
 	r->next_live = s->live;
 	s->live = r;
 	kvs_engine_submit(&s->eng, &r->eng);

@@ -74,7 +74,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(decided_cold)                                                                            \
 	X(failed_inflight)                                                                         \
 	X(clients_half_closed)                                                                     \
-	X(clients_early_closed)
+	X(clients_early_closed)                                                                    \
+	X(frame_timeouts)
 
 static int count_entries(int fd, size_t key_size)
 {

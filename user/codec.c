@@ -70,26 +70,19 @@ void kvs_hdr_encode(const struct kvs_msg *m, void *out)
 	put64(p + OFF(gw_conn), m->gw_conn);
 }
 
+void kvs_hdr_peek(const void *buf, struct kvs_hdr_raw *raw)
+{
+	const uint8_t *p = buf;
+
+	raw->magic_ok = get32(p + OFF(magic)) == KVS_MAGIC;
+	raw->payload_len = get32(p + OFF(payload_len));
+	raw->req_id = get64(p + OFF(req_id));
+	raw->gw_conn = get64(p + OFF(gw_conn));
+}
+
 int kvs_msg_check(const struct kvs_msg *m)
 {
-	switch (m->type) {
-	case KVS_T_REQUEST:
-		/* The reusable prefix is part of the prompt. */
-		if (m->prefix_len > m->payload_len || m->status)
-			return KVS_E_BAD_FIELD;
-		return KVS_E_OK;
-	case KVS_T_END:
-		return m->payload_len == sizeof(struct kvs_end) ? KVS_E_OK : KVS_E_BAD_FIELD;
-	case KVS_T_PONG:
-		return m->payload_len == sizeof(struct kvs_load) ? KVS_E_OK : KVS_E_BAD_FIELD;
-	case KVS_T_PING:
-		return m->payload_len == 0 ? KVS_E_OK : KVS_E_BAD_FIELD;
-	case KVS_T_ERROR:
-		return m->status > 0 && m->status <= KVS_E_MAX ? KVS_E_OK : KVS_E_BAD_FIELD;
-	case KVS_T_CHUNK:
-		return KVS_E_OK;
-	}
-	return KVS_E_BAD_TYPE;
+	return kvs_type_rules(m->type, m->status, m->payload_len, m->prefix_len);
 }
 
 int kvs_hdr_decode(const void *buf, uint32_t max_payload, struct kvs_msg *m)
@@ -190,6 +183,7 @@ const char *kvs_status_name(int status)
 		[KVS_E_BUSY] = "busy",
 		[KVS_E_TIMEOUT] = "timeout",
 		[KVS_E_INTERNAL] = "internal",
+		[KVS_E_TOO_LONG] = "too_long",
 	};
 
 	if (status < 0 || status > KVS_E_MAX)

@@ -57,6 +57,16 @@ void kvs_hdr_encode(const struct kvs_msg *m, void *out);
  */
 int kvs_hdr_decode(const void *buf, uint32_t max_payload, struct kvs_msg *m);
 
+/* The fields that frame and address a message, read without validation:
+ * enough to skip a frame that fails it and to tell its sender. buf holds
+ * KVS_HDR_LEN bytes. */
+struct kvs_hdr_raw {
+	int magic_ok;
+	uint32_t payload_len;
+	uint64_t req_id, gw_conn;
+};
+void kvs_hdr_peek(const void *buf, struct kvs_hdr_raw *raw);
+
 /* Type-specific rules of an otherwise well-formed header. */
 int kvs_msg_check(const struct kvs_msg *m);
 

@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -161,6 +162,46 @@ uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
 	struct kvs_conn c;
 
 	return bpf_map_lookup_elem(dp->conns_fd, &cookie, &c) ? 0 : c.inflight;
+}
+
+int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
+			  void *ctx)
+{
+	enum { BATCH = 1024 };
+	__u64 *keys = malloc(sizeof(*keys) * BATCH), in = 0, out = 0;
+	struct kvs_conn *vals = malloc(sizeof(*vals) * BATCH);
+	bool first = true;
+	int n = 0;
+
+	if (!keys || !vals) {
+		n = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		__u32 count = BATCH, i;
+		int err = bpf_map_lookup_batch(dp->conns_fd, first ? NULL : &in, &out, keys, vals,
+					       &count, NULL);
+
+		if (err && errno != ENOENT) {
+			n = -errno;
+			goto out;
+		}
+		for (i = 0; i < count; i++) {
+			if (vals[i].role == KVS_ROLE_CLIENT && vals[i].partial_since_ns &&
+			    vals[i].partial_since_ns < since_ns) {
+				stale(ctx, keys[i]);
+				n++;
+			}
+		}
+		if (err) /* ENOENT: that was the last batch */
+			break;
+		in = out;
+		first = false;
+	}
+out:
+	free(keys);
+	free(vals);
+	return n;
 }
 
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)

@@ -43,6 +43,13 @@ void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
  * (0 if it is not in the map). */
 uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie);
 
+/* Calls stale(ctx, cookie) for each client whose frame began before
+ * since_ns and has not completed (conns' partial_since_ns). Reads the conns
+ * map in batches. Returns how many, or -errno. */
+typedef void (*kvs_dp_cookie_fn)(void *ctx, uint64_t cookie);
+int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
+			  void *ctx);
+
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding);

@@ -85,8 +85,7 @@ static bool admit(struct kvs_engine *e, struct kvs_eng_req *r, double now_ms)
 {
 	uint32_t hit = kvs_pcache_match(&e->cache, r->hashes, r->nblocks);
 	uint32_t max_cached = kvs_max_cached_blocks(r->prompt_tokens);
-	uint32_t total = (r->prompt_tokens + r->max_tokens + KVS_BLOCK_TOKENS - 1) /
-			 KVS_BLOCK_TOKENS;
+	uint32_t total = kvs_engine_blocks_needed(r);
 	uint32_t need;
 
 	if (hit > max_cached)

@@ -83,6 +83,23 @@ struct kvs_engine {
 int kvs_engine_init(struct kvs_engine *e, const struct kvs_model_params *m, uint32_t max_seqs);
 void kvs_engine_free(struct kvs_engine *e);
 
+/* KV blocks a request needs in all, prompt and output (saturating). */
+static inline uint32_t kvs_engine_blocks_needed(const struct kvs_eng_req *r)
+{
+	uint64_t t = ((uint64_t)r->prompt_tokens + r->max_tokens + KVS_BLOCK_TOKENS - 1) /
+		     KVS_BLOCK_TOKENS;
+
+	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
+/* Whether r could ever be admitted: one that needs more blocks than the
+ * whole cache would wait at the head of the queue for ever, and everything
+ * behind it too (vLLM refuses such a request up front). */
+static inline bool kvs_engine_fits(const struct kvs_engine *e, const struct kvs_eng_req *r)
+{
+	return kvs_engine_blocks_needed(r) <= e->cache.max_capacity;
+}
+
 /* Queue a request (its fields above "kept by the engine" are reset). */
 void kvs_engine_submit(struct kvs_engine *e, struct kvs_eng_req *r);
 

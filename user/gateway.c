@@ -104,6 +104,7 @@ struct gw {
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
 	struct __kernel_timespec tick;
+	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
@@ -245,9 +246,12 @@ static int conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t b
 		       uint32_t slot)
 {
 	struct kvs_conn kc = { .role = c->role, .backend = backend, .slot = slot };
+	/* The strparser's own frame timer, a backstop at twice the timeout:
+	 * the controller answers stalled frames first (on_stale_partial). */
+	uint64_t backstop_ms = 2ull * g->cfg->frame_timeout_ms;
 	struct timeval tv = {
-		.tv_sec = g->cfg->frame_timeout_ms / 1000,
-		.tv_usec = (g->cfg->frame_timeout_ms % 1000) * 1000,
+		.tv_sec = (time_t)(backstop_ms / 1000),
+		.tv_usec = (suseconds_t)(backstop_ms % 1000) * 1000,
 	};
 	int err;
 
@@ -349,6 +353,37 @@ static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int 
 	pr_info("event=client_rejected conn=%llu status=%s", (unsigned long long)c->cookie,
 		kvs_status_name(code));
 	send_error(g, c->cookie, req_id, code, msg);
+	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
+}
+
+/* An ERROR written on the socket itself, for a client the kernel cannot
+ * reach (not spliced, or its parser stopped); best effort, the peer may be
+ * gone. */
+static void answer_direct(int fd, uint64_t cookie, int code, const char *msg)
+{
+	struct kvs_buf b;
+
+	kvs_buf_init(&b, 0);
+	if (!kvs_put_error(&b, 0, cookie, (uint16_t)code, msg))
+		(void)!send(fd, kvs_buf_head(&b), b.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	kvs_buf_free(&b);
+}
+
+/* A client began a frame longer ago than --frame-timeout-ms and has not
+ * finished it (a slow or stalled sender): answered, then closed. */
+static void on_stale_partial(void *ctx, uint64_t cookie)
+{
+	struct gw *g = ctx;
+	struct gw_conn *c = kvs_idmap_get(&g->clients, cookie);
+	char msg[96];
+
+	if (!c || c->closing || c->close_at_ns)
+		return;
+	g->ctl.frame_timeouts++;
+	snprintf(msg, sizeof(msg), "kvsplice: frame not complete within %u ms",
+		 g->cfg->frame_timeout_ms);
+	pr_info("event=frame_timeout conn=%llu", (unsigned long long)cookie);
+	send_error(g, cookie, 0, KVS_E_TIMEOUT, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -585,11 +620,34 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 {
 	const uint8_t *frame;
 	struct kvs_msg m;
+	struct kvs_hdr_raw raw;
 	int r;
 
-	while ((r = kvs_next_frame(&p->rx, g->cfg->max_payload, &m, &frame)) > 0) {
-		struct gw_conn *c = kvs_idmap_get(&g->clients, m.gw_conn);
+	for (;;) {
+		struct gw_conn *c;
 
+		r = kvs_next_frame(&p->rx, g->cfg->max_payload, &m, &frame);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			/* The kernel writes only frames that pass the same checks;
+			 * if one does not (a rule the two disagree on), refuse that
+			 * one client, not every client whose frames follow it. */
+			kvs_hdr_peek(kvs_buf_head(&p->rx), &raw);
+			if (!raw.magic_ok || KVS_HDR_LEN + (size_t)raw.payload_len > p->rx.len) {
+				pr_warn("event=punt_stream_corrupt status=%s", kvs_status_name(-r));
+				kvs_buf_consume(&p->rx, p->rx.len);
+				return;
+			}
+			pr_warn("event=punt_frame_refused status=%s conn=%llu", kvs_status_name(-r),
+				(unsigned long long)raw.gw_conn);
+			c = kvs_idmap_get(&g->clients, raw.gw_conn);
+			if (c && !c->closing && !c->close_at_ns)
+				reject_client(g, c, raw.req_id, -r);
+			kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)raw.payload_len);
+			continue;
+		}
+		c = kvs_idmap_get(&g->clients, m.gw_conn);
 		if (!c || c->closing || c->close_at_ns)
 			; /* gone or being rejected: nothing to answer */
 		else if (m.type == KVS_T_REQUEST)
@@ -599,11 +657,6 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 		else if (m.type == KVS_T_ERROR)
 			reject_client(g, c, m.req_id, m.status);
 		kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)m.payload_len);
-	}
-	if (r < 0) {
-		/* The kernel writes only well-formed frames here. */
-		pr_warn("event=punt_stream_corrupt status=%s", kvs_status_name(-r));
-		kvs_buf_consume(&p->rx, p->rx.len);
 	}
 }
 
@@ -725,19 +778,6 @@ static struct gw_conn *conn_of(struct gw *g, uint64_t data)
 	return c && (c->gen & 0xffffff) == gen ? c : NULL;
 }
 
-/* An ERROR written straight to a socket the kernel would not take; best
- * effort (the peer may be gone). */
-static void answer_unspliced(int fd, uint64_t cookie)
-{
-	struct kvs_buf b;
-
-	kvs_buf_init(&b, 0);
-	if (!kvs_put_error(&b, 0, cookie, KVS_E_INTERNAL,
-			   "kvsplice: connection shut down before the gateway accepted it; "
-			   "half-close only after the answer has started"))
-		(void)!send(fd, kvs_buf_head(&b), b.len, MSG_DONTWAIT | MSG_NOSIGNAL);
-	kvs_buf_free(&b);
-}
 
 static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 {
@@ -773,7 +813,9 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 		g->ctl.clients_early_closed++;
 		pr_debug("event=client_closed_before_accept conn=%llu",
 			 (unsigned long long)c->cookie);
-		answer_unspliced(c->fd, c->cookie);
+		answer_direct(c->fd, c->cookie, KVS_E_INTERNAL,
+			      "kvsplice: connection shut down before the gateway accepted it; "
+			      "half-close only after the answer has started");
 		conn_close(g, c);
 		return;
 	}
@@ -798,6 +840,16 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 		conn_close(g, c);
 		backend_down(g, backend, why);
 	} else if (c->role == KVS_ROLE_CLIENT) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		/* The strparser gave up on a frame (its backstop timer):
+		 * still say why, on the socket itself. */
+		if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT) {
+			g->ctl.frame_timeouts++;
+			answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
+				      "kvsplice: frame not complete in time");
+		}
 		pr_debug("event=client_closed conn=%llu reason=\"%s\"",
 			 (unsigned long long)c->cookie, why);
 		conn_close(g, c);
@@ -915,6 +967,15 @@ static void on_tick(struct gw *g)
 	uint32_t i;
 
 	feedback(g);
+	/* Every quarter of the frame timeout (at most each second): a frame
+	 * is answered between 1 and 1.25 timeouts after it began. */
+	if (now >= g->next_partial_scan_ns) {
+		uint64_t period = g->cfg->frame_timeout_ms * 250000ull;
+
+		kvs_dp_stale_partials(&g->dp, now - g->cfg->frame_timeout_ms * 1000000ull,
+				      on_stale_partial, g);
+		g->next_partial_scan_ns = now + (period < 1000000000ull ? period : 1000000000ull);
+	}
 	for (i = 0; i < g->cfg->nbackends; i++)
 		if (!g->be[i].up && now >= g->be[i].retry_at_ns)
 			backend_connect(g, i);

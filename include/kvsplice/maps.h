@@ -126,6 +126,8 @@ struct kvs_conn {
 			 * a client that sent FIN is closed once it is 0 */
 	__u64 frames;  /* frames the verdict saw from this socket */
 	__u64 bytes;
+	__u64 partial_since_ns; /* CLIENT: a frame began then (CLOCK_MONOTONIC)
+				 * and has not completed; 0: none */
 };
 
 enum kvs_backend_state {
@@ -228,6 +230,8 @@ struct kvs_ctl_stats {
 				    * they are owed are out, or they reset */
 	__u64 clients_early_closed; /* clients that shut down before they were
 				     * accepted: answered with an ERROR, closed */
+	__u64 frame_timeouts;    /* clients that began a frame and did not finish
+				  * it within --frame-timeout-ms: ERROR timeout */
 };
 
 #endif /* KVSPLICE_MAPS_H */

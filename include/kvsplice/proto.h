@@ -54,7 +54,8 @@ enum kvs_status {
 	KVS_E_BUSY = 10,        /* in-flight limit reached */
 	KVS_E_TIMEOUT = 11,
 	KVS_E_INTERNAL = 12,
-	KVS_E_MAX = KVS_E_INTERNAL,
+	KVS_E_TOO_LONG = 13,    /* prompt + max_tokens exceed the backend's capacity */
+	KVS_E_MAX = KVS_E_TOO_LONG,
 };
 
 struct kvs_hdr {
@@ -99,6 +100,31 @@ struct kvs_load {
 	__be32 backend_id;
 	__be32 reserved;
 };
+
+/*
+ * Each type's own rules for a header whose common fields are valid (host
+ * byte order): KVS_E_OK or KVS_E_BAD_FIELD / KVS_E_BAD_TYPE. One definition
+ * for the codec and the kernel's verdict, so that a frame the kernel passes
+ * on is never one the controller refuses.
+ */
+static inline int kvs_type_rules(__u8 type, __u16 status, __u32 payload_len, __u32 prefix_len)
+{
+	switch (type) {
+	case KVS_T_REQUEST: /* the reusable prefix is part of the prompt */
+		return prefix_len <= payload_len && !status ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_END:
+		return payload_len == 32 ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_PONG:
+		return payload_len == 24 ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_PING:
+		return payload_len == 0 ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_ERROR:
+		return status > 0 && status <= KVS_E_MAX ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_CHUNK:
+		return KVS_E_OK;
+	}
+	return KVS_E_BAD_TYPE;
+}
 
 #ifndef __bpf__
 _Static_assert(sizeof(struct kvs_hdr) == KVS_HDR_LEN, "KVS1 header is 64 bytes");

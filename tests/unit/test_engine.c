@@ -238,6 +238,28 @@ static void uncomputed_blocks_are_not_hits(void **state)
 	kvs_engine_free(&e);
 }
 
+/* A request larger than the whole cache can never be admitted; one that
+ * fills it exactly can; max_tokens near 2^32 does not wrap the sum. */
+static void requests_that_cannot_fit(void **state)
+{
+	struct kvs_engine e;
+	struct kvs_eng_req r;
+	uint64_t h[64];
+
+	(void)state;
+	init(&e, 100);
+	mkchain(h, 1, 0, 1, 64);
+	mkreq(&r, h, 1024, 600); /* 64 + 38 blocks */
+	assert_int_equal(kvs_engine_blocks_needed(&r), 102);
+	assert_false(kvs_engine_fits(&e, &r));
+	mkreq(&r, h, 1024, 576); /* exactly 100 */
+	assert_true(kvs_engine_fits(&e, &r));
+	mkreq(&r, h, 1024, UINT32_MAX - 100);
+	assert_false(kvs_engine_fits(&e, &r));
+	assert_int_equal(kvs_engine_blocks_needed(&r), (1024ull + UINT32_MAX - 100 + 15) / 16);
+	kvs_engine_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +270,7 @@ int main(void)
 		cmocka_unit_test(batching),
 		cmocka_unit_test(kv_capacity_and_eviction),
 		cmocka_unit_test(uncomputed_blocks_are_not_hits),
+		cmocka_unit_test(requests_that_cannot_fit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
