@@ -23,8 +23,8 @@ endif
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	-Iinclude -I/usr/include/$(MULTIARCH)
 
-BPF_OBJS  := $(BUILD)/kvsplice.bpf.o
-SKELS     := $(BUILD)/kvsplice.skel.h
+BPF_OBJS  := $(BUILD)/kvsplice.bpf.o $(BUILD)/admission.bpf.o
+SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
@@ -33,7 +33,7 @@ LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
-GW_SRCS   := user/kvspliced.c user/gateway.c user/datapath.c
+GW_SRCS   := user/kvspliced.c user/gateway.c user/datapath.c user/admission.c
 PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))

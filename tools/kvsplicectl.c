@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvsplice/admission.h"
 #include "kvsplice/maps.h"
 #include "pins.h"
 
@@ -77,6 +78,13 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(clients_early_closed)                                                                    \
 	X(frame_timeouts)
 
+#define XSTAT_FIELDS(X)                                                                            \
+	X(passed)                                                                                  \
+	X(syn_passed)                                                                              \
+	X(drop_denied)                                                                             \
+	X(drop_not_allowed)                                                                        \
+	X(drop_syn_rate)
+
 static int count_entries(int fd, size_t key_size)
 {
 	unsigned char key[16], next[16];
@@ -138,7 +146,9 @@ static int cmd_stats(const struct ctl_opts *o)
 {
 	struct kvs_stats k;
 	struct kvs_ctl_stats c;
-	int sfd, cfd, rfd, nfd, bfd, err, routes = -1, conns = -1;
+	struct kvs_xdp_stats x;
+	int sfd, cfd, rfd, nfd, bfd, xfd, err, routes = -1, conns = -1;
+	bool have_xdp = false;
 	const char *sep = "";
 	double share;
 
@@ -163,6 +173,12 @@ static int cmd_stats(const struct ctl_opts *o)
 		conns = count_entries(nfd, sizeof(__u64));
 		close(nfd);
 	}
+	/* Pinned only while the gateway runs with --xdp-iface. */
+	xfd = kvs_pin_open(o->pin_dir, KVS_MAP_XDP_STATS);
+	if (xfd >= 0) {
+		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
+		close(xfd);
+	}
 	share = k.fast_path_frames + k.slow_path_frames
 			? (double)k.fast_path_frames / (double)(k.fast_path_frames + k.slow_path_frames)
 			: 0;
@@ -182,7 +198,20 @@ static int cmd_stats(const struct ctl_opts *o)
 	sep = ",";
 		CSTAT_FIELDS(J)
 #undef J
-		printf("},\"backends\":");
+		printf("},\"xdp\":");
+		if (have_xdp) {
+			sep = "";
+			printf("{");
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)x.f);                                 \
+	sep = ",";
+			XSTAT_FIELDS(J)
+#undef J
+			printf("}");
+		} else {
+			printf("null");
+		}
+		printf(",\"backends\":");
 		bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
 		if (bfd >= 0) {
 			print_backends_json(bfd);
@@ -203,6 +232,12 @@ static int cmd_stats(const struct ctl_opts *o)
 #define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)c.f);
 		CSTAT_FIELDS(T)
 #undef T
+		if (have_xdp) {
+			printf("xdp admission\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)x.f);
+			XSTAT_FIELDS(T)
+#undef T
+		}
 	}
 	close(sfd);
 	close(cfd);

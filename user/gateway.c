@@ -86,6 +86,7 @@ struct gw {
 	const struct gw_config *cfg;
 	struct io_uring ring;
 	struct kvs_datapath dp;
+	struct kvs_admission adm; /* XDP admission, if configured */
 	int listen_fd;
 	struct gw_conn **conns;
 	uint32_t conns_cap;
@@ -1145,6 +1146,7 @@ static void gw_teardown(struct gw *g)
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
 	free(g->hashes);
+	kvs_adm_close(&g->adm);
 	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
 }
 
@@ -1218,6 +1220,15 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	io_uring_prep_multishot_accept(sqe, g.listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
 	arm_tick(&g);
+	if (cfg->adm.ifname) {
+		struct kvs_adm_opts ao = cfg->adm;
+
+		ao.pin_dir = cfg->pin_dir;
+		ao.port = (uint16_t)kvs_local_port(g.listen_fd);
+		err = kvs_adm_open(&g.adm, &ao);
+		if (err)
+			goto out;
+	}
 	if (cfg->port_file)
 		kvs_write_port_file(cfg->port_file, kvs_local_port(g.listen_fd));
 	pr_info("event=listening addr=%s port=%d backends=%u",

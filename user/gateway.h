@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "admission.h"
 #include "kvsplice/maps.h"
 #include "netutil.h"
 
@@ -32,6 +33,7 @@ struct gw_config {
 	const char *pin_dir;
 	const char *port_file;     /* write the listening port here */
 	int keep_pins;             /* leave maps pinned on exit */
+	struct kvs_adm_opts adm;   /* XDP admission, when adm.ifname is set */
 };
 
 void gw_config_defaults(struct gw_config *c);

@@ -63,6 +63,20 @@ static void usage(FILE *f)
 		"      --release-prefill WHEN a request's prefill work stops counting as its\n"
 		"                             backend's load at its 'first-token' (default) or\n"
 		"                             at its 'end'; see docs/ARCHITECTURE.md\n"
+		"\n"
+		"Admission (an XDP program on the interface clients arrive on; TCP to the\n"
+		"gateway's port only; drops are counted in 'kvsplicectl stats'):\n"
+		"      --xdp-iface IFACE      attach it to IFACE (native XDP if the driver has\n"
+		"                             it, else generic)\n"
+		"      --allow CIDR           only sources in these CIDRs get in; repeat (IPv4\n"
+		"                             or IPv6, at most %d; default: everybody)\n"
+		"      --deny CIDR            sources in these CIDRs are dropped, even if allowed;\n"
+		"                             repeat\n"
+		"      --syn-rate N           new connections (SYNs) per source per second\n"
+		"                             (default 0: no limit)\n"
+		"      --syn-burst N          SYNs a source may send at once (default: N of\n"
+		"                             --syn-rate)\n"
+		"\n"
 		"      --pin-dir DIR          where maps are pinned (default %s)\n"
 		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
 		"      --port-file FILE       write the listening port to FILE once listening\n"
@@ -75,7 +89,7 @@ static void usage(FILE *f)
 		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_PAYLOAD,
 		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_POLICY_BALANCE,
 		(unsigned int)KVS_MODEL_KV_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
-		512u, KVS_DEFAULT_PIN_DIR, KVS_DEFAULT_PIN_DIR);
+		512u, KVS_ADM_MAX_LIST, KVS_DEFAULT_PIN_DIR, KVS_DEFAULT_PIN_DIR);
 }
 
 enum {
@@ -93,7 +107,32 @@ enum {
 	OPT_KEEP_PINS,
 	OPT_PORT_FILE,
 	OPT_LOG_LEVEL,
+	OPT_XDP_IFACE,
+	OPT_ALLOW,
+	OPT_DENY,
+	OPT_SYN_RATE,
+	OPT_SYN_BURST,
 };
+
+/* --allow / --deny: checked here, so a typo stops the start with a message. */
+static int add_cidr(const char *opt, const char *v, const char **list, uint32_t *n)
+{
+	uint8_t addr[16];
+	uint32_t plen;
+	int family;
+
+	if (kvs_cidr_parse(v, &family, addr, &plen)) {
+		fprintf(stderr, PROG ": %s: '%s' is not an address or CIDR (10.0.0.0/8, fd00::/8)\n",
+			opt, v);
+		return -1;
+	}
+	if (*n == KVS_ADM_MAX_LIST) {
+		fprintf(stderr, PROG ": %s: at most %d\n", opt, KVS_ADM_MAX_LIST);
+		return -1;
+	}
+	list[(*n)++] = v;
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -114,6 +153,11 @@ int main(int argc, char **argv)
 		{ "keep-pins", no_argument, NULL, OPT_KEEP_PINS },
 		{ "port-file", required_argument, NULL, OPT_PORT_FILE },
 		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+		{ "xdp-iface", required_argument, NULL, OPT_XDP_IFACE },
+		{ "allow", required_argument, NULL, OPT_ALLOW },
+		{ "deny", required_argument, NULL, OPT_DENY },
+		{ "syn-rate", required_argument, NULL, OPT_SYN_RATE },
+		{ "syn-burst", required_argument, NULL, OPT_SYN_BURST },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -199,6 +243,25 @@ int main(int argc, char **argv)
 			if (kvs_arg_log_level(PROG, optarg, &level))
 				return 2;
 			break;
+		case OPT_XDP_IFACE:
+			cfg.adm.ifname = optarg;
+			break;
+		case OPT_ALLOW:
+			if (add_cidr("--allow", optarg, cfg.adm.allow, &cfg.adm.nallow))
+				return 2;
+			break;
+		case OPT_DENY:
+			if (add_cidr("--deny", optarg, cfg.adm.deny, &cfg.adm.ndeny))
+				return 2;
+			break;
+		case OPT_SYN_RATE:
+			if (kvs_arg_u32(PROG, "--syn-rate", optarg, 0, 10000000, &cfg.adm.syn_rate))
+				return 2;
+			break;
+		case OPT_SYN_BURST:
+			if (kvs_arg_u32(PROG, "--syn-burst", optarg, 1, 10000000, &cfg.adm.syn_burst))
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -217,6 +280,10 @@ int main(int argc, char **argv)
 	}
 	if (kvs_parse_addr(listen, &cfg.listen)) {
 		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", listen);
+		return 2;
+	}
+	if (!cfg.adm.ifname && (cfg.adm.nallow || cfg.adm.ndeny || cfg.adm.syn_rate)) {
+		fprintf(stderr, PROG ": --allow, --deny and --syn-rate need --xdp-iface IFACE\n");
 		return 2;
 	}
 	if (strlen(cfg.pin_dir) >= 200) {

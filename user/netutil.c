@@ -247,3 +247,41 @@ uint64_t kvs_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefixlen)
+{
+	char buf[INET6_ADDRSTRLEN + 8], *slash, *end;
+	unsigned long len;
+	uint32_t bits, i;
+
+	if (!s || strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash = 0;
+	memset(addr, 0, 16);
+	if (inet_pton(AF_INET, buf, addr) == 1) {
+		*family = 4;
+		bits = 32;
+	} else if (inet_pton(AF_INET6, buf, addr) == 1) {
+		*family = 6;
+		bits = 128;
+	} else {
+		return -EINVAL;
+	}
+	if (slash) {
+		if (!slash[1])
+			return -EINVAL;
+		errno = 0;
+		len = strtoul(slash + 1, &end, 10);
+		if (errno || *end || len > bits || slash[1] == '-' || slash[1] == '+')
+			return -EINVAL;
+		bits = (uint32_t)len;
+	}
+	/* Host bits cleared, so that 10.1.2.3/8 means 10.0.0.0/8. */
+	for (i = bits; i < (*family == 4 ? 32u : 128u); i++)
+		addr[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
+	*prefixlen = bits;
+	return 0;
+}

@@ -46,4 +46,11 @@ int kvs_write_port_file(const char *path, int port);
 
 uint64_t kvs_now_ns(void);
 
+/*
+ * "10.0.0.0/8", "2001:db8::/32", or a bare address (a /32 or /128). Sets
+ * *family (4 or 6), addr (4 or 16 bytes, network order, host bits cleared)
+ * and *prefixlen. 0 or -EINVAL.
+ */
+int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefixlen);
+
 #endif

@@ -17,7 +17,9 @@
 
 static const char *const pinned_maps[] = {
 	KVS_MAP_SOCKS, KVS_MAP_CONNS, KVS_MAP_BACKENDS, KVS_MAP_ROUTES, KVS_MAP_STATS,
-	KVS_MAP_CTL_STATS, KVS_MAP_CHAIN, KVS_MAP_INFLIGHT,
+	KVS_MAP_CTL_STATS, KVS_MAP_CHAIN, KVS_MAP_INFLIGHT, KVS_MAP_XDP_ALLOW_V4,
+	KVS_MAP_XDP_DENY_V4, KVS_MAP_XDP_ALLOW_V6, KVS_MAP_XDP_DENY_V6, KVS_MAP_XDP_SYN,
+	KVS_MAP_XDP_STATS,
 };
 
 int kvs_bpffs_ensure(void)
@@ -91,31 +93,35 @@ int kvs_pin_open(const char *dir, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-int kvs_read_kstats(int stats_fd, struct kvs_stats *out)
+int kvs_read_percpu_sum(int fd, void *out, size_t size)
 {
 	int ncpu = libbpf_num_possible_cpus(), i;
-	struct kvs_stats *per;
+	__u64 *per;
 	__u32 zero = 0;
-	size_t f;
+	size_t f, n = size / sizeof(__u64);
 
 	if (ncpu <= 0)
 		return -EINVAL;
-	per = calloc((size_t)ncpu, sizeof(*per));
+	per = calloc((size_t)ncpu, size);
 	if (!per)
 		return -ENOMEM;
-	if (bpf_map_lookup_elem(stats_fd, &zero, per)) {
+	if (bpf_map_lookup_elem(fd, &zero, per)) {
 		int err = -errno;
 
 		free(per);
 		return err;
 	}
-	memset(out, 0, sizeof(*out));
-	/* Every field is a __u64 counter: sum them as an array. */
+	memset(out, 0, size);
 	for (i = 0; i < ncpu; i++)
-		for (f = 0; f < sizeof(*out) / sizeof(__u64); f++)
-			((__u64 *)out)[f] += ((__u64 *)&per[i])[f];
+		for (f = 0; f < n; f++)
+			((__u64 *)out)[f] += per[(size_t)i * n + f];
 	free(per);
 	return 0;
+}
+
+int kvs_read_kstats(int stats_fd, struct kvs_stats *out)
+{
+	return kvs_read_percpu_sum(stats_fd, out, sizeof(*out));
 }
 
 int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)

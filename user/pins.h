@@ -7,6 +7,7 @@
 #ifndef KVS_PINS_H
 #define KVS_PINS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvsplice/maps.h"
@@ -20,6 +21,13 @@
 #define KVS_MAP_CTL_STATS "ctl_stats"
 #define KVS_MAP_CHAIN "chain"
 #define KVS_MAP_INFLIGHT "inflight"
+/* The admission program's (bpf/admission.bpf.c), pinned when it runs. */
+#define KVS_MAP_XDP_ALLOW_V4 "xdp_allow_v4"
+#define KVS_MAP_XDP_DENY_V4 "xdp_deny_v4"
+#define KVS_MAP_XDP_ALLOW_V6 "xdp_allow_v6"
+#define KVS_MAP_XDP_DENY_V6 "xdp_deny_v6"
+#define KVS_MAP_XDP_SYN "xdp_syn"
+#define KVS_MAP_XDP_STATS "xdp_stats"
 
 /* Mounts bpffs on /sys/fs/bpf when it is not there. 0 or -errno. */
 int kvs_bpffs_ensure(void);
@@ -36,6 +44,10 @@ void kvs_pin_clear(const char *dir);
 
 /* fd of the pinned map dir/name, or -errno. */
 int kvs_pin_open(const char *dir, const char *name);
+
+/* Sums a per-CPU array's entry 0, a struct of size bytes that is all __u64
+ * counters, over the CPUs. 0 or -errno. */
+int kvs_read_percpu_sum(int fd, void *out, size_t size);
 
 /* Sums the per-CPU kernel counters of the stats map. 0 or -errno. */
 int kvs_read_kstats(int stats_fd, struct kvs_stats *out);
