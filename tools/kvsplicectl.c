@@ -30,7 +30,11 @@ static int open_map(const struct ctl_opts *o, const char *name)
 {
 	int fd = kvs_pin_open(o->pin_dir, name);
 
-	if (fd < 0)
+	if (fd == -EACCES || fd == -EPERM)
+		fprintf(stderr,
+			PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
+			o->pin_dir, name, strerror(-fd));
+	else if (fd < 0)
 		fprintf(stderr,
 			PROG ": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
 			o->pin_dir, name, strerror(-fd));

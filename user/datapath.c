@@ -42,8 +42,14 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->lock_fd = kvs_pin_lock(o->pin_dir);
 	if (dp->lock_fd < 0) {
 		err = dp->lock_fd;
-		pr_warn("event=pin_dir_locked dir=%s err=\"%s\" hint=\"another kvspliced runs with this --pin-dir\"",
-			o->pin_dir, strerror(-err));
+		if (err == -EPERM)
+			pr_warn("event=pin_dir_refused dir=%s hint=\"it is a symlink or belongs to "
+				"another user; remove it or choose another --pin-dir\"",
+				o->pin_dir);
+		else
+			pr_warn("event=pin_dir_locked dir=%s err=\"%s\" hint=\"another kvspliced "
+				"runs with this --pin-dir\"",
+				o->pin_dir, strerror(-err));
 		return err;
 	}
 	/* We hold the lock, so pins left here belong to a run that is gone.

@@ -58,12 +58,20 @@ static int mkdir_p(const char *dir)
 int kvs_pin_lock(const char *dir)
 {
 	int fd, err = mkdir_p(dir);
+	struct stat st;
 
 	if (err)
 		return err;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return errno == ELOOP ? -EPERM : -errno;
+	/* /sys/fs/bpf is often world-writable: a directory someone else made
+	 * there first could have its pins swapped under us. Ours alone, and
+	 * closed to everybody else. */
+	if (fstat(fd, &st) || st.st_uid != geteuid() || fchmod(fd, 0700)) {
+		close(fd);
+		return -EPERM;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		close(fd);

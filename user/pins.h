@@ -33,9 +33,10 @@
 int kvs_bpffs_ensure(void);
 
 /*
- * Creates dir if needed and takes an exclusive, non-blocking lock on it.
- * Returns the lock's fd (held until closed) or -errno: -EBUSY when another
- * process holds it.
+ * Creates dir if needed (mode 0700) and takes an exclusive, non-blocking
+ * lock on it. Returns the lock's fd (held until closed) or -errno: -EBUSY
+ * when another process holds it, -EPERM when dir is a symlink or is owned by
+ * another user (its mode is set back to 0700 otherwise).
  */
 int kvs_pin_lock(const char *dir);
 
