@@ -45,7 +45,7 @@ FUZZ      := $(BUILD)/fuzz/fuzz_codec
 FUZZ_TIME ?= 60
 
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint bench fuzz
+.PHONY: all deps test unit integration run clean format lint bench fuzz soak
 all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
 
 $(BUILD)/.deps-ok: scripts/deps.sh
@@ -91,6 +91,11 @@ $(FUZZ): tests/fuzz/fuzz_codec.c user/codec.c user/buf.c include/kvsplice/*.h us
 	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -Iuser \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(filter %.c,$^) -o $@
+
+# The gateway under mixed load for SOAK_MINUTES (default 3): RSS, descriptors
+# and map sizes at start, every round and at the end.
+soak: all
+	scripts/soak.sh $(BUILD)
 
 # Fuzzes the codec for FUZZ_TIME seconds, growing a corpus in BUILD/fuzz.
 fuzz: $(FUZZ)
