@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make soak: the gateway under mixed load for SOAK_MINUTES (default 3):
 # steady shared-prefix traffic, clients that leave mid-stream, random
-# garbage, a backend killed and restarted every third round. After each round it prints the
-# controller's RSS and descriptors and the map sizes; at the end it checks
+# garbage, a backend killed and restarted every third round. After each
+# round it prints the controller's RSS and descriptors and the map sizes;
+# at the end it checks
 # they came back: after the load stops, conns and inflight are where they
 # started, and RSS is within SOAK_RSS_SLACK_KB (default 8192) of its value
 # after the first round (allocations that last a run, like the index, are
