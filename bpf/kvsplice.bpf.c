@@ -62,6 +62,10 @@ const volatile __u32 cfg_min_match_pct = 30;
 /* Release a request's prefill charge at its first CHUNK (1) rather than
  * holding the whole charge until its END (0); see release_prefill(). */
 const volatile __u32 cfg_release_prefill_early = 1;
+/* Requests one client connection may have in flight (0: no limit). Answers
+ * to a client that stops reading pile up in the kernel's queue for its
+ * socket; this caps how many can. */
+const volatile __u32 cfg_client_max_inflight = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKHASH);
@@ -405,11 +409,18 @@ struct gw_fields {
 /*
  * Redirect a request frame to an upstream socket of backend b. A client
  * always lands on the same pool slot, so its requests to one backend keep
- * their order. Returns 0 when redirected.
+ * their order. Returns 0 when redirected, SEND_CLIENT_LIMIT when the client
+ * has --max-client-inflight requests in flight already (checked here, where
+ * the count goes up), -1 otherwise. Requests the controller injects were
+ * counted when punted (punt_request()) and checked by the controller: they
+ * pass fast 0 and are neither checked nor counted again. (Handing them back on the
+ * inject socket (SK_PASS) in numbers was seen to stall that socket's parser
+ * for good.)
  */
+#define SEND_CLIENT_LIMIT (-2)
 static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_hdr *h,
 					__u32 off, __u32 len, __u32 b, struct kvs_backend *be,
-					__u64 client, __u32 charge)
+					__u64 client, __u32 charge, int fast)
 {
 	struct gw_fields gw = {
 		.backend = bpf_htonl(kvs_gw_pack(b, charge)),
@@ -420,11 +431,15 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 		.backend = b,
 		.held_tokens = (__u64)charge * KVS_BLOCK_TOKENS, /* charge fits 24 bits */
 	};
-	struct kvs_conn *c;
+	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
 	__u64 key;
 
 	if (be->pool_size == 0 || be->pool_size > KVS_MAX_POOL)
 		return -1;
+	/* Two CPUs may both pass this check for one client: the limit can be
+	 * exceeded by one per CPU, not more. */
+	if (fast && cfg_client_max_inflight && c && c->inflight >= cfg_client_max_inflight)
+		return SEND_CLIENT_LIMIT;
 	key = kvs_upstream_key(b, client % be->pool_size);
 	if (bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &gw, sizeof(gw), 0))
 		return -1;
@@ -437,8 +452,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 	if (cfg_release_prefill_early)
 		rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
 	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
-	c = bpf_map_lookup_elem(&conns, &client);
-	if (c)
+	if (c && fast) /* punted requests were counted as they went */
 		__sync_fetch_and_add(&c->inflight, 1);
 	__sync_fetch_and_add(&be->outstanding, 1);
 	__sync_fetch_and_add(&be->outstanding_work, rec.held_tokens);
@@ -458,6 +472,33 @@ static __always_inline int punt(struct __sk_buff *skb, struct kvs_stats *st)
 		return SK_DROP;
 	}
 	return SK_PASS;
+}
+
+/*
+ * A client's REQUEST to the controller: it counts as in flight from here,
+ * as one the kernel sends does, until its END or ERROR passes back (the
+ * controller's busy or no-backend ERROR included). Whether it is over
+ * --max-client-inflight is decided here, in arrival order, and marked in
+ * gw_backend for the controller to answer busy: the controller reads
+ * requests later than they are counted, and could not tell. The
+ * controller's injected copy is not counted again.
+ */
+static __always_inline int punt_request(struct __sk_buff *skb, struct kvs_stats *st,
+					struct kvs_conn *conn, __u32 off)
+{
+	__u32 mark = bpf_htonl(KVS_GW_OVER_LIMIT);
+
+	/* Read, then add: two CPUs may both see room (one over, at most). */
+	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
+		st->pass_client_limit++;
+		bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &mark, sizeof(mark), 0);
+	}
+	__sync_fetch_and_add(&conn->inflight, 1);
+	if (punt(skb, st) == SK_PASS)
+		return SK_PASS;
+	if (conn->inflight > 0)
+		__sync_fetch_and_add(&conn->inflight, (__u32)-1);
+	return SK_DROP;
 }
 
 /* Stamp the client's id (and no backend) into a frame for the controller. */
@@ -503,7 +544,7 @@ static __always_inline int punt_error(struct __sk_buff *skb, struct kvs_stats *s
 
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len,
-					__u64 cookie)
+					__u64 cookie, struct kvs_conn *conn)
 {
 	struct kvs_backend *be;
 	__u32 b, depth, plen = bpf_ntohl(h->payload_len);
@@ -517,6 +558,11 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	}
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
+	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
+		if (stamp_client(skb, off, cookie))
+			return SK_DROP;
+		return punt_request(skb, st, conn, off);
+	}
 
 	rb = route_request(skb, h, off, st, &depth);
 	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
@@ -527,13 +573,16 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 							       KVS_BYTES_PER_TOKEN,
 						       depth, bpf_ntohl(h->max_tokens));
 
-			if (send_request(skb, h, off, len, b, be, cookie, charge) == 0) {
+			int sent = send_request(skb, h, off, len, b, be, cookie, charge, 1);
+
+			if (sent == 0) {
 				st->fast_path_frames++;
 				if (depth)
 					learn_routes(b, be, depth, st);
 				return SK_PASS;
 			}
-			st->pass_no_upstream++;
+			if (sent != SEND_CLIENT_LIMIT) /* (punt_request counts that) */
+				st->pass_no_upstream++;
 		} else {
 			st->pass_saturated++;
 		}
@@ -545,7 +594,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		st->drop_punt++;
 		return SK_DROP;
 	}
-	return punt(skb, st);
+	return punt_request(skb, st, conn, off);
 }
 
 /* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. ends: the
@@ -707,17 +756,19 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	__u32 b;
 
 	st->inject_frames++;
+	/* Every ERROR of the controller's ends a request it was handed or
+	 * that a dead backend owed (a client rejected for a bad frame is
+	 * closing: its count no longer matters). */
 	if (h->type != KVS_T_REQUEST)
-		return to_client(skb, st, h,
-				 h->type == KVS_T_ERROR &&
-					 bpf_ntohs(h->status) == KVS_E_BACKEND_GONE);
+		return to_client(skb, st, h, h->type == KVS_T_ERROR);
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be || send_request(skb, h, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),
-				kvs_gw_charge(bpf_ntohl(h->gw_backend)))) {
+				kvs_gw_charge(bpf_ntohl(h->gw_backend)), 0)) {
+		/* (the controller answers it with an ERROR, which uncounts it) */
 		/* Back to the controller, on the inject socket's own receive
-		 * queue (no bytes there predate the map, so reading it is
-		 * safe): it answers the client with an error. */
+		 * queue: it answers the client with an error. Only when the
+		 * backend's socket is gone: rare, see send_request(). */
 		st->pass_no_upstream++;
 		return SK_PASS;
 	}
@@ -757,7 +808,7 @@ int kvs_verdict(struct __sk_buff *skb)
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);
-		return client_frame(skb, st, &h, off, len, cookie);
+		return client_frame(skb, st, &h, off, len, cookie, conn);
 	}
 	if (bad) {
 		st->drop_bad_upstream++;

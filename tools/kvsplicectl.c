@@ -59,8 +59,9 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(pass_other)                                                                              \
 	X(drop_bad_upstream)                                                                       \
 	X(drop_punt)                                                                               \
-	X(frames_at_offset)                                                                \
-	X(inflight_lost)
+	X(frames_at_offset)                                                                        \
+	X(inflight_lost)                                                                           \
+	X(pass_client_limit)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \
@@ -80,7 +81,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(failed_inflight)                                                                         \
 	X(clients_half_closed)                                                                     \
 	X(clients_early_closed)                                                                    \
-	X(frame_timeouts)
+	X(frame_timeouts)                                                                          \
+	X(busy_client)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

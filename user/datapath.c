@@ -66,6 +66,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_window_blocks = o->window_blocks;
 	dp->skel->rodata->cfg_min_match_pct = o->min_match_pct;
 	dp->skel->rodata->cfg_release_prefill_early = o->release_prefill_early;
+	dp->skel->rodata->cfg_client_max_inflight = o->client_max_inflight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",

@@ -20,6 +20,7 @@ struct kvs_dp_opts {
 	uint32_t window_blocks; /* prefix hashing window */
 	uint32_t min_match_pct; /* shallower matches go to the controller */
 	bool release_prefill_early; /* prefill charge off at the first CHUNK */
+	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
 };
 
 struct kvs_datapath {

@@ -36,6 +36,7 @@
 #include "kvsplice/hash.h"
 #include "log.h"
 #include "model.h"
+#include "pins.h"
 #include "policy.h"
 
 #define OP_ACCEPT 1ull
@@ -80,6 +81,8 @@ struct gw_backend {
 	bool up;
 	uint64_t retry_at_ns;
 	uint32_t backoff_ms;
+	uint32_t sent_recently; /* requests sent that the kernel may not count yet */
+	uint64_t sent_epoch;
 };
 
 struct gw {
@@ -105,6 +108,12 @@ struct gw {
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
 	struct __kernel_timespec tick;
+	/* Frames queued for the inject socket, against the kernel's count of
+	 * those it has read: when equal, every request the controller sent is
+	 * in the kernel's per-client and per-backend counts, and the epoch
+	 * moves on, voiding the controller's own recent counts. */
+	uint64_t inject_queued, inject_seen_last_tick;
+	uint64_t inject_epoch;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
@@ -115,7 +124,8 @@ void gw_config_defaults(struct gw_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->pool_size = KVS_DEFAULT_POOL;
-	c->max_outstanding = 0;
+	c->max_outstanding = KVS_DEFAULT_MAX_OUTSTANDING;
+	c->client_max_inflight = KVS_DEFAULT_CLIENT_INFLIGHT;
 	c->max_payload = KVS_DEFAULT_MAX_PAYLOAD;
 	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
 	c->frame_timeout_ms = 30000;
@@ -334,12 +344,38 @@ static struct kvs_buf *out_buf(struct gw *g)
 	return &g->out[g->out_cur];
 }
 
+/* What the controller sent that the kernel may not have counted yet, per
+ * client or backend (see inject_epoch). */
+static uint32_t unseen(const struct gw *g, uint32_t n, uint64_t epoch)
+{
+	return epoch == g->inject_epoch ? n : 0;
+}
+
+static void note_sent(const struct gw *g, uint32_t *n, uint64_t *epoch)
+{
+	if (*epoch != g->inject_epoch) {
+		*n = 0;
+		*epoch = g->inject_epoch;
+	}
+	(*n)++;
+}
+
+/* Moves the epoch on once the kernel has read every frame queued. */
+static void sync_inject(struct gw *g)
+{
+	struct kvs_stats k;
+
+	if (kvs_read_kstats(g->dp.stats_fd, &k) == 0 && k.inject_frames >= g->inject_queued)
+		g->inject_epoch++;
+}
+
 static void send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
 {
 	if (kvs_put_error(out_buf(g), req_id, client, (uint16_t)code, msg)) {
 		pr_warn("event=inject_queue_full dropped=error client=%llu", (unsigned long long)client);
 		return;
 	}
+	g->inject_queued++;
 	g->ctl.errors_sent++;
 	kick_send(g);
 }
@@ -410,15 +446,21 @@ static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint
 }
 
 /* Which backends may take new work, and their outstanding work in tokens.
- * Returns the code to answer with when none may. */
+ * Returns the code to answer with when none may. The kernel counts a
+ * request the controller sends only once it has read it from the inject
+ * socket: the controller adds what it sent since the last tick (counted
+ * twice for a moment, so the limit errs on the safe side). */
 static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 {
 	uint32_t b, up = 0;
 
 	for (b = 0; b < g->cfg->nbackends; b++) {
 		load[b] = kvs_dp_outstanding_work(&g->dp, b);
-		ok[b] = g->be[b].up && (!g->cfg->max_outstanding ||
-					kvs_dp_outstanding(&g->dp, b) < g->cfg->max_outstanding);
+		ok[b] = g->be[b].up &&
+			(!g->cfg->max_outstanding ||
+			 kvs_dp_outstanding(&g->dp, b) +
+					 unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
+				 g->cfg->max_outstanding);
 		up += g->be[b].up;
 	}
 	return up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
@@ -563,6 +605,18 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	struct kvs_decision d;
 	int why;
 
+	/* The kernel marked it if its client was at the limit when it came. */
+	if (g->cfg->max_outstanding)
+		sync_inject(g);
+	if (m->gw_backend == KVS_GW_OVER_LIMIT) {
+		char msg[96];
+
+		g->ctl.busy_client++;
+		snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
+			 g->cfg->client_max_inflight);
+		send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
+		return;
+	}
 	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
 					KVS_POLICY_MAX_BLOCKS);
 	why = fleet_state(g, load, ok);
@@ -591,6 +645,8 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	}
 	g->ctl.slow_frames++;
 	g->ctl.slow_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
+	g->inject_queued++;
+	note_sent(g, &g->be[d.backend].sent_recently, &g->be[d.backend].sent_epoch);
 	pr_debug("event=slow_path conn=%llu req=%llu backend=%d reason=%s cached_blocks=%u "
 		 "best_blocks=%u blocks=%u",
 		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, d.backend,
@@ -609,8 +665,10 @@ static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *p
 	for (b = 0; b < g->cfg->nbackends; b++)
 		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
 	kvs_load_encode(&li, payload);
-	if (kvs_put_frame(out_buf(g), &m, payload, sizeof(payload)) == 0)
+	if (kvs_put_frame(out_buf(g), &m, payload, sizeof(payload)) == 0) {
+		g->inject_queued++;
 		kick_send(g);
+	}
 }
 
 /* ---- frames passed up by the kernel ---------------------------------- */
@@ -968,6 +1026,21 @@ static void on_tick(struct gw *g)
 	uint32_t i;
 
 	feedback(g);
+	/* Frames the kernel never read (the inject socket failed) would keep
+	 * the counts raised for ever: if it read none for a whole tick, the
+	 * rest are gone. */
+	{
+		struct kvs_stats k;
+
+		if (kvs_read_kstats(g->dp.stats_fd, &k) == 0) {
+			if (k.inject_frames < g->inject_queued &&
+			    k.inject_frames == g->inject_seen_last_tick) {
+				g->inject_queued = k.inject_frames;
+				g->inject_epoch++;
+			}
+			g->inject_seen_last_tick = k.inject_frames;
+		}
+	}
 	/* Every quarter of the frame timeout (at most each second): a frame
 	 * is answered between 1 and 1.25 timeouts after it began. */
 	if (now >= g->next_partial_scan_ns) {
@@ -1158,6 +1231,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		.window_blocks = cfg->window_blocks,
 		.min_match_pct = cfg->min_match_pct,
 		.release_prefill_early = cfg->release_prefill_early,
+		.client_max_inflight = cfg->client_max_inflight,
 	};
 	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];

@@ -15,12 +15,17 @@
 #include "kvsplice/maps.h"
 #include "netutil.h"
 
+/* Bounds on what the kernel may queue for one client or one backend. */
+#define KVS_DEFAULT_MAX_OUTSTANDING 1024u
+#define KVS_DEFAULT_CLIENT_INFLIGHT 256u
+
 struct gw_config {
 	struct kvs_addr listen;
 	struct kvs_addr backends[KVS_MAX_BACKENDS];
 	uint32_t nbackends;
 	uint32_t pool_size;        /* upstream connections per backend */
 	uint32_t max_outstanding;  /* per backend; 0 = no limit */
+	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
 	uint32_t max_payload;
 	uint32_t window_blocks;
 	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */

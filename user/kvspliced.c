@@ -40,7 +40,12 @@ static void usage(FILE *f)
 		"  -b, --backend ADDR:PORT    a backend; repeat for each (at most %d)\n"
 		"      --pool N               upstream connections per backend (default %d, max %d)\n"
 		"      --max-outstanding N    requests in flight per backend before new ones go\n"
-		"                             elsewhere or get a 'busy' error (default 0: no limit)\n"
+		"                             elsewhere or get a 'busy' error (default %u; 0: no\n"
+		"                             limit)\n"
+		"      --max-client-inflight N  requests one client connection may have in flight;\n"
+		"                             more get a 'busy' error (default %u; 0: no limit).\n"
+		"                             With --max-outstanding it bounds what the kernel\n"
+		"                             queues for a client or backend that stops reading\n"
 		"      --max-frame BYTES      largest payload accepted (default %u, max %u); every\n"
 		"                             spliced socket's receive buffer is sized from it\n"
 		"      --window-blocks N      prompt blocks of %d bytes the kernel hashes (default\n"
@@ -86,7 +91,8 @@ static void usage(FILE *f)
 		"Needs root (BPF, sockmap) and bpffs, mounted on /sys/fs/bpf if absent.\n"
 		"Inspect a running gateway with 'kvsplicectl stats' or\n"
 		"'bpftool map dump pinned %s/backends'. See docs/ARCHITECTURE.md.\n",
-		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_PAYLOAD,
+		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_OUTSTANDING,
+		KVS_DEFAULT_CLIENT_INFLIGHT, KVS_DEFAULT_MAX_PAYLOAD,
 		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_POLICY_BALANCE,
 		(unsigned int)KVS_MODEL_KV_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		512u, KVS_ADM_MAX_LIST, KVS_DEFAULT_PIN_DIR, KVS_DEFAULT_PIN_DIR);
@@ -95,6 +101,7 @@ static void usage(FILE *f)
 enum {
 	OPT_POOL = 256,
 	OPT_MAX_OUT,
+	OPT_CLIENT_INFLIGHT,
 	OPT_MAX_FRAME,
 	OPT_WINDOW,
 	OPT_FRAME_TIMEOUT,
@@ -141,6 +148,7 @@ int main(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "pool", required_argument, NULL, OPT_POOL },
 		{ "max-outstanding", required_argument, NULL, OPT_MAX_OUT },
+		{ "max-client-inflight", required_argument, NULL, OPT_CLIENT_INFLIGHT },
 		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
 		{ "window-blocks", required_argument, NULL, OPT_WINDOW },
 		{ "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
@@ -191,6 +199,11 @@ int main(int argc, char **argv)
 		case OPT_MAX_OUT:
 			if (kvs_arg_u32(PROG, "--max-outstanding", optarg, 0, UINT32_MAX,
 					&cfg.max_outstanding))
+				return 2;
+			break;
+		case OPT_CLIENT_INFLIGHT:
+			if (kvs_arg_u32(PROG, "--max-client-inflight", optarg, 0, 1u << 24,
+					&cfg.client_max_inflight))
 				return 2;
 			break;
 		case OPT_MAX_FRAME:

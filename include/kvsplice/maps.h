@@ -46,6 +46,11 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * Released at the END only, the record holds the echoed charge.
  */
 #define KVS_GW_BACKEND_BITS 8
+/* gw_backend of a request the kernel punts to the controller already over
+ * its client's --max-client-inflight: the controller answers busy (no
+ * backend index is 254; stamp_client() marks punted frames 255). */
+#define KVS_GW_OVER_LIMIT 0xfffffffeu
+
 #define KVS_GW_CHARGE_MAX 0xffffffu
 
 static inline __u32 kvs_gw_pack(__u32 backend, __u32 charge_blocks)
@@ -191,6 +196,8 @@ struct kvs_stats {
 	__u64 drop_punt;         /* punt socket missing: frame lost */
 	__u64 frames_at_offset;  /* frames not at the start of their skb */
 	__u64 inflight_lost;     /* END with no inflight record: echoed charge used */
+	__u64 pass_client_limit; /* a client at its in-flight limit: punted, the
+				  * controller answers busy */
 };
 
 /* chain map value (per CPU): the block hashes of the last request frame the
@@ -232,6 +239,8 @@ struct kvs_ctl_stats {
 				     * accepted: answered with an ERROR, closed */
 	__u64 frame_timeouts;    /* clients that began a frame and did not finish
 				  * it within --frame-timeout-ms: ERROR timeout */
+	__u64 busy_client;       /* requests refused busy: their connection had
+				  * --max-client-inflight in flight */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Back-pressure: what the gateway lets pile up for a peer that stops reading
+# is bounded by in-flight limits, and the overflow gets a clear "busy" error.
+#  - A client pipelines 300 requests and reads nothing, with
+#    --max-client-inflight 32: 32 go to the backend (33 if two CPUs race on
+#    the count), the others are answered busy; when it reads at last, it
+#    finds those answers whole and the errors, nothing lost. The
+#    controller's RSS stays flat.
+#  - A backend that stops reading (accepts, never reads), with
+#    --max-outstanding 64: 32 to 64 requests go to it, the rest of 300 are
+#    answered busy at once; when it dies, those it held get backend_gone.
+#    Kernel socket memory of the gateway's sockets is sampled and printed.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+# --- a client that stops reading --------------------------------------
+kvs_start_sim A --time-scale 5 # slow: nothing completes while the client is away
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --max-client-inflight 32
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+rss0=$(rss "$GW_PID")
+out=$(python3 - "$GW_PORT" <<'PY'
+import socket, struct, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", port))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and reads nothing for a while
+prompt = b'back pressure ' * 20
+for i in range(300):
+    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
+                          0, 0, 0, 0, 20, 0, 0) + prompt)
+time.sleep(2)
+ends, busy, chunks, other = set(), 0, 0, 0
+data, s_deadline = b'', time.time() + 90
+s.settimeout(30)
+while len(ends) + busy < 300 and time.time() < s_deadline:
+    d = s.recv(1 << 20)
+    if not d:
+        break
+    data += d
+    while len(data) >= 64:
+        t, st, pl = data[5], struct.unpack('>H', data[10:12])[0], struct.unpack('>I', data[12:16])[0]
+        if len(data) < 64 + pl:
+            break
+        rid = struct.unpack('>Q', data[16:24])[0]
+        if t == 3:
+            ends.add(rid)
+        elif t == 4 and st == 10:
+            busy += 1
+        elif t == 2:
+            chunks += 1
+        else:
+            other += 1
+        data = data[64 + pl:]
+print(f"{len(ends)} {busy} {chunks} {other}")
+PY
+)
+read -r ends busy chunks other <<<"$out"
+echo "client that stopped reading: $ends answered, $busy busy, $chunks chunks, $other other"
+st=$(kvs_stats)
+echo "kernel: $(jget "$st" '{fast_path_frames, slow_path_frames, pass_client_limit, inject_frames} | tostring')"
+sent=$(jget "$st" '.backends[0].requests')
+assert_le "requests that reached the backend" "$sent" 33
+assert_ge "requests that reached the backend" "$sent" 32
+assert_eq "answers received once it read" "$ends" "$sent"
+assert_eq "busy errors" "$busy" $((300 - sent))
+assert_eq "chunks (20 per answer)" "$chunks" $((sent * 20))
+assert_eq "busy counted by the controller" "$(jget "$st" .controller.busy_client)" $((300 - sent))
+rss1=$(rss "$GW_PID")
+assert_le "controller RSS growth (kB)" $((rss1 - rss0)) 2048
+kill "$GW_PID"
+wait "$GW_PID" 2>/dev/null || true
+
+# --- a backend that stops reading --------------------------------------
+python3 - "$KVS_TMP/stuck.port" <<'PY' &
+import socket, sys, time
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+ls.bind(("127.0.0.1", 0))
+ls.listen(16)
+with open(sys.argv[1], "w") as f:
+    f.write(str(ls.getsockname()[1]))
+conns = []
+while True:  # accept, never read
+    c, _ = ls.accept()
+    conns.append(c)
+PY
+STUCK=$!
+KVS_PIDS+=($STUCK)
+kvs_wait_file "$KVS_TMP/stuck.port"
+KVS_PIN=$KVS_PIN-2
+rm -f "$KVS_TMP/gw.port"
+kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64
+rss0=$(rss "$GW_PID")
+kvs_bench -n 300 -k 10 -d 30 --prefixes 0 --suffix-tokens 2000 --json --timeout-s 60 \
+	>"$KVS_TMP/stuck.json" 2>/dev/null &
+bench=$!
+for i in $(seq 1 100); do
+	st=$(kvs_stats)
+	[ $(($(jget "$st" .controller.no_backend) + $(jget "$st" '.backends[0].outstanding'))) \
+		-ge 300 ] && break
+	sleep 0.1
+done
+held=$(jget "$st" '.backends[0].outstanding')
+assert_le "requests charged to the stuck backend" "$held" 64
+assert_ge "requests charged to the stuck backend" "$held" 32
+assert_eq "requests answered busy at once" "$(jget "$st" .controller.no_backend)" $((300 - held))
+mem=$(ss -tmnH "( sport = :$GW_PORT or dport = :$(cat "$KVS_TMP/stuck.port") )" |
+	grep -o 'skmem:([^)]*)' | sed 's/.*,t\([0-9]*\),.*,w\([0-9]*\),.*/\1 \2/' |
+	awk '{ t += $1; w += $2 } END { print t + w }')
+echo "kernel send memory of the gateway's sockets with the backend stuck: $mem bytes"
+rss1=$(rss "$GW_PID")
+assert_le "controller RSS growth (kB)" $((rss1 - rss0)) 2048
+kill "$STUCK"
+wait $bench || true
+echo "client: $(jq -c "{ok, errors, lost, mismatches}" "$KVS_TMP/stuck.json")"
+assert_eq "busy errors the client saw" "$(jq .errors "$KVS_TMP/stuck.json")" 300
+assert_eq "requests lost" "$(jq .lost "$KVS_TMP/stuck.json")" 0
+assert_eq "failed with the backend (backend_gone)" "$(jget "$(kvs_stats)" .controller.failed_inflight)" "$held"
+echo "PASS test_backpressure"
