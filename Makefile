@@ -29,7 +29,7 @@ SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
 	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
-	user/trace.c
+	user/trace.c user/handover.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 

@@ -40,6 +40,12 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		return err;
 	}
 	dp->lock_fd = kvs_pin_lock(o->pin_dir);
+	/* Taking over: the old controller lets go of the lock once it has
+	 * handed everything over; wait for that, a little. */
+	for (int i = 0; o->takeover && dp->lock_fd == -EBUSY && i < 100; i++) {
+		usleep(50000);
+		dp->lock_fd = kvs_pin_lock(o->pin_dir);
+	}
 	if (dp->lock_fd < 0) {
 		err = dp->lock_fd;
 		if (err == -EPERM)
@@ -53,8 +59,11 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		return err;
 	}
 	/* We hold the lock, so pins left here belong to a run that is gone.
-	 * Their routes name backends by index in that run's list: start clean. */
-	kvs_pin_clear(o->pin_dir);
+	 * Their routes name backends by index in that run's list: start clean.
+	 * Unless we take over: then they are the live state we go on with
+	 * (libbpf reuses every pinned map of the same definition). */
+	if (!o->takeover)
+		kvs_pin_clear(o->pin_dir);
 
 	dp->skel = kvsplice_bpf__open_opts(&oo);
 	if (!dp->skel) {
@@ -106,8 +115,21 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		o->release_prefill_early ? "first-token" : "end");
 	return 0;
 fail:
-	kvs_dp_close(dp, true);
+	kvs_dp_close(dp, !o->takeover);
 	return err;
+}
+
+void kvs_dp_release_lock(struct kvs_datapath *dp)
+{
+	if (dp->lock_fd >= 0)
+		close(dp->lock_fd);
+	dp->lock_fd = -1;
+}
+
+int kvs_dp_relock(struct kvs_datapath *dp)
+{
+	dp->lock_fd = kvs_pin_lock(dp->pin_dir);
+	return dp->lock_fd < 0 ? dp->lock_fd : 0;
 }
 
 void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
@@ -115,6 +137,13 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 	if (dp->backends)
 		munmap(dp->backends, backends_map_bytes());
 	dp->backends = NULL;
+	/* Handed over: the programs stay attached and the maps pinned, for
+	 * the controller that took over (it has attached its own already). */
+	if (dp->handed_over && dp->skel) {
+		kvsplice_bpf__destroy(dp->skel);
+		dp->skel = NULL;
+		unpin = false;
+	}
 	if (dp->skel) {
 		bpf_prog_detach2(bpf_program__fd(dp->skel->progs.kvs_parser), dp->socks_fd,
 				 BPF_SK_SKB_STREAM_PARSER);

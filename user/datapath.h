@@ -21,6 +21,7 @@ struct kvs_dp_opts {
 	uint32_t min_match_pct; /* shallower matches go to the controller */
 	bool release_prefill_early; /* prefill charge off at the first CHUNK */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
+	bool takeover; /* the pins are a running controller's, handed over */
 };
 
 struct kvs_datapath {
@@ -29,11 +30,17 @@ struct kvs_datapath {
 	int lock_fd;
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd;
 	struct kvs_backend *backends; /* mmap of the backends map */
+	bool handed_over; /* kvs_dp_close leaves programs attached, maps pinned */
 };
 
 int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o);
-/* Detaches and frees; unpin removes the pinned maps too. */
+/* Detaches and frees; unpin removes the pinned maps too (neither once
+ * handed_over is set). */
 void kvs_dp_close(struct kvs_datapath *dp, bool unpin);
+/* The pin directory's lock, let go for a controller taking over, and taken
+ * back if it never did. 0 or -errno. */
+void kvs_dp_release_lock(struct kvs_datapath *dp);
+int kvs_dp_relock(struct kvs_datapath *dp);
 
 /* Registers a socket: conns[cookie] = *c, then socks[key] = fd. */
 int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cookie,

@@ -15,6 +15,7 @@
  *                     every spliced socket (DESIGN.md section 5, hazard 1).
  */
 #include "gateway.h"
+#include "handover.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,6 +45,8 @@
 #define OP_SEND 3ull
 #define OP_TICK 4ull
 #define OP_POLL 5ull
+#define OP_HANDOVER 6ull /* a controller connected to take over */
+#define OP_CANCEL 7ull
 
 /* The controller's reading end of the punt pair: not in the SOCKHASH. */
 #define ROLE_PUNT_READER 100
@@ -115,6 +118,10 @@ struct gw {
 	uint64_t inject_queued, inject_seen_last_tick;
 	uint64_t inject_epoch;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
+	int ho_fd;        /* --handover-socket, listening; -1 if none */
+	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
+	bool accepting;   /* the multishot accept is armed */
+	bool handed_over; /* done: leave the loop, touch no socket or map */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
@@ -220,7 +227,7 @@ static int arm_recv(struct gw *g, struct gw_conn *c)
 	struct io_uring_sqe *sqe;
 	int err;
 
-	if (c->closing || c->recv_pending)
+	if (c->closing || c->recv_pending || g->quiescing)
 		return 0;
 	err = kvs_buf_reserve(&c->rx, RECV_CHUNK);
 	if (err == -ENOBUFS) /* a whole max frame is buffered: reserve less */
@@ -844,14 +851,18 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 	int err;
 
 	if (!(cqe->flags & IORING_CQE_F_MORE)) {
-		/* Multishot ended (e.g. EMFILE): re-arm it. */
-		struct io_uring_sqe *sqe = get_sqe(g);
+		/* Multishot ended (e.g. EMFILE): re-arm it, unless handing over. */
+		struct io_uring_sqe *sqe = g->quiescing ? NULL : get_sqe(g);
 
+		g->accepting = false;
 		if (sqe) {
+			g->accepting = true;
 			io_uring_prep_multishot_accept(sqe, g->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 			io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
 		}
 	}
+	if (cqe->res == -ECANCELED) /* handing over */
+		return;
 	if (cqe->res < 0) {
 		pr_warn("event=accept_failed err=\"%s\"", strerror(-cqe->res));
 		return;
@@ -972,6 +983,8 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 		conn_free(g, c);
 		return;
 	}
+	if (res == -ECANCELED) /* handing over: the bytes stay in the socket */
+		return;
 	if (res <= 0) {
 		on_hangup(g, c, res == 0 ? "eof" : strerror(-res));
 		return;
@@ -1088,6 +1101,418 @@ static void publish_ctl(struct gw *g)
 		g->ctl_published = g->ctl;
 }
 
+/* ---- hand-over to a new controller (upgrades) --------------------------- */
+
+static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe);
+
+static int arm_handover(struct gw *g)
+{
+	struct io_uring_sqe *sqe;
+
+	if (g->ho_fd < 0)
+		return 0;
+	sqe = get_sqe(g);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, g->ho_fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, ud(OP_HANDOVER, NULL));
+	return 0;
+}
+
+/* Reaps completions until nothing can still read from a socket we hand
+ * over or write into the inject socket behind our back: the accept and the
+ * controller sockets' recvs cancelled, the last send done. */
+static int quiesce(struct gw *g)
+{
+	struct io_uring_sqe *sqe;
+	struct gw_conn *rd[2] = { g->punt, g->inject };
+	uint64_t deadline = kvs_now_ns() + 5000000000ull;
+	int i;
+
+	g->quiescing = true;
+	if (g->accepting && (sqe = get_sqe(g))) {
+		io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
+	}
+	for (i = 0; i < 2; i++) {
+		if (rd[i] && rd[i]->recv_pending && (sqe = get_sqe(g))) {
+			io_uring_prep_cancel64(sqe, ud(OP_RECV, rd[i]), 0);
+			io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
+		}
+	}
+	while (g->accepting || g->send_pending || (g->punt && g->punt->recv_pending) ||
+	       (g->inject && g->inject->recv_pending)) {
+		struct __kernel_timespec ts = { .tv_nsec = 100000000 };
+		struct io_uring_cqe *cqe;
+
+		if (kvs_now_ns() > deadline)
+			return -ETIMEDOUT;
+		if (io_uring_submit_and_wait_timeout(&g->ring, &cqe, 1, &ts, NULL) < 0)
+			continue;
+		while (io_uring_peek_cqe(&g->ring, &cqe) == 0) {
+			handle_cqe(g, cqe);
+			io_uring_cqe_seen(&g->ring, cqe);
+		}
+	}
+	/* What is still queued for the inject socket goes now, in order. */
+	kvs_set_nonblock(g->inject_fd, 0);
+	while (g->out[g->out_cur].len) {
+		struct kvs_buf *b = &g->out[g->out_cur];
+		ssize_t w = send(g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
+
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		if (w > 0)
+			kvs_buf_consume(b, (size_t)w);
+	}
+	return 0;
+}
+
+static int send_bytes(int s, uint32_t which, const struct kvs_buf *b)
+{
+	size_t off = 0, room = KVS_HO_MSG_MAX - sizeof(struct kvs_ho_hdr) - 4;
+	uint8_t *msg = malloc(KVS_HO_MSG_MAX);
+	int err = msg ? 0 : -ENOMEM;
+
+	while (!err && off < b->len) {
+		size_t n = b->len - off < room ? b->len - off : room;
+		struct kvs_ho_hdr h = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_BYTES, (uint32_t)n };
+
+		memcpy(msg, &h, sizeof(h));
+		memcpy(msg + sizeof(h), &which, 4);
+		memcpy(msg + sizeof(h) + 4, kvs_buf_head(b) + off, n);
+		err = kvs_ho_send(s, msg, sizeof(h) + 4 + n, NULL, 0);
+		off += n;
+	}
+	free(msg);
+	return err;
+}
+
+/* Everything the new controller needs, in the order it needs it. */
+static int give_state(struct gw *g, int s)
+{
+	struct {
+		struct kvs_ho_hdr h;
+		struct kvs_ho_conn c[KVS_HO_BATCH];
+	} batch;
+	struct {
+		struct kvs_ho_hdr h;
+		struct kvs_ctl_stats ctl;
+	} st = { { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 }, g->ctl };
+	int fds[KVS_HO_BATCH], nf = 0, err;
+	uint32_t i;
+
+	for (i = 0; i < g->conns_cap; i++)
+		st.h.n += g->conns[i] && !g->conns[i]->closing;
+	st.h.n += 2; /* the listening socket, the inject pair's writing end */
+	err = kvs_ho_send(s, &st, sizeof(st), NULL, 0);
+	batch.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_CONNS, 0 };
+	for (i = 0; !err && i < g->conns_cap + 2; i++) {
+		struct kvs_ho_conn *r = &batch.c[nf];
+		struct gw_conn *c = i < g->conns_cap ? g->conns[i] : NULL;
+
+		memset(r, 0, sizeof(*r));
+		if (i == g->conns_cap) {
+			r->role = KVS_HO_LISTEN;
+			fds[nf] = g->listen_fd;
+		} else if (i == g->conns_cap + 1) {
+			r->role = KVS_HO_INJECT_WRITE;
+			fds[nf] = g->inject_fd;
+		} else if (c && !c->closing) {
+			*r = (struct kvs_ho_conn){ .role = c->role, .backend = c->backend,
+						   .slot = c->slot, .cookie = c->cookie, .key = c->key };
+			r->flags = (c->in_map ? KVS_HO_IN_MAP : 0) |
+				   (c->half_closed ? KVS_HO_HALF_CLOSED : 0);
+			fds[nf] = c->fd;
+		} else {
+			continue;
+		}
+		if (++nf == KVS_HO_BATCH || i == g->conns_cap + 1) {
+			batch.h.n = (uint32_t)nf;
+			err = kvs_ho_send(s, &batch, sizeof(batch.h) + sizeof(batch.c[0]) * (size_t)nf,
+					  fds, nf);
+			nf = 0;
+		}
+	}
+	if (!err && g->punt)
+		err = send_bytes(s, 0, &g->punt->rx);
+	if (!err && g->inject)
+		err = send_bytes(s, 1, &g->inject->rx);
+	return err;
+}
+
+/*
+ * A new controller connected: if it runs the same backends, hand it every
+ * socket and let go of the pin directory, then wait for it to say it runs;
+ * the loop then ends without closing a socket or touching a map. If it
+ * never says so, carry on as before.
+ */
+static void give_over(struct gw *g, int s)
+{
+	struct {
+		struct kvs_ho_hdr h;
+		char names[KVS_MAX_BACKENDS][64];
+	} hello;
+	struct kvs_ho_hdr done = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_DONE, 0 }, ack;
+	int fds[1], nf, err = 0;
+	ssize_t n = kvs_ho_recv(s, &hello, sizeof(hello), fds, &nf, 0, 5000);
+	uint32_t b;
+
+	if (n < (ssize_t)sizeof(hello.h) || hello.h.magic != KVS_HO_MAGIC ||
+	    hello.h.version != KVS_HO_VERSION || hello.h.type != KVS_HO_HELLO) {
+		pr_warn("event=handover_refused reason=\"not a hand-over request\"");
+		return;
+	}
+	if (hello.h.n != g->cfg->nbackends)
+		err = -EINVAL;
+	for (b = 0; !err && b < g->cfg->nbackends; b++)
+		if (strncmp(hello.names[b], g->be[b].name, sizeof(hello.names[b])))
+			err = -EINVAL;
+	if (err) {
+		struct kvs_ho_hdr no = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 };
+
+		pr_warn("event=handover_refused reason=\"the new controller's --backend list "
+			"differs (same backends, same order)\"");
+		no.n = UINT32_MAX;
+		kvs_ho_send(s, &no, sizeof(no), NULL, 0);
+		return;
+	}
+	pr_info("event=handover_start conns=%u", g->conns_cap);
+	err = quiesce(g);
+	if (!err)
+		err = give_state(g, s);
+	if (!err) {
+		kvs_adm_close(&g->adm); /* the new controller attaches its own */
+		kvs_dp_release_lock(&g->dp);
+		err = kvs_ho_send(s, &done, sizeof(done), NULL, 0);
+	}
+	if (!err) {
+		n = kvs_ho_recv(s, &ack, sizeof(ack), fds, &nf, 0, 20000);
+		err = n == (ssize_t)sizeof(ack) && ack.type == KVS_HO_ACK ? 0 : -ECONNRESET;
+	}
+	if (!err) {
+		pr_info("event=handed_over slow_frames=%llu", (unsigned long long)g->ctl.slow_frames);
+		g->handed_over = true;
+		g->dp.handed_over = true;
+		return;
+	}
+	/* The new one never took over: carry on. */
+	pr_warn("event=handover_failed err=\"%s\" action=\"carrying on\"", strerror(-err));
+	if (g->dp.lock_fd < 0 && kvs_dp_relock(&g->dp))
+		pr_warn("event=relock_failed hint=\"another controller may run on this --pin-dir\"");
+	g->quiescing = false;
+	if (g->punt)
+		arm_recv(g, g->punt);
+	if (g->inject)
+		arm_recv(g, g->inject);
+	{
+		struct io_uring_sqe *sqe = get_sqe(g);
+
+		if (sqe) {
+			io_uring_prep_multishot_accept(sqe, g->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
+			g->accepting = true;
+		}
+	}
+	kvs_set_nonblock(g->inject_fd, 1);
+}
+
+/* What a controller taking over receives: every socket and its record. */
+struct taken {
+	struct kvs_ho_conn *recs;
+	int *fds;
+	uint32_t n, got;
+	struct kvs_buf punt_rx, inject_rx;
+	struct kvs_ctl_stats ctl;
+};
+
+static void taken_free(struct taken *t, bool close_fds)
+{
+	for (uint32_t i = 0; close_fds && i < t->got; i++)
+		close(t->fds[i]);
+	free(t->recs);
+	free(t->fds);
+	kvs_buf_free(&t->punt_rx);
+	kvs_buf_free(&t->inject_rx);
+}
+
+/* Asks the controller at path for its sockets; returns the connected
+ * hand-over socket (to send ACK on) or -errno. */
+static int take_state(struct gw *g, const char *path, struct taken *t)
+{
+	struct {
+		struct kvs_ho_hdr h;
+		char names[KVS_MAX_BACKENDS][64];
+	} hello;
+	uint8_t *msg = malloc(KVS_HO_MSG_MAX);
+	int s = kvs_ho_connect(path), err = 0, fds[KVS_HO_BATCH], nf;
+	uint32_t b;
+
+	memset(t, 0, sizeof(*t));
+	kvs_buf_init(&t->punt_rx, 0);
+	kvs_buf_init(&t->inject_rx, 0);
+	if (s < 0 || !msg) {
+		err = s < 0 ? s : -ENOMEM;
+		pr_warn("event=takeover_failed socket=%s err=\"%s\" hint=\"is a kvspliced "
+			"running with --handover-socket %s?\"",
+			path, strerror(-err), path);
+		goto out;
+	}
+	memset(&hello, 0, sizeof(hello));
+	hello.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_HELLO, g->cfg->nbackends };
+	for (b = 0; b < g->cfg->nbackends; b++)
+		kvs_addr_str(&g->cfg->backends[b], hello.names[b], sizeof(hello.names[b]));
+	err = kvs_ho_send(s, &hello, sizeof(hello), NULL, 0);
+	while (!err) {
+		struct kvs_ho_hdr h;
+		ssize_t n = kvs_ho_recv(s, msg, KVS_HO_MSG_MAX, fds, &nf, KVS_HO_BATCH, 30000);
+
+		if (n < (ssize_t)sizeof(h)) {
+			err = n < 0 ? (int)n : -EPROTO;
+			break;
+		}
+		memcpy(&h, msg, sizeof(h));
+		if (h.magic != KVS_HO_MAGIC || h.version != KVS_HO_VERSION) {
+			err = -EPROTO;
+		} else if (h.type == KVS_HO_STATE) {
+			if (h.n == UINT32_MAX) {
+				pr_warn("event=takeover_refused reason=\"the running controller has "
+					"another --backend list (same backends, same order)\"");
+				err = -EINVAL;
+				break;
+			}
+			memcpy(&t->ctl, msg + sizeof(h), sizeof(t->ctl));
+			t->n = h.n;
+			t->recs = calloc(h.n, sizeof(*t->recs));
+			t->fds = calloc(h.n, sizeof(*t->fds));
+			if (!t->recs || !t->fds)
+				err = -ENOMEM;
+		} else if (h.type == KVS_HO_CONNS) {
+			if (!t->recs || (uint32_t)nf != h.n || t->got + h.n > t->n) {
+				for (int k = 0; k < nf; k++)
+					close(fds[k]);
+				err = -EPROTO;
+				break;
+			}
+			memcpy(t->recs + t->got, msg + sizeof(h), sizeof(*t->recs) * h.n);
+			memcpy(t->fds + t->got, fds, sizeof(int) * h.n);
+			t->got += h.n;
+		} else if (h.type == KVS_HO_BYTES) {
+			uint32_t which;
+			struct kvs_buf *rx;
+
+			memcpy(&which, msg + sizeof(h), 4);
+			rx = which ? &t->inject_rx : &t->punt_rx;
+			err = kvs_buf_reserve(rx, h.n);
+			if (!err) {
+				memcpy(kvs_buf_tail(rx), msg + sizeof(h) + 4, h.n);
+				kvs_buf_commit(rx, h.n);
+			}
+		} else if (h.type == KVS_HO_DONE) {
+			break;
+		} else {
+			err = -EPROTO;
+		}
+	}
+	if (!err && t->got != t->n)
+		err = -EPROTO;
+out:
+	free(msg);
+	if (err) {
+		if (s >= 0)
+			close(s);
+		taken_free(t, true);
+		return err;
+	}
+	return s;
+}
+
+/* Rebuilds the controller's view of the sockets it took over: they stay in
+ * the maps as they are; only the controller's own bookkeeping is new. */
+static int adopt(struct gw *g, struct taken *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct kvs_ho_conn *r = &t->recs[i];
+		struct gw_conn *c;
+
+		if (r->role == KVS_HO_LISTEN) {
+			g->listen_fd = t->fds[i];
+			continue;
+		}
+		if (r->role == KVS_HO_INJECT_WRITE) {
+			g->inject_fd = t->fds[i];
+			kvs_set_nonblock(g->inject_fd, 1);
+			continue;
+		}
+		c = conn_new(g, t->fds[i], r->role);
+		if (!c)
+			return -ENOMEM;
+		c->key = r->key;
+		c->backend = r->backend;
+		c->slot = r->slot;
+		c->in_map = r->flags & KVS_HO_IN_MAP;
+		c->half_closed = r->flags & KVS_HO_HALF_CLOSED;
+		if (c->half_closed)
+			c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
+		switch (r->role) {
+		case KVS_ROLE_CLIENT:
+			if (kvs_idmap_put(&g->clients, c->cookie, c))
+				return -ENOMEM;
+			break;
+		case KVS_ROLE_UPSTREAM:
+			if (c->backend >= g->cfg->nbackends || c->slot >= KVS_MAX_POOL)
+				return -EPROTO;
+			g->be[c->backend].pool[c->slot] = c;
+			g->be[c->backend].up = true;
+			break;
+		case KVS_ROLE_INJECT:
+			g->inject = c;
+			kvs_buf_reserve(&c->rx, t->inject_rx.len);
+			memcpy(kvs_buf_tail(&c->rx), kvs_buf_head(&t->inject_rx), t->inject_rx.len);
+			kvs_buf_commit(&c->rx, t->inject_rx.len);
+			break;
+		case KVS_ROLE_PUNT:
+			g->punt_k = c;
+			break;
+		case ROLE_PUNT_READER:
+			g->punt = c;
+			kvs_buf_reserve(&c->rx, t->punt_rx.len);
+			memcpy(kvs_buf_tail(&c->rx), kvs_buf_head(&t->punt_rx), t->punt_rx.len);
+			kvs_buf_commit(&c->rx, t->punt_rx.len);
+			break;
+		}
+		/* Watched as before: the controller's pairs read, the rest
+		 * polled for hang-ups (a half-closed client on the tick). */
+		if (r->role == KVS_ROLE_INJECT || r->role == ROLE_PUNT_READER) {
+			if (arm_recv(g, c))
+				return -EBUSY;
+		} else if (!c->half_closed && arm_watch(g, c)) {
+			return -EBUSY;
+		}
+	}
+	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
+		return -EPROTO;
+	g->ctl = t->ctl;
+	/* Frames the old controller had read and not handled yet. */
+	punt_frames(g, g->punt);
+	inject_frames(g, g->inject);
+	return 0;
+}
+
+static void on_handover(struct gw *g, int res)
+{
+	int s;
+
+	if (res > 0 && (s = accept4(g->ho_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		give_over(g, s);
+		close(s);
+	}
+	if (!g->handed_over)
+		arm_handover(g);
+}
+
 static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
 {
 	uint64_t data = io_uring_cqe_get_data64(cqe);
@@ -1112,6 +1537,9 @@ static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
 		break;
 	case OP_TICK:
 		on_tick(g);
+		break;
+	case OP_HANDOVER:
+		on_handover(g, cqe->res);
 		break;
 	}
 }
@@ -1205,7 +1633,9 @@ static void gw_teardown(struct gw *g)
 
 		if (!c)
 			continue;
-		if (c->in_map)
+		/* Handed over: the sockets and their map entries are the new
+		 * controller's now; closing our descriptors leaves them be. */
+		if (c->in_map && !g->handed_over)
 			kvs_dp_del_sock(&g->dp, c->key, c->cookie);
 		conn_free(g, c);
 	}
@@ -1214,6 +1644,11 @@ static void gw_teardown(struct gw *g)
 		close(g->inject_fd);
 	if (g->listen_fd >= 0)
 		close(g->listen_fd);
+	if (g->ho_fd >= 0) {
+		close(g->ho_fd);
+		if (!g->handed_over) /* else it is the new controller's now */
+			unlink(g->cfg->handover_path);
+	}
 	kvs_buf_free(&g->out[0]);
 	kvs_buf_free(&g->out[1]);
 	kvs_policy_free(&g->policy);
@@ -1236,10 +1671,11 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];
 	struct io_uring_sqe *sqe;
-	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1 };
+	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1 };
+	struct taken t = { 0 };
 	char addr[96];
 	uint32_t b;
-	int err;
+	int err, ho_sock = -1;
 
 	g.tick.tv_nsec = TICK_MS * 1000000ll;
 	kvs_buf_init(&g.out[0], OUT_LIMIT);
@@ -1253,8 +1689,22 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		free(g.hashes);
 		return err;
 	}
+	if (cfg->takeover) {
+		/* The sockets first: the running controller lets go of the pin
+		 * directory once they are ours. */
+		ho_sock = take_state(&g, cfg->handover_path, &t);
+		if (ho_sock < 0) {
+			io_uring_queue_exit(&g.ring);
+			free(g.hashes);
+			return ho_sock;
+		}
+		dpo.takeover = true;
+	}
 	err = kvs_dp_open(&g.dp, &dpo);
 	if (err) {
+		if (ho_sock >= 0)
+			close(ho_sock); /* the old controller carries on */
+		taken_free(&t, true);
 		io_uring_queue_exit(&g.ring);
 		free(g.hashes);
 		return err;
@@ -1275,25 +1725,57 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	err = kvs_idmap_init(&g.clients, 1024);
 	if (err)
 		goto out;
-	err = setup_pairs(&g);
-	if (err) {
-		pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
-		goto out;
-	}
-	for (b = 0; b < cfg->nbackends; b++)
-		backend_connect(&g, b);
+	if (cfg->takeover) {
+		struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
+		uint32_t n = t.n;
 
-	g.listen_fd = kvs_listen(&cfg->listen, 1024);
-	if (g.listen_fd < 0) {
-		err = g.listen_fd;
-		pr_warn("event=listen_failed addr=%s err=\"%s\"",
-			kvs_addr_str(&cfg->listen, addr, sizeof(addr)), strerror(-err));
-		goto out;
+		err = adopt(&g, &t);
+		taken_free(&t, false);
+		if (err) {
+			pr_warn("event=takeover_failed err=\"%s\"", strerror(-err));
+			close(ho_sock);
+			goto out;
+		}
+		/* Backends the old controller had no connection to: now. */
+		for (b = 0; b < cfg->nbackends; b++)
+			g.be[b].retry_at_ns = 0;
+		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
+		close(ho_sock);
+		if (err)
+			goto out;
+		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
+	} else {
+		err = setup_pairs(&g);
+		if (err) {
+			pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
+			goto out;
+		}
+		for (b = 0; b < cfg->nbackends; b++)
+			backend_connect(&g, b);
+
+		g.listen_fd = kvs_listen(&cfg->listen, 1024);
+		if (g.listen_fd < 0) {
+			err = g.listen_fd;
+			pr_warn("event=listen_failed addr=%s err=\"%s\"",
+				kvs_addr_str(&cfg->listen, addr, sizeof(addr)), strerror(-err));
+			goto out;
+		}
 	}
 	sqe = get_sqe(&g);
 	io_uring_prep_multishot_accept(sqe, g.listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
+	g.accepting = true;
 	arm_tick(&g);
+	if (cfg->handover_path) {
+		g.ho_fd = kvs_ho_listen(cfg->handover_path);
+		if (g.ho_fd < 0) {
+			err = g.ho_fd;
+			pr_warn("event=handover_socket_failed path=%s err=\"%s\"", cfg->handover_path,
+				strerror(-err));
+			goto out;
+		}
+		arm_handover(&g);
+	}
 	if (cfg->adm.ifname) {
 		struct kvs_adm_opts ao = cfg->adm;
 
@@ -1309,7 +1791,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
 		cfg->nbackends);
 
-	while (!*stop) {
+	while (!*stop && !g.handed_over) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 

@@ -39,6 +39,8 @@ struct gw_config {
 	const char *port_file;     /* write the listening port here */
 	int keep_pins;             /* leave maps pinned on exit */
 	struct kvs_adm_opts adm;   /* XDP admission, when adm.ifname is set */
+	const char *handover_path; /* listen here for a controller taking over */
+	int takeover;              /* take over from the one at handover_path */
 };
 
 void gw_config_defaults(struct gw_config *c);

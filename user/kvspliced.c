@@ -82,6 +82,14 @@ static void usage(FILE *f)
 		"      --syn-burst N          SYNs a source may send at once (default: N of\n"
 		"                             --syn-rate)\n"
 		"\n"
+		"Upgrades without dropping a connection:\n"
+		"      --handover-socket PATH a Unix socket (root's) where a new controller can\n"
+		"                             ask this one for its sockets\n"
+		"      --takeover             start by taking over from the controller at\n"
+		"                             --handover-socket: its listening socket, client and\n"
+		"                             backend connections and pinned maps (same\n"
+		"                             --pin-dir and --backend list); it then exits\n"
+		"\n"
 		"      --pin-dir DIR          where maps are pinned (default %s)\n"
 		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
 		"      --port-file FILE       write the listening port to FILE once listening\n"
@@ -119,6 +127,8 @@ enum {
 	OPT_DENY,
 	OPT_SYN_RATE,
 	OPT_SYN_BURST,
+	OPT_HANDOVER,
+	OPT_TAKEOVER,
 };
 
 /* --allow / --deny: checked here, so a typo stops the start with a message. */
@@ -166,6 +176,8 @@ int main(int argc, char **argv)
 		{ "deny", required_argument, NULL, OPT_DENY },
 		{ "syn-rate", required_argument, NULL, OPT_SYN_RATE },
 		{ "syn-burst", required_argument, NULL, OPT_SYN_BURST },
+		{ "handover-socket", required_argument, NULL, OPT_HANDOVER },
+		{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -271,6 +283,12 @@ int main(int argc, char **argv)
 			if (kvs_arg_u32(PROG, "--syn-rate", optarg, 0, 10000000, &cfg.adm.syn_rate))
 				return 2;
 			break;
+		case OPT_HANDOVER:
+			cfg.handover_path = optarg;
+			break;
+		case OPT_TAKEOVER:
+			cfg.takeover = 1;
+			break;
 		case OPT_SYN_BURST:
 			if (kvs_arg_u32(PROG, "--syn-burst", optarg, 1, 10000000, &cfg.adm.syn_burst))
 				return 2;
@@ -297,6 +315,10 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.adm.ifname && (cfg.adm.nallow || cfg.adm.ndeny || cfg.adm.syn_rate)) {
 		fprintf(stderr, PROG ": --allow, --deny and --syn-rate need --xdp-iface IFACE\n");
+		return 2;
+	}
+	if (cfg.takeover && !cfg.handover_path) {
+		fprintf(stderr, PROG ": --takeover needs --handover-socket PATH (the running one's)\n");
 		return 2;
 	}
 	if (strlen(cfg.pin_dir) >= 200) {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Controller restart without loss: while a client streams requests over
+# connections it keeps open, a second kvspliced started with --takeover
+# takes the listening socket, every client and backend connection
+# (SCM_RIGHTS) and the pinned maps from the first, which exits. No
+# connection drops, no request is lost or answered wrongly, and new
+# clients connect to the same port afterwards. Then the controller is
+# killed (SIGKILL): its connections die with it (documented), but a fresh
+# controller on the same port serves new clients at once.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.02
+kvs_start_sim B --time-scale 0.02
+HO=$KVS_TMP/handover.sock
+BACKENDS=(--backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B")
+kvs_start_gw "${BACKENDS[@]}" --handover-socket "$HO"
+OLD=$GW_PID
+[ -S "$HO" ] || kvs_fail "no hand-over socket"
+assert_eq "hand-over socket mode (root alone)" "$(stat -c %a "$HO")" 700
+
+# A client streaming for ~8 s over 4 connections it keeps open.
+kvs_bench -n 800 -k 4 --rate 100 --prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 -m 16 \
+	--json --timeout-s 60 >"$KVS_TMP/during.json" 2>"$KVS_TMP/during.err" &
+bench=$!
+sleep 2
+rm -f "$KVS_TMP/gw.port"
+"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" --pin-dir "$KVS_PIN" \
+	"${BACKENDS[@]}" --handover-socket "$HO" --takeover 2>"$KVS_TMP/gw2.log" &
+NEW=$!
+KVS_PIDS+=($NEW)
+kvs_wait_file "$KVS_TMP/gw.port"
+assert_eq "port after the take-over" "$(cat "$KVS_TMP/gw.port")" "$GW_PORT"
+for i in $(seq 1 100); do kill -0 "$OLD" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$OLD" 2>/dev/null && kvs_fail "the old controller did not exit"
+grep -q "event=handed_over" "$KVS_TMP/gw.log" || kvs_fail "old: no handed_over line"
+grep -q "event=took_over" "$KVS_TMP/gw2.log" || kvs_fail "new: no took_over line"
+echo "ok: $(grep -o 'event=took_over.*' "$KVS_TMP/gw2.log")"
+
+wait $bench || kvs_fail "the client saw failures across the take-over: $(jq -c '{ok,errors,mismatches,lost}' "$KVS_TMP/during.json"); $(head -3 "$KVS_TMP/during.err")"
+out=$(cat "$KVS_TMP/during.json")
+assert_eq "requests answered byte for byte across the take-over" "$(jget "$out" .ok)" 800
+assert_eq "lost" "$(jget "$out" .lost)" 0
+GW_PID=$NEW
+st=$(kvs_stats)
+assert_ge "kernel routes kept (fast path after the take-over)" "$(jget "$st" .fast_path_frames)" 700
+out=$(kvs_bench -n 100 -k 4 --prefixes 8 --prefix-tokens 1024 --json) ||
+	kvs_fail "new clients after the take-over failed: $out"
+assert_eq "new clients after the take-over: ok" "$(jget "$out" .ok)" 100
+# The new controller can itself be taken over (its socket is live).
+[ -S "$HO" ] || kvs_fail "the new controller has no hand-over socket"
+
+# A take-over with another backend list is refused; the running one goes on.
+if "$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --pin-dir "$KVS_PIN" \
+	--backend "127.0.0.1:$SIM_PORT_A" --handover-socket "$HO" --takeover 2>"$KVS_TMP/gw3.log"; then
+	kvs_fail "a take-over with another --backend list succeeded"
+fi
+grep -q "takeover_refused" "$KVS_TMP/gw3.log" || kvs_fail "no reason: $(cat "$KVS_TMP/gw3.log")"
+out=$(kvs_bench -n 20 -k 2 --prefixes 2 --json) || kvs_fail "refused take-over hurt the gateway"
+echo "ok: a mismatched take-over is refused, the gateway carries on"
+
+# SIGKILL: established connections die with the process; a new one serves.
+kill -9 "$NEW"
+wait "$NEW" 2>/dev/null || true
+rm -f "$KVS_TMP/gw.port"
+"$KVS_BUILD/kvspliced" --listen "127.0.0.1:$GW_PORT" --port-file "$KVS_TMP/gw.port" \
+	--pin-dir "$KVS_PIN" "${BACKENDS[@]}" 2>"$KVS_TMP/gw4.log" &
+GW_PID=$!
+KVS_PIDS+=($GW_PID)
+kvs_wait_file "$KVS_TMP/gw.port"
+out=$(kvs_bench -n 50 -k 2 --prefixes 2 --json) || kvs_fail "after a SIGKILL: $out"
+assert_eq "requests ok on a fresh controller after a SIGKILL" "$(jget "$out" .ok)" 50
+echo "PASS test_restart"

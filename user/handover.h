@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Controller hand-over for upgrades: a running kvspliced listens on a Unix
+ * socket (--handover-socket); a new one started with --takeover connects,
+ * and the old one passes it every socket it holds (SCM_RIGHTS) with what it
+ * knows of each, then exits without touching the pinned maps. The kernel
+ * keeps splicing established connections meanwhile. This file is the
+ * transport; gateway.c says what is sent.
+ *
+ * Messages (SOCK_SEQPACKET, each at most KVS_HO_MSG_MAX bytes), all
+ * starting with struct kvs_ho_hdr:
+ *   new -> old  HELLO   the new one's backend list (must match the old one's)
+ *   old -> new  STATE   status (0, or -errno: refused), counts, counters
+ *   old -> new  CONNS   up to KVS_HO_BATCH struct kvs_ho_conn, one fd each
+ *   old -> new  BYTES   bytes a controller socket had read and not handled
+ *   old -> new  DONE    the old one has let go of the pin directory
+ *   new -> old  ACK     the new one runs: the old one exits
+ */
+#ifndef KVS_HANDOVER_H
+#define KVS_HANDOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KVS_HO_MAGIC 0x4b565348u /* "KVSH" */
+#define KVS_HO_VERSION 1
+#define KVS_HO_MSG_MAX 65536
+#define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
+
+enum kvs_ho_type {
+	KVS_HO_HELLO = 1,
+	KVS_HO_STATE = 2,
+	KVS_HO_CONNS = 3,
+	KVS_HO_BYTES = 4,
+	KVS_HO_DONE = 5,
+	KVS_HO_ACK = 6,
+};
+
+struct kvs_ho_hdr {
+	uint32_t magic, version, type, n; /* n: entries or bytes that follow */
+};
+
+/* A socket handed over: role as in the conns map, or one of these. */
+#define KVS_HO_LISTEN 200       /* the listening socket */
+#define KVS_HO_INJECT_WRITE 201 /* the controller's end of the inject pair */
+#define KVS_HO_IN_MAP 1u        /* flags: it is in the SOCKHASH */
+#define KVS_HO_HALF_CLOSED 2u   /* a client that sent FIN */
+
+struct kvs_ho_conn {
+	uint32_t role, backend, slot, flags;
+	uint64_t cookie, key;
+};
+
+/* Listening socket at path (replacing a stale one), mode 0600. fd or -errno. */
+int kvs_ho_listen(const char *path);
+/* Connected socket, or -errno. */
+int kvs_ho_connect(const char *path);
+/* One message with its fds. 0 or -errno. */
+int kvs_ho_send(int sock, const void *msg, size_t len, const int *fds, int nfds);
+/* One message (waits at most timeout_ms): its length, its fds in fds[0..
+ * *nfds) (at most maxfds; the rest closed), or -errno (-ETIMEDOUT). */
+ssize_t kvs_ho_recv(int sock, void *buf, size_t cap, int *fds, int *nfds, int maxfds,
+		    int timeout_ms);
+
+#endif
