@@ -724,6 +724,9 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 {
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
 
+	/* The answer to the controller's health check (ping_backend()). */
+	if (h->type == KVS_T_PONG)
+		return punt(skb, st);
 	if (!is_response(h->type)) {
 		st->drop_bad_upstream++;
 		return SK_DROP;
@@ -756,6 +759,15 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	__u32 b;
 
 	st->inject_frames++;
+	/* A health check: to the backend named (pool slot 0), not a client. */
+	if (h->type == KVS_T_PING && bpf_ntohl(h->gw_backend) != ~0u) {
+		__u64 key = kvs_upstream_key(kvs_gw_backend(bpf_ntohl(h->gw_backend)), 0);
+
+		if (bpf_sk_redirect_hash(skb, &socks, &key, 0) == SK_PASS)
+			return SK_PASS;
+		st->pass_no_upstream++;
+		return SK_DROP;
+	}
 	/* Every ERROR of the controller's ends a request it was handed or
 	 * that a dead backend owed (a client rejected for a bad frame is
 	 * closing: its count no longer matters). */

@@ -82,7 +82,8 @@ static int open_map(const struct ctl_opts *o, const char *name)
 	X(clients_half_closed)                                                                     \
 	X(clients_early_closed)                                                                    \
 	X(frame_timeouts)                                                                          \
-	X(busy_client)
+	X(busy_client)                                                                             \
+	X(health_failures)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

@@ -86,6 +86,13 @@ struct gw_backend {
 	uint32_t backoff_ms;
 	uint32_t sent_recently; /* requests sent that the kernel may not count yet */
 	uint64_t sent_epoch;
+	/* Health check: a PING every --health-interval-ms; no PONG within
+	 * three intervals and the backend is ejected (down, with back-off). */
+	uint64_t ping_sent_ns; /* of the PING not answered yet; 0: none */
+	uint64_t next_ping_ns;
+	uint32_t ping_seq;
+	struct kvs_load_info load; /* its last PONG's report */
+	bool probation; /* ejected by the health check: no work until a PONG */
 };
 
 struct gw {
@@ -132,6 +139,7 @@ void gw_config_defaults(struct gw_config *c)
 	memset(c, 0, sizeof(*c));
 	c->pool_size = KVS_DEFAULT_POOL;
 	c->max_outstanding = KVS_DEFAULT_MAX_OUTSTANDING;
+	c->health_interval_ms = KVS_DEFAULT_HEALTH_INTERVAL_MS;
 	c->client_max_inflight = KVS_DEFAULT_CLIENT_INFLIGHT;
 	c->max_payload = KVS_DEFAULT_MAX_PAYLOAD;
 	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
@@ -463,7 +471,7 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 
 	for (b = 0; b < g->cfg->nbackends; b++) {
 		load[b] = kvs_dp_outstanding_work(&g->dp, b);
-		ok[b] = g->be[b].up &&
+		ok[b] = g->be[b].up && !g->be[b].probation &&
 			(!g->cfg->max_outstanding ||
 			 kvs_dp_outstanding(&g->dp, b) +
 					 unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
@@ -678,6 +686,85 @@ static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *p
 	}
 }
 
+/* ---- health checks ------------------------------------------------------ */
+
+/* A PING to backend b through the kernel (its pool slot 0): req_id names
+ * the backend and the check, gw_conn 0 marks it as the controller's. */
+static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
+{
+	struct gw_backend *be = &g->be[b];
+	struct kvs_msg m = {
+		.type = KVS_T_PING,
+		.req_id = (uint64_t)b << 32 | ++be->ping_seq,
+		.gw_backend = kvs_gw_pack(b, 0),
+	};
+
+	if (kvs_put_frame(out_buf(g), &m, NULL, 0))
+		return;
+	g->inject_queued++;
+	be->ping_sent_ns = now;
+	kick_send(g);
+}
+
+static void on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payload)
+{
+	uint32_t b = (uint32_t)(m->req_id >> 32);
+	struct gw_backend *be;
+
+	if (b >= g->cfg->nbackends)
+		return;
+	be = &g->be[b];
+	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns)
+		return; /* an answer to a check that was already given up */
+	if (m->payload_len == sizeof(struct kvs_load))
+		kvs_load_decode(payload, &be->load);
+	if (be->probation && be->up) {
+		be->probation = false;
+		be->backoff_ms = 0;
+		kvs_dp_set_backend(&g->dp, b, KVS_BE_UP, g->cfg->pool_size, g->cfg->max_outstanding);
+		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
+	}
+	pr_debug("event=pong backend=%s rtt_us=%llu running=%u waiting=%u kv_used=%u/%u", be->name,
+		 (unsigned long long)((kvs_now_ns() - be->ping_sent_ns) / 1000), be->load.running,
+		 be->load.waiting, be->load.kv_used_blocks, be->load.kv_total_blocks);
+	be->ping_sent_ns = 0;
+}
+
+static void backend_down(struct gw *g, uint32_t b, const char *why);
+
+/* On the tick: check every backend that is up; eject one that has not
+ * answered for three intervals (it may hang with its connections open). */
+static void health_checks(struct gw *g, uint64_t now)
+{
+	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
+	uint32_t b;
+
+	if (!interval)
+		return;
+	for (b = 0; b < g->cfg->nbackends; b++) {
+		struct gw_backend *be = &g->be[b];
+		char why[64];
+
+		if (!be->up) {
+			be->ping_sent_ns = 0;
+			continue;
+		}
+		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
+			g->ctl.health_failures++;
+			snprintf(why, sizeof(why), "no PONG in %llu ms",
+				 (unsigned long long)(3 * interval / 1000000));
+			be->ping_sent_ns = 0;
+			be->probation = true;
+			backend_down(g, b, why);
+			continue;
+		}
+		if (!be->ping_sent_ns && now >= be->next_ping_ns) {
+			ping_backend(g, b, now);
+			be->next_ping_ns = now + interval;
+		}
+	}
+}
+
 /* ---- frames passed up by the kernel ---------------------------------- */
 
 /* What the kernel punted: slow-path requests, PINGs, and ERROR notices for
@@ -711,6 +798,11 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 			if (c && !c->closing && !c->close_at_ns)
 				reject_client(g, c, raw.req_id, -r);
 			kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)raw.payload_len);
+			continue;
+		}
+		if (m.type == KVS_T_PONG && m.gw_conn == 0) { /* a health check's answer */
+			on_pong(g, &m, frame + KVS_HDR_LEN);
+			kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)m.payload_len);
 			continue;
 		}
 		c = kvs_idmap_get(&g->clients, m.gw_conn);
@@ -824,6 +916,14 @@ static int backend_connect(struct gw *g, uint32_t b)
 			goto fail;
 	}
 	be->up = true;
+	be->next_ping_ns = 0;
+	if (be->probation) {
+		/* Ejected by the health check: connections alone do not prove
+		 * it works (a hung process still completes handshakes). It
+		 * takes no request until it answers a PING (on_pong()). */
+		pr_info("event=backend_probation backend=%s index=%u", be->name, b);
+		return 0;
+	}
 	be->backoff_ms = 0;
 	kvs_dp_set_backend(&g->dp, b, KVS_BE_UP, g->cfg->pool_size, g->cfg->max_outstanding);
 	pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b, g->cfg->pool_size);
@@ -1039,6 +1139,7 @@ static void on_tick(struct gw *g)
 	uint32_t i;
 
 	feedback(g);
+	health_checks(g, now);
 	/* Frames the kernel never read (the inject socket failed) would keep
 	 * the counts raised for ever: if it read none for a whole tick, the
 	 * rest are gone. */

@@ -18,6 +18,7 @@
 /* Bounds on what the kernel may queue for one client or one backend. */
 #define KVS_DEFAULT_MAX_OUTSTANDING 1024u
 #define KVS_DEFAULT_CLIENT_INFLIGHT 256u
+#define KVS_DEFAULT_HEALTH_INTERVAL_MS 1000u
 
 struct gw_config {
 	struct kvs_addr listen;
@@ -26,6 +27,7 @@ struct gw_config {
 	uint32_t pool_size;        /* upstream connections per backend */
 	uint32_t max_outstanding;  /* per backend; 0 = no limit */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
+	uint32_t health_interval_ms;  /* PING each backend this often; 0 = never */
 	uint32_t max_payload;
 	uint32_t window_blocks;
 	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */

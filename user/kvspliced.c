@@ -46,6 +46,9 @@ static void usage(FILE *f)
 		"                             more get a 'busy' error (default %u; 0: no limit).\n"
 		"                             With --max-outstanding it bounds what the kernel\n"
 		"                             queues for a client or backend that stops reading\n"
+		"      --health-interval-ms MS  PING each backend this often; one that has not\n"
+		"                             answered within three intervals is ejected (down,\n"
+		"                             retried with back-off) (default %u; 0: never)\n"
 		"      --max-frame BYTES      largest payload accepted (default %u, max %u); every\n"
 		"                             spliced socket's receive buffer is sized from it\n"
 		"      --window-blocks N      prompt blocks of %d bytes the kernel hashes (default\n"
@@ -100,7 +103,7 @@ static void usage(FILE *f)
 		"Inspect a running gateway with 'kvsplicectl stats' or\n"
 		"'bpftool map dump pinned %s/backends'. See docs/ARCHITECTURE.md.\n",
 		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_OUTSTANDING,
-		KVS_DEFAULT_CLIENT_INFLIGHT, KVS_DEFAULT_MAX_PAYLOAD,
+		KVS_DEFAULT_CLIENT_INFLIGHT, KVS_DEFAULT_HEALTH_INTERVAL_MS, KVS_DEFAULT_MAX_PAYLOAD,
 		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_POLICY_BALANCE,
 		(unsigned int)KVS_MODEL_KV_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		512u, KVS_ADM_MAX_LIST, KVS_DEFAULT_PIN_DIR, KVS_DEFAULT_PIN_DIR);
@@ -110,6 +113,7 @@ enum {
 	OPT_POOL = 256,
 	OPT_MAX_OUT,
 	OPT_CLIENT_INFLIGHT,
+	OPT_HEALTH,
 	OPT_MAX_FRAME,
 	OPT_WINDOW,
 	OPT_FRAME_TIMEOUT,
@@ -159,6 +163,7 @@ int main(int argc, char **argv)
 		{ "pool", required_argument, NULL, OPT_POOL },
 		{ "max-outstanding", required_argument, NULL, OPT_MAX_OUT },
 		{ "max-client-inflight", required_argument, NULL, OPT_CLIENT_INFLIGHT },
+		{ "health-interval-ms", required_argument, NULL, OPT_HEALTH },
 		{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
 		{ "window-blocks", required_argument, NULL, OPT_WINDOW },
 		{ "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
@@ -211,6 +216,11 @@ int main(int argc, char **argv)
 		case OPT_MAX_OUT:
 			if (kvs_arg_u32(PROG, "--max-outstanding", optarg, 0, UINT32_MAX,
 					&cfg.max_outstanding))
+				return 2;
+			break;
+		case OPT_HEALTH:
+			if (kvs_arg_u32(PROG, "--health-interval-ms", optarg, 0, 3600000,
+					&cfg.health_interval_ms))
 				return 2;
 			break;
 		case OPT_CLIENT_INFLIGHT:

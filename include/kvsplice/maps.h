@@ -241,6 +241,8 @@ struct kvs_ctl_stats {
 				  * it within --frame-timeout-ms: ERROR timeout */
 	__u64 busy_client;       /* requests refused busy: their connection had
 				  * --max-client-inflight in flight */
+	__u64 health_failures;   /* backends ejected: no PONG to the health
+				  * check within three intervals */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Health checks: a backend that hangs with its connections open (SIGSTOP:
+# no EOF ever comes) is found by its missing PONG within three health
+# intervals and ejected - its in-flight requests answered backend_gone,
+# new requests on the other backend. While it stays stopped it is kept out
+# (reconnecting succeeds, the kernel completes handshakes for a stopped
+# process, but it takes no work on probation until it answers a PING), and
+# the retries back off. Once it runs again it answers and is re-admitted.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.05
+kvs_start_sim B --time-scale 0.05
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--health-interval-ms 200 --log-level debug
+A=${KVS_PIDS[0]}
+state() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r ".[$1].state"; }
+
+sleep 0.5
+grep -q "event=pong backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" || kvs_fail "no PONG from A"
+echo "ok: backends answer the health check"
+
+kvs_bench -n 8 -k 8 -m 400 --prefixes 0 --json --timeout-s 30 >"$KVS_TMP/hung.json" 2>/dev/null &
+bench=$!
+sleep 0.5
+kill -STOP "$A"
+t0=$(date +%s%N)
+for i in $(seq 1 60); do [ "$(state 0)" = down ] && break; sleep 0.05; done
+t1=$(date +%s%N)
+assert_eq "A's state after it hung" "$(state 0)" down
+ms=$(((t1 - t0) / 1000000))
+assert_le "time to eject a hung backend (ms; 3 intervals of 200, a tick, slack)" "$ms" 1500
+grep -q "event=backend_down backend=127.0.0.1:$SIM_PORT_A reason=\"no PONG in 600 ms\"" \
+	"$KVS_TMP/gw.log" || kvs_fail "no ejection line"
+wait $bench || true
+st=$(kvs_stats)
+assert_ge "health failures counted" "$(jget "$st" .controller.health_failures)" 1
+assert_eq "requests lost with the hung backend" "$(jq .lost "$KVS_TMP/hung.json")" 0
+
+out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 1 --json) || kvs_fail "requests while A hangs: $out"
+assert_eq "requests ok while A hangs" "$(jget "$out" .ok)" 40
+assert_eq "backends that served them" "$(jget "$out" '.backends | length')" 1
+sleep 2
+n=$(grep -c "event=backend_probation backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" || true)
+assert_ge "reconnections on probation while A hangs" "$n" 1
+assert_le "reconnections on probation in ~3 s (backing off)" "$n" 8
+[ "$(state 0)" = up ] && kvs_fail "a hung backend was re-admitted"
+
+kill -CONT "$A"
+for i in $(seq 1 100); do [ "$(state 0)" = up ] && break; sleep 0.1; done
+assert_eq "A's state once it runs again" "$(state 0)" up
+grep -q "event=backend_readmitted backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" ||
+	kvs_fail "no re-admission line"
+out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 2 --json) || kvs_fail "requests after A came back: $out"
+assert_eq "backends serving after A came back" "$(jget "$out" '.backends | length')" 2
+echo "PASS test_health"
