@@ -29,7 +29,7 @@ SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
 	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
-	user/trace.c user/handover.c
+	user/trace.c user/handover.c user/metrics.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
@@ -45,7 +45,15 @@ FUZZ      := $(BUILD)/fuzz/fuzz_codec
 FUZZ_TIME ?= 60
 
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint bench fuzz soak
+.PHONY: all deps test unit integration run clean format lint bench fuzz soak install
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: programs, the systemd unit,
+# the docs.
+PREFIX    ?= /usr/local
+SBINDIR   := $(PREFIX)/sbin
+BINDIR    := $(PREFIX)/bin
+DOCDIR    := $(PREFIX)/share/doc/kvsplice
+UNITDIR   ?= /lib/systemd/system
 all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
 
 $(BUILD)/.deps-ok: scripts/deps.sh
@@ -121,6 +129,18 @@ format:
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--suppress=missingIncludeSystem --suppress=unknownMacro -Iinclude -Iuser user tools
+
+install: $(PROGS)
+	install -D -m 0755 $(BUILD)/kvspliced $(DESTDIR)$(SBINDIR)/kvspliced
+	install -D -m 0755 $(BUILD)/kvsplicectl $(DESTDIR)$(SBINDIR)/kvsplicectl
+	install -D -m 0755 $(BUILD)/kvsplice-sim $(DESTDIR)$(BINDIR)/kvsplice-sim
+	install -D -m 0755 $(BUILD)/kvsplice-bench $(DESTDIR)$(BINDIR)/kvsplice-bench
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@SBINDIR@|$(SBINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvspliced.service \
+		> $(DESTDIR)$(UNITDIR)/kvspliced.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/kvspliced.service
 
 clean:
 	rm -rf $(BUILD)

@@ -12,7 +12,9 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvsplice/admission.h"
@@ -24,6 +26,7 @@
 struct ctl_opts {
 	const char *pin_dir;
 	bool json;
+	uint32_t limit; /* routes: how many to list */
 };
 
 static int open_map(const struct ctl_opts *o, const char *name)
@@ -281,6 +284,112 @@ static int cmd_backends(const struct ctl_opts *o)
 	return 0;
 }
 
+struct route_row {
+	__u64 hash;
+	struct kvs_route r;
+};
+
+static int by_hits(const void *a, const void *b)
+{
+	const struct route_row *x = a, *y = b;
+
+	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The routes with the most hits. A route is current while its backend's
+ * route_gen is the one it was installed under (it is void otherwise: the
+ * backend left after it was installed). */
+static int cmd_routes(const struct ctl_opts *o)
+{
+	int rfd = open_map(o, KVS_MAP_ROUTES), bfd = open_map(o, KVS_MAP_BACKENDS);
+	struct route_row *rows = NULL;
+	size_t n = 0, cap = 0, i;
+	__u64 key, next, *prev = NULL, now = mono_ns();
+	int rc = 1;
+
+	if (rfd < 0 || bfd < 0)
+		goto out;
+	while (bpf_map_get_next_key(rfd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (n == cap) {
+			struct route_row *nr = realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
+
+			if (!nr) {
+				fprintf(stderr, PROG ": out of memory\n");
+				goto out;
+			}
+			rows = nr;
+			cap = cap ? cap * 2 : 1024;
+		}
+		if (bpf_map_lookup_elem(rfd, &key, &rows[n].r) == 0)
+			rows[n++].hash = key;
+	}
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_hits);
+	if (o->json)
+		printf("{\"routes\":%zu,\"top\":[", n);
+	else
+		printf("%zu routes; top %zu by hits\n%-18s %7s %6s %10s %10s %7s\n", n,
+		       n < o->limit ? n : o->limit, "hash", "backend", "depth", "age_s", "hits",
+		       "current");
+	for (i = 0; i < n && i < o->limit; i++) {
+		const struct kvs_route *r = &rows[i].r;
+		struct kvs_backend be;
+		bool cur = bpf_map_lookup_elem(bfd, &r->backend, &be) == 0 && be.route_gen == r->gen;
+		double age = now > r->installed_ns ? (double)(now - r->installed_ns) / 1e9 : 0;
+
+		if (o->json)
+			printf("%s{\"hash\":\"%016llx\",\"backend\":%u,\"depth_blocks\":%u,"
+			       "\"age_s\":%.3f,\"hits\":%llu,\"current\":%s}",
+			       i ? "," : "", (unsigned long long)rows[i].hash, r->backend,
+			       r->depth_blocks, age, (unsigned long long)r->hits,
+			       cur ? "true" : "false");
+		else
+			printf("%016llx %7u %6u %10.1f %10llu %7s\n", (unsigned long long)rows[i].hash,
+			       r->backend, r->depth_blocks, age, (unsigned long long)r->hits,
+			       cur ? "yes" : "no");
+	}
+	if (o->json)
+		printf("]}\n");
+	rc = 0;
+out:
+	free(rows);
+	if (rfd >= 0)
+		close(rfd);
+	if (bfd >= 0)
+		close(bfd);
+	return rc;
+}
+
+/* Deletes every route: the kernel sends each prompt to the controller once
+ * more, which routes it by its index and installs the routes again. */
+static int cmd_routes_flush(const struct ctl_opts *o)
+{
+	int fd = open_map(o, KVS_MAP_ROUTES);
+	__u64 key;
+	long n = 0;
+
+	if (fd < 0)
+		return 1;
+	while (bpf_map_get_next_key(fd, NULL, &key) == 0 && bpf_map_delete_elem(fd, &key) == 0)
+		n++;
+	close(fd);
+	if (o->json)
+		printf("{\"flushed\":%ld}\n", n);
+	else
+		printf("%ld routes flushed\n", n);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -296,6 +405,11 @@ static void usage(FILE *f)
 		"  backends   per backend: state, pool, outstanding requests and work, frames,\n"
 		"             hit rate (its own END reports) and the size of the controller's\n"
 		"             index of its cache (--json adds bytes and prediction counters)\n"
+		"  routes     the routes map: how many, and the --limit N (default 20) with the\n"
+		"             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
+		"             explicit cache key), age, hits, whether still current\n"
+		"  routes flush  delete every route (the controller re-learns them as the\n"
+		"             prompts come again; the kernel's fast path restarts cold)\n"
 		"\n"
 		"Options:\n"
 		"      --pin-dir DIR   the gateway's pin directory (default %s)\n"
@@ -309,10 +423,12 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "pin-dir", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "limit", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR };
+	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
+	const char *sub = NULL;
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "+p:jh", opts, NULL)) != -1) {
@@ -336,12 +452,23 @@ int main(int argc, char **argv)
 		const char *cmd = argv[optind];
 
 		optind++;
-		while ((opt = getopt_long(argc, argv, "+p:jh", opts, NULL)) != -1) {
+		if (optind < argc && argv[optind][0] != '-')
+			sub = argv[optind++];
+		while ((opt = getopt_long(argc, argv, "+p:jl:h", opts, NULL)) != -1) {
 			if (opt == 'p')
 				o.pin_dir = optarg;
 			else if (opt == 'j')
 				o.json = true;
-			else if (opt == 'h') {
+			else if (opt == 'l') {
+				char *end;
+				unsigned long v = strtoul(optarg, &end, 10);
+
+				if (*end || !*optarg || v == 0 || v > 1000000) {
+					fprintf(stderr, PROG ": --limit: '%s' is not 1..1000000\n", optarg);
+					return 2;
+				}
+				o.limit = (uint32_t)v;
+			} else if (opt == 'h') {
 				usage(stdout);
 				return 0;
 			} else {
@@ -353,10 +480,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
 			return 2;
 		}
+		if (sub && !(!strcmp(cmd, "routes") && !strcmp(sub, "flush"))) {
+			fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", sub);
+			return 2;
+		}
 		if (!strcmp(cmd, "stats"))
 			return cmd_stats(&o);
 		if (!strcmp(cmd, "backends"))
 			return cmd_backends(&o);
+		if (!strcmp(cmd, "routes"))
+			return sub ? cmd_routes_flush(&o) : cmd_routes(&o);
 		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
 		return 2;
 	}

@@ -15,6 +15,7 @@
 #include "kvsplice/admission.h"
 #include "log.h"
 #include "netutil.h"
+#include "pins.h"
 
 static int fill(struct bpf_map *v4, struct bpf_map *v6, const char *const *list, uint32_t n,
 		const char *what)
@@ -105,6 +106,13 @@ fail:
 	admission_bpf__destroy(a->skel);
 	a->skel = NULL;
 	return err;
+}
+
+int kvs_adm_stats(const struct kvs_admission *a, struct kvs_xdp_stats *x)
+{
+	if (!a->skel)
+		return -ENOENT;
+	return kvs_read_percpu_sum(bpf_map__fd(a->skel->maps.xdp_stats), x, sizeof(*x));
 }
 
 void kvs_adm_close(struct kvs_admission *a)

@@ -35,5 +35,8 @@ struct kvs_admission {
 /* Loads, fills and attaches. 0 or -errno, with a log line saying why. */
 int kvs_adm_open(struct kvs_admission *a, const struct kvs_adm_opts *o);
 void kvs_adm_close(struct kvs_admission *a);
+/* Its drop counters, summed over CPUs; -ENOENT when it is not running. */
+struct kvs_xdp_stats;
+int kvs_adm_stats(const struct kvs_admission *a, struct kvs_xdp_stats *x);
 
 #endif

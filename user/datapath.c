@@ -200,6 +200,39 @@ uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
 	return bpf_map_lookup_elem(dp->conns_fd, &cookie, &c) ? 0 : c.inflight;
 }
 
+long kvs_dp_count_routes(struct kvs_datapath *dp)
+{
+	enum { BATCH = 4096 };
+	__u64 *keys = malloc(sizeof(*keys) * BATCH), in = 0, out = 0;
+	struct kvs_route *vals = malloc(sizeof(*vals) * BATCH);
+	bool first = true;
+	long n = 0;
+
+	if (!keys || !vals) {
+		n = -ENOMEM;
+		goto done;
+	}
+	for (;;) {
+		__u32 count = BATCH;
+		int err = bpf_map_lookup_batch(dp->routes_fd, first ? NULL : &in, &out, keys, vals,
+					       &count, NULL);
+
+		if (err && errno != ENOENT) {
+			n = -errno;
+			break;
+		}
+		n += count;
+		if (err)
+			break;
+		in = out;
+		first = false;
+	}
+done:
+	free(keys);
+	free(vals);
+	return n;
+}
+
 int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
 			  void *ctx)
 {

@@ -58,6 +58,9 @@ typedef void (*kvs_dp_cookie_fn)(void *ctx, uint64_t cookie);
 int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
 			  void *ctx);
 
+/* Entries in the routes map (read in batches), or -errno. */
+long kvs_dp_count_routes(struct kvs_datapath *dp);
+
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding);

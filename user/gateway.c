@@ -16,6 +16,7 @@
  */
 #include "gateway.h"
 #include "handover.h"
+#include "metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,6 +48,8 @@
 #define OP_POLL 5ull
 #define OP_HANDOVER 6ull /* a controller connected to take over */
 #define OP_CANCEL 7ull
+#define OP_METRICS_ACCEPT 8ull
+#define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 
 /* The controller's reading end of the punt pair: not in the SOCKHASH. */
 #define ROLE_PUNT_READER 100
@@ -126,6 +129,8 @@ struct gw {
 	uint64_t inject_epoch;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	int ho_fd;        /* --handover-socket, listening; -1 if none */
+	int metrics_fd;   /* --metrics, listening; -1 if none */
+	struct kvs_decide_hist decide; /* slow-path decision latency */
 	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
 	bool accepting;   /* the multishot accept is armed */
 	bool handed_over; /* done: leave the loop, touch no socket or map */
@@ -608,8 +613,22 @@ static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t 
 	}
 }
 
+static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
+			    const uint8_t *frame);
+static void on_scrape(struct gw *g, struct gw_conn *c);
+
+/* The slow path, timed for the decision-latency histogram. */
 static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 			  const uint8_t *frame)
+{
+	uint64_t t0 = kvs_now_ns();
+
+	decide_and_send(g, c, m, frame);
+	kvs_decide_observe(&g->decide, (double)(kvs_now_ns() - t0) / 1e9);
+}
+
+static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
+			    const uint8_t *frame)
 {
 	const uint8_t *prompt = frame + KVS_HDR_LEN;
 	uint64_t seed = kvs_seed(m->model_id, m->cache_salt);
@@ -1090,6 +1109,10 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 		return;
 	}
 	kvs_buf_commit(&c->rx, (size_t)res);
+	if (c->role == ROLE_METRICS) {
+		on_scrape(g, c);
+		return;
+	}
 	if (c->role == ROLE_PUNT_READER)
 		punt_frames(g, c);
 	else
@@ -1202,6 +1225,114 @@ static void publish_ctl(struct gw *g)
 		g->ctl_published = g->ctl;
 }
 
+/* ---- metrics (--metrics ADDR:PORT) ----------------------------------------- */
+
+static int arm_metrics_accept(struct gw *g)
+{
+	struct io_uring_sqe *sqe = get_sqe(g);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_multishot_accept(sqe, g->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud(OP_METRICS_ACCEPT, NULL));
+	return 0;
+}
+
+static void on_metrics_accept(struct gw *g, struct io_uring_cqe *cqe)
+{
+	struct gw_conn *c;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing)
+		arm_metrics_accept(g);
+	if (cqe->res < 0)
+		return;
+	c = conn_new(g, cqe->res, ROLE_METRICS);
+	if (!c) {
+		close(cqe->res);
+		return;
+	}
+	c->close_at_ns = kvs_now_ns() + 2000000000ull; /* a scraper that sends nothing */
+	if (arm_recv(g, c))
+		conn_close(g, c);
+}
+
+/* Renders the exposition from the maps and the controller's counters. */
+static char *render_metrics(struct gw *g, size_t *len)
+{
+	const char *names[KVS_MAX_BACKENDS];
+	struct kvs_backend be[KVS_MAX_BACKENDS];
+	struct kvs_xdp_stats x;
+	struct kvs_stats k;
+	struct kvs_metrics_in in = {
+		.k = &k, .c = &g->ctl, .be = be, .names = names, .nbackends = g->cfg->nbackends,
+		.clients = g->clients.count, .decide = &g->decide,
+	};
+	size_t cap = 65536, need;
+	char *buf;
+	uint32_t b;
+
+	if (kvs_read_kstats(g->dp.stats_fd, &k))
+		memset(&k, 0, sizeof(k));
+	for (b = 0; b < g->cfg->nbackends; b++) {
+		be[b] = g->dp.backends[b];
+		names[b] = g->be[b].name;
+	}
+	if (kvs_adm_stats(&g->adm, &x) == 0)
+		in.x = &x;
+	in.routes = kvs_dp_count_routes(&g->dp);
+	buf = malloc(cap);
+	if (!buf)
+		return NULL;
+	need = kvs_metrics_render(buf, cap, &in);
+	if (need >= cap) {
+		char *bigger = realloc(buf, need + 1);
+
+		if (!bigger) {
+			free(buf);
+			return NULL;
+		}
+		buf = bigger;
+		kvs_metrics_render(buf, need + 1, &in);
+	}
+	*len = need;
+	return buf;
+}
+
+/* One scrape: answered once the request's head is in, then closed. */
+static void on_scrape(struct gw *g, struct gw_conn *c)
+{
+	const char *req = (const char *)kvs_buf_head(&c->rx);
+	char hdr[192];
+	size_t blen = 0;
+	char *body = NULL;
+	int n;
+
+	if (!memmem(req, c->rx.len, "\r\n\r\n", 4) && !memmem(req, c->rx.len, "\n\n", 2)) {
+		if (c->rx.len > 8192 || arm_recv(g, c))
+			conn_close(g, c);
+		return;
+	}
+	if (c->rx.len >= 13 && !memcmp(req, "GET /metrics", 12) &&
+	    (req[12] == ' ' || req[12] == '?'))
+		body = render_metrics(g, &blen);
+	if (body)
+		n = snprintf(hdr, sizeof(hdr),
+			     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			     blen);
+	else
+		n = snprintf(hdr, sizeof(hdr),
+			     "HTTP/1.1 404 Not Found\r\nContent-Length: 19\r\n"
+			     "Connection: close\r\n\r\ntry GET /metrics\r\n");
+	/* A fresh socket's buffer takes a scrape whole; a peer that does not
+	 * read it gets what fitted. */
+	(void)!send(c->fd, hdr, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (body)
+		(void)!send(c->fd, body, blen, MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(body);
+	conn_close(g, c);
+}
+
 /* ---- hand-over to a new controller (upgrades) --------------------------- */
 
 static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe);
@@ -1289,6 +1420,12 @@ static int send_bytes(int s, uint32_t which, const struct kvs_buf *b)
 	return err;
 }
 
+/* The sockets that go to the new controller (scrapes in progress do not). */
+static bool handed(const struct gw_conn *c)
+{
+	return c && !c->closing && c->role != ROLE_METRICS;
+}
+
 /* Everything the new controller needs, in the order it needs it. */
 static int give_state(struct gw *g, int s)
 {
@@ -1304,11 +1441,12 @@ static int give_state(struct gw *g, int s)
 	uint32_t i;
 
 	for (i = 0; i < g->conns_cap; i++)
-		st.h.n += g->conns[i] && !g->conns[i]->closing;
-	st.h.n += 2; /* the listening socket, the inject pair's writing end */
+		st.h.n += handed(g->conns[i]);
+	/* the listening socket, the inject pair's writing end, --metrics' */
+	st.h.n += 2 + (g->metrics_fd >= 0);
 	err = kvs_ho_send(s, &st, sizeof(st), NULL, 0);
 	batch.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_CONNS, 0 };
-	for (i = 0; !err && i < g->conns_cap + 2; i++) {
+	for (i = 0; !err && i < g->conns_cap + 3; i++) {
 		struct kvs_ho_conn *r = &batch.c[nf];
 		struct gw_conn *c = i < g->conns_cap ? g->conns[i] : NULL;
 
@@ -1319,7 +1457,12 @@ static int give_state(struct gw *g, int s)
 		} else if (i == g->conns_cap + 1) {
 			r->role = KVS_HO_INJECT_WRITE;
 			fds[nf] = g->inject_fd;
-		} else if (c && !c->closing) {
+		} else if (i == g->conns_cap + 2) {
+			if (g->metrics_fd < 0)
+				continue;
+			r->role = KVS_HO_METRICS;
+			fds[nf] = g->metrics_fd;
+		} else if (handed(c)) {
 			*r = (struct kvs_ho_conn){ .role = c->role, .backend = c->backend,
 						   .slot = c->slot, .cookie = c->cookie, .key = c->key };
 			r->flags = (c->in_map ? KVS_HO_IN_MAP : 0) |
@@ -1328,7 +1471,7 @@ static int give_state(struct gw *g, int s)
 		} else {
 			continue;
 		}
-		if (++nf == KVS_HO_BATCH || i == g->conns_cap + 1) {
+		if (++nf == KVS_HO_BATCH || (nf && i + 1 == g->conns_cap + 3)) {
 			batch.h.n = (uint32_t)nf;
 			err = kvs_ho_send(s, &batch, sizeof(batch.h) + sizeof(batch.c[0]) * (size_t)nf,
 					  fds, nf);
@@ -1401,6 +1544,14 @@ static void give_over(struct gw *g, int s)
 	pr_warn("event=handover_failed err=\"%s\" action=\"carrying on\"", strerror(-err));
 	if (g->dp.lock_fd < 0 && kvs_dp_relock(&g->dp))
 		pr_warn("event=relock_failed hint=\"another controller may run on this --pin-dir\"");
+	if (g->cfg->adm.ifname && !g->adm.skel) {
+		struct kvs_adm_opts ao = g->cfg->adm;
+
+		ao.pin_dir = g->cfg->pin_dir;
+		ao.port = (uint16_t)kvs_local_port(g->listen_fd);
+		if (kvs_adm_open(&g->adm, &ao))
+			pr_warn("event=xdp_reattach_failed");
+	}
 	g->quiescing = false;
 	if (g->punt)
 		arm_recv(g, g->punt);
@@ -1528,6 +1679,17 @@ out:
 	return s;
 }
 
+static int prefill(struct kvs_buf *rx, const struct kvs_buf *from)
+{
+	if (!from->len)
+		return 0;
+	if (kvs_buf_reserve(rx, from->len))
+		return -ENOMEM;
+	memcpy(kvs_buf_tail(rx), kvs_buf_head(from), from->len);
+	kvs_buf_commit(rx, from->len);
+	return 0;
+}
+
 /* Rebuilds the controller's view of the sockets it took over: they stay in
  * the maps as they are; only the controller's own bookkeeping is new. */
 static int adopt(struct gw *g, struct taken *t)
@@ -1545,6 +1707,10 @@ static int adopt(struct gw *g, struct taken *t)
 		if (r->role == KVS_HO_INJECT_WRITE) {
 			g->inject_fd = t->fds[i];
 			kvs_set_nonblock(g->inject_fd, 1);
+			continue;
+		}
+		if (r->role == KVS_HO_METRICS) {
+			g->metrics_fd = t->fds[i];
 			continue;
 		}
 		c = conn_new(g, t->fds[i], r->role);
@@ -1570,33 +1736,44 @@ static int adopt(struct gw *g, struct taken *t)
 			break;
 		case KVS_ROLE_INJECT:
 			g->inject = c;
-			kvs_buf_reserve(&c->rx, t->inject_rx.len);
-			memcpy(kvs_buf_tail(&c->rx), kvs_buf_head(&t->inject_rx), t->inject_rx.len);
-			kvs_buf_commit(&c->rx, t->inject_rx.len);
+			if (prefill(&c->rx, &t->inject_rx))
+				return -ENOMEM;
 			break;
 		case KVS_ROLE_PUNT:
 			g->punt_k = c;
 			break;
 		case ROLE_PUNT_READER:
 			g->punt = c;
-			kvs_buf_reserve(&c->rx, t->punt_rx.len);
-			memcpy(kvs_buf_tail(&c->rx), kvs_buf_head(&t->punt_rx), t->punt_rx.len);
-			kvs_buf_commit(&c->rx, t->punt_rx.len);
+			if (prefill(&c->rx, &t->punt_rx))
+				return -ENOMEM;
 			break;
 		}
-		/* Watched as before: the controller's pairs read, the rest
-		 * polled for hang-ups (a half-closed client on the tick). */
-		if (r->role == KVS_ROLE_INJECT || r->role == ROLE_PUNT_READER) {
+	}
+	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
+		return -EPROTO;
+	g->ctl = t->ctl;
+	return 0;
+}
+
+/* Once the old controller has been told we run (and not before: until
+ * then it may still carry on, and nothing may be read from or written to
+ * the sockets we share): watch them as before - the controller's pairs
+ * read, the rest polled for hang-ups (a half-closed client on the tick) -
+ * and handle the frames the old one had read and not handled. */
+static int start_adopted(struct gw *g)
+{
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (!c)
+			continue;
+		if (c->role == KVS_ROLE_INJECT || c->role == ROLE_PUNT_READER) {
 			if (arm_recv(g, c))
 				return -EBUSY;
 		} else if (!c->half_closed && arm_watch(g, c)) {
 			return -EBUSY;
 		}
 	}
-	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
-		return -EPROTO;
-	g->ctl = t->ctl;
-	/* Frames the old controller had read and not handled yet. */
 	punt_frames(g, g->punt);
 	inject_frames(g, g->inject);
 	return 0;
@@ -1641,6 +1818,9 @@ static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
 		break;
 	case OP_HANDOVER:
 		on_handover(g, cqe->res);
+		break;
+	case OP_METRICS_ACCEPT:
+		on_metrics_accept(g, cqe);
 		break;
 	}
 }
@@ -1745,6 +1925,8 @@ static void gw_teardown(struct gw *g)
 		close(g->inject_fd);
 	if (g->listen_fd >= 0)
 		close(g->listen_fd);
+	if (g->metrics_fd >= 0)
+		close(g->metrics_fd);
 	if (g->ho_fd >= 0) {
 		close(g->ho_fd);
 		if (!g->handed_over) /* else it is the new controller's now */
@@ -1772,7 +1954,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];
 	struct io_uring_sqe *sqe;
-	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1 };
+	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1, .metrics_fd = -1 };
 	struct taken t = { 0 };
 	char addr[96];
 	uint32_t b;
@@ -1833,8 +2015,12 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		err = adopt(&g, &t);
 		taken_free(&t, false);
 		if (err) {
+			/* The old controller carries on: leave its sockets, map
+			 * entries and pins alone on the way out. */
 			pr_warn("event=takeover_failed err=\"%s\"", strerror(-err));
 			close(ho_sock);
+			g.handed_over = true;
+			g.dp.handed_over = true;
 			goto out;
 		}
 		/* Backends the old controller had no connection to: now. */
@@ -1842,6 +2028,8 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 			g.be[b].retry_at_ns = 0;
 		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
 		close(ho_sock);
+		if (!err)
+			err = start_adopted(&g);
 		if (err)
 			goto out;
 		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
@@ -1867,6 +2055,21 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
 	g.accepting = true;
 	arm_tick(&g);
+	if (cfg->metrics_set && g.metrics_fd < 0) {
+		g.metrics_fd = kvs_listen(&cfg->metrics, 16);
+		if (g.metrics_fd < 0) {
+			err = g.metrics_fd;
+			pr_warn("event=metrics_listen_failed addr=%s err=\"%s\"",
+				kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), strerror(-err));
+			goto out;
+		}
+		pr_info("event=metrics_listening addr=%s port=%d",
+			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), kvs_local_port(g.metrics_fd));
+	}
+	if (g.metrics_fd >= 0 && arm_metrics_accept(&g)) {
+		err = -EBUSY;
+		goto out;
+	}
 	if (cfg->handover_path) {
 		g.ho_fd = kvs_ho_listen(cfg->handover_path);
 		if (g.ho_fd < 0) {

@@ -42,6 +42,8 @@ struct gw_config {
 	int keep_pins;             /* leave maps pinned on exit */
 	struct kvs_adm_opts adm;   /* XDP admission, when adm.ifname is set */
 	const char *handover_path; /* listen here for a controller taking over */
+	struct kvs_addr metrics;   /* --metrics: Prometheus text endpoint */
+	int metrics_set;
 	int takeover;              /* take over from the one at handover_path */
 };
 

@@ -96,6 +96,7 @@ static void usage(FILE *f)
 		"      --pin-dir DIR          where maps are pinned (default %s)\n"
 		"      --keep-pins            leave the maps pinned after exit, for inspection\n"
 		"      --port-file FILE       write the listening port to FILE once listening\n"
+		"      --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 		"      --log-level LEVEL      warn, info (default) or debug; logs are logfmt on stderr\n"
 		"  -h, --help                 this text\n"
 		"\n"
@@ -133,6 +134,7 @@ enum {
 	OPT_SYN_BURST,
 	OPT_HANDOVER,
 	OPT_TAKEOVER,
+	OPT_METRICS,
 };
 
 /* --allow / --deny: checked here, so a typo stops the start with a message. */
@@ -183,6 +185,7 @@ int main(int argc, char **argv)
 		{ "syn-burst", required_argument, NULL, OPT_SYN_BURST },
 		{ "handover-socket", required_argument, NULL, OPT_HANDOVER },
 		{ "takeover", no_argument, NULL, OPT_TAKEOVER },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -298,6 +301,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TAKEOVER:
 			cfg.takeover = 1;
+			break;
+		case OPT_METRICS:
+			if (kvs_parse_addr(optarg, &cfg.metrics)) {
+				fprintf(stderr, PROG ": --metrics: '%s' is not ADDR:PORT\n", optarg);
+				return 2;
+			}
+			cfg.metrics_set = 1;
 			break;
 		case OPT_SYN_BURST:
 			if (kvs_arg_u32(PROG, "--syn-burst", optarg, 1, 10000000, &cfg.adm.syn_burst))

@@ -41,7 +41,7 @@ KVS_PIDS+=($GW_PID)
 kvs_wait_file "$KVS_TMP/gw.port"
 GW_PORT=$(cat "$KVS_TMP/gw.port")
 grep -q "event=xdp_attached iface=$V0" "$KVS_TMP/gw.log" || kvs_fail "XDP not attached"
-ip link show "$V0" | grep -q xdp || kvs_fail "no XDP program on $V0"
+grep -q xdp <<<"$(ip link show "$V0")" || kvs_fail "no XDP program on $V0"
 
 # probe SRC COUNT: opens COUNT connections from SRC at once (0.8 s to
 # connect); with COUNT 1 also sends a request and waits for its END.
@@ -102,7 +102,7 @@ assert_ge "drop_denied" "$(jget "$x" .xdp.drop_denied)" 1
 assert_ge "drop_not_allowed" "$(jget "$x" .xdp.drop_not_allowed)" 1
 assert_ge "drop_syn_rate" "$(jget "$x" .xdp.drop_syn_rate)" 14
 assert_ge "SYNs passed" "$(jget "$x" .xdp.syn_passed)" 6
-bpftool map dump pinned "$KVS_PIN/xdp_deny_v4" | grep -q prefixlen ||
+grep -q prefixlen <<<"$(bpftool map dump pinned "$KVS_PIN/xdp_deny_v4")" ||
 	kvs_fail "the deny list is not readable with bpftool"
 
 # Bad lists are refused at start, with the value named.
@@ -113,6 +113,6 @@ grep -q "'10.0.0.0/33' is not an address or CIDR" <<<"$msg" || kvs_fail "unexpec
 
 kill "$GW_PID"
 wait "$GW_PID" || true
-ip link show "$V0" | grep -q xdp && kvs_fail "XDP program left on $V0 after exit"
+grep -q xdp <<<"$(ip link show "$V0")" && kvs_fail "XDP program left on $V0 after exit"
 echo "ok: XDP detached on exit"
 echo "PASS test_admission"

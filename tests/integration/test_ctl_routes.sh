@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# kvsplicectl routes: counts and lists the routes map by hits (--limit,
+# --json), marks routes void once their backend left, and `routes flush`
+# empties it - the kernel then sends each prompt to the controller once
+# more, which installs its routes again, and the answers stay right.
+# Also: `make install` lays out the programs, docs and the systemd unit.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.005
+kvs_start_sim B --time-scale 0.005
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+
+kvs_bench -n 120 -k 2 --prefixes 6 --prefix-tokens 1024 --json >/dev/null || kvs_fail "load failed"
+r=$(ctl routes --limit 3 --json)
+n=$(jget "$r" .routes)
+assert_eq "routes counted = entries in the map" "$n" "$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq length)"
+assert_eq "routes listed with --limit 3" "$(jget "$r" '.top | length')" 3
+top=$(jget "$r" '.top[0].hits')
+assert_ge "hits of the busiest route" "$top" 10
+sorted=$(jget "$r" '[.top[].hits] | . == (sort | reverse)')
+assert_eq "listed by hits, most first" "$sorted" true
+assert_eq "all current" "$(jget "$r" '[.top[].current] | all')" true
+txt=$(ctl routes --limit 3)
+grep -q "routes; top 3 by hits" <<<"$txt" || kvs_fail "text output: $txt"
+
+# A backend leaves: its routes are void at once.
+kill "${KVS_PIDS[0]}"
+for i in $(seq 1 50); do [ "$(ctl backends --json | jq -r '.[0].state')" = down ] && break; sleep 0.05; done
+void=$(ctl routes --limit 1000000 --json | jq '[.top[] | select(.backend == 0 and (.current | not))] | length')
+assert_ge "A's routes shown void after it left" "$void" 1
+
+f=$(ctl routes flush --json)
+assert_eq "routes flushed" "$(jget "$f" .flushed)" "$n"
+assert_eq "routes left" "$(jget "$(ctl routes --json)" .routes)" 0
+s0=$(kvs_stats)
+out=$(kvs_bench -n 60 -k 2 --prefixes 6 --prefix-tokens 1024 --json) || kvs_fail "after the flush: $out"
+assert_eq "requests ok after a flush" "$(jget "$out" .ok)" 60
+assert_ge "routes installed again" "$(jget "$(ctl routes --json)" .routes)" 6
+if ctl routes bogus 2>/dev/null; then kvs_fail "'routes bogus' accepted"; fi
+if ctl routes --limit 0 2>/dev/null; then kvs_fail "--limit 0 accepted"; fi
+
+# make install into a staging directory.
+dest=$KVS_TMP/dest
+make -s -C "$(dirname "$0")/../.." BUILD="$KVS_BUILD" DESTDIR="$dest" PREFIX=/usr install >/dev/null ||
+	kvs_fail "make install failed"
+for f in usr/sbin/kvspliced usr/sbin/kvsplicectl usr/bin/kvsplice-sim usr/bin/kvsplice-bench; do
+	[ -x "$dest/$f" ] || kvs_fail "make install: no $f"
+done
+[ -f "$dest/usr/share/doc/kvsplice/RUNBOOK.md" ] || kvs_fail "make install: no runbook"
+grep -q "^ExecStart=/usr/sbin/kvspliced \$KVSPLICED_ARGS" "$dest/lib/systemd/system/kvspliced.service" ||
+	kvs_fail "unit's ExecStart: $(grep ExecStart "$dest/lib/systemd/system/kvspliced.service")"
+grep -q "@" "$dest/lib/systemd/system/kvspliced.service" && kvs_fail "unsubstituted @VAR@ in the unit"
+grep -q -- "--takeover" <<<"$("$dest/usr/sbin/kvspliced" --help)" ||
+	kvs_fail "installed binary does not run"
+echo "ok: make install lays out programs, docs and the systemd unit"
+echo "PASS test_ctl_routes"

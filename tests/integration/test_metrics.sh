@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The Prometheus endpoint (--metrics ADDR:PORT): a scrape returns the text
+# format with the counters the maps hold - requests by path, per-backend
+# load and cache tokens, errors by kind, routes, the decision-latency
+# histogram - checked against what was sent and against kvsplicectl; a
+# wrong path gets 404; a scraper that sends nothing is dropped.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.005
+kvs_start_sim B --time-scale 0.005
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--metrics 127.0.0.1:0
+MPORT=$(grep -o 'event=metrics_listening addr=[^ ]* port=[0-9]*' "$KVS_TMP/gw.log" | grep -o '[0-9]*$')
+[ -n "$MPORT" ] || kvs_fail "no metrics_listening line"
+scrape() { # path -> status line, then body
+	python3 - "$MPORT" "$1" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(f"GET {sys.argv[2]} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode())
+print(body.decode(), end="")
+PY
+}
+metric() { awk -v m="$2" '$1 == m { print $2 }' <<<"$1"; }
+
+out=$(kvs_bench -n 200 -k 4 --prefixes 8 --prefix-tokens 1024 --json) || kvs_fail "load: $out"
+m=$(scrape /metrics)
+assert_eq "status" "$(head -1 <<<"$m")" "HTTP/1.1 200 OK"
+st=$(kvs_stats)
+kernel=$(metric "$m" 'kvsplice_requests_total{path="kernel"}')
+ctrl=$(metric "$m" 'kvsplice_requests_total{path="controller"}')
+assert_eq "requests by path add up to those sent" $((kernel + ctrl)) 200
+assert_eq "kernel path = kvsplicectl's fast_path_frames" "$kernel" "$(jget "$st" .fast_path_frames)"
+cached=0
+for p in $SIM_PORT_A $SIM_PORT_B; do
+	v=$(metric "$m" "kvsplice_backend_cached_tokens_total{backend=\"127.0.0.1:$p\"}")
+	cached=$((cached + v))
+	assert_eq "backend $p up" "$(metric "$m" "kvsplice_backend_up{backend=\"127.0.0.1:$p\"}")" 1
+done
+assert_eq "cached tokens = the backends' own reports" "$cached" "$(jget "$out" .cached_tokens)"
+assert_eq "decisions observed = controller requests" \
+	"$(metric "$m" 'kvsplice_decision_seconds_count')" "$ctrl"
+assert_eq "histogram's +Inf bucket = its count" \
+	"$(metric "$m" 'kvsplice_decision_seconds_bucket{le="+Inf"}')" "$ctrl"
+assert_eq "routes = entries in the map" "$(metric "$m" kvsplice_routes)" \
+	"$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq length)"
+grep -q '^# TYPE kvsplice_decision_seconds histogram$' <<<"$m" || kvs_fail "no histogram TYPE line"
+grep -q '^kvsplice_errors_total{kind="bad_frame"} 0$' <<<"$m" || kvs_fail "no errors by kind"
+# Every sample line is "name{labels} value" or "name value".
+bad=$(grep -v '^#' <<<"$m" | tail -n +2 | grep -cvE '^[a-z_]+(\{[a-z_]+="[^"]*"\})? [0-9.e+-]+$' || true)
+assert_eq "malformed sample lines" "$bad" 0
+
+nope=$(scrape /nope)
+assert_eq "a wrong path" "${nope%%$'\n'*}" "HTTP/1.1 404 Not Found"
+# A scraper that connects and sends nothing is closed within ~2 s.
+python3 - "$MPORT" <<'PY' || kvs_fail "an idle scraper was kept open"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(5)
+t = time.time()
+assert s.recv(1) == b"" and time.time() - t < 4
+PY
+echo "ok: an idle scraper is closed"
+echo "PASS test_metrics"

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+const double kvs_decide_bounds[KVS_DECIDE_BUCKETS] = {
+	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
+};
+
+void kvs_decide_observe(struct kvs_decide_hist *h, double seconds)
+{
+	int i = 0;
+
+	while (i < KVS_DECIDE_BUCKETS && seconds > kvs_decide_bounds[i])
+		i++;
+	h->count[i]++;
+	h->sum_s += seconds;
+}
+
+struct out {
+	char *buf;
+	size_t cap, len;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(o->len < o->cap ? o->buf + o->len : NULL, o->len < o->cap ? o->cap - o->len : 0,
+		      fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->len += (size_t)n;
+}
+
+static void head(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in)
+{
+	struct out o = { buf, cap, 0 };
+	const struct kvs_stats *k = in->k;
+	const struct kvs_ctl_stats *c = in->c;
+	uint64_t cum = 0;
+	uint32_t b;
+	int i;
+
+	if (cap)
+		buf[0] = 0;
+	head(&o, "kvsplice_requests_total", "counter",
+	     "Requests routed, by who decided: the kernel (fast path) or the controller.");
+	put(&o, "kvsplice_requests_total{path=\"kernel\"} %llu\n",
+	    (unsigned long long)k->fast_path_frames);
+	put(&o, "kvsplice_requests_total{path=\"controller\"} %llu\n",
+	    (unsigned long long)c->slow_frames);
+	head(&o, "kvsplice_controller_bytes_total", "counter",
+	     "Bytes of requests the controller copied (the kernel path copies none).");
+	put(&o, "kvsplice_controller_bytes_total %llu\n", (unsigned long long)c->slow_bytes);
+	head(&o, "kvsplice_response_frames_total", "counter",
+	     "Response frames spliced back to clients by the kernel.");
+	put(&o, "kvsplice_response_frames_total %llu\n", (unsigned long long)k->resp_frames);
+	head(&o, "kvsplice_decisions_total", "counter", "The controller's routing decisions by reason.");
+	put(&o, "kvsplice_decisions_total{reason=\"prefix\"} %llu\n",
+	    (unsigned long long)c->decided_prefix);
+	put(&o, "kvsplice_decisions_total{reason=\"spill\"} %llu\n",
+	    (unsigned long long)c->decided_spill);
+	put(&o, "kvsplice_decisions_total{reason=\"shared\"} %llu\n",
+	    (unsigned long long)c->decided_shared);
+	put(&o, "kvsplice_decisions_total{reason=\"cold\"} %llu\n",
+	    (unsigned long long)c->decided_cold);
+	head(&o, "kvsplice_errors_total", "counter", "Errors and refusals by kind.");
+#define E(kind, v) put(&o, "kvsplice_errors_total{kind=\"" kind "\"} %llu\n", (unsigned long long)(v))
+	E("bad_frame", c->bad_frames);
+	E("no_backend", c->no_backend);
+	E("busy_client", c->busy_client);
+	E("frame_timeout", c->frame_timeouts);
+	E("backend_gone", c->failed_inflight);
+	E("health_failure", c->health_failures);
+	E("upstream_failure", c->upstream_failures);
+	E("drop_no_client", k->drop_no_client);
+	E("drop_bad_upstream", k->drop_bad_upstream);
+	E("drop_punt", k->drop_punt);
+#undef E
+	head(&o, "kvsplice_clients", "gauge", "Client connections open.");
+	put(&o, "kvsplice_clients %u\n", in->clients);
+	head(&o, "kvsplice_clients_accepted_total", "counter", "Client connections accepted.");
+	put(&o, "kvsplice_clients_accepted_total %llu\n", (unsigned long long)c->clients_accepted);
+	if (in->routes >= 0) {
+		head(&o, "kvsplice_routes", "gauge",
+		     "Entries in the kernel's routes map (capacity 262144).");
+		put(&o, "kvsplice_routes %ld\n", in->routes);
+	}
+	head(&o, "kvsplice_backend_up", "gauge", "1 if the backend takes work.");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_up{backend=\"%s\"} %d\n", in->names[b],
+		    in->be[b].state == KVS_BE_UP);
+	head(&o, "kvsplice_backend_outstanding_requests", "gauge",
+	     "Requests sent to the backend and not yet ended.");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_outstanding_requests{backend=\"%s\"} %llu\n", in->names[b],
+		    (unsigned long long)in->be[b].outstanding);
+	head(&o, "kvsplice_backend_outstanding_work_tokens", "gauge",
+	     "Work charged to the backend and not yet done, in tokens.");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_outstanding_work_tokens{backend=\"%s\"} %llu\n",
+		    in->names[b], (unsigned long long)in->be[b].outstanding_work);
+	head(&o, "kvsplice_backend_requests_total", "counter", "Requests sent to the backend.");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_requests_total{backend=\"%s\"} %llu\n", in->names[b],
+		    (unsigned long long)in->be[b].req_frames);
+	head(&o, "kvsplice_backend_prompt_tokens_total", "counter",
+	     "Prompt tokens the backend reported in its END frames.");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_prompt_tokens_total{backend=\"%s\"} %llu\n", in->names[b],
+		    (unsigned long long)in->be[b].prompt_tokens);
+	head(&o, "kvsplice_backend_cached_tokens_total", "counter",
+	     "Of which served from its prefix cache (hit rate: cached / prompt).");
+	for (b = 0; b < in->nbackends; b++)
+		put(&o, "kvsplice_backend_cached_tokens_total{backend=\"%s\"} %llu\n", in->names[b],
+		    (unsigned long long)in->be[b].cached_tokens);
+	if (in->x) {
+		head(&o, "kvsplice_xdp_dropped_total", "counter",
+		     "Packets to the gateway port dropped by XDP admission, by reason.");
+		put(&o, "kvsplice_xdp_dropped_total{reason=\"denied\"} %llu\n",
+		    (unsigned long long)in->x->drop_denied);
+		put(&o, "kvsplice_xdp_dropped_total{reason=\"not_allowed\"} %llu\n",
+		    (unsigned long long)in->x->drop_not_allowed);
+		put(&o, "kvsplice_xdp_dropped_total{reason=\"syn_rate\"} %llu\n",
+		    (unsigned long long)in->x->drop_syn_rate);
+	}
+	head(&o, "kvsplice_decision_seconds", "histogram",
+	     "Time the controller takes to route a request (slow path).");
+	for (i = 0; i <= KVS_DECIDE_BUCKETS; i++) {
+		cum += in->decide->count[i];
+		if (i < KVS_DECIDE_BUCKETS)
+			put(&o, "kvsplice_decision_seconds_bucket{le=\"%g\"} %llu\n", kvs_decide_bounds[i],
+			    (unsigned long long)cum);
+		else
+			put(&o, "kvsplice_decision_seconds_bucket{le=\"+Inf\"} %llu\n",
+			    (unsigned long long)cum);
+	}
+	put(&o, "kvsplice_decision_seconds_sum %.9f\n", in->decide->sum_s);
+	put(&o, "kvsplice_decision_seconds_count %llu\n", (unsigned long long)cum);
+	return o.len;
+}
