@@ -1457,21 +1457,22 @@ static int give_state(struct gw *g, int s)
 		} else if (i == g->conns_cap + 1) {
 			r->role = KVS_HO_INJECT_WRITE;
 			fds[nf] = g->inject_fd;
-		} else if (i == g->conns_cap + 2) {
-			if (g->metrics_fd < 0)
-				continue;
+		} else if (i == g->conns_cap + 2 && g->metrics_fd >= 0) {
 			r->role = KVS_HO_METRICS;
 			fds[nf] = g->metrics_fd;
-		} else if (handed(c)) {
+		} else if (i < g->conns_cap && handed(c)) {
 			*r = (struct kvs_ho_conn){ .role = c->role, .backend = c->backend,
 						   .slot = c->slot, .cookie = c->cookie, .key = c->key };
 			r->flags = (c->in_map ? KVS_HO_IN_MAP : 0) |
 				   (c->half_closed ? KVS_HO_HALF_CLOSED : 0);
 			fds[nf] = c->fd;
 		} else {
-			continue;
+			r = NULL; /* nothing in this slot */
 		}
-		if (++nf == KVS_HO_BATCH || (nf && i + 1 == g->conns_cap + 3)) {
+		if (r)
+			nf++;
+		/* A full batch, or the last one (whatever the last slot held). */
+		if (nf && (nf == KVS_HO_BATCH || i + 1 == g->conns_cap + 3)) {
 			batch.h.n = (uint32_t)nf;
 			err = kvs_ho_send(s, &batch, sizeof(batch.h) + sizeof(batch.c[0]) * (size_t)nf,
 					  fds, nf);
@@ -1668,6 +1669,9 @@ static int take_state(struct gw *g, const char *path, struct taken *t)
 	}
 	if (!err && t->got != t->n)
 		err = -EPROTO;
+	if (err && s >= 0)
+		pr_warn("event=takeover_failed socket=%s err=\"%s\" got=%u of %u sockets", path,
+			strerror(-err), t->got, t->n);
 out:
 	free(msg);
 	if (err) {
