@@ -129,6 +129,7 @@ struct gw {
 	uint64_t inject_epoch;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	int ho_fd;        /* --handover-socket, listening; -1 if none */
+	int ho_pending;   /* a controller waiting to take over; -1 if none */
 	int metrics_fd;   /* --metrics, listening; -1 if none */
 	struct kvs_decide_hist decide; /* slow-path decision latency */
 	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
@@ -1783,14 +1784,28 @@ static int start_adopted(struct gw *g)
 	return 0;
 }
 
+/* A controller wants to take over. The hand-over itself runs from the main
+ * loop between batches of completions (run_handover()), never from inside
+ * one: it reaps completions itself, and two readers of the completion
+ * queue would each move its head. */
 static void on_handover(struct gw *g, int res)
 {
 	int s;
 
-	if (res > 0 && (s = accept4(g->ho_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-		give_over(g, s);
-		close(s);
-	}
+	if (res > 0 && g->ho_pending < 0 &&
+	    (s = accept4(g->ho_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		g->ho_pending = s;
+	else
+		arm_handover(g);
+}
+
+static void run_handover(struct gw *g)
+{
+	int s = g->ho_pending;
+
+	g->ho_pending = -1;
+	give_over(g, s);
+	close(s);
 	if (!g->handed_over)
 		arm_handover(g);
 }
@@ -1931,6 +1946,8 @@ static void gw_teardown(struct gw *g)
 		close(g->listen_fd);
 	if (g->metrics_fd >= 0)
 		close(g->metrics_fd);
+	if (g->ho_pending >= 0)
+		close(g->ho_pending);
 	if (g->ho_fd >= 0) {
 		close(g->ho_fd);
 		if (!g->handed_over) /* else it is the new controller's now */
@@ -1958,7 +1975,8 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	struct kvs_policy_params pp;
 	const char *names[KVS_MAX_BACKENDS];
 	struct io_uring_sqe *sqe;
-	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1, .metrics_fd = -1 };
+	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1, .metrics_fd = -1,
+			.ho_pending = -1 };
 	struct taken t = { 0 };
 	char addr[96];
 	uint32_t b;
@@ -2113,6 +2131,8 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 			seen++;
 		}
 		io_uring_cq_advance(&g.ring, seen);
+		if (g.ho_pending >= 0)
+			run_handover(&g);
 		publish_ctl(&g);
 	}
 	err = 0;

@@ -59,6 +59,29 @@ grep -q "takeover_refused" "$KVS_TMP/gw3.log" || kvs_fail "no reason: $(cat "$KV
 out=$(kvs_bench -n 20 -k 2 --prefixes 2 --json) || kvs_fail "refused take-over hurt the gateway"
 echo "ok: a mismatched take-over is refused, the gateway carries on"
 
+# A new controller that takes everything and dies before it says it runs:
+# the running one carries on, whole (it once handed over from inside its
+# completion loop, and a failed hand-over left the ring's head moved twice).
+python3 - "$HO" "127.0.0.1:$SIM_PORT_A" "127.0.0.1:$SIM_PORT_B" <<'PY' || kvs_fail "fake take-over"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+names = b''.join(a.encode().ljust(64, b'\0') for a in sys.argv[2:]).ljust(64 * 64, b'\0')
+s.send(struct.pack('IIII', 0x4b565348, 1, 1, len(sys.argv) - 2) + names)
+while True:
+    m, anc, flags, addr = s.recvmsg(65536, socket.CMSG_SPACE(4 * 200))
+    if struct.unpack('IIII', m[:16])[2] == 5:  # DONE
+        break
+s.close()  # no ACK
+PY
+for i in $(seq 1 40); do grep -q "event=handover_failed" "$KVS_TMP/gw2.log" && break; sleep 0.05; done
+grep -q 'event=handover_failed .*action="carrying on"' "$KVS_TMP/gw2.log" ||
+	kvs_fail "no handover_failed line"
+out=$(kvs_bench -n 40 -k 2 --prefixes 4 --salt 5 --json --timeout-s 20) ||
+	kvs_fail "after a take-over that died: $out"
+assert_eq "requests ok after a take-over that died before its ACK" "$(jget "$out" .ok)" 40
+kill -0 "$NEW" || kvs_fail "the running controller died"
+
 # SIGKILL: established connections die with the process; a new one serves.
 kill -9 "$NEW"
 wait "$NEW" 2>/dev/null || true
