@@ -79,6 +79,18 @@ kvs_bench() {
 	"$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$GW_PORT" --quiet "$@"
 }
 
+# kvs_wait_backend INDEX STATE [TRIES] [SLEEP]: waits until backend INDEX is
+# in STATE (up, down, ...); prints the state it ended in.
+kvs_wait_backend() {
+	local i st
+	for i in $(seq 1 "${3:-100}"); do
+		st=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r ".[$1].state")
+		[ "$st" = "$2" ] && break
+		sleep "${4:-0.05}"
+	done
+	echo "$st"
+}
+
 kvs_stats() {
 	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" stats --json
 }

@@ -17,11 +17,7 @@ assert_eq "backends that served the warm-up" "$(jq '.backends | length' "$KVS_TM
 # A leaves (not under load: in-flight requests on a dying backend are the
 # reliability issue's subject).
 kill "${KVS_PIDS[0]}"
-for i in $(seq 1 50); do
-	st=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r '.[0].state')
-	[ "$st" = down ] && break
-	sleep 0.05
-done
+st=$(kvs_wait_backend 0 down 50)
 assert_eq "state of the backend that left" "$st" down
 
 s0=$(kvs_stats)
@@ -36,11 +32,7 @@ assert_ge "routes found void (A's prefixes)" \
 # A comes back on its port: reconnected within the back-off, and takes work.
 "$KVS_BUILD/kvsplice-sim" --port "$SIM_PORT_A" --time-scale 0.005 2>"$KVS_TMP/A2.log" &
 KVS_PIDS+=($!)
-for i in $(seq 1 100); do
-	st=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r '.[0].state')
-	[ "$st" = up ] && break
-	sleep 0.05
-done
+st=$(kvs_wait_backend 0 up)
 assert_eq "state of the backend that came back" "$st" up
 out=$(kvs_bench -n 200 -k 8 --prefixes 0 --suffix-tokens 512 --json) ||
 	kvs_fail "requests after A came back failed: $out"

@@ -25,7 +25,7 @@ bench=$!
 sleep 0.5
 kill -STOP "$A"
 t0=$(date +%s%N)
-for i in $(seq 1 60); do [ "$(state 0)" = down ] && break; sleep 0.05; done
+kvs_wait_backend 0 down 60 >/dev/null
 t1=$(date +%s%N)
 assert_eq "A's state after it hung" "$(state 0)" down
 ms=$(((t1 - t0) / 1000000))
@@ -47,7 +47,7 @@ assert_le "reconnections on probation in ~3 s (backing off)" "$n" 8
 [ "$(state 0)" = up ] && kvs_fail "a hung backend was re-admitted"
 
 kill -CONT "$A"
-for i in $(seq 1 100); do [ "$(state 0)" = up ] && break; sleep 0.1; done
+kvs_wait_backend 0 up 100 0.1 >/dev/null
 assert_eq "A's state once it runs again" "$(state 0)" up
 grep -q "event=backend_readmitted backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" ||
 	kvs_fail "no re-admission line"

@@ -13,12 +13,7 @@ kvs_start_sim A --time-scale 0.05
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A"
 
 t=$KVS_TMP/trace.jsonl
-cat >"$t" <<'TRACE'
-{"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 9]}
-{"timestamp": 2000, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 10]}
-{"timestamp": 4000, "input_length": 1024, "output_length": 4, "hash_ids": [7, 8]}
-{"timestamp": 6000, "input_length": 2000, "output_length": 4, "hash_ids": [7, 8, 11, 12]}
-TRACE
+cp "$(dirname "$0")/../fixtures/trace4.jsonl" "$t"
 
 out=$(kvs_bench --trace "$t" --speed 10 --json --plot "$KVS_TMP/plot") ||
 	kvs_fail "trace replay failed: $out"

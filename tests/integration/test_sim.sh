@@ -43,13 +43,8 @@ echo "ok: changes against rr and per-backend loads add up"
 # find them cached; a malformed line is refused with its line number.
 t=$(mktemp)
 trap 'rm -f "$t"' EXIT
-cat >"$t" <<'TRACE'
-{"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 9]}
-{"timestamp": 2000, "input_length": 1100, "output_length": 4, "hash_ids": [7, 8, 10]}
-{"timestamp": 4000, "input_length": 1024, "output_length": 4, "hash_ids": [7, 8]}
-{"timestamp": 6000, "input_length": 2000, "output_length": 4, "hash_ids": [7, 8, 11, 12]}
-TRACE
-r=$("$B/kvsplice-bench" sim --trace "$t" --backends 1 --policies rr --json)
+# (tests/fixtures/trace4.jsonl; test_live_trace.sh replays it live)
+r=$("$B/kvsplice-bench" sim --trace "$(dirname "$0")/../fixtures/trace4.jsonl" --backends 1 --policies rr --json)
 [ "$(jq .requests <<<"$r")" = 4 ] || fail "trace: want 4 requests, got $(jq .requests <<<"$r")"
 # cached: 0, 1024, 1008 (a full hit recomputes its last block), 1024 of 5224 prompt tokens
 hit=$(jq '.policies[0].hit_rate' <<<"$r")
