@@ -471,30 +471,17 @@ static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint
  * request the controller sends only once it has read it from the inject
  * socket: the controller adds what it sent since the last tick (counted
  * twice for a moment, so the limit errs on the safe side). */
-static bool below_limit(struct gw *g, uint32_t b)
-{
-	return kvs_dp_outstanding(&g->dp, b) +
-		       unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
-	       g->cfg->max_outstanding;
-}
-
 static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 {
 	uint32_t b, up = 0;
-	bool synced = false;
 
 	for (b = 0; b < g->cfg->nbackends; b++) {
 		load[b] = kvs_dp_outstanding_work(&g->dp, b);
-		ok[b] = g->be[b].up && !g->be[b].probation;
-		/* The kernel's counters are read again (a per-CPU map) only
-		 * when a backend looks full, not for every decision. */
-		if (ok[b] && g->cfg->max_outstanding && !below_limit(g, b)) {
-			if (!synced) {
-				sync_inject(g);
-				synced = true;
-			}
-			ok[b] = below_limit(g, b);
-		}
+		ok[b] = g->be[b].up && !g->be[b].probation &&
+			(!g->cfg->max_outstanding ||
+			 kvs_dp_outstanding(&g->dp, b) +
+					 unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
+				 g->cfg->max_outstanding);
 		up += g->be[b].up;
 	}
 	return up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
@@ -654,6 +641,8 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	int why;
 
 	/* The kernel marked it if its client was at the limit when it came. */
+	if (g->cfg->max_outstanding)
+		sync_inject(g);
 	if (m->gw_backend == KVS_GW_OVER_LIMIT) {
 		char msg[96];
 
