@@ -200,77 +200,84 @@ uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
 	return bpf_map_lookup_elem(dp->conns_fd, &cookie, &c) ? 0 : c.inflight;
 }
 
-long kvs_dp_count_routes(struct kvs_datapath *dp)
+/* Calls fn for each batch of (key, value) pairs of the map, read in
+ * batches of up to batch; 0 or -errno (fn's, or the read's). */
+static int walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
+			int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
+			void *ctx)
 {
-	enum { BATCH = 4096 };
-	__u64 *keys = malloc(sizeof(*keys) * BATCH), in = 0, out = 0;
-	struct kvs_route *vals = malloc(sizeof(*vals) * BATCH);
+	uint8_t *keys = malloc(ksz * batch), *vals = malloc(vsz * batch);
+	uint8_t in[16], out[16]; /* batch cursors: a key's size suffices */
 	bool first = true;
-	long n = 0;
+	int err = keys && vals ? 0 : -ENOMEM;
 
-	if (!keys || !vals) {
-		n = -ENOMEM;
-		goto done;
-	}
-	for (;;) {
-		__u32 count = BATCH;
-		int err = bpf_map_lookup_batch(dp->routes_fd, first ? NULL : &in, &out, keys, vals,
-					       &count, NULL);
+	while (!err) {
+		__u32 count = batch;
+		int r = bpf_map_lookup_batch(fd, first ? NULL : in, out, keys, vals, &count, NULL);
 
-		if (err && errno != ENOENT) {
-			n = -errno;
+		if (r && errno != ENOENT) {
+			err = -errno;
 			break;
 		}
-		n += count;
-		if (err)
+		if (count)
+			err = fn(ctx, keys, vals, count);
+		if (r) /* ENOENT: that was the last batch */
 			break;
-		in = out;
+		memcpy(in, out, sizeof(in));
 		first = false;
 	}
-done:
 	free(keys);
 	free(vals);
-	return n;
+	return err;
+}
+
+static int count_batch(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	(void)keys;
+	(void)vals;
+	*(long *)ctx += n;
+	return 0;
+}
+
+long kvs_dp_count_routes(struct kvs_datapath *dp)
+{
+	long n = 0;
+	int err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			       count_batch, &n);
+
+	return err ? err : n;
+}
+
+struct stale_scan {
+	uint64_t since_ns;
+	kvs_dp_cookie_fn stale;
+	void *ctx;
+	int n;
+};
+
+static int scan_partials(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	const struct kvs_conn *v = vals;
+	struct stale_scan *sc = ctx;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].role == KVS_ROLE_CLIENT && v[i].partial_since_ns &&
+		    v[i].partial_since_ns < sc->since_ns) {
+			sc->stale(sc->ctx, ((const __u64 *)keys)[i]);
+			sc->n++;
+		}
+	}
+	return 0;
 }
 
 int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
 			  void *ctx)
 {
-	enum { BATCH = 1024 };
-	__u64 *keys = malloc(sizeof(*keys) * BATCH), in = 0, out = 0;
-	struct kvs_conn *vals = malloc(sizeof(*vals) * BATCH);
-	bool first = true;
-	int n = 0;
+	struct stale_scan sc = { since_ns, stale, ctx, 0 };
+	int err = walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
+			       scan_partials, &sc);
 
-	if (!keys || !vals) {
-		n = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		__u32 count = BATCH, i;
-		int err = bpf_map_lookup_batch(dp->conns_fd, first ? NULL : &in, &out, keys, vals,
-					       &count, NULL);
-
-		if (err && errno != ENOENT) {
-			n = -errno;
-			goto out;
-		}
-		for (i = 0; i < count; i++) {
-			if (vals[i].role == KVS_ROLE_CLIENT && vals[i].partial_since_ns &&
-			    vals[i].partial_since_ns < since_ns) {
-				stale(ctx, keys[i]);
-				n++;
-			}
-		}
-		if (err) /* ENOENT: that was the last batch */
-			break;
-		in = out;
-		first = false;
-	}
-out:
-	free(keys);
-	free(vals);
-	return n;
+	return err ? err : sc.n;
 }
 
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)
@@ -331,28 +338,50 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 	return bpf_map_delete_elem(dp->routes_fd, &hash) ? -errno : 0;
 }
 
+struct owed {
+	uint32_t b;
+	struct kvs_req_key *keys;
+	size_t n, cap;
+};
+
+static int collect_owed(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	const struct kvs_inflight *v = vals;
+	struct owed *o = ctx;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].backend != o->b)
+			continue;
+		if (o->n == o->cap) {
+			size_t cap = o->cap ? o->cap * 2 : 256;
+			struct kvs_req_key *k = realloc(o->keys, sizeof(*k) * cap);
+
+			if (!k)
+				return -ENOMEM;
+			o->keys = k;
+			o->cap = cap;
+		}
+		o->keys[o->n++] = ((const struct kvs_req_key *)keys)[i];
+	}
+	return 0;
+}
+
 int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fail, void *ctx)
 {
-	struct kvs_req_key key, next, *prev = NULL;
-	struct kvs_inflight rec;
+	struct owed o = { .b = b };
 	int n = 0;
 
-	/* Deleting the entry just visited would lose the walk's place in the
-	 * hash, so the walk deletes the one before. */
-	while (!bpf_map_get_next_key(dp->inflight_fd, prev, &next)) {
-		if (prev && !bpf_map_lookup_elem(dp->inflight_fd, prev, &rec) && rec.backend == b &&
-		    !bpf_map_delete_elem(dp->inflight_fd, prev)) {
-			fail(ctx, prev->conn, prev->req_id);
-			n++;
-		}
-		key = next;
-		prev = &key;
-	}
-	if (prev && !bpf_map_lookup_elem(dp->inflight_fd, prev, &rec) && rec.backend == b &&
-	    !bpf_map_delete_elem(dp->inflight_fd, prev)) {
-		fail(ctx, prev->conn, prev->req_id);
+	/* Collected first, deleted after: deleting during the walk would lose
+	 * its place in the hash. */
+	walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key), sizeof(struct kvs_inflight), 1024,
+		     collect_owed, &o);
+	for (size_t i = 0; i < o.n; i++) {
+		if (bpf_map_delete_elem(dp->inflight_fd, &o.keys[i]))
+			continue; /* ended meanwhile */
+		fail(ctx, o.keys[i].conn, o.keys[i].req_id);
 		n++;
 	}
+	free(o.keys);
 	/* Nothing is in flight on a backend with no connections: what the
 	 * kernel still counts (requests whose records the LRU dropped) goes. */
 	__atomic_store_n(&dp->backends[b].outstanding, 0, __ATOMIC_RELAXED);
