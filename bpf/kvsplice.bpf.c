@@ -758,11 +758,14 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	struct kvs_backend *be;
 	__u32 b;
 
-	st->inject_frames++;
+	/* inject_frames is counted after a request's backend has counted it
+	 * (send_request()): the controller takes "the kernel has read every
+	 * frame I sent" to mean its counts include them (sync_inject()). */
 	/* A health check: to the backend named (pool slot 0), not a client. */
 	if (h->type == KVS_T_PING && bpf_ntohl(h->gw_backend) != ~0u) {
 		__u64 key = kvs_upstream_key(kvs_gw_backend(bpf_ntohl(h->gw_backend)), 0);
 
+		st->inject_frames++;
 		if (bpf_sk_redirect_hash(skb, &socks, &key, 0) == SK_PASS)
 			return SK_PASS;
 		st->pass_no_upstream++;
@@ -771,8 +774,10 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	/* Every ERROR of the controller's ends a request it was handed or
 	 * that a dead backend owed (a client rejected for a bad frame is
 	 * closing: its count no longer matters). */
-	if (h->type != KVS_T_REQUEST)
+	if (h->type != KVS_T_REQUEST) {
+		st->inject_frames++;
 		return to_client(skb, st, h, h->type == KVS_T_ERROR);
+	}
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be || send_request(skb, h, off, len, b, be, bpf_be64_to_cpu(h->gw_conn),
@@ -782,8 +787,8 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 		 * queue: it answers the client with an error. Only when the
 		 * backend's socket is gone: rare, see send_request(). */
 		st->pass_no_upstream++;
-		return SK_PASS;
 	}
+	st->inject_frames++;
 	return SK_PASS;
 }
 
