@@ -13,7 +13,7 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 SAN       ?= 0
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
-CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD)
+CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD) -I/usr/include/libnl3
 LDLIBS    := -lbpf -luring -lelf -lz -lm
 ifeq ($(SAN),1)
 CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -29,11 +29,11 @@ SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
 	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
-	user/trace.c user/handover.c user/metrics.c
+	user/trace.c user/handover.c user/metrics.c user/config.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
-GW_SRCS   := user/kvspliced.c user/gateway.c user/datapath.c user/admission.c
+GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/datapath.c user/admission.c
 PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
@@ -82,6 +82,10 @@ $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 $(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o \
 		$(BUILD)/tools/bench_sim.o $(BUILD)/tools/bench_plot.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/kvsplicectl: $(BUILD)/tools/kvsplicectl.o $(BUILD)/tools/ctl_control.o \
+		$(BUILD)/tools/ctl_conns.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lnl-idiag-3 -lnl-3
 
 $(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

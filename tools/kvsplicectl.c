@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvsplicectl: the operator's view of a kvsplice gateway, read from the maps
- * pinned under the pin directory (so it works even when the controller is
- * down).
- *
- *   kvsplicectl [--pin-dir DIR] [--json] stats
- *   kvsplicectl [--pin-dir DIR] [--json] backends
+ * kvsplicectl: the operator's view of a kvsplice gateway. What the pinned
+ * maps say it reads from them (so it works while the controller is down);
+ * what only the controller can do it asks over the controller's socket
+ * (ctl_control.c). See usage() and docs/RUNBOOK.md.
  */
 #include <bpf/bpf.h>
 #include <errno.h>
@@ -17,19 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "kvsplice/admission.h"
 #include "kvsplice/maps.h"
+#include "netutil.h"
 #include "pins.h"
 
-#define PROG "kvsplicectl"
-
-struct ctl_opts {
-	const char *pin_dir;
-	bool json;
-	uint32_t limit; /* routes: how many to list */
-};
-
-static int open_map(const struct ctl_opts *o, const char *name)
+int ctl_open_map(const struct ctl_opts *o, const char *name)
 {
 	int fd = kvs_pin_open(o->pin_dir, name);
 
@@ -109,11 +101,17 @@ static int count_entries(int fd, size_t key_size)
 	return n;
 }
 
-static const char *const backend_states[] = { "absent", "up", "draining", "down" };
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static const char *state_name(__u32 st)
 {
-	return st < 4 ? backend_states[st] : "unknown";
+	return kvs_backend_state_name(st);
 }
 
 /* Cached / prompt tokens, as the backend's END frames reported them. */
@@ -122,10 +120,25 @@ static double hit_rate(const struct kvs_backend *be)
 	return be->prompt_tokens ? (double)be->cached_tokens / (double)be->prompt_tokens : 0;
 }
 
+int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t nstates)
+{
+	int fd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+	struct kvs_backend be;
+
+	if (fd < 0)
+		return fd;
+	for (__u32 i = 0; i < KVS_MAX_BACKENDS; i++)
+		if (bpf_map_lookup_elem(fd, &i, &be) == 0 && be.state < nstates)
+			by_state[be.state]++;
+	close(fd);
+	return 0;
+}
+
 /* The backends that are configured, as a JSON array. */
 static void print_backends_json(int fd)
 {
 	struct kvs_backend be;
+	uint64_t now = mono_ns();
 	__u32 i;
 	int n = 0;
 
@@ -133,13 +146,19 @@ static void print_backends_json(int fd)
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
-		printf("%s{\"index\":%u,\"state\":\"%s\",\"pool\":%u,\"outstanding\":%llu,"
+		char addr[80];
+
+		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
+		printf("%s{\"index\":%u,\"backend\":\"%s\",\"state\":\"%s\",\"pool\":%u,"
+		       "\"outstanding\":%llu,"
 		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
 		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
 		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
-		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu}",
-		       n++ ? "," : "", i, state_name(be.state), be.pool_size,
+		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
+		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
+		       "\"kv_total_blocks\":%u,\"age_s\":%.3f}}",
+		       n++ ? "," : "", i, addr, state_name(be.state), be.pool_size,
 		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
 		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
 		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
@@ -147,7 +166,9 @@ static void print_backends_json(int fd)
 		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
 		       hit_rate(&be), (unsigned long long)be.predicted_cached,
 		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks,
-		       (unsigned long long)be.charged_tokens);
+		       (unsigned long long)be.charged_tokens, be.report.running, be.report.waiting,
+		       be.report.kv_used_blocks, be.report.kv_total_blocks,
+		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
 	}
 	printf("]");
 }
@@ -162,8 +183,8 @@ static int cmd_stats(const struct ctl_opts *o)
 	const char *sep = "";
 	double share;
 
-	sfd = open_map(o, KVS_MAP_STATS);
-	cfd = open_map(o, KVS_MAP_CTL_STATS);
+	sfd = ctl_open_map(o, KVS_MAP_STATS);
+	cfd = ctl_open_map(o, KVS_MAP_CTL_STATS);
 	if (sfd < 0 || cfd < 0)
 		return 1;
 	err = kvs_read_kstats(sfd, &k);
@@ -256,7 +277,7 @@ static int cmd_stats(const struct ctl_opts *o)
 
 static int cmd_backends(const struct ctl_opts *o)
 {
-	int fd = open_map(o, KVS_MAP_BACKENDS);
+	int fd = ctl_open_map(o, KVS_MAP_BACKENDS);
 	struct kvs_backend be;
 	__u32 i;
 
@@ -268,17 +289,22 @@ static int cmd_backends(const struct ctl_opts *o)
 		close(fd);
 		return 0;
 	}
-	printf("%-5s %-8s %5s %11s %12s %12s %10s %10s %8s %12s\n", "index", "state", "pool",
-	       "outstanding", "work_tokens", "work_limit", "requests", "responses", "hit_rate",
-	       "index_blocks");
+	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s\n", "index", "backend", "state",
+	       "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
+	       "run/wait");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
+		char addr[80], load[24] = "-";
+
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
-		printf("%-5u %-8s %5u %11llu %12llu %12llu %10llu %10llu %7.1f%% %12llu\n", i,
-		       state_name(be.state), be.pool_size, (unsigned long long)be.outstanding,
-		       (unsigned long long)be.outstanding_work, (unsigned long long)be.work_limit,
-		       (unsigned long long)be.req_frames, (unsigned long long)be.resp_frames,
-		       100 * hit_rate(&be), (unsigned long long)be.index_blocks);
+		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
+		if (be.report.at_ns)
+			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
+		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s\n", i, addr,
+		       state_name(be.state), (unsigned long long)be.outstanding,
+		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
+		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
+		       load);
 	}
 	close(fd);
 	return 0;
@@ -296,20 +322,13 @@ static int by_hits(const void *a, const void *b)
 	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The routes with the most hits. A route is current while its backend's
  * route_gen is the one it was installed under (it is void otherwise: the
  * backend left after it was installed). */
 static int cmd_routes(const struct ctl_opts *o)
 {
-	int rfd = open_map(o, KVS_MAP_ROUTES), bfd = open_map(o, KVS_MAP_BACKENDS);
+	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS);
 	struct route_row *rows = NULL;
 	size_t n = 0, cap = 0, i;
 	__u64 key, next, *prev = NULL, now = mono_ns();
@@ -374,7 +393,7 @@ out:
  * more, which routes it by its index and installs the routes again. */
 static int cmd_routes_flush(const struct ctl_opts *o)
 {
-	int fd = open_map(o, KVS_MAP_ROUTES);
+	int fd = ctl_open_map(o, KVS_MAP_ROUTES);
 	__u64 key;
 	long n = 0;
 
@@ -393,28 +412,51 @@ static int cmd_routes_flush(const struct ctl_opts *o)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " [--pin-dir DIR] [--json] COMMAND\n"
+		"Usage: " PROG " [--pin-dir DIR] [--socket PATH] [--json] COMMAND [ARGS]\n"
 		"\n"
-		"Reads a kvsplice gateway's state from its pinned BPF maps.\n"
+		"The operator's view of a kvsplice gateway: state read from its pinned BPF\n"
+		"maps (works while the controller is down), changes asked of the running\n"
+		"controller over its control socket.\n"
 		"\n"
-		"Commands:\n"
+		"From the maps:\n"
 		"  stats      kernel and controller counters: frames routed by the kernel\n"
 		"             (fast path) and by the controller (slow path), responses,\n"
 		"             drops, routes, connections, the controller's decisions by\n"
 		"             reason, and (with --json) each backend's outstanding work\n"
-		"  backends   per backend: state, pool, outstanding requests and work, frames,\n"
-		"             hit rate (its own END reports) and the size of the controller's\n"
-		"             index of its cache (--json adds bytes and prediction counters)\n"
+		"  backends   per backend: address, state (up, draining, removing, down,\n"
+		"             probation), outstanding requests and work, requests, bytes each\n"
+		"             way, hit rate (its own END reports), running/waiting from its\n"
+		"             last PONG (--json adds prediction counters and index size)\n"
 		"  routes     the routes map: how many, and the --limit N (default 20) with the\n"
 		"             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
 		"             explicit cache key), age, hits, whether still current\n"
 		"  routes flush  delete every route (the controller re-learns them as the\n"
 		"             prompts come again; the kernel's fast path restarts cold)\n"
+		"  conns      every client and upstream connection (and the controller's two\n"
+		"             pairs): addresses, TCP state, RTT, queues (inet_diag), frames,\n"
+		"             bytes, requests in flight\n"
+		"\n"
+		"From the controller (exit status 3 when none answers):\n"
+		"  status     controller, listener, backends by state, clients, requests,\n"
+		"             routes (without a controller: what the maps still say)\n"
+		"  backend add ADDR:PORT      a new backend, connected at once\n"
+		"  backend drain ADDR:PORT    no new requests; those in flight finish\n"
+		"  backend undrain ADDR:PORT  back in service (calls off a removal)\n"
+		"  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
+		"             (or after kvspliced's --drain-timeout-ms)\n"
+		"  reload     re-read kvspliced's --config file now (as SIGHUP does)\n"
+		"  Changes last until the next reload or restart: put them in the config file\n"
+		"  to keep them.\n"
 		"\n"
 		"Options:\n"
 		"      --pin-dir DIR   the gateway's pin directory (default %s)\n"
+		"      --socket PATH   the controller's control socket (default\n"
+		"                      " KVS_CONTROL_DIR "/<last part of the pin dir>.sock)\n"
 		"  -j, --json          machine-readable output\n"
-		"  -h, --help          this text\n",
+		"      --limit N       routes: how many to list\n"
+		"  -h, --help          this text\n"
+		"\n"
+		"Root is needed: the maps and the socket are root's.\n",
 		KVS_DEFAULT_PIN_DIR);
 }
 
@@ -422,23 +464,39 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "pin-dir", required_argument, NULL, 'p' },
+		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "limit", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
-	const char *sub = NULL;
-	int opt;
+	const char *cmd, *sub, *arg;
+	int opt, nw;
 
-	while ((opt = getopt_long(argc, argv, "+p:jh", opts, NULL)) != -1) {
+	/* Options anywhere: kvsplicectl stats --json, kvsplicectl --json stats. */
+	while ((opt = getopt_long(argc, argv, "p:s:jl:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
 			o.pin_dir = optarg;
 			break;
+		case 's':
+			o.socket = optarg;
+			break;
 		case 'j':
 			o.json = true;
 			break;
+		case 'l': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*end || !*optarg || v == 0 || v > 1000000) {
+				fprintf(stderr, PROG ": --limit: '%s' is not 1..1000000\n", optarg);
+				return 2;
+			}
+			o.limit = (uint32_t)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -447,52 +505,37 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	/* Options may also follow the command: kvsplicectl stats --json. */
-	if (optind < argc) {
-		const char *cmd = argv[optind];
-
-		optind++;
-		if (optind < argc && argv[optind][0] != '-')
-			sub = argv[optind++];
-		while ((opt = getopt_long(argc, argv, "+p:jl:h", opts, NULL)) != -1) {
-			if (opt == 'p')
-				o.pin_dir = optarg;
-			else if (opt == 'j')
-				o.json = true;
-			else if (opt == 'l') {
-				char *end;
-				unsigned long v = strtoul(optarg, &end, 10);
-
-				if (*end || !*optarg || v == 0 || v > 1000000) {
-					fprintf(stderr, PROG ": --limit: '%s' is not 1..1000000\n", optarg);
-					return 2;
-				}
-				o.limit = (uint32_t)v;
-			} else if (opt == 'h') {
-				usage(stdout);
-				return 0;
-			} else {
-				usage(stderr);
-				return 2;
-			}
-		}
-		if (optind < argc) {
-			fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-			return 2;
-		}
-		if (sub && !(!strcmp(cmd, "routes") && !strcmp(sub, "flush"))) {
-			fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", sub);
-			return 2;
-		}
-		if (!strcmp(cmd, "stats"))
-			return cmd_stats(&o);
-		if (!strcmp(cmd, "backends"))
-			return cmd_backends(&o);
-		if (!strcmp(cmd, "routes"))
-			return sub ? cmd_routes_flush(&o) : cmd_routes(&o);
-		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
+	nw = argc - optind;
+	if (nw < 1) {
+		usage(stderr);
 		return 2;
 	}
-	usage(stderr);
+	cmd = argv[optind];
+	sub = nw > 1 ? argv[optind + 1] : NULL;
+	arg = nw > 2 ? argv[optind + 2] : NULL;
+	if (!strcmp(cmd, "backend")) {
+		if (nw != 3) {
+			fprintf(stderr, PROG ": usage: backend add|remove|drain|undrain ADDR:PORT\n");
+			return 2;
+		}
+		return ctl_backend(&o, sub, arg);
+	}
+	if (nw > 2 || (sub && strcmp(cmd, "routes")) || (sub && strcmp(sub, "flush"))) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind + 1]);
+		return 2;
+	}
+	if (!strcmp(cmd, "stats"))
+		return cmd_stats(&o);
+	if (!strcmp(cmd, "backends"))
+		return cmd_backends(&o);
+	if (!strcmp(cmd, "routes"))
+		return sub ? cmd_routes_flush(&o) : cmd_routes(&o);
+	if (!strcmp(cmd, "conns"))
+		return ctl_conns(&o);
+	if (!strcmp(cmd, "status"))
+		return ctl_status(&o);
+	if (!strcmp(cmd, "reload"))
+		return ctl_reload(&o);
+	fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
 	return 2;
 }

@@ -41,7 +41,7 @@ int kvs_chash_build(struct kvs_chash *c, const char *const *names, uint32_t n, u
 	if (!c->ring)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		for (v = 0; v < vnodes; v++) {
+		for (v = 0; names[i] && v < vnodes; v++) {
 			snprintf(label, sizeof(label), "%s#%u", names[i], v);
 			c->ring[k].pos = kvs_str_hash(label);
 			c->ring[k].backend = i;
@@ -73,7 +73,7 @@ int kvs_chash_pick(const struct kvs_chash *c, uint64_t key, const uint64_t *load
 			total += load[i];
 		}
 	}
-	if (n_ok == 0)
+	if (n_ok == 0 || c->npoints == 0)
 		return -1;
 	if (balance < 1.0)
 		balance = 1.0;

@@ -25,7 +25,8 @@ struct kvs_chash {
 	struct kvs_chash_point *ring; /* sorted by pos */
 };
 
-/* 0 or -ENOMEM / -EINVAL. names[i] names backend i. */
+/* 0 or -ENOMEM / -EINVAL. names[i] names backend i; a NULL name is a slot
+ * with no backend (removed at run time): it gets no ring positions. */
 int kvs_chash_build(struct kvs_chash *c, const char *const *names, uint32_t n, uint32_t vnodes);
 void kvs_chash_free(struct kvs_chash *c);
 

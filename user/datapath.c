@@ -193,6 +193,26 @@ void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uin
 	__atomic_store_n(&be->state, state, __ATOMIC_RELEASE);
 }
 
+void kvs_dp_set_backend_addr(struct kvs_datapath *dp, uint32_t b, const struct kvs_endpoint *a)
+{
+	dp->backends[b].addr = *a;
+}
+
+void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_report *r)
+{
+	dp->backends[b].report = *r;
+}
+
+void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b)
+{
+	struct kvs_backend *be = &dp->backends[b];
+	uint32_t gen = __atomic_load_n(&be->route_gen, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&be->state, KVS_BE_ABSENT, __ATOMIC_RELEASE);
+	memset(be, 0, sizeof(*be));
+	__atomic_store_n(&be->route_gen, gen + 1, __ATOMIC_RELEASE);
+}
+
 uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
 {
 	struct kvs_conn c;

@@ -64,6 +64,14 @@ long kvs_dp_count_routes(struct kvs_datapath *dp);
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding);
+/* The fields kept for operators (kvsplicectl, bpftool): its address, its
+ * last PONG. */
+void kvs_dp_set_backend_addr(struct kvs_datapath *dp, uint32_t b, const struct kvs_endpoint *a);
+void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_report *r);
+/* Backend b was removed: its record is emptied (ABSENT, counters zero) for
+ * the next backend that takes the slot; its routes stay void (route_gen
+ * moves on). Only once none of its sockets is in the SOCKHASH. */
+void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
  * requests for backend b to the controller (0: none). */

@@ -15,6 +15,7 @@
  *                     every spliced socket (DESIGN.md section 5, hazard 1).
  */
 #include "gateway.h"
+#include "gw_internal.h"
 #include "handover.h"
 #include "metrics.h"
 
@@ -49,7 +50,9 @@
 #define OP_HANDOVER 6ull /* a controller connected to take over */
 #define OP_CANCEL 7ull
 #define OP_METRICS_ACCEPT 8ull
+#define OP_CONTROL_ACCEPT 9ull
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
+#define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 
 /* The controller's reading end of the punt pair: not in the SOCKHASH. */
 #define ROLE_PUNT_READER 100
@@ -63,100 +66,6 @@
 #define CONNECT_TIMEOUT_MS 300
 #define BACKOFF_MAX_MS 5000
 
-struct gw_conn {
-	int fd;
-	uint32_t id;  /* slot in gw.conns */
-	uint32_t gen; /* tells a stale completion from a reused slot */
-	uint32_t role;
-	uint32_t backend, slot;
-	uint64_t cookie, key;
-	struct kvs_buf rx;
-	bool recv_pending;
-	bool poll_pending;
-	bool in_map;
-	bool closing;         /* torn down; freed when its recv/poll returns */
-	bool half_closed;     /* client sent FIN: closed once its answers are out */
-	uint64_t close_at_ns; /* close once its error frame had time to go */
-	uint64_t half_close_deadline_ns;
-};
-
-struct gw_backend {
-	char name[64];
-	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
-	struct gw_conn *pool[KVS_MAX_POOL];
-	bool up;
-	uint64_t retry_at_ns;
-	uint32_t backoff_ms;
-	uint32_t sent_recently; /* requests sent that the kernel may not count yet */
-	uint64_t sent_epoch;
-	/* Health check: a PING every --health-interval-ms; no PONG within
-	 * three intervals and the backend is ejected (down, with back-off). */
-	uint64_t ping_sent_ns; /* of the PING not answered yet; 0: none */
-	uint64_t next_ping_ns;
-	uint32_t ping_seq;
-	struct kvs_load_info load; /* its last PONG's report */
-	bool probation; /* ejected by the health check: no work until a PONG */
-};
-
-struct gw {
-	const struct gw_config *cfg;
-	struct io_uring ring;
-	struct kvs_datapath dp;
-	struct kvs_admission adm; /* XDP admission, if configured */
-	int listen_fd;
-	struct gw_conn **conns;
-	uint32_t conns_cap;
-	uint32_t next_gen;
-	struct gw_backend be[KVS_MAX_BACKENDS];
-	struct kvs_idmap clients; /* cookie -> struct gw_conn */
-	struct kvs_policy policy;
-	struct gw_conn *punt_k;   /* kernel's end of the punt pair */
-	struct gw_conn *punt;     /* controller's end: frames to handle */
-	int inject_fd;          /* the controller's end: it writes here */
-	struct gw_conn *inject; /* the kernel's end, in the SOCKHASH */
-	struct kvs_buf out[2];  /* append to out[out_cur]; the other is sending */
-	int out_cur;
-	bool send_pending;
-	struct kvs_ctl_stats ctl;
-	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
-	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
-	struct __kernel_timespec tick;
-	/* Frames queued for the inject socket, against the kernel's count of
-	 * those it has read: when equal, every request the controller sent is
-	 * in the kernel's per-client and per-backend counts, and the epoch
-	 * moves on, voiding the controller's own recent counts. */
-	uint64_t inject_queued, inject_seen_last_tick;
-	uint64_t inject_epoch;
-	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
-	int ho_fd;        /* --handover-socket, listening; -1 if none */
-	int ho_pending;   /* a controller waiting to take over; -1 if none */
-	int metrics_fd;   /* --metrics, listening; -1 if none */
-	struct kvs_decide_hist decide; /* slow-path decision latency */
-	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
-	bool accepting;   /* the multishot accept is armed */
-	bool handed_over; /* done: leave the loop, touch no socket or map */
-	/* The work limit's slack: a typical request's charge (moving
-	 * average), from the kernel's counters as of the last refresh. */
-	uint64_t typical_charge, seen_charged, seen_sent;
-};
-
-void gw_config_defaults(struct gw_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->pool_size = KVS_DEFAULT_POOL;
-	c->max_outstanding = KVS_DEFAULT_MAX_OUTSTANDING;
-	c->health_interval_ms = KVS_DEFAULT_HEALTH_INTERVAL_MS;
-	c->client_max_inflight = KVS_DEFAULT_CLIENT_INFLIGHT;
-	c->max_payload = KVS_DEFAULT_MAX_PAYLOAD;
-	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
-	c->frame_timeout_ms = 30000;
-	c->balance = KVS_POLICY_BALANCE;
-	c->index_blocks = KVS_MODEL_KV_BLOCKS;
-	c->min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100);
-	c->kernel_slack = 512;
-	c->release_prefill_early = 1;
-	c->pin_dir = KVS_DEFAULT_PIN_DIR;
-}
 
 static uint64_t ud(uint64_t op, const struct gw_conn *c)
 {
@@ -173,6 +82,28 @@ static struct io_uring_sqe *get_sqe(struct gw *g)
 		sqe = io_uring_get_sqe(&g->ring);
 	}
 	return sqe;
+}
+
+enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b)
+{
+	const struct gw_backend *be = &g->be[b];
+
+	if (!be->present)
+		return KVS_BE_ABSENT;
+	if (!be->up)
+		return KVS_BE_DOWN;
+	if (be->probation)
+		return KVS_BE_PROBATION;
+	if (be->removing)
+		return KVS_BE_REMOVING;
+	return be->draining ? KVS_BE_DRAINING : KVS_BE_UP;
+}
+
+/* The kernel follows routes to b, and sends it requests, only while UP. */
+static void publish_backend(struct gw *g, uint32_t b)
+{
+	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->cfg->pool_size,
+			   g->cfg->max_outstanding);
 }
 
 /* ---- connections ---------------------------------------------------- */
@@ -295,6 +226,7 @@ static int conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t b
 	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
 		return -errno;
 	kvs_set_nodelay(c->fd);
+	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
 	c->key = key;
 	c->backend = backend;
 	c->slot = slot;
@@ -475,14 +407,14 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 {
 	uint32_t b, up = 0;
 
-	for (b = 0; b < g->cfg->nbackends; b++) {
+	for (b = 0; b < g->nslots; b++) {
 		load[b] = kvs_dp_outstanding_work(&g->dp, b);
-		ok[b] = g->be[b].up && !g->be[b].probation &&
+		ok[b] = gw_backend_state(g, b) == KVS_BE_UP &&
 			(!g->cfg->max_outstanding ||
 			 kvs_dp_outstanding(&g->dp, b) +
 					 unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
 				 g->cfg->max_outstanding);
-		up += g->be[b].up;
+		up += gw_backend_state(g, b) == KVS_BE_UP;
 	}
 	return up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
 }
@@ -506,13 +438,15 @@ static void publish_limits(struct gw *g)
 	uint64_t work = 0, charged = 0, sent = 0, slack, limit;
 	uint32_t b, up = 0;
 
-	for (b = 0; b < g->cfg->nbackends; b++) {
+	for (b = 0; b < g->nslots; b++) {
 		uint64_t c, s;
 
+		if (!g->be[b].present)
+			continue;
 		kvs_dp_charged(&g->dp, b, &c, &s);
 		charged += c;
 		sent += s;
-		if (!g->be[b].up)
+		if (gw_backend_state(g, b) != KVS_BE_UP)
 			continue;
 		work += kvs_dp_outstanding_work(&g->dp, b);
 		up++;
@@ -530,7 +464,7 @@ static void publish_limits(struct gw *g)
 	if (slack < g->cfg->kernel_slack)
 		slack = g->cfg->kernel_slack;
 	limit = (uint64_t)(g->cfg->balance * (double)work / up) + slack;
-	for (b = 0; b < g->cfg->nbackends; b++)
+	for (b = 0; b < g->nslots; b++)
 		kvs_dp_set_work_limit(&g->dp, b, limit ? limit : 1);
 }
 
@@ -617,6 +551,7 @@ static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t 
 static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 			    const uint8_t *frame);
 static void on_scrape(struct gw *g, struct gw_conn *c);
+static void on_control(struct gw *g, struct gw_conn *c);
 
 /* The slow path, timed for the decision-latency histogram. */
 static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
@@ -697,7 +632,7 @@ static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *p
 	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie };
 	uint32_t b;
 
-	for (b = 0; b < g->cfg->nbackends; b++)
+	for (b = 0; b < g->nslots; b++)
 		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
 	kvs_load_encode(&li, payload);
 	if (kvs_put_frame(out_buf(g), &m, payload, sizeof(payload)) == 0) {
@@ -731,17 +666,26 @@ static void on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payloa
 	uint32_t b = (uint32_t)(m->req_id >> 32);
 	struct gw_backend *be;
 
-	if (b >= g->cfg->nbackends)
+	if (b >= g->nslots || !g->be[b].present)
 		return;
 	be = &g->be[b];
 	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns)
 		return; /* an answer to a check that was already given up */
-	if (m->payload_len == sizeof(struct kvs_load))
+	if (m->payload_len == sizeof(struct kvs_load)) {
+		struct kvs_be_report r;
+
 		kvs_load_decode(payload, &be->load);
+		r = (struct kvs_be_report){ .running = be->load.running,
+					    .waiting = be->load.waiting,
+					    .kv_used_blocks = be->load.kv_used_blocks,
+					    .kv_total_blocks = be->load.kv_total_blocks,
+					    .at_ns = kvs_now_ns() };
+		kvs_dp_set_report(&g->dp, b, &r);
+	}
 	if (be->probation && be->up) {
 		be->probation = false;
 		be->backoff_ms = 0;
-		kvs_dp_set_backend(&g->dp, b, KVS_BE_UP, g->cfg->pool_size, g->cfg->max_outstanding);
+		publish_backend(g, b);
 		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
 	}
 	pr_debug("event=pong backend=%s rtt_us=%llu running=%u waiting=%u kv_used=%u/%u", be->name,
@@ -761,11 +705,11 @@ static void health_checks(struct gw *g, uint64_t now)
 
 	if (!interval)
 		return;
-	for (b = 0; b < g->cfg->nbackends; b++) {
+	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
 		char why[64];
 
-		if (!be->up) {
+		if (!be->present || !be->up) {
 			be->ping_sent_ns = 0;
 			continue;
 		}
@@ -883,7 +827,7 @@ static void backend_down(struct gw *g, uint32_t b, const char *why)
 	uint32_t s;
 
 	be->up = false;
-	kvs_dp_set_backend(&g->dp, b, KVS_BE_DOWN, g->cfg->pool_size, g->cfg->max_outstanding);
+	publish_backend(g, b);
 	/* It comes back empty (or not at all): what it held is gone, and so
 	 * are the routes that promised it. */
 	kvs_policy_forget_backend(&g->policy, b);
@@ -919,7 +863,7 @@ static int backend_connect(struct gw *g, uint32_t b)
 	for (s = 0; s < g->cfg->pool_size; s++) {
 		struct gw_conn *c;
 
-		fd = kvs_connect(&g->cfg->backends[b], CONNECT_TIMEOUT_MS);
+		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
 		if (fd < 0) {
 			err = fd;
 			goto fail;
@@ -937,6 +881,7 @@ static int backend_connect(struct gw *g, uint32_t b)
 	}
 	be->up = true;
 	be->next_ping_ns = 0;
+	publish_backend(g, b);
 	if (be->probation) {
 		/* Ejected by the health check: connections alone do not prove
 		 * it works (a hung process still completes handshakes). It
@@ -945,12 +890,232 @@ static int backend_connect(struct gw *g, uint32_t b)
 		return 0;
 	}
 	be->backoff_ms = 0;
-	kvs_dp_set_backend(&g->dp, b, KVS_BE_UP, g->cfg->pool_size, g->cfg->max_outstanding);
 	pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b, g->cfg->pool_size);
 	return 0;
 fail:
 	g->ctl.upstream_failures++;
 	backend_down(g, b, strerror(-err));
+	return err;
+}
+
+/* ---- backends added, drained, removed at run time ------------------------ */
+
+int gw_backend_find(const struct gw *g, const char *name)
+{
+	for (uint32_t b = 0; b < g->nslots; b++)
+		if (g->be[b].present && !strcmp(g->be[b].name, name))
+			return (int)b;
+	return -ENOENT;
+}
+
+/* The policy places cold prefixes among the backends present now. */
+static int sync_ring(struct gw *g, uint32_t nslots)
+{
+	const char *names[KVS_MAX_BACKENDS];
+
+	for (uint32_t b = 0; b < nslots; b++)
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
+	return kvs_policy_set_backends(&g->policy, names, nslots);
+}
+
+/* Takes slot b for the backend at a (no connection yet). */
+static void slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
+{
+	struct gw_backend *be = &g->be[b];
+	struct kvs_endpoint ep;
+
+	memset(be, 0, sizeof(*be));
+	be->present = true;
+	be->addr = *a;
+	kvs_addr_str(a, be->name, sizeof(be->name));
+	kvs_endpoint_of(&a->ss, &ep);
+	kvs_dp_set_backend_addr(&g->dp, b, &ep);
+}
+
+int gw_backend_add(struct gw *g, const struct kvs_addr *a)
+{
+	char name[64];
+	uint32_t b, n;
+	int err;
+
+	kvs_addr_str(a, name, sizeof(name));
+	if (gw_backend_find(g, name) >= 0)
+		return -EEXIST;
+	for (b = 0; b < KVS_MAX_BACKENDS && g->be[b].present; b++)
+		;
+	if (b == KVS_MAX_BACKENDS)
+		return -ENOSPC;
+	n = b + 1 > g->nslots ? b + 1 : g->nslots;
+	g->be[b].present = true;
+	snprintf(g->be[b].name, sizeof(g->be[b].name), "%s", name);
+	err = sync_ring(g, n);
+	g->be[b].present = false;
+	if (err)
+		return err;
+	slot_fill(g, b, a);
+	g->nslots = n;
+	pr_info("event=backend_added backend=%s index=%u", name, b);
+	backend_connect(g, b);
+	return (int)b;
+}
+
+void gw_backend_drain(struct gw *g, uint32_t b, bool on)
+{
+	struct gw_backend *be = &g->be[b];
+
+	be->draining = on;
+	if (!on)
+		be->removing = false;
+	publish_backend(g, b);
+	pr_info("event=%s backend=%s index=%u outstanding=%llu",
+		on ? "backend_draining" : "backend_undrained", be->name, b,
+		(unsigned long long)kvs_dp_outstanding(&g->dp, b));
+}
+
+void gw_backend_remove(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (be->removing)
+		return;
+	be->removing = true;
+	be->remove_deadline_ns = kvs_now_ns() + g->cfg->drain_timeout_ms * 1000000ull;
+	publish_backend(g, b);
+	pr_info("event=backend_removing backend=%s index=%u outstanding=%llu timeout_ms=%u",
+		be->name, b, (unsigned long long)kvs_dp_outstanding(&g->dp, b),
+		g->cfg->drain_timeout_ms);
+}
+
+/* A removal completes (on the tick): nothing in flight there any more, or
+ * the drain timeout passed and what is left is answered backend_gone. */
+static void backend_removed(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s", be->name);
+	backend_down(g, b, "removed by the operator");
+	memset(be, 0, sizeof(*be));
+	kvs_dp_clear_backend(&g->dp, b);
+	kvs_policy_forget_backend(&g->policy, b);
+	if (sync_ring(g, g->nslots))
+		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"", name);
+	pr_info("event=backend_removed backend=%s index=%u", name, b);
+}
+
+int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,
+		      uint32_t *removed)
+{
+	char names[KVS_MAX_BACKENDS][64];
+	uint32_t b, i;
+	int err = 0, r;
+
+	*added = *removed = 0;
+	for (i = 0; i < n && i < KVS_MAX_BACKENDS; i++)
+		kvs_addr_str(&addrs[i], names[i], sizeof(names[i]));
+	for (b = 0; b < g->nslots; b++) {
+		struct gw_backend *be = &g->be[b];
+		bool listed = false;
+
+		for (i = 0; be->present && i < n && !listed; i++)
+			listed = !strcmp(be->name, names[i]);
+		if (!be->present)
+			continue;
+		if (!listed && !be->removing) {
+			gw_backend_remove(g, b);
+			++*removed;
+		} else if (listed && be->removing) {
+			gw_backend_drain(g, b, false); /* listed again: keep it */
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (gw_backend_find(g, names[i]) >= 0)
+			continue;
+		r = gw_backend_add(g, &addrs[i]);
+		if (r >= 0)
+			++*added;
+		else if (!err)
+			err = r;
+	}
+	return err;
+}
+
+/* Settings a reload applies at once (the controller's own); the others
+ * are the kernel's, the sockets' or the listeners' and need a restart. */
+static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, size_t len)
+{
+	struct gw_config *c = &g->live;
+	size_t off = strlen(msg);
+	char a[96], b[96];
+	bool republish = c->max_outstanding != n->max_outstanding;
+
+	c->max_outstanding = n->max_outstanding;
+	c->health_interval_ms = n->health_interval_ms;
+	c->balance = n->balance;
+	c->kernel_slack = n->kernel_slack;
+	c->drain_timeout_ms = n->drain_timeout_ms;
+	c->frame_timeout_ms = n->frame_timeout_ms;
+	g->policy.p.balance = n->balance;
+	for (uint32_t i = 0; republish && i < g->nslots; i++)
+		if (g->be[i].present)
+			publish_backend(g, i);
+#define RESTART_IF(cond, key)                                                                      \
+	do {                                                                                       \
+		if ((cond) && off < len) {                                                        \
+			off += (size_t)snprintf(msg + off, len - off, " %s", key);               \
+			pr_warn("event=reload_needs_restart key=%s", key);                         \
+		}                                                                                  \
+	} while (0)
+	RESTART_IF(strcmp(kvs_addr_str(&c->listen, a, sizeof(a)), kvs_addr_str(&n->listen, b, sizeof(b))),
+		   "listen");
+	RESTART_IF(c->pool_size != n->pool_size, "pool");
+	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
+	RESTART_IF(c->max_payload != n->max_payload, "max-frame");
+	RESTART_IF(c->window_blocks != n->window_blocks, "window-blocks");
+	RESTART_IF(c->min_match_pct != n->min_match_pct, "min-match-pct");
+	RESTART_IF(c->index_blocks != n->index_blocks, "backend-kv-blocks");
+	RESTART_IF(c->release_prefill_early != n->release_prefill_early, "release-prefill");
+	RESTART_IF(c->metrics_set != n->metrics_set ||
+			   (n->metrics_set && strcmp(kvs_addr_str(&c->metrics, a, sizeof(a)),
+						     kvs_addr_str(&n->metrics, b, sizeof(b)))),
+		   "metrics");
+	RESTART_IF(!c->adm.ifname != !n->adm.ifname ||
+			   (n->adm.ifname && strcmp(c->adm.ifname, n->adm.ifname)) ||
+			   c->adm.nallow != n->adm.nallow || c->adm.ndeny != n->adm.ndeny ||
+			   c->adm.syn_rate != n->adm.syn_rate || c->adm.syn_burst != n->adm.syn_burst,
+		   "xdp-iface/allow/deny/syn-rate/syn-burst");
+#undef RESTART_IF
+}
+
+int gw_reload(struct gw *g, char *msg, size_t len)
+{
+	struct gw_config n;
+	uint32_t added, removed;
+	size_t off;
+	int err;
+
+	if (!g->hooks || !g->hooks->load || !g->cfg->config_path) {
+		snprintf(msg, len, "started without --config FILE: nothing to reload");
+		return -ENOENT;
+	}
+	err = g->hooks->load(g->hooks->ctx, &n, msg, len);
+	if (err) {
+		pr_warn("event=reload_failed config=%s err=\"%s\"", g->cfg->config_path, msg);
+		return err;
+	}
+	err = gw_backends_apply(g, n.backends, n.nbackends, &added, &removed);
+	off = (size_t)snprintf(msg, len, "reloaded %s: %u backends listed, %u added, %u removing",
+			       g->cfg->config_path, n.nbackends, added, removed);
+	if (err && off < len)
+		off += (size_t)snprintf(msg + off, len - off, "; not all added: %s", strerror(-err));
+	if (off < len) {
+		snprintf(msg + off, len - off, "; unchanged until a restart:");
+		reload_settings(g, &n, msg, len);
+		if (!strcmp(msg + strlen(msg) - 1, ":"))
+			msg[off] = '\0'; /* nothing needs one */
+	}
+	pr_info("event=reloaded config=%s backends=%u added=%u removing=%u", g->cfg->config_path,
+		n.nbackends, added, removed);
 	return err;
 }
 
@@ -1114,6 +1279,10 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 		on_scrape(g, c);
 		return;
 	}
+	if (c->role == ROLE_CONTROL) {
+		on_control(g, c);
+		return;
+	}
 	if (c->role == ROLE_PUNT_READER)
 		punt_frames(g, c);
 	else
@@ -1141,9 +1310,11 @@ static void feedback(struct gw *g)
 	uint64_t pred, miss;
 	uint32_t b, cap;
 
-	for (b = 0; b < g->cfg->nbackends; b++) {
+	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
 
+		if (!be->present)
+			continue;
 		kvs_dp_end_counters(&g->dp, b, &pred, &miss);
 		if (pred - be->fb_predicted >= KVS_POLICY_FEEDBACK_MIN) {
 			cap = kvs_policy_feedback(&g->policy, b, pred - be->fb_predicted,
@@ -1188,9 +1359,15 @@ static void on_tick(struct gw *g)
 				      on_stale_partial, g);
 		g->next_partial_scan_ns = now + (period < 1000000000ull ? period : 1000000000ull);
 	}
-	for (i = 0; i < g->cfg->nbackends; i++)
-		if (!g->be[i].up && now >= g->be[i].retry_at_ns)
+	for (i = 0; i < g->nslots; i++) {
+		if (!g->be[i].present)
+			continue;
+		if (g->be[i].removing && (kvs_dp_outstanding(&g->dp, i) == 0 || !g->be[i].up ||
+					  now >= g->be[i].remove_deadline_ns))
+			backend_removed(g, i);
+		else if (!g->be[i].up && now >= g->be[i].retry_at_ns)
 			backend_connect(g, i);
+	}
 	for (i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
 
@@ -1228,31 +1405,34 @@ static void publish_ctl(struct gw *g)
 
 /* ---- metrics (--metrics ADDR:PORT) ----------------------------------------- */
 
-static int arm_metrics_accept(struct gw *g)
+/* The metrics and control listeners: one request per connection. */
+static int arm_service_accept(struct gw *g, uint64_t op)
 {
 	struct io_uring_sqe *sqe = get_sqe(g);
 
 	if (!sqe)
 		return -EBUSY;
-	io_uring_prep_multishot_accept(sqe, g->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
-	io_uring_sqe_set_data64(sqe, ud(OP_METRICS_ACCEPT, NULL));
+	io_uring_prep_multishot_accept(sqe, op == OP_CONTROL_ACCEPT ? g->control_fd : g->metrics_fd,
+				       NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud(op, NULL));
 	return 0;
 }
 
-static void on_metrics_accept(struct gw *g, struct io_uring_cqe *cqe)
+static void on_service_accept(struct gw *g, struct io_uring_cqe *cqe, uint64_t op)
 {
 	struct gw_conn *c;
 
-	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing)
-		arm_metrics_accept(g);
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED &&
+	    (op == OP_METRICS_ACCEPT || g->control_fd >= 0))
+		arm_service_accept(g, op);
 	if (cqe->res < 0)
 		return;
-	c = conn_new(g, cqe->res, ROLE_METRICS);
+	c = conn_new(g, cqe->res, op == OP_CONTROL_ACCEPT ? ROLE_CONTROL : ROLE_METRICS);
 	if (!c) {
 		close(cqe->res);
 		return;
 	}
-	c->close_at_ns = kvs_now_ns() + 2000000000ull; /* a scraper that sends nothing */
+	c->close_at_ns = kvs_now_ns() + 2000000000ull; /* a client that sends nothing */
 	if (arm_recv(g, c))
 		conn_close(g, c);
 }
@@ -1265,7 +1445,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 	struct kvs_xdp_stats x;
 	struct kvs_stats k;
 	struct kvs_metrics_in in = {
-		.k = &k, .c = &g->ctl, .be = be, .names = names, .nbackends = g->cfg->nbackends,
+		.k = &k, .c = &g->ctl, .be = be, .names = names, .nbackends = g->nslots,
 		.clients = g->clients.count, .decide = &g->decide,
 	};
 	size_t cap = 65536, need;
@@ -1274,9 +1454,9 @@ static char *render_metrics(struct gw *g, size_t *len)
 
 	if (kvs_read_kstats(g->dp.stats_fd, &k))
 		memset(&k, 0, sizeof(k));
-	for (b = 0; b < g->cfg->nbackends; b++) {
+	for (b = 0; b < g->nslots; b++) {
 		be[b] = g->dp.backends[b];
-		names[b] = g->be[b].name;
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
 	}
 	if (kvs_adm_stats(&g->adm, &x) == 0)
 		in.x = &x;
@@ -1332,6 +1512,94 @@ static void on_scrape(struct gw *g, struct gw_conn *c)
 		(void)!send(c->fd, body, blen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	free(body);
 	conn_close(g, c);
+}
+
+/* ---- the control socket (kvsplicectl; commands in gw_control.c) ----------- */
+
+/* Only root, or the user the controller runs as, may change it. */
+static bool peer_may_control(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) &&
+	       (cr.uid == 0 || cr.uid == geteuid());
+}
+
+/* One command, answered once its line is in, then closed. */
+static void on_control(struct gw *g, struct gw_conn *c)
+{
+	const char *nl = memchr(kvs_buf_head(&c->rx), '\n', c->rx.len);
+	struct timeval tv = { .tv_sec = 1 };
+	char line[1024], *reply = NULL;
+	size_t rlen = 0, off = 0;
+	FILE *out;
+
+	if (!nl) {
+		if (c->rx.len >= sizeof(line) || arm_recv(g, c))
+			conn_close(g, c);
+		return;
+	}
+	memcpy(line, kvs_buf_head(&c->rx), (size_t)(nl - (const char *)kvs_buf_head(&c->rx)));
+	line[nl - (const char *)kvs_buf_head(&c->rx)] = '\0';
+	out = open_memstream(&reply, &rlen);
+	if (!out) {
+		conn_close(g, c);
+		return;
+	}
+	if (peer_may_control(c->fd))
+		gw_control_run(g, line, out);
+	else
+		fprintf(out, "error: only root or the controller's user may use this socket\n");
+	fclose(out);
+	/* A reply is small; a reader that stalls gets a second, then is cut. */
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	while (off < rlen) {
+		ssize_t w = send(c->fd, reply + off, rlen - off, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(reply);
+	conn_close(g, c);
+}
+
+/* Listens for kvsplicectl at --control-socket (default: by --pin-dir). */
+static int open_control(struct gw *g)
+{
+	if (g->cfg->control_path)
+		snprintf(g->control_path, sizeof(g->control_path), "%s", g->cfg->control_path);
+	else
+		kvs_control_path(g->cfg->pin_dir, g->control_path, sizeof(g->control_path));
+	g->control_fd = gw_control_listen(g->control_path);
+	if (g->control_fd < 0) {
+		int err = g->control_fd;
+
+		pr_warn("event=control_socket_failed path=%s err=\"%s\"%s", g->control_path,
+			strerror(-err),
+			err == -EADDRINUSE ? " hint=\"another kvspliced answers there: give each "
+					     "its own --pin-dir or --control-socket\""
+					   : "");
+		return err;
+	}
+	return arm_service_accept(g, OP_CONTROL_ACCEPT);
+}
+
+static void close_control(struct gw *g)
+{
+	struct io_uring_sqe *sqe;
+
+	if (g->control_fd < 0)
+		return;
+	sqe = get_sqe(g);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, ud(OP_CONTROL_ACCEPT, NULL), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
+	}
+	close(g->control_fd);
+	g->control_fd = -1;
+	unlink(g->control_path);
 }
 
 /* ---- hand-over to a new controller (upgrades) --------------------------- */
@@ -1424,8 +1692,16 @@ static int send_bytes(int s, uint32_t which, const struct kvs_buf *b)
 /* The sockets that go to the new controller (scrapes in progress do not). */
 static bool handed(const struct gw_conn *c)
 {
-	return c && !c->closing && c->role != ROLE_METRICS;
+	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL;
 }
+
+/* The STATE message. */
+struct kvs_ho_state {
+	struct kvs_ho_hdr h;
+	struct kvs_ctl_stats ctl;
+	uint32_t nslots, pad;
+	struct kvs_ho_backend be[KVS_MAX_BACKENDS];
+};
 
 /* Everything the new controller needs, in the order it needs it. */
 static int give_state(struct gw *g, int s)
@@ -1434,12 +1710,24 @@ static int give_state(struct gw *g, int s)
 		struct kvs_ho_hdr h;
 		struct kvs_ho_conn c[KVS_HO_BATCH];
 	} batch;
-	struct {
-		struct kvs_ho_hdr h;
-		struct kvs_ctl_stats ctl;
-	} st = { { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 }, g->ctl };
+	struct kvs_ho_state st;
 	int fds[KVS_HO_BATCH], nf = 0, err;
 	uint32_t i;
+
+	memset(&st, 0, sizeof(st));
+	st.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 };
+	st.ctl = g->ctl;
+	st.nslots = g->nslots;
+
+	for (i = 0; i < g->nslots; i++) {
+		const struct gw_backend *be = &g->be[i];
+
+		if (!be->present)
+			continue;
+		snprintf(st.be[i].name, sizeof(st.be[i].name), "%s", be->name);
+		st.be[i].flags = KVS_HO_BE_PRESENT | (be->draining ? KVS_HO_BE_DRAINING : 0) |
+				 (be->removing ? KVS_HO_BE_REMOVING : 0);
+	}
 
 	for (i = 0; i < g->conns_cap; i++)
 		st.h.n += handed(g->conns[i]);
@@ -1495,31 +1783,20 @@ static int give_state(struct gw *g, int s)
  */
 static void give_over(struct gw *g, int s)
 {
-	struct {
-		struct kvs_ho_hdr h;
-		char names[KVS_MAX_BACKENDS][64];
-	} hello;
-	struct kvs_ho_hdr done = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_DONE, 0 }, ack;
+	struct kvs_ho_hdr hello, done = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_DONE, 0 }, ack;
 	int fds[1], nf, err = 0;
 	ssize_t n = kvs_ho_recv(s, &hello, sizeof(hello), fds, &nf, 0, 5000);
-	uint32_t b;
 
-	if (n < (ssize_t)sizeof(hello.h) || hello.h.magic != KVS_HO_MAGIC ||
-	    hello.h.version != KVS_HO_VERSION || hello.h.type != KVS_HO_HELLO) {
+	if (n < (ssize_t)sizeof(hello) || hello.magic != KVS_HO_MAGIC ||
+	    hello.type != KVS_HO_HELLO) {
 		pr_warn("event=handover_refused reason=\"not a hand-over request\"");
 		return;
 	}
-	if (hello.h.n != g->cfg->nbackends)
-		err = -EINVAL;
-	for (b = 0; !err && b < g->cfg->nbackends; b++)
-		if (strncmp(hello.names[b], g->be[b].name, sizeof(hello.names[b])))
-			err = -EINVAL;
-	if (err) {
-		struct kvs_ho_hdr no = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 };
+	if (hello.version != KVS_HO_VERSION) {
+		struct kvs_ho_hdr no = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, UINT32_MAX };
 
-		pr_warn("event=handover_refused reason=\"the new controller's --backend list "
-			"differs (same backends, same order)\"");
-		no.n = UINT32_MAX;
+		pr_warn("event=handover_refused reason=\"hand-over version %u, this one speaks %u\"",
+			hello.version, KVS_HO_VERSION);
 		kvs_ho_send(s, &no, sizeof(no), NULL, 0);
 		return;
 	}
@@ -1529,6 +1806,7 @@ static void give_over(struct gw *g, int s)
 		err = give_state(g, s);
 	if (!err) {
 		kvs_adm_close(&g->adm); /* the new controller attaches its own */
+		close_control(g);       /* and listens for kvsplicectl */
 		kvs_dp_release_lock(&g->dp);
 		err = kvs_ho_send(s, &done, sizeof(done), NULL, 0);
 	}
@@ -1555,6 +1833,9 @@ static void give_over(struct gw *g, int s)
 			pr_warn("event=xdp_reattach_failed");
 	}
 	g->quiescing = false;
+	if (g->control_fd < 0 && open_control(g))
+		pr_warn("event=control_socket_lost hint=\"kvsplicectl cannot reach this controller "
+			"until it restarts\"");
 	if (g->punt)
 		arm_recv(g, g->punt);
 	if (g->inject)
@@ -1578,6 +1859,8 @@ struct taken {
 	uint32_t n, got;
 	struct kvs_buf punt_rx, inject_rx;
 	struct kvs_ctl_stats ctl;
+	uint32_t nslots;
+	struct kvs_ho_backend be[KVS_MAX_BACKENDS];
 };
 
 static void taken_free(struct taken *t, bool close_fds)
@@ -1592,15 +1875,11 @@ static void taken_free(struct taken *t, bool close_fds)
 
 /* Asks the controller at path for its sockets; returns the connected
  * hand-over socket (to send ACK on) or -errno. */
-static int take_state(struct gw *g, const char *path, struct taken *t)
+static int take_state(const char *path, struct taken *t)
 {
-	struct {
-		struct kvs_ho_hdr h;
-		char names[KVS_MAX_BACKENDS][64];
-	} hello;
+	struct kvs_ho_hdr hello = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_HELLO, 0 };
 	uint8_t *msg = malloc(KVS_HO_MSG_MAX);
 	int s = kvs_ho_connect(path), err = 0, fds[KVS_HO_BATCH], nf;
-	uint32_t b;
 
 	memset(t, 0, sizeof(*t));
 	kvs_buf_init(&t->punt_rx, 0);
@@ -1612,10 +1891,6 @@ static int take_state(struct gw *g, const char *path, struct taken *t)
 			path, strerror(-err), path);
 		goto out;
 	}
-	memset(&hello, 0, sizeof(hello));
-	hello.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_HELLO, g->cfg->nbackends };
-	for (b = 0; b < g->cfg->nbackends; b++)
-		kvs_addr_str(&g->cfg->backends[b], hello.names[b], sizeof(hello.names[b]));
 	err = kvs_ho_send(s, &hello, sizeof(hello), NULL, 0);
 	while (!err) {
 		struct kvs_ho_hdr h;
@@ -1629,13 +1904,18 @@ static int take_state(struct gw *g, const char *path, struct taken *t)
 		if (h.magic != KVS_HO_MAGIC || h.version != KVS_HO_VERSION) {
 			err = -EPROTO;
 		} else if (h.type == KVS_HO_STATE) {
-			if (h.n == UINT32_MAX) {
-				pr_warn("event=takeover_refused reason=\"the running controller has "
-					"another --backend list (same backends, same order)\"");
-				err = -EINVAL;
+			struct kvs_ho_state st;
+
+			if (h.n == UINT32_MAX || (size_t)n < sizeof(st)) {
+				pr_warn("event=takeover_refused reason=\"the running controller "
+					"speaks another hand-over version\"");
+				err = -EPROTO;
 				break;
 			}
-			memcpy(&t->ctl, msg + sizeof(h), sizeof(t->ctl));
+			memcpy(&st, msg, sizeof(st));
+			t->ctl = st.ctl;
+			t->nslots = st.nslots < KVS_MAX_BACKENDS ? st.nslots : KVS_MAX_BACKENDS;
+			memcpy(t->be, st.be, sizeof(t->be));
 			t->n = h.n;
 			t->recs = calloc(h.n, sizeof(*t->recs));
 			t->fds = calloc(h.n, sizeof(*t->fds));
@@ -1734,7 +2014,8 @@ static int adopt(struct gw *g, struct taken *t)
 				return -ENOMEM;
 			break;
 		case KVS_ROLE_UPSTREAM:
-			if (c->backend >= g->cfg->nbackends || c->slot >= KVS_MAX_POOL)
+			if (c->backend >= g->nslots || !g->be[c->backend].present ||
+			    c->slot >= KVS_MAX_POOL)
 				return -EPROTO;
 			g->be[c->backend].pool[c->slot] = c;
 			g->be[c->backend].up = true;
@@ -1839,7 +2120,8 @@ static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
 		on_handover(g, cqe->res);
 		break;
 	case OP_METRICS_ACCEPT:
-		on_metrics_accept(g, cqe);
+	case OP_CONTROL_ACCEPT:
+		on_service_accept(g, cqe, data >> 56);
 		break;
 	}
 }
@@ -1946,6 +2228,10 @@ static void gw_teardown(struct gw *g)
 		close(g->listen_fd);
 	if (g->metrics_fd >= 0)
 		close(g->metrics_fd);
+	if (g->control_fd >= 0) { /* handed over: closed already, not ours */
+		close(g->control_fd);
+		unlink(g->control_path);
+	}
 	if (g->ho_pending >= 0)
 		close(g->ho_pending);
 	if (g->ho_fd >= 0) {
@@ -1962,7 +2248,50 @@ static void gw_teardown(struct gw *g)
 	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
 }
 
-int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
+/* The backend slots to start with: the running controller's when taking
+ * over (its own list is applied once it runs), else the configured list. */
+static int init_slots(struct gw *g, const struct taken *t)
+{
+	const char *names[KVS_MAX_BACKENDS];
+	struct kvs_policy_params pp;
+	struct kvs_addr a;
+	uint32_t b;
+
+	if (g->cfg->takeover) {
+		g->nslots = t->nslots;
+		for (b = 0; b < t->nslots; b++) {
+			const struct kvs_ho_backend *r = &t->be[b];
+
+			if (!(r->flags & KVS_HO_BE_PRESENT))
+				continue;
+			if (kvs_parse_addr(r->name, &a))
+				return -EPROTO;
+			slot_fill(g, b, &a);
+			g->be[b].draining = r->flags & KVS_HO_BE_DRAINING;
+			if (r->flags & KVS_HO_BE_REMOVING) {
+				g->be[b].removing = true;
+				g->be[b].remove_deadline_ns =
+					kvs_now_ns() + g->cfg->drain_timeout_ms * 1000000ull;
+			}
+		}
+	} else {
+		g->nslots = g->cfg->nbackends;
+		for (b = 0; b < g->cfg->nbackends; b++)
+			slot_fill(g, b, &g->cfg->backends[b]);
+	}
+	if (!g->nslots)
+		return -EINVAL;
+	for (b = 0; b < g->nslots; b++)
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
+	kvs_policy_defaults(&pp);
+	pp.nbackends = g->nslots;
+	pp.index_blocks = g->cfg->index_blocks;
+	pp.balance = g->cfg->balance;
+	pp.min_match_share = g->cfg->min_match_pct / 100.0;
+	return kvs_policy_init(&g->policy, &pp, names);
+}
+
+int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 {
 	struct kvs_dp_opts dpo = {
 		.pin_dir = cfg->pin_dir,
@@ -1972,15 +2301,16 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		.release_prefill_early = cfg->release_prefill_early,
 		.client_max_inflight = cfg->client_max_inflight,
 	};
-	struct kvs_policy_params pp;
-	const char *names[KVS_MAX_BACKENDS];
 	struct io_uring_sqe *sqe;
-	struct gw g = { .cfg = cfg, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1, .metrics_fd = -1,
-			.ho_pending = -1 };
+	struct gw g = { .live = *cfg, .hooks = hooks, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1,
+			.metrics_fd = -1, .control_fd = -1, .ho_pending = -1 };
 	struct taken t = { 0 };
 	char addr[96];
 	uint32_t b;
 	int err, ho_sock = -1;
+
+	g.cfg = &g.live;
+	g.started_ns = kvs_now_ns();
 
 	g.tick.tv_nsec = TICK_MS * 1000000ll;
 	kvs_buf_init(&g.out[0], OUT_LIMIT);
@@ -1997,7 +2327,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 	if (cfg->takeover) {
 		/* The sockets first: the running controller lets go of the pin
 		 * directory once they are ours. */
-		ho_sock = take_state(&g, cfg->handover_path, &t);
+		ho_sock = take_state(cfg->handover_path, &t);
 		if (ho_sock < 0) {
 			io_uring_queue_exit(&g.ring);
 			free(g.hashes);
@@ -2014,18 +2344,16 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		free(g.hashes);
 		return err;
 	}
-	for (b = 0; b < cfg->nbackends; b++) {
-		kvs_addr_str(&cfg->backends[b], g.be[b].name, sizeof(g.be[b].name));
-		names[b] = g.be[b].name;
-	}
-	kvs_policy_defaults(&pp);
-	pp.nbackends = cfg->nbackends;
-	pp.index_blocks = cfg->index_blocks;
-	pp.balance = cfg->balance;
-	pp.min_match_share = cfg->min_match_pct / 100.0;
-	err = kvs_policy_init(&g.policy, &pp, names);
-	if (err)
+	err = init_slots(&g, &t);
+	if (err) {
+		if (cfg->takeover) { /* the old controller carries on */
+			close(ho_sock);
+			taken_free(&t, true);
+			g.handed_over = true;
+			g.dp.handed_over = true;
+		}
 		goto out;
+	}
 	kvs_policy_on_evict(&g.policy, withdraw_route, &g);
 	err = kvs_idmap_init(&g.clients, 1024);
 	if (err)
@@ -2045,9 +2373,6 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 			g.dp.handed_over = true;
 			goto out;
 		}
-		/* Backends the old controller had no connection to: now. */
-		for (b = 0; b < cfg->nbackends; b++)
-			g.be[b].retry_at_ns = 0;
 		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
 		close(ho_sock);
 		if (!err)
@@ -2055,13 +2380,24 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		if (err)
 			goto out;
 		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
+		/* Then this one's own list, as a reload would: the old one's
+		 * backends it does not list drain and go, new ones come. */
+		{
+			uint32_t added, removed;
+
+			if (gw_backends_apply(&g, cfg->backends, cfg->nbackends, &added, &removed))
+				pr_warn("event=backends_not_all_added");
+			else if (added || removed)
+				pr_info("event=backend_list_applied added=%u removing=%u", added,
+					removed);
+		}
 	} else {
 		err = setup_pairs(&g);
 		if (err) {
 			pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
 			goto out;
 		}
-		for (b = 0; b < cfg->nbackends; b++)
+		for (b = 0; b < g.nslots; b++)
 			backend_connect(&g, b);
 
 		g.listen_fd = kvs_listen(&cfg->listen, 1024);
@@ -2088,7 +2424,7 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		pr_info("event=metrics_listening addr=%s port=%d",
 			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), kvs_local_port(g.metrics_fd));
 	}
-	if (g.metrics_fd >= 0 && arm_metrics_accept(&g)) {
+	if (g.metrics_fd >= 0 && arm_service_accept(&g, OP_METRICS_ACCEPT)) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -2111,13 +2447,16 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		if (err)
 			goto out;
 	}
+	err = open_control(&g);
+	if (err)
+		goto out;
 	if (cfg->port_file)
 		kvs_write_port_file(cfg->port_file, kvs_local_port(g.listen_fd));
-	pr_info("event=listening addr=%s port=%d backends=%u",
+	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
 		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
-		cfg->nbackends);
+		g.nslots, g.control_path);
 
-	while (!*stop && !g.handed_over) {
+	while (!*hooks->stop && !g.handed_over) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
@@ -2133,6 +2472,12 @@ int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop)
 		io_uring_cq_advance(&g.ring, seen);
 		if (g.ho_pending >= 0)
 			run_handover(&g);
+		if (hooks->reload && *hooks->reload) {
+			char msg[512];
+
+			*hooks->reload = 0;
+			gw_reload(&g, msg, sizeof(msg));
+		}
 		publish_ctl(&g);
 	}
 	err = 0;

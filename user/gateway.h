@@ -9,6 +9,7 @@
 #define KVS_GATEWAY_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "admission.h"
@@ -19,6 +20,7 @@
 #define KVS_DEFAULT_MAX_OUTSTANDING 1024u
 #define KVS_DEFAULT_CLIENT_INFLIGHT 256u
 #define KVS_DEFAULT_HEALTH_INTERVAL_MS 1000u
+#define KVS_DEFAULT_DRAIN_TIMEOUT_MS 60000u
 
 struct gw_config {
 	struct kvs_addr listen;
@@ -45,11 +47,26 @@ struct gw_config {
 	struct kvs_addr metrics;   /* --metrics: Prometheus text endpoint */
 	int metrics_set;
 	int takeover;              /* take over from the one at handover_path */
+	uint32_t drain_timeout_ms; /* a removed backend's requests may finish */
+	const char *control_path;  /* kvsplicectl's socket; NULL: the default
+				    * for pin_dir (kvs_control_path) */
+	const char *config_path;   /* --config FILE, for status and reloads */
 };
 
 void gw_config_defaults(struct gw_config *c);
 
+/* How the controller is told to stop or reload, and how it re-reads its
+ * configuration: load() fills *cfg afresh (the strings it points to stay
+ * valid until the next call) and returns 0, or -errno with a message for
+ * the operator in msg. */
+struct gw_hooks {
+	volatile sig_atomic_t *stop;
+	volatile sig_atomic_t *reload; /* SIGHUP: re-read the backend list */
+	int (*load)(void *ctx, struct gw_config *cfg, char *msg, size_t len);
+	void *ctx;
+};
+
 /* Runs until *stop is set (by a signal handler). 0 or -errno. */
-int gw_run(const struct gw_config *cfg, volatile sig_atomic_t *stop);
+int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks);
 
 #endif

@@ -9,8 +9,9 @@
  *
  * Messages (SOCK_SEQPACKET, each at most KVS_HO_MSG_MAX bytes), all
  * starting with struct kvs_ho_hdr:
- *   new -> old  HELLO   the new one's backend list (must match the old one's)
- *   old -> new  STATE   status (0, or -errno: refused), counts, counters
+ *   new -> old  HELLO   asks for the sockets
+ *   old -> new  STATE   counts, counters, the backend slots (the new one
+ *                       takes them as they are, then applies its own list)
  *   old -> new  CONNS   up to KVS_HO_BATCH struct kvs_ho_conn, one fd each
  *   old -> new  BYTES   bytes a controller socket had read and not handled
  *   old -> new  DONE    the old one has let go of the pin directory
@@ -24,7 +25,7 @@
 #include <sys/types.h>
 
 #define KVS_HO_MAGIC 0x4b565348u /* "KVSH" */
-#define KVS_HO_VERSION 1
+#define KVS_HO_VERSION 2
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 
@@ -47,6 +48,16 @@ struct kvs_ho_hdr {
 #define KVS_HO_METRICS 202      /* --metrics' listening socket */
 #define KVS_HO_IN_MAP 1u        /* flags: it is in the SOCKHASH */
 #define KVS_HO_HALF_CLOSED 2u   /* a client that sent FIN */
+
+/* A backend slot as the old controller had it. */
+#define KVS_HO_BE_PRESENT 1u
+#define KVS_HO_BE_DRAINING 2u
+#define KVS_HO_BE_REMOVING 4u
+struct kvs_ho_backend {
+	char name[64]; /* ADDR:PORT */
+	uint32_t flags;
+	uint32_t pad;
+};
 
 struct kvs_ho_conn {
 	uint32_t role, backend, slot, flags;

@@ -2,7 +2,9 @@
 #include "metrics.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 const double kvs_decide_bounds[KVS_DECIDE_BUCKETS] = {
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
@@ -41,13 +43,39 @@ static void head(struct out *o, const char *name, const char *type, const char *
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The per-backend series read straight from the backends map. */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} be_fields[] = {
+	{ "kvsplice_backend_outstanding_requests", "gauge",
+	  "Requests sent to the backend and not yet ended.",
+	  offsetof(struct kvs_backend, outstanding) },
+	{ "kvsplice_backend_outstanding_work_tokens", "gauge",
+	  "Work charged to the backend and not yet done, in tokens.",
+	  offsetof(struct kvs_backend, outstanding_work) },
+	{ "kvsplice_backend_requests_total", "counter", "Requests sent to the backend.",
+	  offsetof(struct kvs_backend, req_frames) },
+	{ "kvsplice_backend_request_bytes_total", "counter", "Request bytes sent to the backend.",
+	  offsetof(struct kvs_backend, req_bytes) },
+	{ "kvsplice_backend_response_bytes_total", "counter",
+	  "Response bytes from the backend to clients.", offsetof(struct kvs_backend, resp_bytes) },
+	{ "kvsplice_backend_prompt_tokens_total", "counter",
+	  "Prompt tokens the backend reported in its END frames.",
+	  offsetof(struct kvs_backend, prompt_tokens) },
+	{ "kvsplice_backend_cached_tokens_total", "counter",
+	  "Of which served from its prefix cache (hit rate: cached / prompt).",
+	  offsetof(struct kvs_backend, cached_tokens) },
+};
+
 size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in)
 {
 	struct out o = { buf, cap, 0 };
 	const struct kvs_stats *k = in->k;
 	const struct kvs_ctl_stats *c = in->c;
 	uint64_t cum = 0;
-	uint32_t b;
+	uint32_t bi;
+	size_t f;
 	int i;
 
 	if (cap)
@@ -95,34 +123,24 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 		     "Entries in the kernel's routes map (capacity 262144).");
 		put(&o, "kvsplice_routes %ld\n", in->routes);
 	}
-	head(&o, "kvsplice_backend_up", "gauge", "1 if the backend takes work.");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_up{backend=\"%s\"} %d\n", in->names[b],
-		    in->be[b].state == KVS_BE_UP);
-	head(&o, "kvsplice_backend_outstanding_requests", "gauge",
-	     "Requests sent to the backend and not yet ended.");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_outstanding_requests{backend=\"%s\"} %llu\n", in->names[b],
-		    (unsigned long long)in->be[b].outstanding);
-	head(&o, "kvsplice_backend_outstanding_work_tokens", "gauge",
-	     "Work charged to the backend and not yet done, in tokens.");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_outstanding_work_tokens{backend=\"%s\"} %llu\n",
-		    in->names[b], (unsigned long long)in->be[b].outstanding_work);
-	head(&o, "kvsplice_backend_requests_total", "counter", "Requests sent to the backend.");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_requests_total{backend=\"%s\"} %llu\n", in->names[b],
-		    (unsigned long long)in->be[b].req_frames);
-	head(&o, "kvsplice_backend_prompt_tokens_total", "counter",
-	     "Prompt tokens the backend reported in its END frames.");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_prompt_tokens_total{backend=\"%s\"} %llu\n", in->names[b],
-		    (unsigned long long)in->be[b].prompt_tokens);
-	head(&o, "kvsplice_backend_cached_tokens_total", "counter",
-	     "Of which served from its prefix cache (hit rate: cached / prompt).");
-	for (b = 0; b < in->nbackends; b++)
-		put(&o, "kvsplice_backend_cached_tokens_total{backend=\"%s\"} %llu\n", in->names[b],
-		    (unsigned long long)in->be[b].cached_tokens);
+	head(&o, "kvsplice_backend_up", "gauge",
+	     "1 if the backend takes new work (0: down, draining, removing, on probation).");
+	for (bi = 0; bi < in->nbackends; bi++)
+		if (in->names[bi])
+			put(&o, "kvsplice_backend_up{backend=\"%s\"} %d\n", in->names[bi],
+			    in->be[bi].state == KVS_BE_UP);
+	for (f = 0; f < sizeof(be_fields) / sizeof(be_fields[0]); f++) {
+		head(&o, be_fields[f].name, be_fields[f].type, be_fields[f].help);
+		for (bi = 0; bi < in->nbackends; bi++) {
+			__u64 v;
+
+			if (!in->names[bi]) /* a slot with no backend (removed) */
+				continue;
+			memcpy(&v, (const char *)&in->be[bi] + be_fields[f].off, sizeof(v));
+			put(&o, "%s{backend=\"%s\"} %llu\n", be_fields[f].name, in->names[bi],
+			    (unsigned long long)v);
+		}
+	}
 	if (in->x) {
 		head(&o, "kvsplice_xdp_dropped_total", "counter",
 		     "Packets to the gateway port dropped by XDP admission, by reason.");

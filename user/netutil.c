@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "netutil.h"
 
+#include "kvsplice/maps.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -284,4 +286,54 @@ int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefi
 		addr[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
 	*prefixlen = bits;
 	return 0;
+}
+
+void kvs_endpoint_of(const struct sockaddr_storage *ss, struct kvs_endpoint *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+
+		memcpy(e->addr, &in->sin_addr, 4);
+		e->port = ntohs(in->sin_port);
+		e->family = AF_INET;
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+		memcpy(e->addr, &in6->sin6_addr, 16);
+		e->port = ntohs(in6->sin6_port);
+		e->family = AF_INET6;
+	}
+}
+
+void kvs_sock_endpoints(int fd, struct kvs_endpoint *local, struct kvs_endpoint *remote)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	memset(&ss, 0, sizeof(ss));
+	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+		ss.ss_family = AF_UNSPEC;
+	kvs_endpoint_of(&ss, local);
+	len = sizeof(ss);
+	memset(&ss, 0, sizeof(ss));
+	if (getpeername(fd, (struct sockaddr *)&ss, &len))
+		ss.ss_family = AF_UNSPEC;
+	kvs_endpoint_of(&ss, remote);
+}
+
+const char *kvs_endpoint_str(const struct kvs_endpoint *e, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (e->family == AF_INET6) {
+		inet_ntop(AF_INET6, e->addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, e->port);
+	} else if (e->family == AF_INET) {
+		inet_ntop(AF_INET, e->addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, e->port);
+	} else {
+		snprintf(buf, len, "-");
+	}
+	return buf;
 }

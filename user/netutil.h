@@ -37,6 +37,15 @@ int kvs_size_rcvbuf(int fd, uint32_t max_frame);
 /* SO_COOKIE: the kernel's id of the socket; 0 on error. */
 uint64_t kvs_sock_cookie(int fd);
 
+struct kvs_endpoint;
+/* The address in a, as the maps record it. */
+void kvs_endpoint_of(const struct sockaddr_storage *ss, struct kvs_endpoint *e);
+/* A connected socket's two ends (getsockname, getpeername); zeros where
+ * one is not known. */
+void kvs_sock_endpoints(int fd, struct kvs_endpoint *local, struct kvs_endpoint *remote);
+/* "ADDR:PORT" ("[ADDR]:PORT" for IPv6, "-" when unknown) into buf. */
+const char *kvs_endpoint_str(const struct kvs_endpoint *e, char *buf, size_t len);
+
 /* Blocking helpers for the tools: all n bytes, or -errno / -EPIPE on EOF. */
 int kvs_write_all(int fd, const void *p, size_t n);
 int kvs_read_all(int fd, void *p, size_t n);

@@ -138,3 +138,29 @@ int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)
 
 	return bpf_map_lookup_elem(ctl_fd, &zero, out) ? -errno : 0;
 }
+
+const char *kvs_control_path(const char *pin_dir, char *buf, size_t len)
+{
+	const char *end = pin_dir + strlen(pin_dir), *base;
+
+	while (end > pin_dir && end[-1] == '/')
+		end--;
+	for (base = end; base > pin_dir && base[-1] != '/'; base--)
+		;
+	if (base == end)
+		snprintf(buf, len, KVS_CONTROL_DIR "/kvsplice.sock");
+	else
+		snprintf(buf, len, KVS_CONTROL_DIR "/%.*s.sock", (int)(end - base), base);
+	return buf;
+}
+
+const char *kvs_backend_state_name(uint32_t state)
+{
+	static const char *const names[KVS_BE_STATES] = {
+		[KVS_BE_ABSENT] = "absent",     [KVS_BE_UP] = "up",
+		[KVS_BE_DRAINING] = "draining", [KVS_BE_DOWN] = "down",
+		[KVS_BE_REMOVING] = "removing", [KVS_BE_PROBATION] = "probation",
+	};
+
+	return state < KVS_BE_STATES ? names[state] : "unknown";
+}

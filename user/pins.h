@@ -29,6 +29,15 @@
 #define KVS_MAP_XDP_SYN "xdp_syn"
 #define KVS_MAP_XDP_STATS "xdp_stats"
 
+/* Where the controller of pin directory dir listens for kvsplicectl:
+ * /run/kvsplice/<last component of dir>.sock (so one --pin-dir names one
+ * gateway instance for both). */
+#define KVS_CONTROL_DIR "/run/kvsplice"
+const char *kvs_control_path(const char *pin_dir, char *buf, size_t len);
+
+/* "up", "draining", ... for enum kvs_backend_state. */
+const char *kvs_backend_state_name(uint32_t state);
+
 /* Mounts bpffs on /sys/fs/bpf when it is not there. 0 or -errno. */
 int kvs_bpffs_ensure(void);
 

@@ -261,6 +261,35 @@ void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash)
 	kvs_pcache_mark(&pol->index[b], hash);
 }
 
+int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, uint32_t n)
+{
+	struct kvs_chash ring;
+	uint32_t b, old = pol->p.nbackends;
+	int err;
+
+	if (n < old || n > KVS_MAX_BACKENDS)
+		return -EINVAL;
+	err = kvs_chash_build(&ring, names, n, KVS_CHASH_VNODES);
+	if (err)
+		return err;
+	for (b = old; b < n; b++) {
+		err = kvs_pcache_init(&pol->index[b], pol->p.index_blocks);
+		if (err) {
+			while (b-- > old)
+				kvs_pcache_free(&pol->index[b]);
+			kvs_chash_free(&ring);
+			return err;
+		}
+		pol->placed[b] = 0;
+		if (pol->on_evict)
+			hook_index(pol, b);
+	}
+	kvs_chash_free(&pol->ring);
+	pol->ring = ring;
+	pol->p.nbackends = n;
+	return 0;
+}
+
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 {
 	uint32_t cap = pol->index[b].max_capacity;

@@ -93,9 +93,17 @@ struct kvs_policy {
 };
 
 void kvs_policy_defaults(struct kvs_policy_params *p);
-/* names[i] names backend i (ring positions for cold placement). */
+/* names[i] names backend i (ring positions for cold placement); NULL for
+ * a slot with no backend. */
 int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 		    const char *const *names);
+/*
+ * The backends changed at run time: names[0..n) as for kvs_policy_init, n
+ * at least the current count (slots are never taken away, only emptied).
+ * New slots get an empty index; the ring is rebuilt, so cold prefixes are
+ * placed among the backends named now. 0 or -errno (then nothing changed).
+ */
+int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, uint32_t n);
 void kvs_policy_free(struct kvs_policy *pol);
 
 /*

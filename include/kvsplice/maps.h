@@ -123,6 +123,14 @@ enum kvs_role {
 	KVS_ROLE_PUNT = 4,     /* the kernel's path to the controller */
 };
 
+/* A socket's address as the controller saw it (getsockname/getpeername),
+ * so an operator's tools can match a map entry with ss or inet_diag. */
+struct kvs_endpoint {
+	__u8 addr[16];  /* IPv4 in the first 4 bytes; network byte order */
+	__u16 port;     /* host byte order */
+	__u16 family;   /* AF_INET or AF_INET6; 0: unknown */
+	__u32 pad;
+};
 struct kvs_conn {
 	__u32 role;    /* enum kvs_role */
 	__u32 backend; /* UPSTREAM: backend index */
@@ -133,13 +141,27 @@ struct kvs_conn {
 	__u64 bytes;
 	__u64 partial_since_ns; /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */
+	struct kvs_endpoint local, remote; /* CLIENT and UPSTREAM */
 };
 
 enum kvs_backend_state {
 	KVS_BE_ABSENT = 0,
 	KVS_BE_UP = 1,
 	KVS_BE_DRAINING = 2, /* no new requests; in-flight ones finish */
-	KVS_BE_DOWN = 3,
+	KVS_BE_DOWN = 3,     /* no connection: retried with back-off */
+	KVS_BE_REMOVING = 4, /* draining, then removed once nothing is in flight */
+	KVS_BE_PROBATION = 5, /* connected after a failed health check: no new
+			       * requests until it answers a PING */
+};
+#define KVS_BE_STATES 6
+/* What a backend said of itself in its last PONG (the controller's health
+ * check); zeros until it answers one. */
+struct kvs_be_report {
+	__u32 running;         /* requests it is running */
+	__u32 waiting;         /* requests queued */
+	__u32 kv_used_blocks;  /* of its KV cache, in its own blocks */
+	__u32 kv_total_blocks;
+	__u64 at_ns;           /* CLOCK_MONOTONIC of the PONG; 0: never */
 };
 
 /* backends map value, index = backend index. Written by the controller
@@ -165,6 +187,9 @@ struct kvs_backend {
 	__u64 mispredicted;     /* expected cached beyond what it had */
 	__u64 index_blocks;     /* controller: its index of this backend's cache */
 	__u64 charged_tokens;   /* work charged to it over all time (both paths) */
+	/* Controller-written, for operators: */
+	struct kvs_endpoint addr;      /* the backend's address */
+	struct kvs_be_report report;   /* its last PONG */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */

@@ -114,3 +114,19 @@ assert_le() { # what got max
 	[ "$2" -le "$3" ] || kvs_fail "$1: got $2, want <= $3"
 	echo "ok: $1 = $2 (<= $3)"
 }
+
+# kvs_btf_named MAP TYPE FIELD [JQ]: the pinned map's BTF (bpftool btf dump
+# map) names its key or value type TYPE, with a member FIELD; with JQ (a
+# path into one entry of `bpftool map dump -j`'s .formatted), the dump
+# shows that field by name in at least one entry.
+kvs_btf_named() {
+	local m=$KVS_PIN/$1 btf n
+	btf=$(bpftool btf dump map pinned "$m") || kvs_fail "$1: bpftool finds no BTF"
+	grep -q "STRUCT '$2'" <<<"$btf" || kvs_fail "$1: its BTF does not name $2: $btf"
+	grep -q "^	'$3' type_id" <<<"$btf" || kvs_fail "$1: $2 has no field $3: $btf"
+	if [ -n "${4:-}" ]; then
+		n=$(bpftool map dump pinned "$m" -j | jq "[.[] | .formatted | $4 | select(. != null)] | length")
+		[ "$n" -ge 1 ] || kvs_fail "$1: bpftool map dump shows no $4"
+	fi
+	echo "ok: bpftool shows $1 as $2 with named fields ($3${4:+; dump has $4})"
+}

@@ -95,6 +95,41 @@ static void minimal_movement(void **state)
 	kvs_chash_free(&c);
 }
 
+/* A slot whose backend was removed (NULL name) has no ring position: keys
+ * go to the others, and those that went to the others stay where they were
+ * (the ring is the same but for the removed backend's points). With every
+ * slot empty nothing is picked. */
+static void empty_slots_get_nothing(void **state)
+{
+	const char *const gap[] = { names4[0], NULL, names4[2], names4[3] };
+	const char *const none[] = { NULL, NULL };
+	struct kvs_chash full, c;
+	uint64_t load[4] = { 0 };
+	uint8_t ok[4] = { 1, 1, 1, 1 };
+	int moved = 0;
+
+	(void)state;
+	assert_int_equal(kvs_chash_build(&full, names4, 4, KVS_CHASH_VNODES), 0);
+	assert_int_equal(kvs_chash_build(&c, gap, 4, KVS_CHASH_VNODES), 0);
+	assert_int_equal(c.npoints, 3 * KVS_CHASH_VNODES);
+	for (uint64_t k = 0; k < 2000; k++) {
+		int was = kvs_chash_pick(&full, k, load, ok, 100.0);
+		int b = kvs_chash_pick(&c, k, load, ok, 100.0);
+
+		assert_true(b >= 0 && b != 1);
+		if (was != 1)
+			assert_int_equal(b, was);
+		else
+			moved++;
+	}
+	assert_true(moved > 300 && moved < 700); /* slot 1 held about a quarter */
+	kvs_chash_free(&c);
+	kvs_chash_free(&full);
+	assert_int_equal(kvs_chash_build(&c, none, 2, KVS_CHASH_VNODES), 0);
+	assert_int_equal(kvs_chash_pick(&c, 1, load, ok, 1.25), -1);
+	kvs_chash_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -102,6 +137,7 @@ int main(void)
 		cmocka_unit_test(load_bound_holds),
 		cmocka_unit_test(ineligible_backends_are_skipped),
 		cmocka_unit_test(minimal_movement),
+		cmocka_unit_test(empty_slots_get_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <errno.h>
 
 #include "chash.h"
 #include "kvsplice/hash.h"
@@ -496,6 +497,57 @@ static void no_backend(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* Backends come and go at run time (kvsplicectl, reloads): a slot added
+ * later starts with an empty index and takes cold prefixes; a removed one
+ * (NULL name, forgotten, ineligible) takes nothing, and the prefixes the
+ * others hold stay with them. Slots never shrink. */
+static void backends_added_and_removed(void **state)
+{
+	const char *grown[NB + 1] = { names[0], names[1], names[2], names[3], "10.0.0.5:8000" };
+	uint64_t h[64], load[NB + 1] = { 0 };
+	uint8_t ok[NB + 1] = { 1, 1, 1, 1, 1 };
+	struct kvs_decision d;
+	struct sim s;
+	uint32_t got[NB + 1] = { 0 }, k;
+	int held;
+
+	(void)state;
+	sim_init(&s, 4096);
+	chain(h, 0, 1, 32, 1, 4);
+	kvs_policy_decide(&s.pol, h, 36, h[35], 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	held = d.backend;
+	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB - 1), -EINVAL);
+	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB + 1), 0);
+	assert_int_equal(kvs_policy_cached(&s.pol, NB, h, 36), 0);
+	for (k = 0; k < 200; k++) { /* cold prompts reach the new slot too */
+		chain(h, 0, 1000 + k, 4, 7, 0);
+		kvs_policy_decide(&s.pol, h, 4, h[3], 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+		assert_true(d.backend >= 0 && d.backend <= NB);
+		got[d.backend]++;
+	}
+	assert_true(got[NB] >= 10);
+	/* Remove slot 4 again, and one of the others that does not hold the
+	 * first prompt: the prompt stays with its holder. */
+	int gone = held == 0 ? 1 : 0;
+
+	grown[NB] = NULL;
+	grown[gone] = NULL;
+	ok[NB] = ok[gone] = 0;
+	kvs_policy_forget_backend(&s.pol, NB);
+	kvs_policy_forget_backend(&s.pol, (uint32_t)gone);
+	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB + 1), 0);
+	chain(h, 0, 1, 32, 1, 4);
+	kvs_policy_decide(&s.pol, h, 36, h[35], 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	assert_int_equal(d.backend, held);
+	assert_int_equal(d.reason, KVS_R_PREFIX);
+	for (k = 0; k < 200; k++) {
+		chain(h, 0, 5000 + k, 4, 7, 0);
+		kvs_policy_decide(&s.pol, h, 4, h[3], 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+		assert_true(d.backend != NB && d.backend != gone);
+	}
+	kvs_policy_free(&s.pol);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +566,7 @@ int main(void)
 		cmocka_unit_test(idle_fleet_shared_prompt_uses_every_backend),
 		cmocka_unit_test(idle_fleet_cold_templates_spread),
 		cmocka_unit_test(no_backend),
+		cmocka_unit_test(backends_added_and_removed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

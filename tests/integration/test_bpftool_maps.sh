@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Every map the gateway pins is readable by bpftool with named fields: its
+# BTF names the key or value struct and its members, and `bpftool map dump`
+# prints them by name (docs/RUNBOOK.md shows these commands). The one
+# exception is socks, a SOCKHASH: the kernel keeps no BTF for sockmap
+# types, so its keys and values (socket cookies) print as bytes. The XDP
+# admission maps are checked in test_admission, where they have entries.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.5
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A"
+kvs_bench -n 20 -k 2 --prefixes 2 --json >/dev/null || kvs_fail "load failed"
+# A slow request, so that the inflight map has an entry while we look.
+kvs_bench -n 1 -k 1 -m 400 --prefixes 0 --json >/dev/null &
+slow=$!
+sleep 0.3
+
+kvs_btf_named inflight kvs_inflight held_tokens .value.held_tokens
+kvs_btf_named inflight kvs_req_key req_id .key.conn
+kvs_btf_named backends kvs_backend outstanding_work .value.outstanding_work
+kvs_btf_named backends kvs_backend addr .value.addr.port
+kvs_btf_named conns kvs_conn role .value.remote.port
+kvs_btf_named routes kvs_route depth_blocks .value.depth_blocks
+kvs_btf_named stats kvs_stats fast_path_frames .values[0].value.fast_path_frames
+kvs_btf_named ctl_stats kvs_ctl_stats slow_frames .value.slow_frames
+kvs_btf_named chain kvs_chain req_id .values[0].value.req_id
+wait "$slow" || kvs_fail "slow request failed"
+
+# socks: no BTF (SOCKHASH), but its entries dump: one per spliced socket.
+[ "$(bpftool map show pinned "$KVS_PIN/socks" -j | jq .btf_id)" = null ] ||
+	kvs_fail "socks has BTF now: name its fields in the runbook"
+assert_eq "socks entries = conns entries" \
+	"$(bpftool map dump pinned "$KVS_PIN/socks" -j | jq length)" \
+	"$(bpftool map dump pinned "$KVS_PIN/conns" -j | jq length)"
+
+# Every pinned map is one this test or test_admission checks.
+for m in "$KVS_PIN"/*; do
+	case $(basename "$m") in
+	inflight | backends | conns | routes | stats | ctl_stats | chain | socks) ;;
+	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
+	esac
+done
+echo "PASS test_bpftool_maps"

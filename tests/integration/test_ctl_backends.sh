@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The operator's commands against a live gateway, under load: kvsplicectl
+# status, backend add / drain / undrain / remove, conns, and the --config
+# file with its reload (SIGHUP and kvsplicectl reload). Traffic runs through
+# every change and not one request may fail; each command's output is
+# checked against what the test did (the backends' own request counts, the
+# test's own client connection).
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.005
+kvs_start_sim B --time-scale 0.005
+kvs_start_sim C --time-scale 0.005
+a=127.0.0.1:$SIM_PORT_A b=127.0.0.1:$SIM_PORT_B c=127.0.0.1:$SIM_PORT_C
+conf=$KVS_TMP/kvspliced.conf
+cat >"$conf" <<CONF
+# kvsplice gateway (test)
+[backends]
+backend = $a
+backend = $b
+[limits]
+max-outstanding = 1024
+drain-timeout-ms = 5000
+CONF
+kvs_start_gw --config "$conf"
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+# backend ADDR -> its entry in `kvsplicectl backends --json` (or null)
+be() { ctl backends --json | jq -c --arg a "$1" '[.[] | select(.backend == $a)][0]'; }
+
+# status
+s=$(ctl status --json)
+assert_eq "status: controller" "$(jget "$s" .controller)" running
+assert_eq "status: pid" "$(jget "$s" .pid)" "$GW_PID"
+assert_eq "status: listen" "$(jget "$s" .listen)" "127.0.0.1:$GW_PORT"
+assert_eq "status: config" "$(jget "$s" .config)" "$conf"
+assert_eq "status: backends up" "$(jget "$s" .backends.up)" 2
+grep -q "^controller  running, pid $GW_PID" <<<"$(ctl status)" || kvs_fail "status text: $(ctl status)"
+
+# Load for the whole sequence: ~7 s of open-loop requests.
+kvs_bench -n 700 --rate 100 -k 8 --prefixes 64 --prefix-tokens 512 --json >"$KVS_TMP/load.json" &
+load=$!
+sleep 0.5
+
+# add C: it takes work.
+r=$(ctl backend add "$c" --json) || kvs_fail "backend add: $r"
+assert_eq "added C" "$(jget "$r" .state)" up
+out=$(ctl backend add "$c" 2>&1) && kvs_fail "adding C twice succeeded"
+grep -q "is a backend already" <<<"$out" || kvs_fail "add twice: $out"
+sleep 1.5
+assert_ge "requests to C after its add" "$(jget "$(be "$c")" .requests)" 1
+
+# drain A: it takes no new request while the load goes on.
+ctl backend drain "$a" >/dev/null || kvs_fail "drain A"
+assert_eq "A draining" "$(jget "$(be "$a")" .state)" draining
+sleep 0.3 # what was in flight to A finishes
+before=$(jget "$(be "$a")" .requests)
+sleep 1.2
+assert_eq "requests to A while drained" "$(jget "$(be "$a")" .requests)" "$before"
+assert_eq "A's work in flight, drained" "$(jget "$(be "$a")" .outstanding)" 0
+ctl backend undrain "$a" >/dev/null || kvs_fail "undrain A"
+assert_eq "A up again" "$(jget "$(be "$a")" .state)" up
+
+# remove B: drained, then gone.
+r=$(ctl backend remove "$b" --json) || kvs_fail "remove B: $r"
+for i in $(seq 1 50); do
+	[ "$(be "$b")" = null ] && break
+	sleep 0.1
+done
+assert_eq "B gone from the backends" "$(be "$b")" null
+grep -q "event=backend_removed backend=$b" "$KVS_TMP/gw.log" || kvs_fail "no backend_removed log"
+
+# Errors say what is wrong.
+out=$(ctl backend drain 127.0.0.1:1 2>&1) && kvs_fail "drained a backend that is not there"
+grep -q "is not a backend" <<<"$out" || kvs_fail "drain unknown: $out"
+out=$(ctl backend add nonsense 2>&1) && kvs_fail "added 'nonsense'"
+grep -q "ADDR:PORT" <<<"$out" || kvs_fail "add nonsense: $out"
+out=$(ctl backend frobnicate "$a" 2>&1) && kvs_fail "frobnicate accepted"
+
+wait "$load" || kvs_fail "load generator failed: $(cat "$KVS_TMP/load.json")"
+res=$(cat "$KVS_TMP/load.json")
+assert_eq "requests through add, drain, undrain, remove: ok" "$(jget "$res" .ok)" 700
+assert_eq "errors" "$(jget "$res" .errors)" 0
+
+# conns: this test's own connection, and the upstream pools, with TCP state.
+exec {fd}<>"/dev/tcp/127.0.0.1/$GW_PORT"
+sleep 0.2
+cj=$(ctl conns --json)
+mine=$(ss -Htn state established "( dport = :$GW_PORT )" | awk '{print $3}' | head -1)
+row=$(jq -c --arg m "$mine" '[.[] | select(.role == "client" and .remote == $m)][0]' <<<"$cj")
+[ "$row" != null ] || kvs_fail "conns: no client row for $mine: $cj"
+assert_eq "conns: client state" "$(jget "$row" .state)" ESTABLISHED
+assert_eq "conns: client local" "$(jget "$row" .local)" "127.0.0.1:$GW_PORT"
+ups=$(jq --arg a "$a" --arg c "$c" '[.[] | select(.role == "upstream" and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
+assert_eq "conns: upstream connections (2 backends x pool 2)" "$ups" 4
+exec {fd}>&-
+grep -q "^role " <<<"$(ctl conns)" || kvs_fail "conns text header"
+
+# Reload: the file now lists A and B. C (added at run time) goes, B comes.
+sed -i "s/^backend = .*//; s/^max-outstanding = .*/max-outstanding = 77/" "$conf"
+printf 'backend = %s\nbackend = %s\n' "$a" "$b" >>"$conf"
+kill -HUP "$GW_PID"
+for i in $(seq 1 50); do
+	[ "$(be "$c")" = null ] && [ "$(be "$b")" != null ] && break
+	sleep 0.1
+done
+assert_eq "after SIGHUP: backends" "$(ctl backends --json | jq -c '[.[].backend] | sort')" \
+	"$(jq -cn --arg a "$a" --arg b "$b" '[$a, $b] | sort')"
+assert_eq "after SIGHUP: max_outstanding in the map" \
+	"$(bpftool map dump pinned "$KVS_PIN/backends" -j | jq '[.[] | select(.formatted.value.state == 1) | .formatted.value.max_outstanding] | unique | .[0]')" 77
+out=$(kvs_bench -n 100 -k 4 --prefixes 4 --json) || kvs_fail "after the reload: $out"
+assert_eq "requests after the reload" "$(jget "$out" .ok)" 100
+
+# A broken file changes nothing, and says so.
+echo "max-outstanding = lots" >>"$conf"
+out=$(ctl reload 2>&1) && kvs_fail "reload of a broken file succeeded"
+grep -q "errors" <<<"$out" || kvs_fail "reload error: $out"
+grep -q "conf:[0-9]*: --max-outstanding: 'lots'" "$KVS_TMP/gw.log" || kvs_fail "no line number in the log"
+assert_eq "backends after a failed reload" "$(ctl backends --json | jq length)" 2
+sed -i '$d' "$conf"
+r=$(ctl reload --json) || kvs_fail "reload: $r"
+grep -q "0 added, 0 removing" <<<"$(jget "$r" .message)" || kvs_fail "reload message: $r"
+
+# The controller dies (SIGKILL: its maps stay pinned, the kernel splices
+# on): status says so, exit 3, with what the maps still say.
+kill -9 "$GW_PID"
+wait "$GW_PID" 2>/dev/null || true
+set +e
+out=$(ctl status 2>&1)
+rc=$?
+set -e
+assert_eq "status exit code with no controller" "$rc" 3
+grep -q "^controller  not running" <<<"$out" || kvs_fail "status: $out"
+grep -q "as last set: 2 up" <<<"$out" || kvs_fail "status from the maps: $out"
+out=$(ctl backend drain "$a" 2>&1) && kvs_fail "drain with no controller succeeded"
+grep -q "no controller answers" <<<"$out" || kvs_fail "drain with no controller: $out"
+echo "PASS test_ctl_backends"

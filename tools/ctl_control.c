@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Commands only a running controller can answer, over its control socket
+ * (user/gw_control.c has the other end): a line out, the reply back, the
+ * first line of which is "ok" or "error: MESSAGE".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "kvsplice/maps.h"
+#include "pins.h"
+
+/* The socket the controller of o->pin_dir listens on. */
+static const char *socket_path(const struct ctl_opts *o, char *buf, size_t len)
+{
+	if (o->socket)
+		return o->socket;
+	return kvs_control_path(o->pin_dir, buf, len);
+}
+
+/* Sends line; *reply (malloc'd, NUL-terminated) is the whole answer.
+ * 0 or -errno (-ENOENT, -ECONNREFUSED: no controller there). */
+static int ask(const char *path, const char *line, char **reply)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 10 };
+	size_t len = 0, cap = 4096;
+	char *buf;
+	int fd, err = 0;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (!err) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *bigger = realloc(buf, cap * 2);
+
+			if (!bigger) {
+				err = -ENOMEM;
+				break;
+			}
+			buf = bigger;
+			cap *= 2;
+		}
+		n = recv(fd, buf + len, cap - len - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			err = -errno;
+		else if (n == 0)
+			break;
+		else
+			len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	if (err || len == 0) {
+		free(buf);
+		return err ? err : -ECONNRESET;
+	}
+	*reply = buf;
+	return 0;
+}
+
+/* Prints the reply's body (or its error); the exit status. */
+static int show(const char *reply)
+{
+	const char *nl = strchr(reply, '\n');
+
+	if (!strncmp(reply, "ok\n", 3)) {
+		fputs(nl + 1, stdout);
+		return 0;
+	}
+	if (!strncmp(reply, "error: ", 7))
+		fprintf(stderr, PROG ": %.*s\n", nl ? (int)(nl - reply - 7) : (int)strlen(reply + 7),
+			reply + 7);
+	else
+		fprintf(stderr, PROG ": unexpected answer from the controller\n");
+	return 1;
+}
+
+static void not_running(const char *path, int err)
+{
+	if (err == -EACCES || err == -EPERM)
+		fprintf(stderr, PROG ": %s: %s (the control socket is root's: run as root)\n", path,
+			strerror(-err));
+	else
+		fprintf(stderr,
+			PROG ": no controller answers at %s (%s): is kvspliced running with this "
+			     "--pin-dir (or --control-socket)?\n",
+			path, strerror(-err));
+}
+
+/* A command that needs the controller: sent as is, its reply shown. */
+static int run(const struct ctl_opts *o, const char *line)
+{
+	char path[256], *reply = NULL, req[512];
+	const char *p = socket_path(o, path, sizeof(path));
+	int err, rc;
+
+	snprintf(req, sizeof(req), "%s%s\n", line, o->json ? " --json" : "");
+	err = ask(p, req, &reply);
+	if (err) {
+		not_running(p, err);
+		return 3;
+	}
+	rc = show(reply);
+	free(reply);
+	return rc;
+}
+
+int ctl_status(const struct ctl_opts *o)
+{
+	char path[256], *reply = NULL;
+	const char *p = socket_path(o, path, sizeof(path));
+	uint32_t n[KVS_BE_STATES] = { 0 };
+	int err = ask(p, o->json ? "status --json\n" : "status\n", &reply), rc;
+
+	if (!err) {
+		rc = show(reply);
+		free(reply);
+		return rc;
+	}
+	/* No controller: what the maps still say (the kernel keeps splicing
+	 * established connections without it). */
+	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0) {
+		not_running(p, err);
+		return 3;
+	}
+	if (o->json) {
+		printf("{\"controller\":\"not running\",\"error\":\"%s\",\"pin_dir\":\"%s\","
+		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
+		       "\"probation\":%u}}\n",
+		       strerror(-err), o->pin_dir, n[KVS_BE_UP], n[KVS_BE_DRAINING],
+		       n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION]);
+	} else {
+		printf("controller  not running (%s: %s)\n", p, strerror(-err));
+		printf("pin dir     %s (maps still pinned: established connections are still "
+		       "spliced)\n",
+		       o->pin_dir);
+		printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
+		       "probation\n",
+		       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
+		       n[KVS_BE_PROBATION]);
+	}
+	return 3;
+}
+
+int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr)
+{
+	char line[256];
+
+	if (strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "drain") &&
+	    strcmp(verb, "undrain")) {
+		fprintf(stderr, PROG ": backend %s: not a command (add, remove, drain, undrain)\n",
+			verb);
+		return 2;
+	}
+	if (!addr || strchr(addr, ' ') || strlen(addr) > 200) {
+		fprintf(stderr, PROG ": backend %s ADDR:PORT: which backend?\n", verb);
+		return 2;
+	}
+	snprintf(line, sizeof(line), "backend %s %s", verb, addr);
+	return run(o, line);
+}
+
+int ctl_reload(const struct ctl_opts *o)
+{
+	return run(o, "reload");
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The controller's control socket: what kvsplicectl asks of a running
+ * controller (status, backend add|remove|drain|undrain, reload). What the
+ * maps already say (backends, routes, conns, stats) kvsplicectl reads from
+ * the maps itself, so it works while the controller is down.
+ *
+ * One command per connection: a line of words, "--json" anywhere among
+ * them for JSON; the reply's first line is "ok" or "error: MESSAGE", the
+ * body follows, and the controller closes the connection.
+ */
+#include "gw_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pins.h"
+
+#define MAX_WORDS 8
+
+int gw_control_listen(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[sizeof(sa.sun_path)];
+	char *slash;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file someone answers on is another controller's; one that
+	 * refuses is a dead one's, and goes. */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(fd);
+		return -EADDRINUSE;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0600) || listen(fd, 16)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* The reply's first line, when the command failed. */
+__attribute__((format(printf, 2, 3))) static void reply_error(FILE *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(out, "error: ");
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
+	fprintf(out, "\n");
+}
+
+static void cmd_status(struct gw *g, FILE *out, bool json)
+{
+	uint32_t n[KVS_BE_STATES] = { 0 }, b, total = 0;
+	double uptime = (double)(kvs_now_ns() - g->started_ns) / 1e9;
+	struct kvs_stats k;
+	long routes = kvs_dp_count_routes(&g->dp);
+	char listen[96];
+
+	for (b = 0; b < g->nslots; b++) {
+		if (!g->be[b].present)
+			continue;
+		n[gw_backend_state(g, b)]++;
+		total++;
+	}
+	if (kvs_read_kstats(g->dp.stats_fd, &k))
+		memset(&k, 0, sizeof(k));
+	snprintf(listen, sizeof(listen), "%s", "?");
+	if (g->listen_fd >= 0) {
+		struct kvs_endpoint l, r;
+
+		kvs_sock_endpoints(g->listen_fd, &l, &r);
+		kvs_endpoint_str(&l, listen, sizeof(listen));
+	}
+	fprintf(out, "ok\n");
+	if (json) {
+		fprintf(out,
+			"{\"controller\":\"running\",\"pid\":%d,\"uptime_s\":%.1f,\"config\":",
+			(int)getpid(), uptime);
+		if (g->cfg->config_path)
+			fprintf(out, "\"%s\"", g->cfg->config_path);
+		else
+			fprintf(out, "null");
+		fprintf(out,
+			",\"listen\":\"%s\",\"datapath\":\"kernel\",\"pin_dir\":\"%s\","
+			"\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
+			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
+			"\"requests\":{\"kernel\":%llu,\"controller\":%llu},\"routes\":%ld}\n",
+			listen, g->cfg->pin_dir, total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
+			n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION], g->clients.count,
+			(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
+			routes);
+		return;
+	}
+	fprintf(out, "controller  running, pid %d, up %.1f s\n", (int)getpid(), uptime);
+	fprintf(out, "config      %s\n", g->cfg->config_path ? g->cfg->config_path : "(flags only)");
+	fprintf(out, "listen      %s\n", listen);
+	fprintf(out, "datapath    kernel\n");
+	fprintf(out, "pin dir     %s\n", g->cfg->pin_dir);
+	fprintf(out, "backends    %u: %u up, %u draining, %u removing, %u down, %u on probation\n",
+		total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
+		n[KVS_BE_PROBATION]);
+	fprintf(out, "clients     %u\n", g->clients.count);
+	fprintf(out, "requests    %llu routed by the kernel, %llu by the controller\n",
+		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames);
+	fprintf(out, "routes      %ld\n", routes);
+}
+
+/* One backend's line after a change. */
+static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const char *done)
+{
+	const char *st = kvs_backend_state_name(gw_backend_state(g, b));
+	unsigned long long outstanding = (unsigned long long)kvs_dp_outstanding(&g->dp, b);
+
+	fprintf(out, "ok\n");
+	if (json)
+		fprintf(out,
+			"{\"backend\":\"%s\",\"index\":%u,\"state\":\"%s\",\"outstanding\":%llu}\n",
+			g->be[b].name, b, st, outstanding);
+	else
+		fprintf(out, "backend %s (index %u) %s: now %s, %llu requests in flight\n",
+			g->be[b].name, b, done, st, outstanding);
+}
+
+static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, const char *arg)
+{
+	struct kvs_addr a;
+	char name[64];
+	int b;
+
+	if (!arg || kvs_parse_addr(arg, &a)) {
+		reply_error(out, "backend %s: give the backend as ADDR:PORT", verb);
+		return;
+	}
+	kvs_addr_str(&a, name, sizeof(name));
+	if (!strcmp(verb, "add")) {
+		b = gw_backend_add(g, &a);
+		if (b == -EEXIST)
+			reply_error(out, "%s is a backend already", name);
+		else if (b == -ENOSPC)
+			reply_error(out, "no room: all %d backend slots are in use", KVS_MAX_BACKENDS);
+		else if (b < 0)
+			reply_error(out, "add failed: %s", strerror(-b));
+		else
+			backend_reply(g, out, json, (uint32_t)b, "added");
+		return;
+	}
+	b = gw_backend_find(g, name);
+	if (b < 0) {
+		reply_error(out, "%s is not a backend (see kvsplicectl backends)", name);
+		return;
+	}
+	if (!strcmp(verb, "remove")) {
+		gw_backend_remove(g, (uint32_t)b);
+		backend_reply(g, out, json, (uint32_t)b,
+			      "being removed (drained first; gone once nothing is in flight)");
+	} else if (!strcmp(verb, "drain")) {
+		gw_backend_drain(g, (uint32_t)b, true);
+		backend_reply(g, out, json, (uint32_t)b, "draining (takes no new requests)");
+	} else if (!strcmp(verb, "undrain")) {
+		gw_backend_drain(g, (uint32_t)b, false);
+		backend_reply(g, out, json, (uint32_t)b, "back in service");
+	} else {
+		reply_error(out, "unknown backend command '%s' (add, remove, drain, undrain)", verb);
+	}
+}
+
+static void cmd_reload(struct gw *g, FILE *out, bool json)
+{
+	char msg[512];
+	int err = gw_reload(g, msg, sizeof(msg));
+
+	if (err && !strstr(msg, "not all added")) {
+		reply_error(out, "%s", msg);
+		return;
+	}
+	fprintf(out, "ok\n");
+	if (json) {
+		fprintf(out, "{\"message\":\"");
+		for (const char *p = msg; *p; p++)
+			fprintf(out, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+		fprintf(out, "\"}\n");
+	} else {
+		fprintf(out, "%s\n", msg);
+	}
+}
+
+void gw_control_run(struct gw *g, char *line, FILE *out)
+{
+	char *w[MAX_WORDS], *save = NULL, *tok;
+	int n = 0;
+	bool json = false;
+
+	for (tok = strtok_r(line, " \t\r\n", &save); tok; tok = strtok_r(NULL, " \t\r\n", &save)) {
+		if (!strcmp(tok, "--json") || !strcmp(tok, "-j"))
+			json = true;
+		else if (n < MAX_WORDS)
+			w[n++] = tok;
+	}
+	if (n == 0) {
+		reply_error(out, "%s", "empty command");
+		return;
+	}
+	pr_info("event=control_command command=\"%s%s%s\"", w[0], n > 1 ? " " : "",
+		n > 1 ? w[1] : "");
+	if (!strcmp(w[0], "status") && n == 1)
+		cmd_status(g, out, json);
+	else if (!strcmp(w[0], "backend") && n >= 2 && n <= 3)
+		cmd_backend(g, out, json, w[1], n == 3 ? w[2] : NULL);
+	else if (!strcmp(w[0], "reload") && n == 1)
+		cmd_reload(g, out, json);
+	else
+		reply_error(out, "unknown command '%s' (status, backend, reload)", w[0]);
+}
