@@ -29,7 +29,7 @@ SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 # Modules shared by the daemon and the tools.
 LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
 	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
-	user/trace.c user/handover.c user/metrics.c user/config.c
+	user/trace.c user/handover.c user/metrics.c user/config.c user/sdnotify.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
@@ -141,6 +141,7 @@ install: $(PROGS)
 	install -D -m 0755 $(BUILD)/kvsplice-bench $(DESTDIR)$(BINDIR)/kvsplice-bench
 	install -d $(DESTDIR)$(DOCDIR)
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 dist/kvspliced.conf $(DESTDIR)$(DOCDIR)/kvspliced.conf.example
 	install -d $(DESTDIR)$(UNITDIR)
 	sed 's|@SBINDIR@|$(SBINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvspliced.service \
 		> $(DESTDIR)$(UNITDIR)/kvspliced.service

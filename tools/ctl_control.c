@@ -21,7 +21,7 @@ static const char *socket_path(const struct ctl_opts *o, char *buf, size_t len)
 {
 	if (o->socket)
 		return o->socket;
-	return kvs_control_path(o->pin_dir, buf, len);
+	return kvs_run_path(o->pin_dir, KVS_CONTROL_SUFFIX, buf, len);
 }
 
 /* Sends line; *reply (malloc'd, NUL-terminated) is the whole answer.
@@ -190,4 +190,62 @@ int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr)
 int ctl_reload(const struct ctl_opts *o)
 {
 	return run(o, "reload");
+}
+
+/* An integer field of the controller's JSON ("pid":123), or -1. */
+static int json_int(const char *json, const char *field)
+{
+	char key[64];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"%s\":", field);
+	p = strstr(json, key);
+	return p ? atoi(p + strlen(key)) : -1;
+}
+
+int ctl_upgrade(const struct ctl_opts *o, int timeout_s)
+{
+	char path[256], *reply = NULL;
+	const char *p = socket_path(o, path, sizeof(path));
+	int err = ask(p, "upgrade --json\n", &reply), pid, old, i;
+
+	if (err) {
+		not_running(p, err);
+		return 3;
+	}
+	if (strncmp(reply, "ok\n", 3)) {
+		int rc = show(reply);
+
+		free(reply);
+		return rc;
+	}
+	pid = json_int(reply, "pid");
+	old = json_int(reply, "old_pid");
+	free(reply);
+	/* Done when the successor answers on the control socket. */
+	for (i = 0; i < timeout_s * 10; i++) {
+		usleep(100000);
+		if (ask(p, "status --json\n", &reply))
+			continue; /* between the two: the socket changes hands */
+		if (json_int(reply, "pid") == pid) {
+			free(reply);
+			if (o->json)
+				printf("{\"upgraded\":true,\"pid\":%d,\"old_pid\":%d}\n", pid, old);
+			else
+				printf("upgraded: controller pid %d took over from pid %d\n", pid, old);
+			return 0;
+		}
+		if (strstr(reply, "\"state\":\"failed\"")) {
+			fprintf(stderr,
+				PROG ": upgrade failed: the new controller (pid %d) exited with %d; "
+				     "pid %d carries on (see its log)\n",
+				pid, json_int(reply, "status"), old);
+			free(reply);
+			return 1;
+		}
+		free(reply);
+	}
+	fprintf(stderr, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n", pid,
+		timeout_s);
+	return 1;
 }

@@ -445,6 +445,9 @@ static void usage(FILE *f)
 		"  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
 		"             (or after kvspliced's --drain-timeout-ms)\n"
 		"  reload     re-read kvspliced's --config file now (as SIGHUP does)\n"
+		"  upgrade    start kvspliced's program file anew (install the new binary\n"
+		"             first): it takes every connection over, the old one exits;\n"
+		"             waits (30 s at most) until the new one answers\n"
 		"  Changes last until the next reload or restart: put them in the config file\n"
 		"  to keep them.\n"
 		"\n"
@@ -536,6 +539,8 @@ int main(int argc, char **argv)
 		return ctl_status(&o);
 	if (!strcmp(cmd, "reload"))
 		return ctl_reload(&o);
+	if (!strcmp(cmd, "upgrade"))
+		return ctl_upgrade(&o, 30);
 	fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
 	return 2;
 }

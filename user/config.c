@@ -36,6 +36,8 @@ static void usage(FILE *f)
 		"                             (or 'kvsplicectl reload') re-reads it: backends\n"
 		"                             added and removed (drained first) at once, and the\n"
 		"                             limits, balance and timeouts; the rest on restart\n"
+		"      --check                check the configuration (flags and file), say what\n"
+		"                             is wrong or that it is fine, and exit\n"
 		"  -l, --listen ADDR:PORT     address clients connect to (default 127.0.0.1:7480;\n"
 		"                             port 0 picks a free one, see --port-file)\n"
 		"  -b, --backend ADDR:PORT    a backend; repeat for each (at most %d)\n"
@@ -86,13 +88,16 @@ static void usage(FILE *f)
 		"      --syn-burst N          SYNs a source may send at once (default: N of\n"
 		"                             --syn-rate)\n"
 		"\n"
-		"Upgrades without dropping a connection:\n"
+		"Upgrades without dropping a connection ('kvsplicectl upgrade', or SIGUSR2,\n"
+		"starts the program file anew with --takeover; systemd follows it):\n"
 		"      --handover-socket PATH a Unix socket (root's) where a new controller can\n"
-		"                             ask this one for its sockets\n"
-		"      --takeover             start by taking over from the controller at\n"
-		"                             --handover-socket: its listening socket, client and\n"
-		"                             backend connections and pinned maps (same\n"
-		"                             --pin-dir and --backend list); it then exits\n"
+		"                             ask this one for its sockets (default\n"
+		"                             " KVS_CONTROL_DIR "/<last part of --pin-dir>.handover)\n"
+		"      --takeover             start by taking over from the controller at the\n"
+		"                             hand-over socket (same --pin-dir): its listening\n"
+		"                             socket, client and backend connections, pinned maps\n"
+		"                             and backends; then this one's backend list applies,\n"
+		"                             as on a reload. The old one exits\n"
 		"\n"
 		"      --drain-timeout-ms MS  a backend being removed gets this long for its\n"
 		"                             requests in flight; the rest are answered\n"
@@ -144,6 +149,7 @@ enum {
 	OPT_METRICS,
 	OPT_DRAIN_TIMEOUT,
 	OPT_CONTROL,
+	OPT_CHECK,
 };
 
 static const struct option opts[] = {
@@ -176,6 +182,7 @@ static const struct option opts[] = {
 	{ "drain-timeout-ms", required_argument, NULL, OPT_DRAIN_TIMEOUT },
 	{ "control-socket", required_argument, NULL, OPT_CONTROL },
 	{ "config", required_argument, NULL, 'c' },
+	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -376,6 +383,9 @@ static int apply_args(int argc, char **argv, const char *file, const int *lines,
 			break;
 		case 'c':
 			break; /* read first (kvs_config_parse) */
+		case OPT_CHECK:
+			cfg->check_only = 1;
+			break;
 		case 'h':
 			if (file)
 				break; /* not a key (ini_args refuses it) */
@@ -482,10 +492,11 @@ static int ini_args(const char *path, struct kvs_config_store *store)
 		key = trim(line);
 		val = trim(eq + 1);
 		o = key_option(key);
-		if (!o || !strcmp(key, "config") || !strcmp(key, "help") || !strcmp(key, "takeover")) {
+		if (!o || !strcmp(key, "config") || !strcmp(key, "help") || !strcmp(key, "takeover") ||
+		    !strcmp(key, "check")) {
 			fprintf(stderr,
 				PROG ": %s:%d: unknown key '%s' (keys are kvspliced's long options but "
-				     "config, help and takeover; see kvspliced --help)\n",
+				     "config, check, help and takeover; see kvspliced --help)\n",
 				path, lineno, key);
 			return -1;
 		}
@@ -564,10 +575,6 @@ static int validate(struct gw_config *cfg, const struct parse_state *st)
 	}
 	if (!cfg->adm.ifname && (cfg->adm.nallow || cfg->adm.ndeny || cfg->adm.syn_rate)) {
 		fprintf(stderr, PROG ": --allow, --deny and --syn-rate need --xdp-iface IFACE\n");
-		return -1;
-	}
-	if (cfg->takeover && !cfg->handover_path) {
-		fprintf(stderr, PROG ": --takeover needs --handover-socket PATH (the running one's)\n");
 		return -1;
 	}
 	if (strlen(cfg->pin_dir) >= 200) {

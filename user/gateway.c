@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "codec.h"
@@ -41,6 +42,7 @@
 #include "model.h"
 #include "pins.h"
 #include "policy.h"
+#include "sdnotify.h"
 
 #define OP_ACCEPT 1ull
 #define OP_RECV 2ull
@@ -1119,6 +1121,73 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 	return err;
 }
 
+/* ---- upgrades: a successor started from the program file ------------------ */
+
+int gw_upgrade(struct gw *g, char *msg, size_t len)
+{
+	const struct gw_hooks *h = g->hooks;
+	char **argv;
+	pid_t pid;
+	int i, k = 0;
+
+	if (!g->exe[0] || !h || !h->argv) {
+		snprintf(msg, len, "this controller does not know its program file");
+		return -ENOENT;
+	}
+	if (g->upgrade_pid > 0 && g->upgrade_status < 0) {
+		snprintf(msg, len, "an upgrade is under way (new controller pid %d)",
+			 (int)g->upgrade_pid);
+		return -EALREADY;
+	}
+	if (access(g->exe, X_OK)) {
+		snprintf(msg, len, "%s: %s", g->exe, strerror(errno));
+		return -errno;
+	}
+	argv = calloc((size_t)h->argc + 4, sizeof(*argv));
+	if (!argv) {
+		snprintf(msg, len, "out of memory");
+		return -ENOMEM;
+	}
+	argv[k++] = g->exe;
+	for (i = 1; i < h->argc; i++)
+		if (strcmp(h->argv[i], "--takeover"))
+			argv[k++] = h->argv[i];
+	argv[k++] = (char *)"--takeover";
+	argv[k++] = (char *)"--handover-socket";
+	argv[k++] = g->ho_path;
+	pid = fork();
+	if (pid == 0) {
+		/* Nothing of ours but stdio: it gets its sockets by hand-over. */
+		close_range(3, ~0u, 0);
+		execv(g->exe, argv);
+		_exit(127);
+	}
+	free(argv);
+	if (pid < 0) {
+		snprintf(msg, len, "fork: %s", strerror(errno));
+		return -errno;
+	}
+	g->upgrade_pid = pid;
+	g->upgrade_status = -1;
+	pr_info("event=upgrade_started pid=%d exe=%s", (int)pid, g->exe);
+	snprintf(msg, len, "new controller pid %d started from %s; this one (pid %d) hands over and exits",
+		 (int)pid, g->exe, (int)getpid());
+	return pid;
+}
+
+/* A successor that exited: the upgrade failed, this controller carries on. */
+static void reap_upgrade(struct gw *g)
+{
+	int st;
+
+	if (g->upgrade_pid <= 0 || g->upgrade_status >= 0 ||
+	    waitpid(g->upgrade_pid, &st, WNOHANG) != g->upgrade_pid)
+		return;
+	g->upgrade_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	pr_warn("event=upgrade_failed pid=%d status=%d action=\"carrying on\"", (int)g->upgrade_pid,
+		g->upgrade_status);
+}
+
 /* ---- completions ---------------------------------------------------------- */
 
 static struct gw_conn *conn_of(struct gw *g, uint64_t data)
@@ -1335,6 +1404,7 @@ static void on_tick(struct gw *g)
 
 	feedback(g);
 	health_checks(g, now);
+	reap_upgrade(g);
 	/* Frames the kernel never read (the inject socket failed) would keep
 	 * the counts raised for ever: if it read none for a whole tick, the
 	 * rest are gone. */
@@ -1571,7 +1641,8 @@ static int open_control(struct gw *g)
 	if (g->cfg->control_path)
 		snprintf(g->control_path, sizeof(g->control_path), "%s", g->cfg->control_path);
 	else
-		kvs_control_path(g->cfg->pin_dir, g->control_path, sizeof(g->control_path));
+		kvs_run_path(g->cfg->pin_dir, KVS_CONTROL_SUFFIX, g->control_path,
+			     sizeof(g->control_path));
 	g->control_fd = gw_control_listen(g->control_path);
 	if (g->control_fd < 0) {
 		int err = g->control_fd;
@@ -1815,6 +1886,14 @@ static void give_over(struct gw *g, int s)
 		err = n == (ssize_t)sizeof(ack) && ack.type == KVS_HO_ACK ? 0 : -ECONNRESET;
 	}
 	if (!err) {
+		struct ucred cr;
+		socklen_t crlen = sizeof(cr);
+
+		/* Under systemd, the successor is the service's process now
+		 * (said before this one exits, which systemd would take for
+		 * the service's end). */
+		if (!getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
+			kvs_sd_notify("MAINPID=%d", (int)cr.pid);
 		pr_info("event=handed_over slow_frames=%llu", (unsigned long long)g->ctl.slow_frames);
 		g->handed_over = true;
 		g->dp.handed_over = true;
@@ -2237,7 +2316,7 @@ static void gw_teardown(struct gw *g)
 	if (g->ho_fd >= 0) {
 		close(g->ho_fd);
 		if (!g->handed_over) /* else it is the new controller's now */
-			unlink(g->cfg->handover_path);
+			unlink(g->ho_path);
 	}
 	kvs_buf_free(&g->out[0]);
 	kvs_buf_free(&g->out[1]);
@@ -2311,6 +2390,12 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 
 	g.cfg = &g.live;
 	g.started_ns = kvs_now_ns();
+	if (cfg->handover_path)
+		snprintf(g.ho_path, sizeof(g.ho_path), "%s", cfg->handover_path);
+	else
+		kvs_run_path(cfg->pin_dir, KVS_HANDOVER_SUFFIX, g.ho_path, sizeof(g.ho_path));
+	if (readlink("/proc/self/exe", g.exe, sizeof(g.exe) - 1) < 0)
+		g.exe[0] = '\0'; /* no upgrade by re-exec then */
 
 	g.tick.tv_nsec = TICK_MS * 1000000ll;
 	kvs_buf_init(&g.out[0], OUT_LIMIT);
@@ -2327,7 +2412,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	if (cfg->takeover) {
 		/* The sockets first: the running controller lets go of the pin
 		 * directory once they are ours. */
-		ho_sock = take_state(cfg->handover_path, &t);
+		ho_sock = take_state(g.ho_path, &t);
 		if (ho_sock < 0) {
 			io_uring_queue_exit(&g.ring);
 			free(g.hashes);
@@ -2380,6 +2465,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		if (err)
 			goto out;
 		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
+		kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
 		/* Then this one's own list, as a reload would: the old one's
 		 * backends it does not list drain and go, new ones come. */
 		{
@@ -2428,16 +2514,14 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		err = -EBUSY;
 		goto out;
 	}
-	if (cfg->handover_path) {
-		g.ho_fd = kvs_ho_listen(cfg->handover_path);
-		if (g.ho_fd < 0) {
-			err = g.ho_fd;
-			pr_warn("event=handover_socket_failed path=%s err=\"%s\"", cfg->handover_path,
-				strerror(-err));
-			goto out;
-		}
-		arm_handover(&g);
+	err = kvs_mkdir_parent(g.ho_path);
+	g.ho_fd = err ? err : kvs_ho_listen(g.ho_path);
+	if (g.ho_fd < 0) {
+		err = g.ho_fd;
+		pr_warn("event=handover_socket_failed path=%s err=\"%s\"", g.ho_path, strerror(-err));
+		goto out;
 	}
+	arm_handover(&g);
 	if (cfg->adm.ifname) {
 		struct kvs_adm_opts ao = cfg->adm;
 
@@ -2455,6 +2539,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
 		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
 		g.nslots, g.control_path);
+	kvs_sd_notify("READY=1");
 
 	while (!*hooks->stop && !g.handed_over) {
 		struct io_uring_cqe *cqe;
@@ -2478,10 +2563,19 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			*hooks->reload = 0;
 			gw_reload(&g, msg, sizeof(msg));
 		}
+		if (hooks->upgrade && *hooks->upgrade) {
+			char msg[512];
+
+			*hooks->upgrade = 0;
+			if (gw_upgrade(&g, msg, sizeof(msg)) < 0)
+				pr_warn("event=upgrade_refused reason=\"%s\"", msg);
+		}
 		publish_ctl(&g);
 	}
 	err = 0;
 	publish_ctl(&g);
+	if (!g.handed_over)
+		kvs_sd_notify("STOPPING=1");
 	pr_info("event=stopping slow_frames=%llu clients=%llu",
 		(unsigned long long)g.ctl.slow_frames, (unsigned long long)g.ctl.clients_accepted);
 out:

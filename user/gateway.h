@@ -51,6 +51,7 @@ struct gw_config {
 	const char *control_path;  /* kvsplicectl's socket; NULL: the default
 				    * for pin_dir (kvs_control_path) */
 	const char *config_path;   /* --config FILE, for status and reloads */
+	int check_only;            /* --check: validate, do not run */
 };
 
 void gw_config_defaults(struct gw_config *c);
@@ -62,6 +63,9 @@ void gw_config_defaults(struct gw_config *c);
 struct gw_hooks {
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t *reload; /* SIGHUP: re-read the backend list */
+	volatile sig_atomic_t *upgrade; /* SIGUSR2: start a successor (gw_upgrade) */
+	int argc;                       /* the command line, for the successor */
+	char **argv;
 	int (*load)(void *ctx, struct gw_config *cfg, char *msg, size_t len);
 	void *ctx;
 };

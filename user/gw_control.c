@@ -28,20 +28,14 @@
 int gw_control_listen(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[sizeof(sa.sun_path)];
-	char *slash;
 	int fd, err;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0700) && errno != EEXIST)
-			return -errno;
-	}
+	err = kvs_mkdir_parent(path);
+	if (err)
+		return err;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -112,11 +106,18 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			",\"listen\":\"%s\",\"datapath\":\"kernel\",\"pin_dir\":\"%s\","
 			"\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
 			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
-			"\"requests\":{\"kernel\":%llu,\"controller\":%llu},\"routes\":%ld}\n",
+			"\"requests\":{\"kernel\":%llu,\"controller\":%llu},\"routes\":%ld,"
+			"\"upgrade\":",
 			listen, g->cfg->pin_dir, total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
 			n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION], g->clients.count,
 			(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
 			routes);
+		if (g->upgrade_pid > 0)
+			fprintf(out, "{\"pid\":%d,\"state\":\"%s\",\"status\":%d}}\n",
+				(int)g->upgrade_pid, g->upgrade_status < 0 ? "running" : "failed",
+				g->upgrade_status);
+		else
+			fprintf(out, "null}\n");
 		return;
 	}
 	fprintf(out, "controller  running, pid %d, up %.1f s\n", (int)getpid(), uptime);
@@ -131,6 +132,11 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	fprintf(out, "requests    %llu routed by the kernel, %llu by the controller\n",
 		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames);
 	fprintf(out, "routes      %ld\n", routes);
+	if (g->upgrade_pid > 0 && g->upgrade_status < 0)
+		fprintf(out, "upgrade     under way: new controller pid %d\n", (int)g->upgrade_pid);
+	else if (g->upgrade_pid > 0)
+		fprintf(out, "upgrade     failed: new controller pid %d exited with %d\n",
+			(int)g->upgrade_pid, g->upgrade_status);
 }
 
 /* One backend's line after a change. */
@@ -212,6 +218,22 @@ static void cmd_reload(struct gw *g, FILE *out, bool json)
 	}
 }
 
+static void cmd_upgrade(struct gw *g, FILE *out, bool json)
+{
+	char msg[512];
+	int pid = gw_upgrade(g, msg, sizeof(msg));
+
+	if (pid < 0) {
+		reply_error(out, "upgrade: %s", msg);
+		return;
+	}
+	fprintf(out, "ok\n");
+	if (json)
+		fprintf(out, "{\"pid\":%d,\"old_pid\":%d,\"exe\":\"%s\"}\n", pid, (int)getpid(), g->exe);
+	else
+		fprintf(out, "%s\n", msg);
+}
+
 void gw_control_run(struct gw *g, char *line, FILE *out)
 {
 	char *w[MAX_WORDS], *save = NULL, *tok;
@@ -236,6 +258,8 @@ void gw_control_run(struct gw *g, char *line, FILE *out)
 		cmd_backend(g, out, json, w[1], n == 3 ? w[2] : NULL);
 	else if (!strcmp(w[0], "reload") && n == 1)
 		cmd_reload(g, out, json);
+	else if (!strcmp(w[0], "upgrade") && n == 1)
+		cmd_upgrade(g, out, json);
 	else
-		reply_error(out, "unknown command '%s' (status, backend, reload)", w[0]);
+		reply_error(out, "unknown command '%s' (status, backend, reload, upgrade)", w[0]);
 }

@@ -104,6 +104,10 @@ struct gw {
 	int metrics_fd;   /* --metrics, listening; -1 if none */
 	int control_fd;   /* kvsplicectl's Unix socket, listening; -1 if none */
 	char control_path[256];
+	char ho_path[256]; /* the hand-over socket (--handover-socket or default) */
+	char exe[4096];    /* this program, to start its successor on an upgrade */
+	pid_t upgrade_pid; /* the successor started by the last upgrade; 0: none */
+	int upgrade_status; /* its exit status if it failed; -1 while it runs */
 	struct kvs_decide_hist decide; /* slow-path decision latency */
 	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
 	bool accepting;   /* the multishot accept is armed */
@@ -138,6 +142,12 @@ int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, ui
 /* Re-reads the configuration (gw_hooks.load) and applies its backend
  * list. 0 or -errno; a message for the operator in msg either way. */
 int gw_reload(struct gw *g, char *msg, size_t len);
+
+/* Starts this program's file anew (a new binary, if one was installed) with
+ * the same arguments and --takeover: it takes every socket over and this
+ * controller exits. Returns the successor's pid, or -errno; a message for
+ * the operator in msg either way. */
+int gw_upgrade(struct gw *g, char *msg, size_t len);
 
 /* ---- the control socket (gw_control.c) ---- */
 

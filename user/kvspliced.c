@@ -12,12 +12,14 @@
 
 #define PROG "kvspliced"
 
-static volatile sig_atomic_t stop_flag, reload_flag;
+static volatile sig_atomic_t stop_flag, reload_flag, upgrade_flag;
 
 static void on_signal(int sig)
 {
 	if (sig == SIGHUP)
 		reload_flag = 1;
+	else if (sig == SIGUSR2)
+		upgrade_flag = 1;
 	else
 		stop_flag = 1;
 }
@@ -51,8 +53,9 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct kvs_config_store store;
 	struct reloader rl = { argc, argv, { 0 } };
-	struct gw_hooks hooks = { .stop = &stop_flag, .reload = &reload_flag, .load = reload,
-				  .ctx = &rl };
+	struct gw_hooks hooks = { .stop = &stop_flag, .reload = &reload_flag,
+				  .upgrade = &upgrade_flag, .argc = argc, .argv = argv,
+				  .load = reload, .ctx = &rl };
 	enum kvs_log_level level;
 	struct gw_config cfg;
 	int err = kvs_config_parse(argc, argv, &cfg, &level, &store);
@@ -61,10 +64,19 @@ int main(int argc, char **argv)
 		kvs_config_store_free(&store);
 		return err > 0 ? 0 : 2;
 	}
+	if (cfg.check_only) {
+		char listen[96];
+
+		printf(PROG ": configuration OK: %u backends, listening on %s\n", cfg.nbackends,
+		       kvs_addr_str(&cfg.listen, listen, sizeof(listen)));
+		kvs_config_store_free(&store);
+		return 0;
+	}
 	kvs_log_init(PROG, level);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	err = gw_run(&cfg, &hooks);
 	kvs_config_store_free(&store);

@@ -139,7 +139,7 @@ int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)
 	return bpf_map_lookup_elem(ctl_fd, &zero, out) ? -errno : 0;
 }
 
-const char *kvs_control_path(const char *pin_dir, char *buf, size_t len)
+const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, size_t len)
 {
 	const char *end = pin_dir + strlen(pin_dir), *base;
 
@@ -148,9 +148,9 @@ const char *kvs_control_path(const char *pin_dir, char *buf, size_t len)
 	for (base = end; base > pin_dir && base[-1] != '/'; base--)
 		;
 	if (base == end)
-		snprintf(buf, len, KVS_CONTROL_DIR "/kvsplice.sock");
+		snprintf(buf, len, KVS_CONTROL_DIR "/kvsplice%s", suffix);
 	else
-		snprintf(buf, len, KVS_CONTROL_DIR "/%.*s.sock", (int)(end - base), base);
+		snprintf(buf, len, KVS_CONTROL_DIR "/%.*s%s", (int)(end - base), base, suffix);
 	return buf;
 }
 
@@ -163,4 +163,19 @@ const char *kvs_backend_state_name(uint32_t state)
 	};
 
 	return state < KVS_BE_STATES ? names[state] : "unknown";
+}
+
+int kvs_mkdir_parent(const char *path)
+{
+	char dir[4096];
+	char *slash;
+
+	if (strlen(path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	return mkdir(dir, 0700) && errno != EEXIST ? -errno : 0;
 }

@@ -29,11 +29,17 @@
 #define KVS_MAP_XDP_SYN "xdp_syn"
 #define KVS_MAP_XDP_STATS "xdp_stats"
 
-/* Where the controller of pin directory dir listens for kvsplicectl:
- * /run/kvsplice/<last component of dir>.sock (so one --pin-dir names one
- * gateway instance for both). */
+/* The controller's sockets, named after its pin directory (so that one
+ * --pin-dir names one gateway instance for the controller and kvsplicectl):
+ * KVS_CONTROL_DIR/<last component of dir><suffix>. The control socket, for
+ * kvsplicectl, has suffix ".sock"; the hand-over socket ".handover". */
 #define KVS_CONTROL_DIR "/run/kvsplice"
-const char *kvs_control_path(const char *pin_dir, char *buf, size_t len);
+#define KVS_CONTROL_SUFFIX ".sock"
+#define KVS_HANDOVER_SUFFIX ".handover"
+const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, size_t len);
+/* Creates path's directory (one level, mode 0700) if it is not there. 0 or
+ * -errno. */
+int kvs_mkdir_parent(const char *path);
 
 /* "up", "draining", ... for enum kvs_backend_state. */
 const char *kvs_backend_state_name(uint32_t state);

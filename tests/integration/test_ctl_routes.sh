@@ -52,6 +52,11 @@ done
 grep -q "^ExecStart=/usr/sbin/kvspliced \$KVSPLICED_ARGS" "$dest/lib/systemd/system/kvspliced.service" ||
 	kvs_fail "unit's ExecStart: $(grep ExecStart "$dest/lib/systemd/system/kvspliced.service")"
 grep -q "@" "$dest/lib/systemd/system/kvspliced.service" && kvs_fail "unsubstituted @VAR@ in the unit"
+grep -q "^Type=notify" "$dest/lib/systemd/system/kvspliced.service" || kvs_fail "unit not Type=notify"
+# The example configuration parses (its backends need not answer for that).
+out=$("$dest/usr/sbin/kvspliced" --config "$dest/usr/share/doc/kvsplice/kvspliced.conf.example" \
+	--check) || kvs_fail "example config: $out"
+grep -q "configuration OK: 2 backends, listening on 0.0.0.0:7480" <<<"$out" || kvs_fail "check: $out"
 grep -q -- "--takeover" <<<"$("$dest/usr/sbin/kvspliced" --help)" ||
 	kvs_fail "installed binary does not run"
 echo "ok: make install lays out programs, docs and the systemd unit"
