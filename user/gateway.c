@@ -2466,6 +2466,12 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			goto out;
 		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
 		kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
+		/* The kernel's view of each backend, as this one sees it (a
+		 * probation, say, is not carried over: the health check
+		 * finds a backend that still does not answer). */
+		for (b = 0; b < g.nslots; b++)
+			if (g.be[b].present)
+				publish_backend(&g, b);
 		/* Then this one's own list, as a reload would: the old one's
 		 * backends it does not list drain and go, new ones come. */
 		{

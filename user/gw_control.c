@@ -70,6 +70,22 @@ __attribute__((format(printf, 2, 3))) static void reply_error(FILE *out, const c
 	fprintf(out, "\n");
 }
 
+/* s as a JSON string, quotes included (paths and messages may hold any
+ * byte an operator typed). */
+static void json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", (unsigned char)*s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
 static void cmd_status(struct gw *g, FILE *out, bool json)
 {
 	uint32_t n[KVS_BE_STATES] = { 0 }, b, total = 0;
@@ -99,16 +115,17 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"{\"controller\":\"running\",\"pid\":%d,\"uptime_s\":%.1f,\"config\":",
 			(int)getpid(), uptime);
 		if (g->cfg->config_path)
-			fprintf(out, "\"%s\"", g->cfg->config_path);
+			json_str(out, g->cfg->config_path);
 		else
 			fprintf(out, "null");
+		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"kernel\",\"pin_dir\":", listen);
+		json_str(out, g->cfg->pin_dir);
 		fprintf(out,
-			",\"listen\":\"%s\",\"datapath\":\"kernel\",\"pin_dir\":\"%s\","
-			"\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
+			",\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
 			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu},\"routes\":%ld,"
 			"\"upgrade\":",
-			listen, g->cfg->pin_dir, total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
+			total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
 			n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION], g->clients.count,
 			(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
 			routes);
@@ -209,10 +226,9 @@ static void cmd_reload(struct gw *g, FILE *out, bool json)
 	}
 	fprintf(out, "ok\n");
 	if (json) {
-		fprintf(out, "{\"message\":\"");
-		for (const char *p = msg; *p; p++)
-			fprintf(out, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
-		fprintf(out, "\"}\n");
+		fprintf(out, "{\"message\":");
+		json_str(out, msg);
+		fprintf(out, "}\n");
 	} else {
 		fprintf(out, "%s\n", msg);
 	}
@@ -228,9 +244,11 @@ static void cmd_upgrade(struct gw *g, FILE *out, bool json)
 		return;
 	}
 	fprintf(out, "ok\n");
-	if (json)
-		fprintf(out, "{\"pid\":%d,\"old_pid\":%d,\"exe\":\"%s\"}\n", pid, (int)getpid(), g->exe);
-	else
+	if (json) {
+		fprintf(out, "{\"pid\":%d,\"old_pid\":%d,\"exe\":", pid, (int)getpid());
+		json_str(out, g->exe);
+		fprintf(out, "}\n");
+	} else
 		fprintf(out, "%s\n", msg);
 }
 
