@@ -33,7 +33,7 @@ LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
-GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/datapath.c user/admission.c
+GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/gw_userpath.c user/datapath.c user/admission.c
 PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
@@ -45,7 +45,7 @@ FUZZ      := $(BUILD)/fuzz/fuzz_codec
 FUZZ_TIME ?= 60
 
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint bench fuzz soak install
+.PHONY: all deps test unit integration run clean format lint bench bench-datapath fuzz soak install
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: programs, the systemd unit,
 # the docs.
@@ -80,8 +80,9 @@ $(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o \
-		$(BUILD)/tools/bench_sim.o $(BUILD)/tools/bench_plot.o $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+		$(BUILD)/tools/bench_sim.o $(BUILD)/tools/bench_plot.o \
+		$(BUILD)/tools/bench_datapath.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lpthread
 
 $(BUILD)/kvsplicectl: $(BUILD)/tools/kvsplicectl.o $(BUILD)/tools/ctl_control.o \
 		$(BUILD)/tools/ctl_conns.o $(LIB)
@@ -126,6 +127,13 @@ run: all
 # Benchmarks measure; their numbers go to docs/EVALUATION.md with the command.
 bench: all
 	$(BUILD)/kvsplice-bench decisions
+
+# The data-path benchmark: direct, kernel path, userspace path and HAProxy
+# (installed here if missing), side by side (docs/EVALUATION.md).
+bench-datapath: all
+	@command -v haproxy >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy
+	@systemctl stop haproxy 2>/dev/null || true
+	$(BUILD)/kvsplice-bench datapath $(DATAPATH_ARGS)
 
 format:
 	clang-format -i bpf/*.c include/kvsplice/*.h user/*.c user/*.h tools/*.c tests/unit/*.c

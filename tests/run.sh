@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs kvsplice's tests: every unit test binary in BUILD/tests, then every
 # integration script in tests/integration (root needed), and a short fuzz
-# run (tests/fuzz). Prints one line per
+# run (tests/fuzz); the integration tests marked "datapath: both" run a
+# second time on the userspace data path (user-path/...). Prints one line per
 # test and a closing "N passed, N failed" line; exits 1 if any failed.
 #   tests/run.sh BUILD [unit|integration]
 set -u
@@ -47,6 +48,10 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = integration ]; then
 	for t in "$HERE"/integration/test_*.sh; do
 		run_one "integration/$(basename "$t" .sh)" "$t"
+	done
+	# Those that hold for both data paths, again on the userspace one.
+	for t in $(grep -l '^# datapath: both' "$HERE"/integration/test_*.sh); do
+		run_one "user-path/$(basename "$t" .sh)" env KVS_DATAPATH=user "$t"
 	done
 fi
 

@@ -31,6 +31,8 @@ int ctl_status(const struct ctl_opts *o);
 /* verb: add, remove, drain, undrain. */
 int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr);
 int ctl_reload(const struct ctl_opts *o);
+/* which: kernel, user, or NULL to ask. */
+int ctl_datapath(const struct ctl_opts *o, const char *which);
 /* Starts a successor and waits (at most timeout_s) until it answers. */
 int ctl_upgrade(const struct ctl_opts *o, int timeout_s);
 int ctl_conns(const struct ctl_opts *o);

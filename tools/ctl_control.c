@@ -192,6 +192,18 @@ int ctl_reload(const struct ctl_opts *o)
 	return run(o, "reload");
 }
 
+int ctl_datapath(const struct ctl_opts *o, const char *which)
+{
+	char line[64];
+
+	if (which && strcmp(which, "kernel") && strcmp(which, "user")) {
+		fprintf(stderr, PROG ": datapath: '%s' is not kernel or user\n", which);
+		return 2;
+	}
+	snprintf(line, sizeof(line), "datapath%s%s", which ? " " : "", which ? which : "");
+	return run(o, line);
+}
+
 /* An integer field of the controller's JSON ("pid":123), or -1. */
 static int json_int(const char *json, const char *field)
 {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "bench_datapath.h"
 #include "bench_decisions.h"
 #include "bench_plot.h"
 #include "bench_sim.h"
@@ -710,6 +711,9 @@ static void usage(FILE *f)
 		"                                       by side; see sim --help)\n"
 		"       " PROG " decisions [options]   (routing decisions per second;\n"
 		"                                       see decisions --help)\n"
+		"       " PROG " datapath [options]    (bytes through the kernel path, the\n"
+		"                                       userspace path and HAProxy; see\n"
+		"                                       datapath --help)\n"
 		"\n"
 		"Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
 		"every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
@@ -999,9 +1003,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "decisions"))
 		return bench_decisions(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "datapath"))
+		return bench_datapath(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "sim"))
 		return bench_sim(argc - 1, argv + 1);
-	fprintf(stderr, PROG ": unknown command '%s' (commands: live, sim, decisions; see --help)\n",
+	fprintf(stderr, PROG ": unknown command '%s' (commands: live, sim, decisions, datapath; see --help)\n",
 		argv[1]);
 	return 2;
 }

@@ -78,7 +78,10 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(clients_early_closed)                                                                    \
 	X(frame_timeouts)                                                                          \
 	X(busy_client)                                                                             \
-	X(health_failures)
+	X(health_failures)                                                                         \
+	X(user_path_frames)                                                                        \
+	X(user_path_bytes)                                                                         \
+	X(user_path_no_client)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \
@@ -445,6 +448,11 @@ static void usage(FILE *f)
 		"  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
 		"             (or after kvspliced's --drain-timeout-ms)\n"
 		"  reload     re-read kvspliced's --config file now (as SIGHUP does)\n"
+		"  datapath [kernel|user]  which data path new clients take: the kernel's\n"
+		"             (BPF splicing) or the userspace one (the controller copies\n"
+		"             every frame; the kill switch if BPF misbehaves). Clients\n"
+		"             connected stay on theirs until they close. Without an\n"
+		"             argument: which one, and how many clients are on each\n"
 		"  upgrade    start kvspliced's program file anew (install the new binary\n"
 		"             first): it takes every connection over, the old one exits;\n"
 		"             waits (30 s at most) until the new one answers\n"
@@ -523,6 +531,8 @@ int main(int argc, char **argv)
 		}
 		return ctl_backend(&o, sub, arg);
 	}
+	if (!strcmp(cmd, "datapath") && nw <= 2)
+		return ctl_datapath(&o, sub);
 	if (nw > 2 || (sub && strcmp(cmd, "routes")) || (sub && strcmp(sub, "flush"))) {
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind + 1]);
 		return 2;

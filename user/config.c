@@ -42,6 +42,11 @@ static void usage(FILE *f)
 		"                             port 0 picks a free one, see --port-file)\n"
 		"  -b, --backend ADDR:PORT    a backend; repeat for each (at most %d)\n"
 		"      --pool N               upstream connections per backend (default %d, max %d)\n"
+		"      --datapath PATH        kernel (default): requests and responses spliced\n"
+		"                             by the BPF sockmap program; user: the controller\n"
+		"                             reads, routes and copies every frame itself (no\n"
+		"                             BPF on the data path). Switch at run time with\n"
+		"                             'kvsplicectl datapath user|kernel'\n"
 		"      --max-outstanding N    requests in flight per backend before new ones go\n"
 		"                             elsewhere or get a 'busy' error (default %u; 0: no\n"
 		"                             limit)\n"
@@ -150,6 +155,7 @@ enum {
 	OPT_DRAIN_TIMEOUT,
 	OPT_CONTROL,
 	OPT_CHECK,
+	OPT_DATAPATH,
 };
 
 static const struct option opts[] = {
@@ -183,6 +189,7 @@ static const struct option opts[] = {
 	{ "control-socket", required_argument, NULL, OPT_CONTROL },
 	{ "config", required_argument, NULL, 'c' },
 	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "datapath", required_argument, NULL, OPT_DATAPATH },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -385,6 +392,14 @@ static int apply_args(int argc, char **argv, const char *file, const int *lines,
 			break; /* read first (kvs_config_parse) */
 		case OPT_CHECK:
 			cfg->check_only = 1;
+			break;
+		case OPT_DATAPATH:
+			if (strcmp(optarg, "kernel") && strcmp(optarg, "user")) {
+				fprintf(stderr, "%s: --datapath: '%s' is not kernel or user\n", who,
+					optarg);
+				return -1;
+			}
+			cfg->user_path = !strcmp(optarg, "user");
 			break;
 		case 'h':
 			if (file)

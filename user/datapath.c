@@ -182,6 +182,16 @@ void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie)
 	bpf_map_delete_elem(dp->conns_fd, &cookie);
 }
 
+int kvs_dp_add_conn(struct kvs_datapath *dp, uint64_t cookie, const struct kvs_conn *c)
+{
+	return bpf_map_update_elem(dp->conns_fd, &cookie, c, BPF_ANY) ? -errno : 0;
+}
+
+void kvs_dp_del_conn(struct kvs_datapath *dp, uint64_t cookie)
+{
+	bpf_map_delete_elem(dp->conns_fd, &cookie);
+}
+
 void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uint32_t pool_size,
 			uint32_t max_outstanding)
 {
@@ -430,4 +440,58 @@ int kvs_dp_publish_ctl(struct kvs_datapath *dp, const struct kvs_ctl_stats *s)
 	__u32 zero = 0;
 
 	return bpf_map_update_elem(dp->ctl_fd, &zero, s, BPF_ANY) ? -errno : 0;
+}
+
+/* Never below zero: a stray END must not wrap a count and wedge the backend
+ * as saturated for ever (as release_work() in the kernel). */
+static void sub_floor(__u64 *v, uint64_t n)
+{
+	__u64 cur = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+	while (!__atomic_compare_exchange_n(v, &cur, cur > n ? cur - n : 0, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint64_t work)
+{
+	struct kvs_backend *be = &dp->backends[b];
+
+	__atomic_fetch_add(&be->outstanding, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->outstanding_work, work, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->req_frames, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->req_bytes, bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->charged_tokens, work, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
+			  uint64_t release)
+{
+	struct kvs_backend *be = &dp->backends[b];
+
+	__atomic_fetch_add(&be->resp_frames, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->resp_bytes, bytes, __ATOMIC_RELAXED);
+	if (!ends)
+		return;
+	__atomic_fetch_add(&be->ends, 1, __ATOMIC_RELAXED);
+	sub_floor(&be->outstanding, 1);
+	sub_floor(&be->outstanding_work, release);
+}
+
+void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
+			    uint64_t predicted)
+{
+	struct kvs_backend *be = &dp->backends[b];
+
+	__atomic_fetch_add(&be->prompt_tokens, prompt, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->cached_tokens, cached, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&be->predicted_cached, predicted, __ATOMIC_RELAXED);
+	if (predicted > cached + KVS_BLOCK_TOKENS)
+		__atomic_fetch_add(&be->mispredicted, predicted - cached - KVS_BLOCK_TOKENS,
+				   __ATOMIC_RELAXED);
+}
+
+void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work)
+{
+	sub_floor(&dp->backends[b].outstanding_work, work);
 }

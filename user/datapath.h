@@ -46,6 +46,10 @@ int kvs_dp_relock(struct kvs_datapath *dp);
 int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cookie,
 		    const struct kvs_conn *c);
 void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
+/* conns[cookie] alone, for a socket of the userspace data path: shown to
+ * operators (kvsplicectl conns), never seen by the verdict. */
+int kvs_dp_add_conn(struct kvs_datapath *dp, uint64_t cookie, const struct kvs_conn *c);
+void kvs_dp_del_conn(struct kvs_datapath *dp, uint64_t cookie);
 
 /* Requests of the client with this socket cookie in flight at a backend
  * (0 if it is not in the map). */
@@ -72,6 +76,21 @@ void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_
  * the next backend that takes the slot; its routes stay void (route_gen
  * moves on). Only once none of its sockets is in the SOCKHASH. */
 void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b);
+/*
+ * The userspace data path's share of a backend's counts, kept in the same
+ * map as the kernel's so that load, limits and reports see both paths: a
+ * request of bytes charging work tokens sent to b; a response frame of
+ * bytes from b (ends: its END or ERROR, releasing release tokens; for an
+ * END, prompt and cached tokens as it reported them, predicted what the
+ * charge implied was cached, as the kernel's account_end() does); work
+ * released early (its prefill, at the first CHUNK).
+ */
+void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint64_t work);
+void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
+			  uint64_t release);
+void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
+			    uint64_t predicted);
+void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
  * requests for backend b to the controller (0: none). */

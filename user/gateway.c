@@ -44,21 +44,6 @@
 #include "policy.h"
 #include "sdnotify.h"
 
-#define OP_ACCEPT 1ull
-#define OP_RECV 2ull
-#define OP_SEND 3ull
-#define OP_TICK 4ull
-#define OP_POLL 5ull
-#define OP_HANDOVER 6ull /* a controller connected to take over */
-#define OP_CANCEL 7ull
-#define OP_METRICS_ACCEPT 8ull
-#define OP_CONTROL_ACCEPT 9ull
-#define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
-#define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
-
-/* The controller's reading end of the punt pair: not in the SOCKHASH. */
-#define ROLE_PUNT_READER 100
-
 #define TICK_MS 100
 #define RECV_CHUNK 65536
 #define OUT_LIMIT (64u << 20)
@@ -69,12 +54,8 @@
 #define BACKOFF_MAX_MS 5000
 
 
-static uint64_t ud(uint64_t op, const struct gw_conn *c)
-{
-	return op << 56 | (c ? ((uint64_t)(c->gen & 0xffffff) << 32 | c->id) : 0);
-}
 
-static struct io_uring_sqe *get_sqe(struct gw *g)
+struct io_uring_sqe *gw_get_sqe(struct gw *g)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&g->ring);
 
@@ -110,7 +91,7 @@ static void publish_backend(struct gw *g, uint32_t b)
 
 /* ---- connections ---------------------------------------------------- */
 
-static struct gw_conn *conn_new(struct gw *g, int fd, uint32_t role)
+struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role)
 {
 	struct gw_conn *c;
 	uint32_t i;
@@ -140,17 +121,18 @@ static struct gw_conn *conn_new(struct gw *g, int fd, uint32_t role)
 	return c;
 }
 
-static void conn_free(struct gw *g, struct gw_conn *c)
+void gw_conn_free(struct gw *g, struct gw_conn *c)
 {
 	close(c->fd);
 	kvs_buf_free(&c->rx);
+	gw_up_free(c);
 	g->conns[c->id] = NULL;
 	free(c);
 }
 
 /* Takes the socket out of the data path and closes it once no io_uring
  * request still points at its buffer. */
-static void conn_close(struct gw *g, struct gw_conn *c)
+void gw_conn_close(struct gw *g, struct gw_conn *c)
 {
 	if (c->closing)
 		return;
@@ -159,17 +141,27 @@ static void conn_close(struct gw *g, struct gw_conn *c)
 		kvs_dp_del_sock(&g->dp, c->key, c->cookie);
 		c->in_map = false;
 	}
+	if (c->in_conns) {
+		kvs_dp_del_conn(&g->dp, c->cookie);
+		c->in_conns = false;
+	}
 	if (c->role == KVS_ROLE_CLIENT) {
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
 	}
-	if (c->recv_pending || c->poll_pending)
+	if (c->recv_pending || c->poll_pending || (c->up && c->up->send_pending))
 		shutdown(c->fd, SHUT_RDWR); /* the pending op completes */
-	else
-		conn_free(g, c);
+	gw_conn_release(g, c);
 }
 
-static int arm_recv(struct gw *g, struct gw_conn *c)
+void gw_conn_release(struct gw *g, struct gw_conn *c)
+{
+	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->send_pending) &&
+	    !c->in_handler)
+		gw_conn_free(g, c);
+}
+
+int gw_arm_recv(struct gw *g, struct gw_conn *c)
 {
 	struct io_uring_sqe *sqe;
 	int err;
@@ -181,7 +173,7 @@ static int arm_recv(struct gw *g, struct gw_conn *c)
 		err = kvs_buf_room(&c->rx) ? 0 : -ENOBUFS;
 	if (err)
 		return err;
-	sqe = get_sqe(g);
+	sqe = gw_get_sqe(g);
 	if (!sqe)
 		return -EBUSY;
 	io_uring_prep_recv(sqe, c->fd, kvs_buf_tail(&c->rx), kvs_buf_room(&c->rx), 0);
@@ -197,7 +189,7 @@ static int arm_watch(struct gw *g, struct gw_conn *c)
 
 	if (c->closing || c->poll_pending)
 		return 0;
-	sqe = get_sqe(g);
+	sqe = gw_get_sqe(g);
 	if (!sqe)
 		return -EBUSY;
 	io_uring_prep_poll_add(sqe, c->fd, POLLRDHUP | POLLERR | POLLHUP);
@@ -249,7 +241,7 @@ static int conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t b
 	/* Only the inject socket's own queue is read (frames the kernel could
 	 * not deliver come back there); every other spliced socket is only
 	 * watched. */
-	return c->role == KVS_ROLE_INJECT ? arm_recv(g, c) : arm_watch(g, c);
+	return c->role == KVS_ROLE_INJECT ? gw_arm_recv(g, c) : arm_watch(g, c);
 }
 
 /* ---- sending through the kernel ---------------------------------------- */
@@ -261,7 +253,7 @@ static void kick_send(struct gw *g)
 
 	if (g->send_pending || b->len == 0)
 		return;
-	sqe = get_sqe(g);
+	sqe = gw_get_sqe(g);
 	if (!sqe)
 		return; /* retried on the next tick */
 	/* Freeze this buffer while the kernel reads it; append to the other. */
@@ -283,7 +275,7 @@ static void on_send(struct gw *g, int res)
 	}
 	kvs_buf_consume(b, (size_t)res);
 	if (b->len) { /* short send: finish this buffer first, in order */
-		sqe = get_sqe(g);
+		sqe = gw_get_sqe(g);
 		if (!sqe)
 			return;
 		io_uring_prep_send(sqe, g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
@@ -324,8 +316,15 @@ static void sync_inject(struct gw *g)
 		g->inject_epoch++;
 }
 
-static void send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
+void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
 {
+	struct gw_conn *c = kvs_idmap_get(&g->clients, client);
+
+	if (c && c->up) { /* the userspace path: straight to the client */
+		if (gw_up_error(g, c, req_id, code, msg) == 0)
+			g->ctl.errors_sent++;
+		return;
+	}
 	if (kvs_put_error(out_buf(g), req_id, client, (uint16_t)code, msg)) {
 		pr_warn("event=inject_queue_full dropped=error client=%llu", (unsigned long long)client);
 		return;
@@ -344,7 +343,7 @@ static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int 
 	snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(code));
 	pr_info("event=client_rejected conn=%llu status=%s", (unsigned long long)c->cookie,
 		kvs_status_name(code));
-	send_error(g, c->cookie, req_id, code, msg);
+	gw_send_error(g, c->cookie, req_id, code, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -375,7 +374,7 @@ static void on_stale_partial(void *ctx, uint64_t cookie)
 	snprintf(msg, sizeof(msg), "kvsplice: frame not complete within %u ms",
 		 g->cfg->frame_timeout_ms);
 	pr_info("event=frame_timeout conn=%llu", (unsigned long long)cookie);
-	send_error(g, cookie, 0, KVS_E_TIMEOUT, msg);
+	gw_send_error(g, cookie, 0, KVS_E_TIMEOUT, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -565,10 +564,9 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	kvs_decide_observe(&g->decide, (double)(kvs_now_ns() - t0) / 1e9);
 }
 
-static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
-			    const uint8_t *frame)
+int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *prompt,
+	      bool kernel, uint32_t *backend)
 {
-	const uint8_t *prompt = frame + KVS_HDR_LEN;
 	uint64_t seed = kvs_seed(m->model_id, m->cache_salt);
 	uint32_t n, tokens = kvs_prompt_tokens(m->payload_len);
 	uint32_t known[KVS_MAX_BACKENDS];
@@ -576,6 +574,47 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	uint8_t ok[KVS_MAX_BACKENDS];
 	struct kvs_decision d;
 	int why;
+
+	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
+					KVS_POLICY_MAX_BLOCKS);
+	why = fleet_state(g, load, ok);
+	/* The kernel's routes say what it learnt from requests it served
+	 * alone; on the userspace path every request passes here and the
+	 * index knows it all. */
+	if (kernel)
+		routed_depths(g, g->hashes, n, known);
+	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
+			  load, ok, kernel ? known : NULL, &d);
+	if (d.backend < 0) {
+		g->ctl.no_backend++;
+		gw_send_error(g, c->cookie, m->req_id, why,
+			      why == KVS_E_BUSY ? "kvsplice: every backend is at its limit"
+						: "kvsplice: no backend is up");
+		return -1;
+	}
+	count_decision(g, d.reason);
+	/* The kernel hashes only the window: routes go at checkpoints in it. */
+	if (kernel)
+		install_routes(g, m, seed, g->hashes,
+			       n < g->cfg->window_blocks ? n : g->cfg->window_blocks,
+			       (uint32_t)d.backend);
+	m->gw_backend = kvs_gw_pack((uint32_t)d.backend,
+				    kvs_work_blocks(tokens, d.cached_blocks, m->max_tokens));
+	m->gw_conn = c->cookie;
+	*backend = (uint32_t)d.backend;
+	pr_debug("event=decision conn=%llu req=%llu backend=%d reason=%s cached_blocks=%u "
+		 "best_blocks=%u blocks=%u path=%s",
+		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, d.backend,
+		 kvs_reason_name(d.reason), d.cached_blocks, d.best_blocks, n,
+		 kernel ? "kernel" : "user");
+	return 0;
+}
+
+static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
+			    const uint8_t *frame)
+{
+	const uint8_t *prompt = frame + KVS_HDR_LEN;
+	uint32_t b;
 
 	/* The kernel marked it if its client was at the limit when it came. */
 	if (g->cfg->max_outstanding)
@@ -586,43 +625,20 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 		g->ctl.busy_client++;
 		snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
 			 g->cfg->client_max_inflight);
-		send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
 		return;
 	}
-	n = (uint32_t)kvs_prefix_hashes(seed, prompt, m->payload_len, g->hashes,
-					KVS_POLICY_MAX_BLOCKS);
-	why = fleet_state(g, load, ok);
-	routed_depths(g, g->hashes, n, known);
-	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
-			  load, ok, known, &d);
-	if (d.backend < 0) {
-		g->ctl.no_backend++;
-		send_error(g, c->cookie, m->req_id, why,
-			   why == KVS_E_BUSY ? "kvsplice: every backend is at its limit"
-					     : "kvsplice: no backend is up");
+	if (gw_decide(g, c, m, prompt, true, &b))
 		return;
-	}
-	count_decision(g, d.reason);
-	/* The kernel hashes only the window: routes go at checkpoints in it. */
-	install_routes(g, m, seed, g->hashes, n < g->cfg->window_blocks ? n : g->cfg->window_blocks,
-		       (uint32_t)d.backend);
-
-	m->gw_backend = kvs_gw_pack((uint32_t)d.backend,
-				    kvs_work_blocks(tokens, d.cached_blocks, m->max_tokens));
-	m->gw_conn = c->cookie;
 	if (kvs_put_frame(out_buf(g), m, prompt, m->payload_len)) {
 		g->ctl.no_backend++;
-		send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: controller queue full");
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: controller queue full");
 		return;
 	}
 	g->ctl.slow_frames++;
 	g->ctl.slow_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
 	g->inject_queued++;
-	note_sent(g, &g->be[d.backend].sent_recently, &g->be[d.backend].sent_epoch);
-	pr_debug("event=slow_path conn=%llu req=%llu backend=%d reason=%s cached_blocks=%u "
-		 "best_blocks=%u blocks=%u",
-		 (unsigned long long)c->cookie, (unsigned long long)m->req_id, d.backend,
-		 kvs_reason_name(d.reason), d.cached_blocks, d.best_blocks, n);
+	note_sent(g, &g->be[b].sent_recently, &g->be[b].sent_epoch);
 	kick_send(g);
 	publish_limits(g);
 }
@@ -696,7 +712,6 @@ static void on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payloa
 	be->ping_sent_ns = 0;
 }
 
-static void backend_down(struct gw *g, uint32_t b, const char *why);
 
 /* On the tick: check every backend that is up; eject one that has not
  * answered for three intervals (it may hang with its connections open). */
@@ -721,7 +736,7 @@ static void health_checks(struct gw *g, uint64_t now)
 				 (unsigned long long)(3 * interval / 1000000));
 			be->ping_sent_ns = 0;
 			be->probation = true;
-			backend_down(g, b, why);
+			gw_backend_down(g, b, why);
 			continue;
 		}
 		if (!be->ping_sent_ns && now >= be->next_ping_ns) {
@@ -794,7 +809,7 @@ static void inject_frames(struct gw *g, struct gw_conn *c)
 	while ((r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
 		if (m.type == KVS_T_REQUEST) {
 			g->ctl.no_backend++;
-			send_error(g, m.gw_conn, m.req_id, KVS_E_NO_BACKEND,
+			gw_send_error(g, m.gw_conn, m.req_id, KVS_E_NO_BACKEND,
 				   "kvsplice: backend connection unavailable");
 		}
 		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
@@ -819,10 +834,10 @@ static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
 
 	snprintf(msg, sizeof(msg), "kvsplice: backend %s failed while serving the request",
 		 f->backend);
-	send_error(f->g, client, req_id, KVS_E_BACKEND_GONE, msg);
+	gw_send_error(f->g, client, req_id, KVS_E_BACKEND_GONE, msg);
 }
 
-static void backend_down(struct gw *g, uint32_t b, const char *why)
+void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 {
 	struct gw_backend *be = &g->be[b];
 	bool was_up = be->up;
@@ -836,15 +851,20 @@ static void backend_down(struct gw *g, uint32_t b, const char *why)
 	kvs_dp_withdraw_routes(&g->dp, b);
 	for (s = 0; s < KVS_MAX_POOL; s++) {
 		if (be->pool[s]) {
-			conn_close(g, be->pool[s]);
+			gw_conn_close(g, be->pool[s]);
 			be->pool[s] = NULL;
 		}
 	}
+	gw_up_disconnect(g, b);
 	if (was_up) {
 		/* Every request it still owed an answer gets an ERROR now: a
-		 * client must never wait on a backend that is gone. */
+		 * client must never wait on a backend that is gone. The
+		 * kernel's records zero its counts, the userspace path's
+		 * then go without touching them. */
 		struct fail_ctx f = { .g = g, .backend = be->name };
 		int n = kvs_dp_fail_inflight(&g->dp, b, fail_request, &f);
+
+		n += gw_up_fail_backend(g, b, fail_request, &f);
 
 		g->ctl.failed_inflight += (uint64_t)n;
 		pr_warn("event=backend_down backend=%s reason=\"%s\" failed_requests=%d", be->name,
@@ -870,7 +890,7 @@ static int backend_connect(struct gw *g, uint32_t b)
 			err = fd;
 			goto fail;
 		}
-		c = conn_new(g, fd, KVS_ROLE_UPSTREAM);
+		c = gw_conn_new(g, fd, KVS_ROLE_UPSTREAM);
 		if (!c) {
 			close(fd);
 			err = -ENOMEM;
@@ -878,6 +898,13 @@ static int backend_connect(struct gw *g, uint32_t b)
 		}
 		be->pool[s] = c;
 		err = conn_splice(g, c, kvs_upstream_key(b, s), b, s);
+		if (err)
+			goto fail;
+	}
+	/* The userspace path's own connections, while it takes clients
+	 * (gw_set_datapath() makes them when it starts to). */
+	if (g->user_path) {
+		err = gw_up_connect(g, b);
 		if (err)
 			goto fail;
 	}
@@ -896,7 +923,7 @@ static int backend_connect(struct gw *g, uint32_t b)
 	return 0;
 fail:
 	g->ctl.upstream_failures++;
-	backend_down(g, b, strerror(-err));
+	gw_backend_down(g, b, strerror(-err));
 	return err;
 }
 
@@ -996,7 +1023,7 @@ static void backend_removed(struct gw *g, uint32_t b)
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s", be->name);
-	backend_down(g, b, "removed by the operator");
+	gw_backend_down(g, b, "removed by the operator");
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
 	kvs_policy_forget_backend(&g->policy, b);
@@ -1121,6 +1148,27 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 	return err;
 }
 
+int gw_set_datapath(struct gw *g, bool user)
+{
+	int err = 0;
+
+	if (user && !g->user_path) {
+		for (uint32_t b = 0; b < g->nslots; b++) {
+			if (!g->be[b].present || !g->be[b].up)
+				continue;
+			err = gw_up_connect(g, b);
+			if (err) {
+				gw_backend_down(g, b, strerror(-err)); /* retried, with both pools */
+				err = 0;
+			}
+		}
+	}
+	if (user != g->user_path)
+		pr_info("event=datapath_switched datapath=%s", user ? "user" : "kernel");
+	g->user_path = user;
+	return err;
+}
+
 /* ---- upgrades: a successor started from the program file ------------------ */
 
 int gw_upgrade(struct gw *g, char *msg, size_t len)
@@ -1206,7 +1254,7 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 
 	if (!(cqe->flags & IORING_CQE_F_MORE)) {
 		/* Multishot ended (e.g. EMFILE): re-arm it, unless handing over. */
-		struct io_uring_sqe *sqe = g->quiescing ? NULL : get_sqe(g);
+		struct io_uring_sqe *sqe = g->quiescing ? NULL : gw_get_sqe(g);
 
 		g->accepting = false;
 		if (sqe) {
@@ -1221,14 +1269,16 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 		pr_warn("event=accept_failed err=\"%s\"", strerror(-cqe->res));
 		return;
 	}
-	c = conn_new(g, cqe->res, KVS_ROLE_CLIENT);
+	c = gw_conn_new(g, cqe->res, KVS_ROLE_CLIENT);
 	if (!c) {
 		close(cqe->res);
 		return;
 	}
 	g->ctl.clients_accepted++;
 	err = kvs_idmap_put(&g->clients, c->cookie, c);
-	if (!err)
+	if (!err && g->user_path)
+		err = gw_up_client(g, c);
+	else if (!err)
 		err = conn_splice(g, c, c->cookie, 0, 0);
 	if (err == -EOPNOTSUPP) {
 		/* The kernel splices only established sockets: this client
@@ -1240,13 +1290,13 @@ static void on_accept(struct gw *g, struct io_uring_cqe *cqe)
 		answer_direct(c->fd, c->cookie, KVS_E_INTERNAL,
 			      "kvsplice: connection shut down before the gateway accepted it; "
 			      "half-close only after the answer has started");
-		conn_close(g, c);
+		gw_conn_close(g, c);
 		return;
 	}
 	if (err) {
 		pr_warn("event=client_setup_failed conn=%llu err=\"%s\"",
 			(unsigned long long)c->cookie, strerror(-err));
-		conn_close(g, c);
+		gw_conn_close(g, c);
 		return;
 	}
 	pr_debug("event=client_accepted conn=%llu fd=%d", (unsigned long long)c->cookie, c->fd);
@@ -1258,11 +1308,14 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 	uint32_t backend = c->backend;
 
 	/* conn_close may free c: everything read from it is read first. */
-	if (c->role == KVS_ROLE_UPSTREAM) {
+	if (c->role == KVS_ROLE_UPSTREAM || c->role == ROLE_UP_USER) {
 		g->ctl.upstream_failures++;
-		g->be[backend].pool[c->slot] = NULL;
-		conn_close(g, c);
-		backend_down(g, backend, why);
+		if (c->role == KVS_ROLE_UPSTREAM)
+			g->be[backend].pool[c->slot] = NULL;
+		else
+			g->be[backend].upool[c->slot] = NULL;
+		gw_conn_close(g, c);
+		gw_backend_down(g, backend, why);
 	} else if (c->role == KVS_ROLE_CLIENT) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -1276,7 +1329,7 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 		}
 		pr_debug("event=client_closed conn=%llu reason=\"%s\"",
 			 (unsigned long long)c->cookie, why);
-		conn_close(g, c);
+		gw_conn_close(g, c);
 	} else {
 		/* The inject or punt pair: the slow path is gone with it. */
 		pr_warn("event=controller_socket_lost role=%u reason=\"%s\"", c->role, why);
@@ -1286,7 +1339,7 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
 			g->punt = NULL;
 		else if (c == g->punt_k)
 			g->punt_k = NULL;
-		conn_close(g, c);
+		gw_conn_close(g, c);
 	}
 }
 
@@ -1297,13 +1350,18 @@ static void on_hangup(struct gw *g, struct gw_conn *c, const char *why)
  * the deadline, all checked on the tick. No poll watches it any more: a
  * poll would report the half-close again at once, for ever.
  */
+static uint32_t client_inflight(struct gw *g, const struct gw_conn *c)
+{
+	return c->up ? gw_up_inflight(c) : kvs_dp_client_inflight(&g->dp, c->cookie);
+}
+
 static void on_client_half_close(struct gw *g, struct gw_conn *c)
 {
 	g->ctl.clients_half_closed++;
 	c->half_closed = true;
 	c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
 	pr_debug("event=client_half_closed conn=%llu inflight=%u", (unsigned long long)c->cookie,
-		 kvs_dp_client_inflight(&g->dp, c->cookie));
+		 client_inflight(g, c));
 }
 
 /* A half-closed client that reset or went away since: nothing can reach it. */
@@ -1319,7 +1377,7 @@ static void on_poll(struct gw *g, struct gw_conn *c, int res)
 {
 	c->poll_pending = false;
 	if (c->closing) {
-		conn_free(g, c);
+		gw_conn_release(g, c);
 		return;
 	}
 	if (c->role == KVS_ROLE_CLIENT && !c->half_closed && !c->close_at_ns && res > 0 &&
@@ -1334,11 +1392,17 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 {
 	c->recv_pending = false;
 	if (c->closing) {
-		conn_free(g, c);
+		gw_conn_release(g, c);
 		return;
 	}
 	if (res == -ECANCELED) /* handing over: the bytes stay in the socket */
 		return;
+	if (res == 0 && c->role == KVS_ROLE_CLIENT && c->up && gw_up_inflight(c)) {
+		/* FIN on the userspace path: answers still owed go out first
+		 * (the tick closes it once none is left, as on the kernel's). */
+		on_client_half_close(g, c);
+		return;
+	}
 	if (res <= 0) {
 		on_hangup(g, c, res == 0 ? "eof" : strerror(-res));
 		return;
@@ -1352,11 +1416,23 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 		on_control(g, c);
 		return;
 	}
+	c->in_handler = true; /* what it triggers may close it (a backend's death) */
 	if (c->role == ROLE_PUNT_READER)
 		punt_frames(g, c);
+	else if (c->role == KVS_ROLE_CLIENT)
+		gw_up_client_frames(g, c);
+	else if (c->role == ROLE_UP_USER)
+		gw_up_upstream_frames(g, c);
 	else
 		inject_frames(g, c);
-	if (arm_recv(g, c)) {
+	c->in_handler = false;
+	if (c->closing) {
+		gw_conn_release(g, c);
+		return;
+	}
+	if (c->close_at_ns) /* rejected: read no more */
+		return;
+	if (gw_arm_recv(g, c)) {
 		pr_warn("event=recv_arm_failed role=%u", c->role);
 		on_hangup(g, c, "recv");
 	}
@@ -1364,7 +1440,7 @@ static void on_recv(struct gw *g, struct gw_conn *c, int res)
 
 static void arm_tick(struct gw *g)
 {
-	struct io_uring_sqe *sqe = get_sqe(g);
+	struct io_uring_sqe *sqe = gw_get_sqe(g);
 
 	if (!sqe)
 		return;
@@ -1427,6 +1503,7 @@ static void on_tick(struct gw *g)
 
 		kvs_dp_stale_partials(&g->dp, now - g->cfg->frame_timeout_ms * 1000000ull,
 				      on_stale_partial, g);
+		gw_up_stale(g, now - g->cfg->frame_timeout_ms * 1000000ull);
 		g->next_partial_scan_ns = now + (period < 1000000000ull ? period : 1000000000ull);
 	}
 	for (i = 0; i < g->nslots; i++) {
@@ -1444,12 +1521,12 @@ static void on_tick(struct gw *g)
 		if (!c || c->closing)
 			continue;
 		if (c->close_at_ns && now >= c->close_at_ns) {
-			conn_close(g, c);
+			gw_conn_close(g, c);
 		} else if (c->half_closed && !c->close_at_ns && client_gone(c)) {
-			conn_close(g, c);
+			gw_conn_close(g, c);
 		} else if (c->half_closed && !c->close_at_ns &&
 			   (now >= c->half_close_deadline_ns ||
-			    kvs_dp_client_inflight(&g->dp, c->cookie) == 0)) {
+			    client_inflight(g, c) == 0)) {
 			/* The last answer may still sit in the kernel's queue
 			 * for the socket: give it the same grace as an error. */
 			if (now >= c->half_close_deadline_ns)
@@ -1478,7 +1555,7 @@ static void publish_ctl(struct gw *g)
 /* The metrics and control listeners: one request per connection. */
 static int arm_service_accept(struct gw *g, uint64_t op)
 {
-	struct io_uring_sqe *sqe = get_sqe(g);
+	struct io_uring_sqe *sqe = gw_get_sqe(g);
 
 	if (!sqe)
 		return -EBUSY;
@@ -1497,14 +1574,14 @@ static void on_service_accept(struct gw *g, struct io_uring_cqe *cqe, uint64_t o
 		arm_service_accept(g, op);
 	if (cqe->res < 0)
 		return;
-	c = conn_new(g, cqe->res, op == OP_CONTROL_ACCEPT ? ROLE_CONTROL : ROLE_METRICS);
+	c = gw_conn_new(g, cqe->res, op == OP_CONTROL_ACCEPT ? ROLE_CONTROL : ROLE_METRICS);
 	if (!c) {
 		close(cqe->res);
 		return;
 	}
 	c->close_at_ns = kvs_now_ns() + 2000000000ull; /* a client that sends nothing */
-	if (arm_recv(g, c))
-		conn_close(g, c);
+	if (gw_arm_recv(g, c))
+		gw_conn_close(g, c);
 }
 
 /* Renders the exposition from the maps and the controller's counters. */
@@ -1559,8 +1636,8 @@ static void on_scrape(struct gw *g, struct gw_conn *c)
 	int n;
 
 	if (!memmem(req, c->rx.len, "\r\n\r\n", 4) && !memmem(req, c->rx.len, "\n\n", 2)) {
-		if (c->rx.len > 8192 || arm_recv(g, c))
-			conn_close(g, c);
+		if (c->rx.len > 8192 || gw_arm_recv(g, c))
+			gw_conn_close(g, c);
 		return;
 	}
 	if (c->rx.len >= 13 && !memcmp(req, "GET /metrics", 12) &&
@@ -1581,7 +1658,7 @@ static void on_scrape(struct gw *g, struct gw_conn *c)
 	if (body)
 		(void)!send(c->fd, body, blen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	free(body);
-	conn_close(g, c);
+	gw_conn_close(g, c);
 }
 
 /* ---- the control socket (kvsplicectl; commands in gw_control.c) ----------- */
@@ -1606,15 +1683,15 @@ static void on_control(struct gw *g, struct gw_conn *c)
 	FILE *out;
 
 	if (!nl) {
-		if (c->rx.len >= sizeof(line) || arm_recv(g, c))
-			conn_close(g, c);
+		if (c->rx.len >= sizeof(line) || gw_arm_recv(g, c))
+			gw_conn_close(g, c);
 		return;
 	}
 	memcpy(line, kvs_buf_head(&c->rx), (size_t)(nl - (const char *)kvs_buf_head(&c->rx)));
 	line[nl - (const char *)kvs_buf_head(&c->rx)] = '\0';
 	out = open_memstream(&reply, &rlen);
 	if (!out) {
-		conn_close(g, c);
+		gw_conn_close(g, c);
 		return;
 	}
 	if (peer_may_control(c->fd))
@@ -1632,7 +1709,7 @@ static void on_control(struct gw *g, struct gw_conn *c)
 		off += (size_t)w;
 	}
 	free(reply);
-	conn_close(g, c);
+	gw_conn_close(g, c);
 }
 
 /* Listens for kvsplicectl at --control-socket (default: by --pin-dir). */
@@ -1663,7 +1740,7 @@ static void close_control(struct gw *g)
 
 	if (g->control_fd < 0)
 		return;
-	sqe = get_sqe(g);
+	sqe = gw_get_sqe(g);
 	if (sqe) {
 		io_uring_prep_cancel64(sqe, ud(OP_CONTROL_ACCEPT, NULL), 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
@@ -1683,7 +1760,7 @@ static int arm_handover(struct gw *g)
 
 	if (g->ho_fd < 0)
 		return 0;
-	sqe = get_sqe(g);
+	sqe = gw_get_sqe(g);
 	if (!sqe)
 		return -EBUSY;
 	io_uring_prep_poll_add(sqe, g->ho_fd, POLLIN);
@@ -1702,12 +1779,12 @@ static int quiesce(struct gw *g)
 	int i;
 
 	g->quiescing = true;
-	if (g->accepting && (sqe = get_sqe(g))) {
+	if (g->accepting && (sqe = gw_get_sqe(g))) {
 		io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
 	}
 	for (i = 0; i < 2; i++) {
-		if (rd[i] && rd[i]->recv_pending && (sqe = get_sqe(g))) {
+		if (rd[i] && rd[i]->recv_pending && (sqe = gw_get_sqe(g))) {
 			io_uring_prep_cancel64(sqe, ud(OP_RECV, rd[i]), 0);
 			io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
 		}
@@ -1763,7 +1840,10 @@ static int send_bytes(int s, uint32_t which, const struct kvs_buf *b)
 /* The sockets that go to the new controller (scrapes in progress do not). */
 static bool handed(const struct gw_conn *c)
 {
-	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL;
+	/* The userspace path's connections are not handed over (their
+	 * buffers and requests in flight live in this process): they close
+	 * with it. docs/RUNBOOK.md says so. */
+	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL && !c->up;
 }
 
 /* The STATE message. */
@@ -1916,11 +1996,11 @@ static void give_over(struct gw *g, int s)
 		pr_warn("event=control_socket_lost hint=\"kvsplicectl cannot reach this controller "
 			"until it restarts\"");
 	if (g->punt)
-		arm_recv(g, g->punt);
+		gw_arm_recv(g, g->punt);
 	if (g->inject)
-		arm_recv(g, g->inject);
+		gw_arm_recv(g, g->inject);
 	{
-		struct io_uring_sqe *sqe = get_sqe(g);
+		struct io_uring_sqe *sqe = gw_get_sqe(g);
 
 		if (sqe) {
 			io_uring_prep_multishot_accept(sqe, g->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -2077,7 +2157,7 @@ static int adopt(struct gw *g, struct taken *t)
 			g->metrics_fd = t->fds[i];
 			continue;
 		}
-		c = conn_new(g, t->fds[i], r->role);
+		c = gw_conn_new(g, t->fds[i], r->role);
 		if (!c)
 			return -ENOMEM;
 		c->key = r->key;
@@ -2133,7 +2213,7 @@ static int start_adopted(struct gw *g)
 		if (!c)
 			continue;
 		if (c->role == KVS_ROLE_INJECT || c->role == ROLE_PUNT_READER) {
-			if (arm_recv(g, c))
+			if (gw_arm_recv(g, c))
 				return -EBUSY;
 		} else if (!c->half_closed && arm_watch(g, c)) {
 			return -EBUSY;
@@ -2191,6 +2271,11 @@ static void handle_cqe(struct gw *g, struct io_uring_cqe *cqe)
 		break;
 	case OP_SEND:
 		on_send(g, cqe->res);
+		break;
+	case OP_CSEND:
+		c = conn_of(g, data);
+		if (c && c->up)
+			gw_up_on_send(g, c, cqe->res);
 		break;
 	case OP_TICK:
 		on_tick(g);
@@ -2253,7 +2338,7 @@ static int setup_pairs(struct gw *g)
 		return err;
 	setsockopt(wfd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	g->inject_fd = wfd;
-	g->inject = conn_new(g, kfd, KVS_ROLE_INJECT);
+	g->inject = gw_conn_new(g, kfd, KVS_ROLE_INJECT);
 	if (!g->inject) {
 		close(kfd);
 		return -ENOMEM;
@@ -2265,8 +2350,8 @@ static int setup_pairs(struct gw *g)
 	err = loopback_pair(&kfd, &wfd);
 	if (err)
 		return err;
-	g->punt_k = conn_new(g, kfd, KVS_ROLE_PUNT);
-	g->punt = conn_new(g, wfd, ROLE_PUNT_READER);
+	g->punt_k = gw_conn_new(g, kfd, KVS_ROLE_PUNT);
+	g->punt = gw_conn_new(g, wfd, ROLE_PUNT_READER);
 	if (!g->punt_k || !g->punt) {
 		if (!g->punt_k)
 			close(kfd);
@@ -2279,7 +2364,7 @@ static int setup_pairs(struct gw *g)
 	if (!err)
 		err = conn_splice(g, g->punt_k, KVS_PUNT_KEY, 0, 0);
 	if (!err)
-		err = arm_recv(g, g->punt);
+		err = gw_arm_recv(g, g->punt);
 	return err;
 }
 
@@ -2298,7 +2383,7 @@ static void gw_teardown(struct gw *g)
 		 * controller's now; closing our descriptors leaves them be. */
 		if (c->in_map && !g->handed_over)
 			kvs_dp_del_sock(&g->dp, c->key, c->cookie);
-		conn_free(g, c);
+		gw_conn_free(g, c);
 	}
 	free(g->conns);
 	if (g->inject_fd >= 0)
@@ -2390,6 +2475,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 
 	g.cfg = &g.live;
 	g.started_ns = kvs_now_ns();
+	g.user_path = cfg->user_path;
 	if (cfg->handover_path)
 		snprintf(g.ho_path, sizeof(g.ho_path), "%s", cfg->handover_path);
 	else
@@ -2500,7 +2586,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			goto out;
 		}
 	}
-	sqe = get_sqe(&g);
+	sqe = gw_get_sqe(&g);
 	io_uring_prep_multishot_accept(sqe, g.listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
 	g.accepting = true;

@@ -52,6 +52,7 @@ struct gw_config {
 				    * for pin_dir (kvs_control_path) */
 	const char *config_path;   /* --config FILE, for status and reloads */
 	int check_only;            /* --check: validate, do not run */
+	int user_path;             /* --datapath user: the userspace data path */
 };
 
 void gw_config_defaults(struct gw_config *c);

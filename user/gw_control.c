@@ -92,8 +92,10 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	double uptime = (double)(kvs_now_ns() - g->started_ns) / 1e9;
 	struct kvs_stats k;
 	long routes = kvs_dp_count_routes(&g->dp);
+	uint32_t kclients, uclients;
 	char listen[96];
 
+	gw_up_count(g, &kclients, &uclients);
 	for (b = 0; b < g->nslots; b++) {
 		if (!g->be[b].present)
 			continue;
@@ -118,17 +120,21 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			json_str(out, g->cfg->config_path);
 		else
 			fprintf(out, "null");
-		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"kernel\",\"pin_dir\":", listen);
+		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"%s\",\"pin_dir\":", listen,
+			g->user_path ? "user" : "kernel");
 		json_str(out, g->cfg->pin_dir);
 		fprintf(out,
 			",\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
 			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
-			"\"requests\":{\"kernel\":%llu,\"controller\":%llu},\"routes\":%ld,"
+			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
+			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
+			"\"routes\":%ld,"
 			"\"upgrade\":",
 			total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
 			n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION], g->clients.count,
+			kclients, uclients,
 			(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
-			routes);
+			(unsigned long long)g->ctl.user_path_frames, routes);
 		if (g->upgrade_pid > 0)
 			fprintf(out, "{\"pid\":%d,\"state\":\"%s\",\"status\":%d}}\n",
 				(int)g->upgrade_pid, g->upgrade_status < 0 ? "running" : "failed",
@@ -140,14 +146,18 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	fprintf(out, "controller  running, pid %d, up %.1f s\n", (int)getpid(), uptime);
 	fprintf(out, "config      %s\n", g->cfg->config_path ? g->cfg->config_path : "(flags only)");
 	fprintf(out, "listen      %s\n", listen);
-	fprintf(out, "datapath    kernel\n");
+	fprintf(out, "datapath    %s for new clients (connected: %u kernel, %u user)\n",
+		g->user_path ? "user" : "kernel", kclients, uclients);
 	fprintf(out, "pin dir     %s\n", g->cfg->pin_dir);
 	fprintf(out, "backends    %u: %u up, %u draining, %u removing, %u down, %u on probation\n",
 		total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
 		n[KVS_BE_PROBATION]);
 	fprintf(out, "clients     %u\n", g->clients.count);
-	fprintf(out, "requests    %llu routed by the kernel, %llu by the controller\n",
-		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames);
+	fprintf(out,
+		"requests    %llu routed by the kernel, %llu by the controller, %llu on the "
+		"userspace path\n",
+		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
+		(unsigned long long)g->ctl.user_path_frames);
 	fprintf(out, "routes      %ld\n", routes);
 	if (g->upgrade_pid > 0 && g->upgrade_status < 0)
 		fprintf(out, "upgrade     under way: new controller pid %d\n", (int)g->upgrade_pid);
@@ -252,6 +262,30 @@ static void cmd_upgrade(struct gw *g, FILE *out, bool json)
 		fprintf(out, "%s\n", msg);
 }
 
+/* datapath [kernel|user]: which path new clients take (or, without an
+ * argument, which they take now). */
+static void cmd_datapath(struct gw *g, FILE *out, bool json, const char *want)
+{
+	uint32_t kernel, user;
+
+	if (want && strcmp(want, "kernel") && strcmp(want, "user")) {
+		reply_error(out, "datapath: '%s' is not kernel or user", want);
+		return;
+	}
+	if (want)
+		gw_set_datapath(g, !strcmp(want, "user"));
+	gw_up_count(g, &kernel, &user);
+	fprintf(out, "ok\n");
+	if (json)
+		fprintf(out, "{\"datapath\":\"%s\",\"clients\":{\"kernel\":%u,\"user\":%u}}\n",
+			g->user_path ? "user" : "kernel", kernel, user);
+	else
+		fprintf(out,
+			"new clients take the %s data path; connected: %u on the kernel's, %u on "
+			"the userspace one (each stays on its path until it closes)\n",
+			g->user_path ? "userspace" : "kernel", kernel, user);
+}
+
 void gw_control_run(struct gw *g, char *line, FILE *out)
 {
 	char *w[MAX_WORDS], *save = NULL, *tok;
@@ -278,6 +312,9 @@ void gw_control_run(struct gw *g, char *line, FILE *out)
 		cmd_reload(g, out, json);
 	else if (!strcmp(w[0], "upgrade") && n == 1)
 		cmd_upgrade(g, out, json);
+	else if (!strcmp(w[0], "datapath") && n <= 2)
+		cmd_datapath(g, out, json, n == 2 ? w[1] : NULL);
 	else
-		reply_error(out, "unknown command '%s' (status, backend, reload, upgrade)", w[0]);
+		reply_error(out, "unknown command '%s' (status, backend, reload, upgrade, datapath)",
+			    w[0]);
 }

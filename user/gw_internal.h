@@ -22,6 +22,46 @@
 #include "netutil.h"
 #include "policy.h"
 
+/* io_uring user_data: the operation in the top byte, the connection's slot
+ * and generation below (a stale completion for a reused slot is told apart). */
+#define OP_ACCEPT 1ull
+#define OP_RECV 2ull
+#define OP_SEND 3ull
+#define OP_TICK 4ull
+#define OP_POLL 5ull
+#define OP_HANDOVER 6ull /* a controller connected to take over */
+#define OP_CANCEL 7ull
+#define OP_METRICS_ACCEPT 8ull
+#define OP_CONTROL_ACCEPT 9ull
+#define OP_CSEND 10ull /* a send on a connection of the userspace data path */
+#define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
+#define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
+#define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
+
+/* The controller's reading end of the punt pair: not in the SOCKHASH. */
+#define ROLE_PUNT_READER 100
+
+/* A request the userspace data path sent and has not seen end. */
+struct gw_ureq {
+	uint64_t req_id;
+	uint32_t backend;
+	uint32_t pad;
+	uint64_t held_tokens;    /* work it still charges its backend */
+	uint64_t prefill_tokens; /* of which prefill, until its first CHUNK */
+};
+
+/* A connection of the userspace data path: the controller reads and
+ * writes it itself (no BPF). Sends go out in order from a double buffer,
+ * as the inject socket's do. */
+struct gw_upath {
+	struct kvs_buf out[2]; /* append to out[cur]; the other is being sent */
+	int cur;
+	bool send_pending;
+	/* A client's requests in flight (at most --max-client-inflight). */
+	struct gw_ureq *reqs;
+	uint32_t nreqs, capreqs;
+};
+
 struct gw_conn {
 	int fd;
 	uint32_t id;  /* slot in gw.conns */
@@ -35,9 +75,18 @@ struct gw_conn {
 	bool in_map;
 	bool closing;         /* torn down; freed when its recv/poll returns */
 	bool half_closed;     /* client sent FIN: closed once its answers are out */
+	bool in_handler;      /* its bytes are being handled: freed after, not during */
+	bool in_conns;        /* userspace path: in the conns map (for operators) */
+	uint64_t partial_since_ns; /* userspace path: a frame began then, unfinished */
 	uint64_t close_at_ns; /* close once its error frame had time to go */
 	uint64_t half_close_deadline_ns;
+	struct gw_upath *up;  /* on the userspace data path; NULL on the kernel's */
 };
+
+static inline uint64_t ud(uint64_t op, const struct gw_conn *c)
+{
+	return op << 56 | (c ? ((uint64_t)(c->gen & 0xffffff) << 32 | c->id) : 0);
+}
 
 struct gw_backend {
 	/* Slot state: a slot holds a backend from its add (at start, by
@@ -51,6 +100,7 @@ struct gw_backend {
 	char name[64];         /* addr as ADDR:PORT */
 	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
 	struct gw_conn *pool[KVS_MAX_POOL];
+	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	bool up;
 	uint64_t retry_at_ns;
 	uint32_t backoff_ms;
@@ -106,6 +156,7 @@ struct gw {
 	char control_path[256];
 	char ho_path[256]; /* the hand-over socket (--handover-socket or default) */
 	char exe[4096];    /* this program, to start its successor on an upgrade */
+	bool user_path;    /* new clients go on the userspace data path */
 	pid_t upgrade_pid; /* the successor started by the last upgrade; 0: none */
 	int upgrade_status; /* its exit status if it failed; -1 while it runs */
 	struct kvs_decide_hist decide; /* slow-path decision latency */
@@ -148,6 +199,61 @@ int gw_reload(struct gw *g, char *msg, size_t len);
  * controller exits. Returns the successor's pid, or -errno; a message for
  * the operator in msg either way. */
 int gw_upgrade(struct gw *g, char *msg, size_t len);
+
+/* ---- the event loop's pieces the other files use (gateway.c) ---- */
+
+struct io_uring_sqe *gw_get_sqe(struct gw *g);
+struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role);
+/* Out of every map and closed once no io_uring operation points at it. */
+void gw_conn_close(struct gw *g, struct gw_conn *c);
+/* Frees c if no operation is pending on it (after gw_conn_close). */
+void gw_conn_release(struct gw *g, struct gw_conn *c);
+int gw_arm_recv(struct gw *g, struct gw_conn *c);
+/* An ERROR frame to a client, by whichever path the client is on. */
+void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
+/* The routing decision for a request from client c: on success 0, with
+ * m->gw_backend and m->gw_conn set and *backend the choice; otherwise the
+ * client has been answered with an ERROR and -1 is returned. kernel: also
+ * consult and install the kernel's routes (the kernel path's decisions). */
+int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *prompt,
+	      bool kernel, uint32_t *backend);
+void gw_backend_down(struct gw *g, uint32_t b, const char *why);
+
+/* ---- the userspace data path (gw_userpath.c) ---- */
+
+/* A client accepted onto the userspace data path. 0 or -errno. */
+int gw_up_client(struct gw *g, struct gw_conn *c);
+/* Bytes arrived on a connection of the userspace data path (c->rx). */
+void gw_up_client_frames(struct gw *g, struct gw_conn *c);
+void gw_up_upstream_frames(struct gw *g, struct gw_conn *c);
+/* A send on c completed with res. */
+void gw_up_on_send(struct gw *g, struct gw_conn *c, int res);
+/* Appends a frame for c's peer; queues the send. 0 or -ENOBUFS (the peer
+ * does not read: its queue is at its limit). */
+int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload);
+int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, const char *msg);
+/* Backend b's userspace upstream connections (--pool of them). 0 or -errno. */
+int gw_up_connect(struct gw *g, uint32_t b);
+void gw_up_disconnect(struct gw *g, uint32_t b);
+/* Backend b went down: every request the userspace path sent it is
+ * answered backend_gone (fail) and forgotten. Returns how many. */
+int gw_up_fail_backend(struct gw *g, uint32_t b, void (*fail)(void *ctx, uint64_t client,
+							     uint64_t req_id),
+		       void *ctx);
+/* Requests a client of the userspace path has in flight. */
+uint32_t gw_up_inflight(const struct gw_conn *c);
+void gw_up_free(struct gw_conn *c);
+/* Clients of the userspace path whose frame began before since_ns and is
+ * not complete: answered ERROR timeout and closed (the kernel path's
+ * strparser-backed check is on_stale_partial()). */
+void gw_up_stale(struct gw *g, uint64_t since_ns);
+/* Clients on each path. */
+void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user);
+
+/* New clients go on the userspace data path (user) or the kernel's; those
+ * connected stay on theirs until they close. Switching to user connects
+ * the userspace path's upstream pools. 0 or -errno. */
+int gw_set_datapath(struct gw *g, bool user);
 
 /* ---- the control socket (gw_control.c) ---- */
 

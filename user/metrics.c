@@ -81,14 +81,20 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	if (cap)
 		buf[0] = 0;
 	head(&o, "kvsplice_requests_total", "counter",
-	     "Requests routed, by who decided: the kernel (fast path) or the controller.");
+	     "Requests routed, by path: the kernel's fast path, the controller's slow path, "
+	     "or the userspace data path.");
 	put(&o, "kvsplice_requests_total{path=\"kernel\"} %llu\n",
 	    (unsigned long long)k->fast_path_frames);
 	put(&o, "kvsplice_requests_total{path=\"controller\"} %llu\n",
 	    (unsigned long long)c->slow_frames);
+	put(&o, "kvsplice_requests_total{path=\"user\"} %llu\n",
+	    (unsigned long long)c->user_path_frames);
 	head(&o, "kvsplice_controller_bytes_total", "counter",
-	     "Bytes of requests the controller copied (the kernel path copies none).");
-	put(&o, "kvsplice_controller_bytes_total %llu\n", (unsigned long long)c->slow_bytes);
+	     "Bytes of requests the controller copied, by path (the kernel's copies none).");
+	put(&o, "kvsplice_controller_bytes_total{path=\"controller\"} %llu\n",
+	    (unsigned long long)c->slow_bytes);
+	put(&o, "kvsplice_controller_bytes_total{path=\"user\"} %llu\n",
+	    (unsigned long long)c->user_path_bytes);
 	head(&o, "kvsplice_response_frames_total", "counter",
 	     "Response frames spliced back to clients by the kernel.");
 	put(&o, "kvsplice_response_frames_total %llu\n", (unsigned long long)k->resp_frames);

@@ -137,6 +137,10 @@ struct kvs_conn {
 	__u32 slot;    /* UPSTREAM: pool slot */
 	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
 			 * a client that sent FIN is closed once it is 0 */
+	__u32 path;    /* 0: the kernel's data path; 1: the userspace one (the
+			* controller reads and writes the socket; frames, bytes
+			* and inflight are not counted here) */
+	__u32 pad;
 	__u64 frames;  /* frames the verdict saw from this socket */
 	__u64 bytes;
 	__u64 partial_since_ns; /* CLIENT: a frame began then (CLOCK_MONOTONIC)
@@ -268,6 +272,10 @@ struct kvs_ctl_stats {
 				  * --max-client-inflight in flight */
 	__u64 health_failures;   /* backends ejected: no PONG to the health
 				  * check within three intervals */
+	__u64 user_path_frames;  /* requests the userspace data path routed */
+	__u64 user_path_bytes;   /* bytes of them it copied */
+	__u64 user_path_no_client; /* responses on the userspace path whose
+				    * client had gone: dropped */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -65,10 +65,12 @@ kvs_start_sim() {
 	printf -v "SIM_PORT_$name" '%s' "$(cat "$KVS_TMP/$name.port")"
 }
 
-# kvs_start_gw [kvspliced flags...]: sets GW_PORT and GW_PID.
+# kvs_start_gw [kvspliced flags...]: sets GW_PORT and GW_PID. With
+# KVS_DATAPATH=user (tests/run.sh sets it for the tests marked
+# "datapath: both") the gateway runs on the userspace data path.
 kvs_start_gw() {
 	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
-		--pin-dir "$KVS_PIN" "$@" 2>"$KVS_TMP/gw.log" &
+		--pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" "$@" 2>"$KVS_TMP/gw.log" &
 	GW_PID=$!
 	KVS_PIDS+=($GW_PID)
 	kvs_wait_file "$KVS_TMP/gw.port"

@@ -5,6 +5,7 @@
 # for byte. Afterwards nothing is left charged to the dead backend, no
 # inflight record names it, new requests go to the survivor, and when it
 # comes back on its port it is re-admitted and takes work again.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -10,6 +10,7 @@
 #    --max-outstanding 64: 32 to 64 (+1 per CPU) requests go to it, the rest of 300 are
 #    answered busy at once; when it dies, those it held get backend_gone.
 #    Kernel socket memory of the gateway's sockets is sampled and printed.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -11,6 +11,7 @@
 #    strparser sets no timer): ERROR timeout within the frame timeout and a
 #    quarter, then closed;
 #  - a flood of 5,000 tiny frames (PINGs) in one write: every one answered.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

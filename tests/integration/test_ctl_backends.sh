@@ -5,6 +5,7 @@
 # every change and not one request may fail; each command's output is
 # checked against what the test did (the backends' own request counts, the
 # test's own client connection).
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -90,7 +91,9 @@ row=$(jq -c --arg m "$mine" '[.[] | select(.role == "client" and .remote == $m)]
 [ "$row" != null ] || kvs_fail "conns: no client row for $mine: $cj"
 assert_eq "conns: client state" "$(jget "$row" .state)" ESTABLISHED
 assert_eq "conns: client local" "$(jget "$row" .local)" "127.0.0.1:$GW_PORT"
-ups=$(jq --arg a "$a" --arg c "$c" '[.[] | select(.role == "upstream" and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
+path=${KVS_DATAPATH:-kernel}
+assert_eq "conns: client path" "$(jget "$row" .path)" "$path"
+ups=$(jq --arg a "$a" --arg c "$c" --arg p "$path" '[.[] | select(.role == "upstream" and .path == $p and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
 assert_eq "conns: upstream connections (2 backends x pool 2)" "$ups" 4
 exec {fd}>&-
 grep -q "^role " <<<"$(ctl conns)" || kvs_fail "conns text header"

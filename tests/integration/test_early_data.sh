@@ -5,6 +5,7 @@
 # socket from userspace while they are queued stalled the stream for good
 # after its first frame (measured: 4-7 runs in 25 before the fix). Every
 # request of many fresh, immediately-sending clients must complete.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -6,6 +6,7 @@
 # (reconnecting succeeds, the kernel completes handshakes for a stopped
 # process, but it takes no work on probation until it answers a PING), and
 # the retries back off. Once it runs again it answers and is re-admitted.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

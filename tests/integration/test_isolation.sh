@@ -9,6 +9,7 @@
 #    under another salt, find none of its routes in the kernel and none of
 #    its cached prefixes in the controller (decided as new prompts, served
 #    with nothing cached), so routing reveals nothing of the other tenant.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -4,6 +4,7 @@
 # seconds whatever the connection count, and every request is answered
 # byte for byte through the gateway. Closed loop with one connection and a
 # slow backend is, by contrast, paced by the backend.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -6,6 +6,7 @@
 # found exactly the sharing the ids describe. Arrivals follow the trace's
 # clock (scaled by --speed), -n and --max-tokens cut it down, --plot draws
 # the run, and a malformed trace is refused naming its line.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

@@ -8,6 +8,7 @@
 #    (about the 500 output tokens) is still charged;
 # and in both modes, once it has ended, no work is left charged and no
 # inflight record is left behind.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 

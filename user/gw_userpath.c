@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The userspace data path: the same gateway without BPF in the way of the
+ * bytes. The controller reads each client's frames itself, routes every
+ * request with the same policy (gw_decide), writes it to an upstream
+ * connection of its own (not in the SOCKHASH), and copies the responses
+ * back. It is the fallback where BPF is not permitted or misbehaves
+ * (`--datapath user`, `kvsplicectl datapath user`), and the baseline the
+ * kernel path is measured against.
+ *
+ * Its load counts go into the same backends map as the kernel's, so both
+ * paths balance against one view of each backend; its requests in flight
+ * are kept per client (at most --max-client-inflight each), which is what a
+ * backend's death or a client's FIN consult.
+ */
+#include "gw_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+
+/* What a connection may have queued and not yet sent: a client that stops
+ * reading is cut off there (kvsplicectl stats: user_path_overflows). */
+#define UP_OUT_LIMIT (64u << 20)
+
+static struct gw_upath *upath_new(void)
+{
+	struct gw_upath *up = calloc(1, sizeof(*up));
+
+	if (!up)
+		return NULL;
+	kvs_buf_init(&up->out[0], UP_OUT_LIMIT);
+	kvs_buf_init(&up->out[1], UP_OUT_LIMIT);
+	return up;
+}
+
+void gw_up_free(struct gw_conn *c)
+{
+	if (!c->up)
+		return;
+	kvs_buf_free(&c->up->out[0]);
+	kvs_buf_free(&c->up->out[1]);
+	free(c->up->reqs);
+	free(c->up);
+	c->up = NULL;
+}
+
+uint32_t gw_up_inflight(const struct gw_conn *c)
+{
+	return c->up ? c->up->nreqs : 0;
+}
+
+void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user)
+{
+	*kernel = *user = 0;
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		const struct gw_conn *c = g->conns[i];
+
+		if (c && !c->closing && c->role == KVS_ROLE_CLIENT)
+			++*(c->up ? user : kernel);
+	}
+}
+
+/* Sends what is queued, one buffer at a time, in order. */
+static void kick(struct gw *g, struct gw_conn *c)
+{
+	struct gw_upath *up = c->up;
+	struct kvs_buf *b = &up->out[up->cur];
+	struct io_uring_sqe *sqe;
+
+	if (up->send_pending || b->len == 0 || c->closing)
+		return;
+	sqe = gw_get_sqe(g);
+	if (!sqe)
+		return; /* the tick retries */
+	up->cur ^= 1;
+	io_uring_prep_send(sqe, c->fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, ud(OP_CSEND, c));
+	up->send_pending = true;
+}
+
+void gw_up_on_send(struct gw *g, struct gw_conn *c, int res)
+{
+	struct gw_upath *up = c->up;
+	struct kvs_buf *b = &up->out[up->cur ^ 1];
+	struct io_uring_sqe *sqe;
+
+	up->send_pending = false;
+	if (c->closing) {
+		gw_conn_release(g, c);
+		return;
+	}
+	if (res < 0) {
+		pr_debug("event=user_path_send_failed conn=%llu role=%u err=\"%s\"",
+			 (unsigned long long)c->cookie, c->role, strerror(-res));
+		if (c->role == ROLE_UP_USER)
+			gw_backend_down(g, c->backend, strerror(-res));
+		else
+			gw_conn_close(g, c);
+		return;
+	}
+	kvs_buf_consume(b, (size_t)res);
+	if (b->len) { /* a short send: the rest of this buffer first */
+		sqe = gw_get_sqe(g);
+		if (!sqe)
+			return;
+		io_uring_prep_send(sqe, c->fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
+		io_uring_sqe_set_data64(sqe, ud(OP_CSEND, c));
+		up->send_pending = true;
+		return;
+	}
+	kick(g, c);
+}
+
+int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload)
+{
+	struct kvs_msg copy = *m;
+	int err = kvs_put_frame(&c->up->out[c->up->cur], &copy, payload, m->payload_len);
+
+	if (!err)
+		kick(g, c);
+	return err;
+}
+
+int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, const char *msg)
+{
+	int err = kvs_put_error(&c->up->out[c->up->cur], req_id, c->cookie, (uint16_t)code, msg);
+
+	if (!err)
+		kick(g, c);
+	return err;
+}
+
+/* A whole frame as it came, to c. */
+static int put_raw(struct gw *g, struct gw_conn *c, const uint8_t *frame, size_t len)
+{
+	int err = kvs_buf_append(&c->up->out[c->up->cur], frame, len);
+
+	if (!err)
+		kick(g, c);
+	return err;
+}
+
+/* In the conns map, for kvsplicectl conns (path 1: never the verdict's). */
+static void show_conn(struct gw *g, struct gw_conn *c)
+{
+	struct kvs_conn kc = { .role = c->role == ROLE_UP_USER ? KVS_ROLE_UPSTREAM : KVS_ROLE_CLIENT,
+			       .backend = c->backend, .slot = c->slot, .path = 1 };
+
+	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
+	c->in_conns = kvs_dp_add_conn(&g->dp, c->cookie, &kc) == 0;
+}
+
+int gw_up_client(struct gw *g, struct gw_conn *c)
+{
+	c->up = upath_new();
+	if (!c->up)
+		return -ENOMEM;
+	kvs_set_nodelay(c->fd);
+	show_conn(g, c);
+	return gw_arm_recv(g, c);
+}
+
+void gw_up_stale(struct gw *g, uint64_t since_ns)
+{
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+		char msg[96];
+
+		if (!c || !c->up || c->role != KVS_ROLE_CLIENT || c->closing || c->close_at_ns ||
+		    !c->partial_since_ns || c->partial_since_ns >= since_ns)
+			continue;
+		g->ctl.frame_timeouts++;
+		snprintf(msg, sizeof(msg), "kvsplice: frame not complete within %u ms",
+			 g->cfg->frame_timeout_ms);
+		pr_info("event=frame_timeout conn=%llu path=user", (unsigned long long)c->cookie);
+		gw_send_error(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
+		c->close_at_ns = kvs_now_ns() + 200000000ull;
+	}
+}
+
+static struct gw_ureq *find_req(struct gw_conn *c, uint64_t req_id, uint32_t b)
+{
+	for (uint32_t i = 0; i < c->up->nreqs; i++)
+		if (c->up->reqs[i].req_id == req_id && c->up->reqs[i].backend == b)
+			return &c->up->reqs[i];
+	return NULL;
+}
+
+static void drop_req(struct gw_conn *c, struct gw_ureq *r)
+{
+	*r = c->up->reqs[--c->up->nreqs];
+}
+
+static int add_req(struct gw_conn *c, const struct gw_ureq *r)
+{
+	struct gw_upath *up = c->up;
+
+	if (up->nreqs == up->capreqs) {
+		uint32_t ncap = up->capreqs ? up->capreqs * 2 : 8;
+		struct gw_ureq *n = realloc(up->reqs, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		up->reqs = n;
+		up->capreqs = ncap;
+	}
+	up->reqs[up->nreqs++] = *r;
+	return 0;
+}
+
+/* The upstream connection a client's requests to backend b take: always
+ * the same one, so that they keep their order. */
+static struct gw_conn *pick_upstream(struct gw *g, uint32_t b, uint64_t cookie)
+{
+	uint32_t n = g->cfg->pool_size, s = (uint32_t)(cookie % n);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct gw_conn *u = g->be[b].upool[(s + i) % n];
+
+		if (u && !u->closing)
+			return u;
+	}
+	return NULL;
+}
+
+static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *frame)
+{
+	const uint8_t *prompt = frame + KVS_HDR_LEN;
+	uint64_t t0 = kvs_now_ns();
+	struct gw_ureq r = { .req_id = m->req_id };
+	struct gw_conn *u;
+	uint32_t b, blocks;
+
+	if (g->cfg->client_max_inflight && c->up->nreqs >= g->cfg->client_max_inflight) {
+		char msg[96];
+
+		g->ctl.busy_client++;
+		snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
+			 g->cfg->client_max_inflight);
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
+		return;
+	}
+	if (gw_decide(g, c, m, prompt, false, &b))
+		goto out;
+	u = pick_upstream(g, b, c->cookie);
+	if (!u) {
+		g->ctl.no_backend++;
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_NO_BACKEND,
+			      "kvsplice: backend connection unavailable");
+		goto out;
+	}
+	blocks = kvs_gw_charge(m->gw_backend);
+	r.backend = b;
+	r.held_tokens = (uint64_t)blocks * KVS_BLOCK_TOKENS;
+	if (g->cfg->release_prefill_early)
+		r.prefill_tokens = kvs_prefill_charge(blocks, m->max_tokens);
+	if (add_req(c, &r) || gw_up_put(g, u, m, prompt)) {
+		if (c->up->nreqs && c->up->reqs[c->up->nreqs - 1].req_id == r.req_id)
+			c->up->nreqs--;
+		g->ctl.no_backend++;
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: backend queue full");
+		goto out;
+	}
+	kvs_dp_user_sent(&g->dp, b, KVS_HDR_LEN + (uint64_t)m->payload_len, r.held_tokens);
+	g->ctl.user_path_frames++;
+	g->ctl.user_path_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
+out:
+	kvs_decide_observe(&g->decide, (double)(kvs_now_ns() - t0) / 1e9);
+}
+
+static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
+{
+	struct kvs_load_info li = { .backend_id = UINT32_MAX };
+	uint8_t payload[sizeof(struct kvs_load)];
+	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie,
+			     .payload_len = sizeof(payload) };
+
+	for (uint32_t b = 0; b < g->nslots; b++)
+		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
+	kvs_load_encode(&li, payload);
+	gw_up_put(g, c, &m, payload);
+}
+
+void gw_up_client_frames(struct gw *g, struct gw_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m = { 0 };
+	bool progress = false;
+	int r = 0;
+
+	while (!c->close_at_ns &&
+	       (r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
+		if (m.type == KVS_T_REQUEST) {
+			route(g, c, &m, frame);
+		} else if (m.type == KVS_T_PING) {
+			pong(g, c, &m);
+		} else {
+			r = -KVS_E_BAD_TYPE;
+			break;
+		}
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+		progress = true;
+	}
+	/* A frame begun and not finished: the tick times it out, counting
+	 * from when the unfinished frame began (this read, if one ended). */
+	if (!c->rx.len)
+		c->partial_since_ns = 0;
+	else if (progress || !c->partial_since_ns)
+		c->partial_since_ns = kvs_now_ns();
+	if (r < 0 && !c->close_at_ns) {
+		/* The stream cannot be resynchronised: say why, then close. */
+		char msg[96];
+
+		g->ctl.bad_frames++;
+		snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(-r));
+		gw_send_error(g, c->cookie, m.req_id, -r, msg);
+		c->close_at_ns = kvs_now_ns() + 200000000ull;
+		kvs_buf_consume(&c->rx, c->rx.len);
+	}
+}
+
+/* An END's report, as the kernel's account_end() reads it. */
+static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const uint8_t *payload)
+{
+	struct kvs_end_info e;
+	uint64_t pred_uncached, pred;
+
+	kvs_end_decode(payload, &e);
+	pred_uncached = (uint64_t)kvs_gw_charge(m->gw_backend) * KVS_BLOCK_TOKENS;
+	pred_uncached = pred_uncached > e.output_tokens ? pred_uncached - e.output_tokens : 0;
+	pred = e.prompt_tokens > pred_uncached ? e.prompt_tokens - pred_uncached : 0;
+	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, pred);
+}
+
+void gw_up_upstream_frames(struct gw *g, struct gw_conn *u)
+{
+	uint32_t b = u->backend;
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while ((r = kvs_next_frame(&u->rx, g->cfg->max_payload, &m, &frame)) > 0) {
+		size_t len = KVS_HDR_LEN + (size_t)m.payload_len;
+		bool ends = m.type == KVS_T_END || m.type == KVS_T_ERROR;
+		struct gw_conn *c;
+		struct gw_ureq *rec = NULL;
+		uint64_t release = 0;
+
+		if (m.type != KVS_T_CHUNK && !ends) {
+			g->ctl.bad_frames++; /* a backend speaking out of turn */
+			kvs_buf_consume(&u->rx, len);
+			continue;
+		}
+		c = kvs_idmap_get(&g->clients, m.gw_conn);
+		if (c && c->up)
+			rec = find_req(c, m.req_id, b);
+		if (m.type == KVS_T_CHUNK && rec && rec->prefill_tokens) {
+			kvs_dp_user_release(&g->dp, b, rec->prefill_tokens);
+			rec->held_tokens -= rec->prefill_tokens < rec->held_tokens
+						    ? rec->prefill_tokens
+						    : rec->held_tokens;
+			rec->prefill_tokens = 0;
+		}
+		if (ends)
+			release = rec ? rec->held_tokens
+				      : (uint64_t)kvs_gw_charge(m.gw_backend) * KVS_BLOCK_TOKENS;
+		kvs_dp_user_response(&g->dp, b, len, ends, release);
+		if (m.type == KVS_T_END && m.payload_len >= sizeof(struct kvs_end))
+			end_report(g, b, &m, frame + KVS_HDR_LEN);
+		if (ends && rec)
+			drop_req(c, rec);
+		if (!c || !c->up || c->closing)
+			g->ctl.user_path_no_client++;
+		else if (put_raw(g, c, frame, len)) {
+			/* It does not read: no queue grows without bound. */
+			pr_info("event=user_path_client_overflow conn=%llu",
+				(unsigned long long)c->cookie);
+			gw_conn_close(g, c);
+		}
+		kvs_buf_consume(&u->rx, len);
+	}
+	if (r < 0) {
+		kvs_buf_consume(&u->rx, u->rx.len);
+		gw_backend_down(g, b, "malformed frame on the userspace path");
+	}
+}
+
+int gw_up_connect(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+
+	for (uint32_t s = 0; s < g->cfg->pool_size; s++) {
+		struct gw_conn *u;
+		int fd, err;
+
+		if (be->upool[s])
+			continue;
+		fd = kvs_connect(&be->addr, 300);
+		if (fd < 0)
+			return fd;
+		u = gw_conn_new(g, fd, ROLE_UP_USER);
+		if (!u) {
+			close(fd);
+			return -ENOMEM;
+		}
+		u->backend = b;
+		u->slot = s;
+		u->up = upath_new();
+		be->upool[s] = u;
+		kvs_set_nodelay(fd);
+		show_conn(g, u);
+		err = u->up ? gw_arm_recv(g, u) : -ENOMEM;
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void gw_up_disconnect(struct gw *g, uint32_t b)
+{
+	for (uint32_t s = 0; s < KVS_MAX_POOL; s++) {
+		if (g->be[b].upool[s]) {
+			gw_conn_close(g, g->be[b].upool[s]);
+			g->be[b].upool[s] = NULL;
+		}
+	}
+}
+
+int gw_up_fail_backend(struct gw *g, uint32_t b,
+		       void (*fail)(void *ctx, uint64_t client, uint64_t req_id), void *ctx)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (!c || !c->up || c->role != KVS_ROLE_CLIENT)
+			continue;
+		for (uint32_t k = 0; k < c->up->nreqs;) {
+			struct gw_ureq *r = &c->up->reqs[k];
+
+			if (r->backend != b) {
+				k++;
+				continue;
+			}
+			fail(ctx, c->cookie, r->req_id);
+			drop_req(c, r); /* the last one moved here: look at k again */
+			n++;
+		}
+	}
+	return n;
+}
