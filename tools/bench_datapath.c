@@ -198,9 +198,14 @@ static void *reader(void *arg)
 			break;
 		if (kvs_read_all(c->fd, b, KVS_HDR_LEN) ||
 		    kvs_hdr_decode(b, KVS_MAX_PAYLOAD_LIMIT, &m) != KVS_E_OK ||
-		    m.payload_len > cap || kvs_read_all(c->fd, b, m.payload_len) ||
-		    m.type == KVS_T_ERROR) {
+		    m.payload_len > cap || kvs_read_all(c->fd, b, m.payload_len)) {
 			c->failed = !*c->stop || answered != c->sent;
+			break;
+		}
+		if (m.type == KVS_T_ERROR) {
+			fprintf(stderr, PROG ": connection %u: ERROR %s: %.*s\n", c->id,
+				kvs_status_name(m.status), (int)m.payload_len, (const char *)b);
+			c->failed = true;
 			break;
 		}
 		if (m.type != KVS_T_END)
@@ -377,8 +382,12 @@ static int run_load(const struct dp_opts *o, uint16_t port, uint32_t size, int m
 			/* gather the samples to the front */
 			memmove(all + nl, cs[i].lat_us, cs[i].nlat * sizeof(double));
 			nl += cs[i].nlat;
-			if (cs[i].failed && !cs[i].done)
+			if (cs[i].failed && !cs[i].done) {
+				fprintf(stderr, PROG ": %s: connection %u failed: %llu sent, none "
+						"answered in the measured window\n",
+					cfg_names[r->cfg], i, (unsigned long long)cs[i].sent);
 				err = -EIO;
+			}
 		}
 		r->rps = (double)done / o->seconds;
 		r->bytes = bytes;
@@ -472,7 +481,7 @@ static pid_t start_gateway(const struct dp_opts *o, int cfg, uint16_t echo, cons
 			return -EIO;
 		}
 		fprintf(f,
-			"global\n    maxconn 10000\n    nbthread 1\n"
+			"global\n    maxconn 1000\n    nbthread 1\n"
 			"defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 60s\n"
 			"    timeout server 60s\n    option splice-auto\n"
 			"listen kvs\n    bind 127.0.0.1:%d\n    server echo %s\n",

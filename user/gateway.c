@@ -291,29 +291,60 @@ static struct kvs_buf *out_buf(struct gw *g)
 	return &g->out[g->out_cur];
 }
 
-/* What the controller sent that the kernel may not have counted yet, per
- * client or backend (see inject_epoch). */
-static uint32_t unseen(const struct gw *g, uint32_t n, uint64_t epoch)
+/* The request just queued for the inject socket (frame number
+ * g->inject_queued) goes to backend b: unseen by the kernel until its count
+ * of frames read passes that number. A full queue forgets its oldest entry
+ * (counts it seen): the limit errs a little high rather than wedge. */
+static void note_sent(struct gw *g, uint32_t b)
 {
-	return epoch == g->inject_epoch ? n : 0;
-}
+	struct gw_unseen *e;
 
-static void note_sent(const struct gw *g, uint32_t *n, uint64_t *epoch)
-{
-	if (*epoch != g->inject_epoch) {
-		*n = 0;
-		*epoch = g->inject_epoch;
+	if (g->uq_len == g->uq_cap) {
+		uint32_t ncap = g->uq_cap ? g->uq_cap * 2 : 1024;
+		struct gw_unseen *n = ncap <= 65536 ? malloc(ncap * sizeof(*n)) : NULL;
+
+		if (!n) {
+			struct gw_unseen *old = &g->unseen_q[g->uq_head];
+
+			if (g->be[old->backend].unseen)
+				g->be[old->backend].unseen--;
+			g->uq_head = (g->uq_head + 1) % g->uq_cap;
+			g->uq_len--;
+		} else {
+			for (uint32_t i = 0; i < g->uq_len; i++)
+				n[i] = g->unseen_q[(g->uq_head + i) % g->uq_cap];
+			free(g->unseen_q);
+			g->unseen_q = n;
+			g->uq_cap = ncap;
+			g->uq_head = 0;
+		}
 	}
-	(*n)++;
+	e = &g->unseen_q[(g->uq_head + g->uq_len++) % g->uq_cap];
+	e->seq = g->inject_queued;
+	e->backend = b;
+	g->be[b].unseen++;
 }
 
-/* Moves the epoch on once the kernel has read every frame queued. */
+/* Requests the kernel has read (its count reached their number) are in its
+ * own counts now. */
+static void pop_seen(struct gw *g, uint64_t kernel_read)
+{
+	while (g->uq_len && g->unseen_q[g->uq_head].seq <= kernel_read) {
+		struct gw_unseen *e = &g->unseen_q[g->uq_head];
+
+		if (g->be[e->backend].unseen)
+			g->be[e->backend].unseen--;
+		g->uq_head = (g->uq_head + 1) % g->uq_cap;
+		g->uq_len--;
+	}
+}
+
 static void sync_inject(struct gw *g)
 {
 	struct kvs_stats k;
 
-	if (kvs_read_kstats(g->dp.stats_fd, &k) == 0 && k.inject_frames >= g->inject_queued)
-		g->inject_epoch++;
+	if (kvs_read_kstats(g->dp.stats_fd, &k) == 0)
+		pop_seen(g, k.inject_frames);
 }
 
 void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
@@ -412,9 +443,7 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
 		load[b] = kvs_dp_outstanding_work(&g->dp, b);
 		ok[b] = gw_backend_state(g, b) == KVS_BE_UP &&
 			(!g->cfg->max_outstanding ||
-			 kvs_dp_outstanding(&g->dp, b) +
-					 unseen(g, g->be[b].sent_recently, g->be[b].sent_epoch) <
-				 g->cfg->max_outstanding);
+			 kvs_dp_outstanding(&g->dp, b) + g->be[b].unseen < g->cfg->max_outstanding);
 		up += gw_backend_state(g, b) == KVS_BE_UP;
 	}
 	return up ? KVS_E_BUSY : KVS_E_NO_BACKEND;
@@ -638,7 +667,7 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	g->ctl.slow_frames++;
 	g->ctl.slow_bytes += KVS_HDR_LEN + (uint64_t)m->payload_len;
 	g->inject_queued++;
-	note_sent(g, &g->be[b].sent_recently, &g->be[b].sent_epoch);
+	note_sent(g, b);
 	kick_send(g);
 	publish_limits(g);
 }
@@ -1491,7 +1520,9 @@ static void on_tick(struct gw *g)
 			if (k.inject_frames < g->inject_queued &&
 			    k.inject_frames == g->inject_seen_last_tick) {
 				g->inject_queued = k.inject_frames;
-				g->inject_epoch++;
+				pop_seen(g, UINT64_MAX); /* lost: never counted */
+			} else {
+				pop_seen(g, k.inject_frames);
 			}
 			g->inject_seen_last_tick = k.inject_frames;
 		}
@@ -2407,6 +2438,7 @@ static void gw_teardown(struct gw *g)
 	kvs_buf_free(&g->out[1]);
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
+	free(g->unseen_q);
 	free(g->hashes);
 	kvs_adm_close(&g->adm);
 	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
@@ -2514,6 +2546,14 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		io_uring_queue_exit(&g.ring);
 		free(g.hashes);
 		return err;
+	}
+	/* Frame numbers continue the kernel's count (a take-over's maps have
+	 * one already), so that "read by the kernel" compares like with like. */
+	{
+		struct kvs_stats k;
+
+		if (kvs_read_kstats(g.dp.stats_fd, &k) == 0)
+			g.inject_queued = g.inject_seen_last_tick = k.inject_frames;
 	}
 	err = init_slots(&g, &t);
 	if (err) {

@@ -104,8 +104,8 @@ struct gw_backend {
 	bool up;
 	uint64_t retry_at_ns;
 	uint32_t backoff_ms;
-	uint32_t sent_recently; /* requests sent that the kernel may not count yet */
-	uint64_t sent_epoch;
+	uint32_t unseen; /* requests the controller sent it that the kernel has
+			  * not read yet (so not counted in outstanding) */
 	/* Health check: a PING every --health-interval-ms; no PONG within
 	 * three intervals and the backend is ejected (down, with back-off). */
 	uint64_t ping_sent_ns; /* of the PING not answered yet; 0: none */
@@ -142,12 +142,14 @@ struct gw {
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
 	struct __kernel_timespec tick;
-	/* Frames queued for the inject socket, against the kernel's count of
-	 * those it has read: when equal, every request the controller sent is
-	 * in the kernel's per-client and per-backend counts, and the epoch
-	 * moves on, voiding the controller's own recent counts. */
+	/* Frames queued for the inject socket (the last one's number), and
+	 * the kernel's count of those it has read when last looked at. The
+	 * requests among them wait in unseen_q (their number and backend)
+	 * until the kernel's count passes them: until then a backend's load
+	 * is its kernel count plus its unseen ones. */
 	uint64_t inject_queued, inject_seen_last_tick;
-	uint64_t inject_epoch;
+	struct gw_unseen { uint64_t seq; uint32_t backend; } *unseen_q;
+	uint32_t uq_head, uq_len, uq_cap;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	int ho_fd;        /* --handover-socket, listening; -1 if none */
 	int ho_pending;   /* a controller waiting to take over; -1 if none */
