@@ -35,11 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "args.h"
+#include "bench_plot.h"
 #include "codec.h"
 #include "kvsplice/proto.h"
 #include "netutil.h"
@@ -61,6 +63,7 @@ struct dp_opts {
 	uint32_t sizes[MAX_SIZES], nsizes;
 	bool on[NCFG];
 	bool json;
+	const char *plot; /* --plot DIR */
 	char gw_bin[4096];
 	const char *haproxy;
 };
@@ -83,7 +86,11 @@ static void *echo_conn(void *arg)
 	uint8_t *buf = malloc(cap);
 	uint8_t hdr[KVS_HDR_LEN], endp[sizeof(struct kvs_end)];
 
-	while (buf && kvs_read_all(fd, hdr, KVS_HDR_LEN) == 0) {
+	if (!buf) {
+		close(fd);
+		return NULL;
+	}
+	while (kvs_read_all(fd, hdr, KVS_HDR_LEN) == 0) {
 		struct kvs_msg m, r;
 		struct kvs_end_info e = { 0 };
 		size_t need;
@@ -191,7 +198,11 @@ static void *reader(void *arg)
 	uint8_t *b = malloc(cap);
 	uint64_t answered = 0;
 
-	while (b) {
+	if (!b) {
+		c->failed = true;
+		return NULL;
+	}
+	for (;;) {
 		struct kvs_msg m;
 
 		if (*c->stop && answered == c->sent)
@@ -356,8 +367,10 @@ static int run_load(const struct dp_opts *o, uint16_t port, uint32_t size, int m
 			usleep(1000);
 		p1 = gw > 0 ? proc_ticks(gw, NULL, 0) : 0;
 		k1 = kernel_ticks();
-		r->proc_s = ticks_s(p1 - p0);
-		r->kernel_s = ticks_s(k1 - k0);
+		/* A kworker that exits in between takes its ticks with it: the
+		 * sum can go down (then counted 0, not wrapped). */
+		r->proc_s = p1 > p0 ? ticks_s(p1 - p0) : 0;
+		r->kernel_s = k1 > k0 ? ticks_s(k1 - k0) : 0;
 	}
 	stop = 1;
 	for (i = 0; i < n; i++)
@@ -573,6 +586,70 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 	printf("]}\n");
 }
 
+/* --plot DIR: GB/s and gateway CPU per GB by frame size, one bar per
+ * configuration, request/response on the left, pipelined on the right. */
+static int plot(const struct dp_opts *o, const struct result *rs, int n)
+{
+	char path[4200];
+	FILE *f;
+
+	if (mkdir(o->plot, 0755) && errno != EEXIST) {
+		fprintf(stderr, PROG ": --plot: cannot create %s: %s\n", o->plot, strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/datapath.dat", o->plot);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	/* one block per mode; a row per frame size; columns per config */
+	for (int mode = 0; mode < NMODES; mode++) {
+		fprintf(f, "# %s: frame_bytes, then GB/s and cpu_s/GB of direct kernel user haproxy\n",
+			mode_names[mode]);
+		for (uint32_t s = 0; s < o->nsizes; s++) {
+			double g[NCFG] = { 0 }, c[NCFG] = { 0 };
+
+			for (int i = 0; i < n; i++) {
+				if (rs[i].mode != mode || rs[i].size != o->sizes[s] || !rs[i].ok)
+					continue;
+				g[rs[i].cfg] = rs[i].gbps;
+				c[rs[i].cfg] = rs[i].cpu_s_per_gb;
+			}
+			fprintf(f, "%u", o->sizes[s]);
+			for (int k = 0; k < NCFG; k++)
+				fprintf(f, " %.4f", g[k]);
+			for (int k = 0; k < NCFG; k++)
+				fprintf(f, " %.4f", c[k]);
+			fprintf(f, "\n");
+		}
+		fprintf(f, "\n\n");
+	}
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/datapath.gp", o->plot);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "# gnuplot datapath.gp (in this directory) redraws the pictures.\n"
+		   "set style data histograms\nset style histogram clustered gap 1\n"
+		   "set style fill solid 0.8 border -1\nset key top left\nset grid ytics\n"
+		   "set xlabel 'frame payload (bytes)'\n"
+		   "do for [t in 'svg png'] {\n"
+		   "  if (t eq 'svg') { set terminal svg size 1100,800 } "
+		   "else { set terminal pngcairo size 1100,800 }\n"
+		   "  set output 'datapath.'.t\n  set multiplot layout 2,2\n"
+		   "  do for [m=0:1] {\n"
+		   "    set title (m == 0 ? 'request/response' : 'pipelined').': GB/s'\n"
+		   "    unset logscale y\n"
+		   "    plot for [k=2:5] 'datapath.dat' index m using k:xtic(1) lc (k-1) "
+		   "title word('direct kernel user haproxy', k-1)\n"
+		   "    set title (m == 0 ? 'request/response' : 'pipelined')."
+		   "': gateway CPU s per GB (log)'\n    set logscale y\n"
+		   "    plot for [k=7:9] 'datapath.dat' index m using k:xtic(1) lc (k-5) "
+		   "title word('kernel user haproxy', k-6)\n"
+		   "  }\n  unset multiplot\n}\n");
+	fclose(f);
+	return bench_gnuplot(PROG, o->plot, "datapath.gp");
+}
+
 /* Against the direct run of the same size and mode: latency added, and the
  * kernel time beyond what moving the bytes directly costs per byte. */
 static void derive(struct result *rs, int n)
@@ -623,6 +700,8 @@ static void usage(FILE *f)
 		"      --json             the results as JSON: {\"kernel\", \"configs\": [{name,\n"
 		"                         mode, frame_bytes, rps, gbps, p50_added_us,\n"
 		"                         p99_added_us, cpu_s_per_gb, ...}]}\n"
+		"      --plot DIR         GB/s and CPU per GB by frame size, per config\n"
+		"                         (gnuplot: DIR/datapath.{svg,png}, data and script)\n"
 		"  -h, --help             this text\n");
 }
 
@@ -684,6 +763,7 @@ int bench_datapath(int argc, char **argv)
 		{ "kvspliced", required_argument, NULL, 'g' },
 		{ "haproxy", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "plot", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -736,6 +816,9 @@ int bench_datapath(int argc, char **argv)
 			break;
 		case 'j':
 			o.json = true;
+			break;
+		case 'p':
+			o.plot = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -803,6 +886,8 @@ int bench_datapath(int argc, char **argv)
 		stop_gateway(gw);
 	}
 	derive(rs, n);
+	if (o.plot && plot(&o, rs, n))
+		rc = 1;
 	if (o.json)
 		print_json(&o, rs, n);
 	else

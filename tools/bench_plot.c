@@ -127,7 +127,7 @@ static int write_script(const char *prog, const char *dir, const char *title,
 	return close_checked(prog, f, "plot.gp");
 }
 
-static int run_gnuplot(const char *prog, const char *dir)
+int bench_gnuplot(const char *prog, const char *dir, const char *script)
 {
 	pid_t pid = fork();
 	int st;
@@ -137,18 +137,18 @@ static int run_gnuplot(const char *prog, const char *dir)
 	if (pid == 0) {
 		if (chdir(dir))
 			_exit(126);
-		execlp("gnuplot", "gnuplot", "plot.gp", (char *)NULL);
+		execlp("gnuplot", "gnuplot", script, (char *)NULL);
 		_exit(errno == ENOENT ? 127 : 126);
 	}
 	if (waitpid(pid, &st, 0) < 0)
 		return -errno;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
 		fprintf(stderr, "%s: --plot: gnuplot not found (apt-get install gnuplot-nox); "
-				"data and plot.gp are in %s\n", prog, dir);
+				"data and %s are in %s\n", prog, script, dir);
 		return -ENOENT;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "%s: --plot: gnuplot failed on %s/plot.gp\n", prog, dir);
+		fprintf(stderr, "%s: --plot: gnuplot failed on %s/%s\n", prog, dir, script);
 		return -EIO;
 	}
 	return 0;
@@ -178,6 +178,6 @@ int bench_plot(const char *prog, const char *dir, const char *title,
 	if (!rc)
 		rc = write_script(prog, dir, title, s, ns);
 	if (!rc)
-		rc = run_gnuplot(prog, dir);
+		rc = bench_gnuplot(prog, dir, "plot.gp");
 	return rc;
 }

@@ -24,5 +24,8 @@ struct bench_series {
  * written and -ENOENT returned. */
 int bench_plot(const char *prog, const char *dir, const char *title,
 	       const struct bench_series *s, uint32_t ns);
+/* Runs gnuplot on DIR/script (in DIR). 0, -ENOENT without gnuplot, or
+ * -errno/-EIO, with a message on stderr. */
+int bench_gnuplot(const char *prog, const char *dir, const char *script);
 
 #endif

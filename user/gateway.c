@@ -1567,6 +1567,7 @@ static void on_tick(struct gw *g)
 		}
 	}
 	kick_send(g);
+	gw_up_kick_all(g);
 	publish_limits(g);
 	arm_tick(g);
 }

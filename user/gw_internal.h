@@ -228,6 +228,8 @@ int gw_up_client(struct gw *g, struct gw_conn *c);
 /* Bytes arrived on a connection of the userspace data path (c->rx). */
 void gw_up_client_frames(struct gw *g, struct gw_conn *c);
 void gw_up_upstream_frames(struct gw *g, struct gw_conn *c);
+/* Sends queued while the submission ring was full: retried on the tick. */
+void gw_up_kick_all(struct gw *g);
 /* A send on c completed with res. */
 void gw_up_on_send(struct gw *g, struct gw_conn *c, int res);
 /* Appends a frame for c's peer; queues the send. 0 or -ENOBUFS (the peer

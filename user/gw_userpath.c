@@ -84,6 +84,16 @@ static void kick(struct gw *g, struct gw_conn *c)
 	up->send_pending = true;
 }
 
+void gw_up_kick_all(struct gw *g)
+{
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (c && c->up && !c->closing)
+			kick(g, c);
+	}
+}
+
 void gw_up_on_send(struct gw *g, struct gw_conn *c, int res)
 {
 	struct gw_upath *up = c->up;
@@ -236,6 +246,7 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	struct gw_ureq r = { .req_id = m->req_id };
 	struct gw_conn *u;
 	uint32_t b, blocks;
+	int err;
 
 	if (g->cfg->client_max_inflight && c->up->nreqs >= g->cfg->client_max_inflight) {
 		char msg[96];
@@ -260,9 +271,13 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	r.held_tokens = (uint64_t)blocks * KVS_BLOCK_TOKENS;
 	if (g->cfg->release_prefill_early)
 		r.prefill_tokens = kvs_prefill_charge(blocks, m->max_tokens);
-	if (add_req(c, &r) || gw_up_put(g, u, m, prompt)) {
-		if (c->up->nreqs && c->up->reqs[c->up->nreqs - 1].req_id == r.req_id)
-			c->up->nreqs--;
+	err = add_req(c, &r);
+	if (!err) {
+		err = gw_up_put(g, u, m, prompt);
+		if (err)
+			c->up->nreqs--; /* the record just added: not sent after all */
+	}
+	if (err) {
 		g->ctl.no_backend++;
 		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: backend queue full");
 		goto out;
