@@ -672,16 +672,21 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	publish_limits(g);
 }
 
-static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
+void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)])
 {
 	struct kvs_load_info li = { .backend_id = UINT32_MAX };
-	uint8_t payload[sizeof(struct kvs_load)];
-	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie };
-	uint32_t b;
 
-	for (b = 0; b < g->nslots; b++)
+	for (uint32_t b = 0; b < g->nslots; b++)
 		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
 	kvs_load_encode(&li, payload);
+}
+
+static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
+{
+	uint8_t payload[sizeof(struct kvs_load)];
+	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie };
+
+	gw_pong_payload(g, payload);
 	if (kvs_put_frame(out_buf(g), &m, payload, sizeof(payload)) == 0) {
 		g->inject_queued++;
 		kick_send(g);

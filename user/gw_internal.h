@@ -220,6 +220,9 @@ void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, con
 int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *prompt,
 	      bool kernel, uint32_t *backend);
 void gw_backend_down(struct gw *g, uint32_t b, const char *why);
+/* The PONG the gateway answers a client's PING with: the fleet's requests
+ * in flight as its load. */
+void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)]);
 
 /* ---- the userspace data path (gw_userpath.c) ---- */
 
@@ -244,7 +247,8 @@ void gw_up_disconnect(struct gw *g, uint32_t b);
 int gw_up_fail_backend(struct gw *g, uint32_t b, void (*fail)(void *ctx, uint64_t client,
 							     uint64_t req_id),
 		       void *ctx);
-/* Requests a client of the userspace path has in flight. */
+/* Requests a client of the userspace path has in flight, plus one while
+ * answers wait to be written to it: 0 when it is owed nothing. */
 uint32_t gw_up_inflight(const struct gw_conn *c);
 void gw_up_free(struct gw_conn *c);
 /* Clients of the userspace path whose frame began before since_ns and is

@@ -52,7 +52,12 @@ void gw_up_free(struct gw_conn *c)
 
 uint32_t gw_up_inflight(const struct gw_conn *c)
 {
-	return c->up ? c->up->nreqs : 0;
+	const struct gw_upath *up = c->up;
+
+	if (!up)
+		return 0;
+	/* Answers received but not yet written out are still owed. */
+	return up->nreqs + (up->send_pending || up->out[0].len || up->out[1].len);
 }
 
 void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user)
@@ -291,14 +296,11 @@ out:
 
 static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 {
-	struct kvs_load_info li = { .backend_id = UINT32_MAX };
 	uint8_t payload[sizeof(struct kvs_load)];
 	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie,
 			     .payload_len = sizeof(payload) };
 
-	for (uint32_t b = 0; b < g->nslots; b++)
-		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
-	kvs_load_encode(&li, payload);
+	gw_pong_payload(g, payload);
 	gw_up_put(g, c, &m, payload);
 }
 

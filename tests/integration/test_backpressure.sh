@@ -112,7 +112,11 @@ echo "kernel send memory of the gateway's sockets with the backend stuck: $mem b
 # 64 requests of ~8 KB held, with the kernel's per-skb overhead: well under 4 MB.
 assert_le "kernel send memory held for the stuck backend (bytes)" "$mem" $((4 << 20))
 rss1=$(rss "$GW_PID")
-assert_le "controller RSS growth (kB)" $((rss1 - rss0)) 2048
+# On the userspace path the requests the backend does not read wait in the
+# controller's own queue for it (64 of ~8 KB; 3.1 MB seen under ASan), not
+# in kernel socket memory: the bound is looser there.
+assert_le "controller RSS growth (kB)" $((rss1 - rss0)) \
+	$([ "${KVS_DATAPATH:-kernel}" = user ] && echo 8192 || echo 2048)
 kill "$STUCK"
 wait $bench || true
 echo "client: $(jq -c "{ok, errors, lost, mismatches}" "$KVS_TMP/stuck.json")"
