@@ -62,6 +62,7 @@ struct dp_opts {
 	double seconds, warmup;
 	uint32_t sizes[MAX_SIZES], nsizes;
 	bool on[NCFG];
+	bool mode_on[NMODES];
 	bool json;
 	const char *plot; /* --plot DIR */
 	char gw_bin[4096];
@@ -693,6 +694,7 @@ static void usage(FILE *f)
 		"      --sizes LIST       frame payload sizes in bytes (default\n"
 		"                         1024,32768,262144)\n"
 		"      --seconds S        measured seconds per run (default 3; 0.5 s warm-up)\n"
+		"      --modes LIST       of rr,pipelined (default: both)\n"
 		"      --configs LIST     of direct,kernel,user,haproxy (default: all; a\n"
 		"                         config whose program is missing is left out, said)\n"
 		"      --kvspliced PATH   the gateway (default: kvspliced beside this program)\n"
@@ -716,6 +718,17 @@ static int parse_sizes(const char *s, struct dp_opts *o)
 		      kvs_arg_u32(PROG, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
 	free(copy);
 	return err || !o->nsizes ? -1 : 0;
+}
+
+static int parse_modes(const char *s, struct dp_opts *o)
+{
+	o->mode_on[M_RR] = strstr(s, "rr") != NULL;
+	o->mode_on[M_PIPE] = strstr(s, "pipelined") != NULL;
+	if (!o->mode_on[M_RR] && !o->mode_on[M_PIPE]) {
+		fprintf(stderr, PROG ": --modes: '%s' names neither rr nor pipelined\n", s);
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_configs(const char *s, struct dp_opts *o)
@@ -760,6 +773,7 @@ int bench_datapath(int argc, char **argv)
 		{ "sizes", required_argument, NULL, 's' },
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "configs", required_argument, NULL, 'c' },
+		{ "modes", required_argument, NULL, 'm' },
 		{ "kvspliced", required_argument, NULL, 'g' },
 		{ "haproxy", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
@@ -769,7 +783,8 @@ int bench_datapath(int argc, char **argv)
 	};
 	struct dp_opts o = { .conns = 8, .depth = 16, .seconds = 3, .warmup = 0.5,
 			     .sizes = { 1024, 32768, 262144 }, .nsizes = 3,
-			     .on = { true, true, true, true }, .haproxy = "haproxy" };
+			     .on = { true, true, true, true }, .mode_on = { true, true },
+			     .haproxy = "haproxy" };
 	struct result rs[NCFG * MAX_SIZES * NMODES];
 	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
 	struct kvs_addr la;
@@ -806,6 +821,10 @@ int bench_datapath(int argc, char **argv)
 			break;
 		case 'c':
 			if (parse_configs(optarg, &o))
+				return 2;
+			break;
+		case 'm':
+			if (parse_modes(optarg, &o))
 				return 2;
 			break;
 		case 'g':
@@ -867,8 +886,11 @@ int bench_datapath(int argc, char **argv)
 		}
 		for (uint32_t s = 0; s < o.nsizes; s++) {
 			for (int mode = 0; mode < NMODES; mode++) {
-				struct result *r = &rs[n++];
+				struct result *r;
 
+				if (!o.mode_on[mode])
+					continue;
+				r = &rs[n++];
 				memset(r, 0, sizeof(*r));
 				r->cfg = cfg;
 				r->mode = mode;

@@ -45,6 +45,7 @@
 #include "sdnotify.h"
 
 #define TICK_MS 100
+#define INJECT_STALL_TICKS 50 /* 5 s without the kernel reading the inject socket */
 #define RECV_CHUNK 65536
 #define OUT_LIMIT (64u << 20)
 #define ERROR_GRACE_MS 200
@@ -1516,15 +1517,24 @@ static void on_tick(struct gw *g)
 	health_checks(g, now);
 	reap_upgrade(g);
 	/* Frames the kernel never read (the inject socket failed) would keep
-	 * the counts raised for ever: if it read none for a whole tick, the
-	 * rest are gone. */
+	 * the counts raised for ever: once it is gone, or has read none for
+	 * INJECT_STALL_TICKS, the rest are taken as lost. Not sooner: a
+	 * backend that does not read stalls the inject socket too (its frames
+	 * wait in the kernel, charged to that socket), and those requests are
+	 * its load until they reach it; a one-tick rule counted them out and
+	 * let 73 requests through a limit of 64. */
 	{
 		struct kvs_stats k;
 
 		if (kvs_read_kstats(g->dp.stats_fd, &k) == 0) {
+			if (k.inject_frames != g->inject_seen_last_tick)
+				g->inject_stall_ticks = 0;
+			else if (k.inject_frames < g->inject_queued)
+				g->inject_stall_ticks++;
 			if (k.inject_frames < g->inject_queued &&
-			    k.inject_frames == g->inject_seen_last_tick) {
+			    (!g->inject || g->inject_stall_ticks >= INJECT_STALL_TICKS)) {
 				g->inject_queued = k.inject_frames;
+				g->inject_stall_ticks = 0;
 				pop_seen(g, UINT64_MAX); /* lost: never counted */
 			} else {
 				pop_seen(g, k.inject_frames);

@@ -148,6 +148,7 @@ struct gw {
 	 * until the kernel's count passes them: until then a backend's load
 	 * is its kernel count plus its unseen ones. */
 	uint64_t inject_queued, inject_seen_last_tick;
+	uint32_t inject_stall_ticks; /* ticks the kernel's count has not moved */
 	struct gw_unseen { uint64_t seq; uint32_t backend; } *unseen_q;
 	uint32_t uq_head, uq_len, uq_cap;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */

@@ -24,8 +24,11 @@
 #include "kvsplice/hash.h"
 #include "log.h"
 
-/* What a connection may have queued and not yet sent: a client that stops
- * reading is cut off there (kvsplicectl stats: user_path_overflows). */
+/* What a connection may have queued and not yet sent, per buffer (two): a
+ * client that stops reading is cut off there (log:
+ * event=user_path_client_overflow). The kernel path's bound is the
+ * socket's buffer instead; this one is large because a client's answers
+ * may be up to --max-client-inflight streams. */
 #define UP_OUT_LIMIT (64u << 20)
 
 static struct gw_upath *upath_new(void)
