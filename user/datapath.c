@@ -132,8 +132,23 @@ int kvs_dp_relock(struct kvs_datapath *dp)
 	return dp->lock_fd < 0 ? dp->lock_fd : 0;
 }
 
+int kvs_dp_open_memory(struct kvs_datapath *dp)
+{
+	memset(dp, 0, sizeof(*dp));
+	dp->lock_fd = dp->socks_fd = dp->conns_fd = dp->routes_fd = -1;
+	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = -1;
+	dp->in_memory = true;
+	dp->backends = calloc(KVS_MAX_BACKENDS, sizeof(*dp->backends));
+	return dp->backends ? 0 : -ENOMEM;
+}
+
 void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 {
+	if (dp->in_memory) {
+		free(dp->backends);
+		dp->backends = NULL;
+		return;
+	}
 	if (dp->backends)
 		munmap(dp->backends, backends_map_bytes());
 	dp->backends = NULL;

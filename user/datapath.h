@@ -31,9 +31,15 @@ struct kvs_datapath {
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd;
 	struct kvs_backend *backends; /* mmap of the backends map */
 	bool handed_over; /* kvs_dp_close leaves programs attached, maps pinned */
+	bool in_memory;   /* no BPF (not permitted): backends in plain memory,
+			   * every map fd -1 (their operations fail: EBADF) */
 };
 
 int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o);
+/* Where BPF cannot be loaded, for the userspace data path alone: the
+ * backend records in this process's memory, no maps, nothing pinned.
+ * 0 or -ENOMEM. */
+int kvs_dp_open_memory(struct kvs_datapath *dp);
 /* Detaches and frees; unpin removes the pinned maps too (neither once
  * handed_over is set). */
 void kvs_dp_close(struct kvs_datapath *dp, bool unpin);

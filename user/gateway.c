@@ -755,7 +755,7 @@ static void health_checks(struct gw *g, uint64_t now)
 	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
 	uint32_t b;
 
-	if (!interval)
+	if (!interval || g->dp.in_memory) /* PINGs go through the kernel */
 		return;
 	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
@@ -917,7 +917,7 @@ static int backend_connect(struct gw *g, uint32_t b)
 	uint32_t s;
 	int fd, err;
 
-	for (s = 0; s < g->cfg->pool_size; s++) {
+	for (s = 0; !g->dp.in_memory && s < g->cfg->pool_size; s++) {
 		struct gw_conn *c;
 
 		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
@@ -1187,6 +1187,8 @@ int gw_set_datapath(struct gw *g, bool user)
 {
 	int err = 0;
 
+	if (!user && g->dp.in_memory)
+		return -EOPNOTSUPP; /* BPF could not be loaded at start */
 	if (user && !g->user_path) {
 		for (uint32_t b = 0; b < g->nslots; b++) {
 			if (!g->be[b].present || !g->be[b].up)
@@ -1216,6 +1218,11 @@ int gw_upgrade(struct gw *g, char *msg, size_t len)
 	if (!g->exe[0] || !h || !h->argv) {
 		snprintf(msg, len, "this controller does not know its program file");
 		return -ENOENT;
+	}
+	if (g->dp.in_memory) {
+		snprintf(msg, len, "running without BPF: a successor takes over through the "
+			 "pinned maps, there are none; restart instead");
+		return -EOPNOTSUPP;
 	}
 	if (g->upgrade_pid > 0 && g->upgrade_status < 0) {
 		snprintf(msg, len, "an upgrade is under way (new controller pid %d)",
@@ -1591,6 +1598,8 @@ static void on_tick(struct gw *g)
  * reader (kvsplicectl, a test) never sees a decision without its count. */
 static void publish_ctl(struct gw *g)
 {
+	if (g->dp.in_memory)
+		return; /* no map to publish to */
 	if (!memcmp(&g->ctl, &g->ctl_published, sizeof(g->ctl)))
 		return;
 	if (kvs_dp_publish_ctl(&g->dp, &g->ctl) == 0)
@@ -1990,11 +1999,16 @@ static void give_over(struct gw *g, int s)
 		pr_warn("event=handover_refused reason=\"not a hand-over request\"");
 		return;
 	}
-	if (hello.version != KVS_HO_VERSION) {
+	if (hello.version != KVS_HO_VERSION || g->dp.in_memory) {
 		struct kvs_ho_hdr no = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, UINT32_MAX };
 
-		pr_warn("event=handover_refused reason=\"hand-over version %u, this one speaks %u\"",
-			hello.version, KVS_HO_VERSION);
+		if (g->dp.in_memory)
+			pr_warn("event=handover_refused reason=\"running without BPF: nothing "
+				"pinned to hand over\"");
+		else
+			pr_warn("event=handover_refused reason=\"hand-over version %u, this one "
+				"speaks %u\"",
+				hello.version, KVS_HO_VERSION);
 		kvs_ho_send(s, &no, sizeof(no), NULL, 0);
 		return;
 	}
@@ -2555,6 +2569,14 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		dpo.takeover = true;
 	}
 	err = kvs_dp_open(&g.dp, &dpo);
+	if (err && cfg->user_path && !cfg->takeover && !cfg->adm.ifname) {
+		/* BPF not permitted here: the userspace path needs none. */
+		pr_warn("event=bpf_unavailable err=\"%s\" datapath=user hint=\"no kernel "
+			"splicing, no pinned maps (kvsplicectl status works, the map commands "
+			"do not), no health checks\"",
+			strerror(-err));
+		err = kvs_dp_open_memory(&g.dp);
+	}
 	if (err) {
 		if (ho_sock >= 0)
 			close(ho_sock); /* the old controller carries on */
@@ -2626,7 +2648,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 					removed);
 		}
 	} else {
-		err = setup_pairs(&g);
+		/* The controller's paths into the kernel (none without BPF). */
+		err = g.dp.in_memory ? 0 : setup_pairs(&g);
 		if (err) {
 			pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
 			goto out;

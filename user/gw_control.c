@@ -91,7 +91,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	uint32_t n[KVS_BE_STATES] = { 0 }, b, total = 0;
 	double uptime = (double)(kvs_now_ns() - g->started_ns) / 1e9;
 	struct kvs_stats k;
-	long routes = kvs_dp_count_routes(&g->dp);
+	long routes = g->dp.in_memory ? 0 : kvs_dp_count_routes(&g->dp);
 	uint32_t kclients, uclients;
 	char listen[96];
 
@@ -120,8 +120,8 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			json_str(out, g->cfg->config_path);
 		else
 			fprintf(out, "null");
-		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"%s\",\"pin_dir\":", listen,
-			g->user_path ? "user" : "kernel");
+		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"%s\",\"bpf\":%s,\"pin_dir\":",
+			listen, g->user_path ? "user" : "kernel", g->dp.in_memory ? "false" : "true");
 		json_str(out, g->cfg->pin_dir);
 		fprintf(out,
 			",\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
@@ -146,8 +146,9 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	fprintf(out, "controller  running, pid %d, up %.1f s\n", (int)getpid(), uptime);
 	fprintf(out, "config      %s\n", g->cfg->config_path ? g->cfg->config_path : "(flags only)");
 	fprintf(out, "listen      %s\n", listen);
-	fprintf(out, "datapath    %s for new clients (connected: %u kernel, %u user)\n",
-		g->user_path ? "user" : "kernel", kclients, uclients);
+	fprintf(out, "datapath    %s for new clients (connected: %u kernel, %u user)%s\n",
+		g->user_path ? "user" : "kernel", kclients, uclients,
+		g->dp.in_memory ? "; no BPF: the kernel path is not available" : "");
 	fprintf(out, "pin dir     %s\n", g->cfg->pin_dir);
 	fprintf(out, "backends    %u: %u up, %u draining, %u removing, %u down, %u on probation\n",
 		total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
@@ -272,8 +273,11 @@ static void cmd_datapath(struct gw *g, FILE *out, bool json, const char *want)
 		reply_error(out, "datapath: '%s' is not kernel or user", want);
 		return;
 	}
-	if (want)
-		gw_set_datapath(g, !strcmp(want, "user"));
+	if (want && gw_set_datapath(g, !strcmp(want, "user")) == -EOPNOTSUPP) {
+		reply_error(out, "datapath kernel: BPF could not be loaded when this controller "
+				 "started (see its log, event=bpf_unavailable)");
+		return;
+	}
 	gw_up_count(g, &kernel, &user);
 	fprintf(out, "ok\n");
 	if (json)
