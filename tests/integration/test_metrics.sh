@@ -4,6 +4,7 @@
 # load and cache tokens, errors by kind, routes, the decision-latency
 # histogram - checked against what was sent and against kvsplicectl; a
 # wrong path gets 404; a scraper that sends nothing is dropped.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -37,7 +38,10 @@ assert_eq "status" "$(head -1 <<<"$m")" "HTTP/1.1 200 OK"
 st=$(kvs_stats)
 kernel=$(metric "$m" 'kvsplice_requests_total{path="kernel"}')
 ctrl=$(metric "$m" 'kvsplice_requests_total{path="controller"}')
-assert_eq "requests by path add up to those sent" $((kernel + ctrl)) 200
+user=$(metric "$m" 'kvsplice_requests_total{path="user"}')
+assert_eq "requests by path add up to those sent" $((kernel + ctrl + user)) 200
+assert_eq "userspace path = kvsplicectl's user_path_frames" "$user" \
+	"$(jget "$st" .controller.user_path_frames)"
 assert_eq "kernel path = kvsplicectl's fast_path_frames" "$kernel" "$(jget "$st" .fast_path_frames)"
 cached=0
 for p in $SIM_PORT_A $SIM_PORT_B; do
@@ -46,10 +50,10 @@ for p in $SIM_PORT_A $SIM_PORT_B; do
 	assert_eq "backend $p up" "$(metric "$m" "kvsplice_backend_up{backend=\"127.0.0.1:$p\"}")" 1
 done
 assert_eq "cached tokens = the backends' own reports" "$cached" "$(jget "$out" .cached_tokens)"
-assert_eq "decisions observed = controller requests" \
-	"$(metric "$m" 'kvsplice_decision_seconds_count')" "$ctrl"
+assert_eq "decisions observed = requests the controller routed (either path)" \
+	"$(metric "$m" 'kvsplice_decision_seconds_count')" $((ctrl + user))
 assert_eq "histogram's +Inf bucket = its count" \
-	"$(metric "$m" 'kvsplice_decision_seconds_bucket{le="+Inf"}')" "$ctrl"
+	"$(metric "$m" 'kvsplice_decision_seconds_bucket{le="+Inf"}')" $((ctrl + user))
 assert_eq "routes = entries in the map" "$(metric "$m" kvsplice_routes)" \
 	"$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq length)"
 grep -q '^# TYPE kvsplice_decision_seconds histogram$' <<<"$m" || kvs_fail "no histogram TYPE line"
