@@ -540,10 +540,15 @@ static pid_t start_gateway(const struct dp_opts *o, int cfg, uint16_t echo, cons
 
 static void stop_gateway(pid_t pid)
 {
+	char pin[96];
+
 	if (pid <= 0)
 		return;
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	/* kvspliced leaves its (empty) pin directory: ours, remove it. */
+	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvs-dpbench-%d", (int)getpid());
+	rmdir(pin);
 }
 
 /* ---- report --------------------------------------------------------------------- */

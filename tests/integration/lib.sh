@@ -30,7 +30,13 @@ kvs_cleanup() {
 	for pid in "${KVS_PIDS[@]}"; do
 		wait "$pid" 2>/dev/null || true
 	done
-	[ -n "$KVS_PIN" ] && rm -rf "$KVS_PIN" 2>/dev/null || true
+	if [ -n "$KVS_PIN" ]; then
+		rm -rf "$KVS_PIN" 2>/dev/null || true
+		# The controller's sockets, named after the pin dir: a gateway
+		# killed with SIGKILL leaves them behind.
+		rm -f "/run/kvsplice/$(basename "$KVS_PIN").sock" \
+			"/run/kvsplice/$(basename "$KVS_PIN").handover"
+	fi
 	[ -n "$KVS_TMP" ] && rm -rf "$KVS_TMP"
 	return 0
 }
