@@ -87,6 +87,7 @@ PY
 STUCK=$!
 KVS_PIDS+=($STUCK)
 kvs_wait_file "$KVS_TMP/stuck.port"
+rm -rf "$KVS_PIN" # the first gateway's (it has exited); cleanup removes the second's
 KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
 kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64
