@@ -582,12 +582,18 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 		const struct result *r = &rs[i];
 
 		printf("%s{\"name\":\"%s\",\"mode\":\"%s\",\"frame_bytes\":%u,\"ok\":%s,"
-		       "\"rps\":%.1f,\"gbps\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-		       "\"p50_added_us\":%.1f,\"p99_added_us\":%.1f,\"cpu_s_per_gb\":%.4f,"
-		       "\"proc_cpu_s_per_gb\":%.4f}",
+		       "\"rps\":%.1f,\"gbps\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,",
 		       i ? "," : "", cfg_names[r->cfg], mode_names[r->mode], r->size,
-		       r->ok ? "true" : "false", r->rps, r->gbps, r->p50_us, r->p99_us,
-		       r->p50_added_us, r->p99_added_us, r->cpu_s_per_gb, r->proc_s_per_gb);
+		       r->ok ? "true" : "false", r->rps, r->gbps, r->p50_us, r->p99_us);
+		/* Without a direct run there is nothing to add to: null, not nan
+		 * (which is not JSON). */
+		if (isnan(r->p50_added_us))
+			printf("\"p50_added_us\":null,\"p99_added_us\":null,");
+		else
+			printf("\"p50_added_us\":%.1f,\"p99_added_us\":%.1f,", r->p50_added_us,
+			       r->p99_added_us);
+		printf("\"cpu_s_per_gb\":%.4f,\"proc_cpu_s_per_gb\":%.4f}", r->cpu_s_per_gb,
+		       r->proc_s_per_gb);
 	}
 	printf("]}\n");
 }

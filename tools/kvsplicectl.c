@@ -112,11 +112,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static const char *state_name(__u32 st)
-{
-	return kvs_backend_state_name(st);
-}
-
 /* Cached / prompt tokens, as the backend's END frames reported them. */
 static double hit_rate(const struct kvs_backend *be)
 {
@@ -161,7 +156,7 @@ static void print_backends_json(int fd)
 		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
 		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
 		       "\"kv_total_blocks\":%u,\"age_s\":%.3f}}",
-		       n++ ? "," : "", i, addr, state_name(be.state), be.pool_size,
+		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
 		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
 		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
 		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
@@ -304,7 +299,7 @@ static int cmd_backends(const struct ctl_opts *o)
 		if (be.report.at_ns)
 			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
 		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s\n", i, addr,
-		       state_name(be.state), (unsigned long long)be.outstanding,
+		       kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
 		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
 		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
 		       load);

@@ -594,6 +594,16 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	kvs_decide_observe(&g->decide, (double)(kvs_now_ns() - t0) / 1e9);
 }
 
+void gw_refuse_busy_client(struct gw *g, struct gw_conn *c, uint64_t req_id)
+{
+	char msg[96];
+
+	g->ctl.busy_client++;
+	snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
+		 g->cfg->client_max_inflight);
+	gw_send_error(g, c->cookie, req_id, KVS_E_BUSY, msg);
+}
+
 int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *prompt,
 	      bool kernel, uint32_t *backend)
 {
@@ -650,12 +660,7 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 	if (g->cfg->max_outstanding)
 		sync_inject(g);
 	if (m->gw_backend == KVS_GW_OVER_LIMIT) {
-		char msg[96];
-
-		g->ctl.busy_client++;
-		snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
-			 g->cfg->client_max_inflight);
-		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
+		gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
 	if (gw_decide(g, c, m, prompt, true, &b))
@@ -725,15 +730,15 @@ static void on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payloa
 	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns)
 		return; /* an answer to a check that was already given up */
 	if (m->payload_len == sizeof(struct kvs_load)) {
-		struct kvs_be_report r;
+		struct kvs_load_info li;
 
-		kvs_load_decode(payload, &be->load);
-		r = (struct kvs_be_report){ .running = be->load.running,
-					    .waiting = be->load.waiting,
-					    .kv_used_blocks = be->load.kv_used_blocks,
-					    .kv_total_blocks = be->load.kv_total_blocks,
-					    .at_ns = kvs_now_ns() };
-		kvs_dp_set_report(&g->dp, b, &r);
+		kvs_load_decode(payload, &li);
+		kvs_dp_set_report(&g->dp, b,
+				  &(struct kvs_be_report){ .running = li.running,
+							   .waiting = li.waiting,
+							   .kv_used_blocks = li.kv_used_blocks,
+							   .kv_total_blocks = li.kv_total_blocks,
+							   .at_ns = kvs_now_ns() });
 	}
 	if (be->probation && be->up) {
 		be->probation = false;
@@ -741,9 +746,14 @@ static void on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payloa
 		publish_backend(g, b);
 		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
 	}
-	pr_debug("event=pong backend=%s rtt_us=%llu running=%u waiting=%u kv_used=%u/%u", be->name,
-		 (unsigned long long)((kvs_now_ns() - be->ping_sent_ns) / 1000), be->load.running,
-		 be->load.waiting, be->load.kv_used_blocks, be->load.kv_total_blocks);
+	{
+		/* The last report, as operators see it in the backends map. */
+		const struct kvs_be_report *rep = &g->dp.backends[b].report;
+
+		pr_debug("event=pong backend=%s rtt_us=%llu running=%u waiting=%u kv_used=%u/%u",
+			 be->name, (unsigned long long)((kvs_now_ns() - be->ping_sent_ns) / 1000),
+			 rep->running, rep->waiting, rep->kv_used_blocks, rep->kv_total_blocks);
+	}
 	be->ping_sent_ns = 0;
 }
 

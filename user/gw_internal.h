@@ -111,7 +111,6 @@ struct gw_backend {
 	uint64_t ping_sent_ns; /* of the PING not answered yet; 0: none */
 	uint64_t next_ping_ns;
 	uint32_t ping_seq;
-	struct kvs_load_info load; /* its last PONG's report */
 	bool probation; /* ejected by the health check: no work until a PONG */
 };
 
@@ -214,6 +213,8 @@ void gw_conn_release(struct gw *g, struct gw_conn *c);
 int gw_arm_recv(struct gw *g, struct gw_conn *c);
 /* An ERROR frame to a client, by whichever path the client is on. */
 void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
+/* A request over its client's --max-client-inflight: answered busy. */
+void gw_refuse_busy_client(struct gw *g, struct gw_conn *c, uint64_t req_id);
 /* The routing decision for a request from client c: on success 0, with
  * m->gw_backend and m->gw_conn set and *backend the choice; otherwise the
  * client has been answered with an ERROR and -1 is returned. kernel: also

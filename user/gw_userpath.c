@@ -257,12 +257,7 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	int err;
 
 	if (g->cfg->client_max_inflight && c->up->nreqs >= g->cfg->client_max_inflight) {
-		char msg[96];
-
-		g->ctl.busy_client++;
-		snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
-			 g->cfg->client_max_inflight);
-		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, msg);
+		gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
 	if (gw_decide(g, c, m, prompt, false, &b))
