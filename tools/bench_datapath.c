@@ -8,12 +8,16 @@
  *   direct    nothing (the ceiling, and the baseline latency and kernel time)
  *   kernel    kvspliced, the BPF sockmap path
  *   user      kvspliced --datapath user (the controller copies every frame)
- *   haproxy   HAProxy in TCP mode, option splice-auto, one thread
+ *   haproxy         HAProxy in TCP mode, option splice-auto, one thread
+ *   haproxy-splice  the same with splice-request and splice-response forced
+ *                   (splice-auto does not splice on loopback: its best case)
  *
  * for each frame size, request/response (one request in flight per
- * connection) and pipelined (--depth in flight). Per run: requests/s, GB/s
- * (request and response bytes), latency added over direct (P50, P99), and
- * the gateway's CPU seconds per GB: its own CPU time (/proc/PID/stat) plus
+ * connection) and pipelined (--depth in flight); and LLM-shaped traffic
+ * (stream): a --stream-request byte request answered by --stream-chunks small
+ * CHUNKs, each its own write, as a server streams tokens. Per run:
+ * requests/s, GB/s (request and response bytes), latency added over direct
+ * (P50, P99), and the gateway's CPU per GB and per request: its own CPU time (/proc/PID/stat) plus
  * the softirq and kworker time the system spent beyond what the direct run
  * spent per byte (/proc/stat, /proc/PID/stat of the kworkers): on loopback
  * the sockmap verdict and TCP both run in softirq, and the psock backlog in
@@ -34,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -52,15 +58,17 @@
 #define MAX_CONNS 64
 #define MAX_SAMPLES (1u << 20)
 
-enum { C_DIRECT, C_KERNEL, C_USER, C_HAPROXY, NCFG };
-static const char *const cfg_names[NCFG] = { "direct", "kernel", "user", "haproxy" };
-enum { M_RR, M_PIPE, NMODES };
-static const char *const mode_names[NMODES] = { "rr", "pipelined" };
+enum { C_DIRECT, C_KERNEL, C_USER, C_HAPROXY, C_HAPROXY_SPLICE, NCFG };
+static const char *const cfg_names[NCFG] = { "direct", "kernel", "user", "haproxy",
+					     "haproxy-splice" };
+enum { M_RR, M_PIPE, M_STREAM, NMODES };
+static const char *const mode_names[NMODES] = { "rr", "pipelined", "stream" };
 
 struct dp_opts {
 	uint32_t conns, depth;
 	double seconds, warmup;
 	uint32_t sizes[MAX_SIZES], nsizes;
+	uint32_t stream_request, stream_chunks, stream_chunk_bytes, stream_gap_us;
 	bool on[NCFG];
 	bool mode_on[NMODES];
 	bool json;
@@ -74,31 +82,163 @@ struct result {
 	uint32_t size;
 	double rps, gbps, p50_us, p99_us;
 	double proc_s, kernel_s, bytes; /* CPU: the gateway process, softirq + kworkers */
-	double p50_added_us, p99_added_us, cpu_s_per_gb, proc_s_per_gb;
+	double requests; /* answered in the measured window */
+	double p50_added_us, p99_added_us, cpu_s_per_gb, proc_s_per_gb, cpu_us_per_req;
 	bool ok;
 };
 
 /* ---- the echo backend ------------------------------------------------------ */
 
+struct echo {
+	int fd;               /* the listener */
+	uint32_t chunk_bytes; /* a streamed CHUNK's payload */
+	uint32_t gap_us;      /* between two decode steps (0: back to back) */
+};
+
+struct stream {
+	struct kvs_msg m; /* the request's routing fields, answered back */
+	uint32_t left;    /* CHUNKs still to send */
+};
+
+/* One backend connection: its reader answers rr/pipelined requests at once;
+ * its stepper answers the streams. */
+struct echo_conn {
+	int fd;
+	const struct echo *cfg;
+	pthread_mutex_t wlock; /* frames are written whole */
+	pthread_mutex_t lock;  /* streams, closing */
+	pthread_cond_t cv;
+	struct stream *streams;
+	uint32_t n, cap;
+	bool closing;
+};
+
+static int echo_write(struct echo_conn *c, const void *buf, size_t len)
+{
+	int err;
+
+	pthread_mutex_lock(&c->wlock);
+	err = kvs_write_all(c->fd, buf, len);
+	pthread_mutex_unlock(&c->wlock);
+	return err;
+}
+
+/* An END carrying the gateway's fields back (it routes responses by them). */
+static size_t echo_end(const struct kvs_msg *m, uint32_t output_tokens, uint8_t *buf)
+{
+	struct kvs_msg r = { .type = KVS_T_END, .req_id = m->req_id, .gw_backend = m->gw_backend,
+			     .gw_conn = m->gw_conn, .payload_len = sizeof(struct kvs_end) };
+	struct kvs_end_info e = { .prompt_tokens = m->payload_len / 4,
+				  .output_tokens = output_tokens };
+
+	kvs_hdr_encode(&r, buf);
+	kvs_end_encode(&e, buf + KVS_HDR_LEN);
+	return KVS_HDR_LEN + sizeof(struct kvs_end);
+}
+
+/*
+ * The streams, as a serving engine makes them: every gap_us a decode step
+ * gives each running request one token, which goes out as a CHUNK of its
+ * own write, interleaved with the other requests' on the same connection;
+ * after its last, the END. The requests of a connection are answered
+ * concurrently, as the gateway multiplexes many clients onto a few.
+ */
+static void *echo_stepper(void *arg)
+{
+	struct echo_conn *c = arg;
+	size_t clen = KVS_HDR_LEN + c->cfg->chunk_bytes;
+	uint8_t *buf = malloc(clen + KVS_HDR_LEN + sizeof(struct kvs_end));
+	struct timespec next;
+
+	if (!buf)
+		return NULL;
+	memset(buf + KVS_HDR_LEN, 't', c->cfg->chunk_bytes);
+	/* (a stream may be there before the first wait: the pace starts now) */
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	pthread_mutex_lock(&c->lock);
+	while (!c->closing) {
+		if (!c->n) {
+			pthread_cond_wait(&c->cv, &c->lock);
+			clock_gettime(CLOCK_MONOTONIC, &next);
+			continue;
+		}
+		for (uint32_t i = 0; i < c->n && !c->closing;) {
+			struct stream *s = &c->streams[i];
+			struct kvs_msg r = s->m;
+			int err;
+
+			r.type = KVS_T_CHUNK;
+			r.payload_len = c->cfg->chunk_bytes;
+			kvs_hdr_encode(&r, buf);
+			err = echo_write(c, buf, clen);
+			if (!err && --s->left == 0)
+				err = echo_write(c, buf + clen,
+						 echo_end(&s->m, s->m.max_tokens, buf + clen));
+			if (err)
+				c->closing = true;
+			if (s->left == 0)
+				*s = c->streams[--c->n];
+			else
+				i++;
+		}
+		if (c->cfg->gap_us) {
+			/* absolute deadlines: the pace does not drift with the
+			 * time the writes take */
+			next.tv_nsec += (long)c->cfg->gap_us * 1000;
+			while (next.tv_nsec >= 1000000000L) {
+				next.tv_nsec -= 1000000000L;
+				next.tv_sec++;
+			}
+			pthread_mutex_unlock(&c->lock);
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+			pthread_mutex_lock(&c->lock);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(buf);
+	return NULL;
+}
+
+static int echo_add_stream(struct echo_conn *c, const struct kvs_msg *m)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->n == c->cap) {
+		uint32_t cap = c->cap ? 2 * c->cap : 64;
+		struct stream *s = realloc(c->streams, cap * sizeof(*s));
+
+		if (s) {
+			c->streams = s;
+			c->cap = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err) {
+		c->streams[c->n++] = (struct stream){ .m = *m, .left = m->max_tokens };
+		pthread_cond_signal(&c->cv);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 static void *echo_conn(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct echo_conn *c = arg;
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
-	uint8_t hdr[KVS_HDR_LEN], endp[sizeof(struct kvs_end)];
+	uint8_t hdr[KVS_HDR_LEN];
+	pthread_t stepper;
+	bool stepping = false;
 
-	if (!buf) {
-		close(fd);
-		return NULL;
-	}
-	while (kvs_read_all(fd, hdr, KVS_HDR_LEN) == 0) {
+	while (buf && kvs_read_all(c->fd, hdr, KVS_HDR_LEN) == 0) {
 		struct kvs_msg m, r;
-		struct kvs_end_info e = { 0 };
 		size_t need;
 
 		if (kvs_hdr_decode(hdr, KVS_MAX_PAYLOAD_LIMIT, &m) != KVS_E_OK)
 			break;
-		need = 2 * KVS_HDR_LEN + (size_t)m.payload_len + sizeof(endp);
+		need = 2 * KVS_HDR_LEN + (size_t)m.payload_len + sizeof(struct kvs_end);
 		if (need > cap) {
 			uint8_t *n = realloc(buf, need);
 
@@ -107,40 +247,69 @@ static void *echo_conn(void *arg)
 			buf = n;
 			cap = need;
 		}
-		if (kvs_read_all(fd, buf + KVS_HDR_LEN, m.payload_len))
+		if (kvs_read_all(c->fd, buf + KVS_HDR_LEN, m.payload_len))
 			break;
-		/* The CHUNK echoes the prompt; the END follows. Both carry the
-		 * gateway's fields back (it routes responses by them). */
+		if (m.max_tokens > 1) {
+			if (!stepping && pthread_create(&stepper, NULL, echo_stepper, c))
+				break;
+			stepping = true;
+			if (echo_add_stream(c, &m))
+				break;
+			continue;
+		}
+		/* The CHUNK echoes the prompt; the END follows, in one write. */
 		r = (struct kvs_msg){ .type = KVS_T_CHUNK, .req_id = m.req_id,
 				      .gw_backend = m.gw_backend, .gw_conn = m.gw_conn,
 				      .payload_len = m.payload_len };
 		kvs_hdr_encode(&r, buf);
-		e.prompt_tokens = m.payload_len / 4;
-		e.output_tokens = 1;
-		kvs_end_encode(&e, endp);
-		r.type = KVS_T_END;
-		r.payload_len = sizeof(endp);
-		kvs_hdr_encode(&r, buf + KVS_HDR_LEN + m.payload_len);
-		memcpy(buf + 2 * KVS_HDR_LEN + m.payload_len, endp, sizeof(endp));
-		if (kvs_write_all(fd, buf, need))
+		if (echo_write(c, buf, KVS_HDR_LEN + m.payload_len +
+					       echo_end(&m, 1, buf + KVS_HDR_LEN + m.payload_len)))
 			break;
 	}
+	pthread_mutex_lock(&c->lock);
+	c->closing = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	if (stepping)
+		pthread_join(stepper, NULL);
 	free(buf);
-	close(fd);
+	free(c->streams);
+	close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cv);
+	free(c);
 	return NULL;
 }
 
 static void *echo_accept(void *arg)
 {
-	int lfd = (int)(intptr_t)arg, fd;
+	const struct echo *l = arg;
 	pthread_t t;
+	int fd;
 
-	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+	while ((fd = accept(l->fd, NULL, NULL)) >= 0) {
+		struct echo_conn *c = calloc(1, sizeof(*c));
+
 		kvs_set_nodelay(fd);
-		if (pthread_create(&t, NULL, echo_conn, (void *)(intptr_t)fd) == 0)
+		if (c) {
+			c->fd = fd;
+			c->cfg = l;
+			pthread_mutex_init(&c->wlock, NULL);
+			pthread_mutex_init(&c->lock, NULL);
+			pthread_cond_init(&c->cv, NULL);
+		}
+		if (c && pthread_create(&t, NULL, echo_conn, c) == 0) {
 			pthread_detach(t);
-		else
+		} else {
+			if (c) {
+				pthread_mutex_destroy(&c->wlock);
+				pthread_mutex_destroy(&c->lock);
+				pthread_cond_destroy(&c->cv);
+			}
+			free(c);
 			close(fd);
+		}
 	}
 	return NULL;
 }
@@ -150,6 +319,7 @@ static void *echo_accept(void *arg)
 struct conn {
 	int fd;
 	uint32_t size, depth, id;
+	uint32_t chunks; /* > 1: asks for a stream of that many CHUNKs */
 	sem_t slots;         /* requests it may still put in flight */
 	uint64_t *sent_ns;   /* by req_id % ring */
 	uint32_t ring;
@@ -167,8 +337,8 @@ static void *writer(void *arg)
 	struct conn *c = arg;
 	size_t len = KVS_HDR_LEN + c->size;
 	uint8_t *f = malloc(len);
-	struct kvs_msg m = { .type = KVS_T_REQUEST, .max_tokens = 1, .payload_len = c->size,
-			     .cache_key = c->id + 1 };
+	struct kvs_msg m = { .type = KVS_T_REQUEST, .max_tokens = c->chunks ? c->chunks : 1,
+			     .payload_len = c->size, .cache_key = c->id + 1 };
 
 	if (!f) {
 		c->failed = true;
@@ -195,9 +365,10 @@ static void *writer(void *arg)
 static void *reader(void *arg)
 {
 	struct conn *c = arg;
-	size_t cap = 2 * KVS_HDR_LEN + c->size + 64;
+	/* a request's echo, or one streamed CHUNK (at most 60000 bytes) */
+	size_t cap = 2 * KVS_HDR_LEN + (c->size > 65536 ? c->size : 65536);
 	uint8_t *b = malloc(cap);
-	uint64_t answered = 0;
+	uint64_t answered = 0, resp = 0; /* response bytes of the request being answered */
 
 	if (!b) {
 		c->failed = true;
@@ -220,6 +391,7 @@ static void *reader(void *arg)
 			c->failed = true;
 			break;
 		}
+		resp += KVS_HDR_LEN + (uint64_t)m.payload_len;
 		if (m.type != KVS_T_END)
 			continue;
 		answered++;
@@ -228,13 +400,13 @@ static void *reader(void *arg)
 
 			if (now >= c->t_start && now <= c->t_end) {
 				c->done++;
-				c->bytes += 3 * KVS_HDR_LEN + 2 * (uint64_t)c->size +
-					    sizeof(struct kvs_end);
+				c->bytes += KVS_HDR_LEN + (uint64_t)c->size + resp;
 				if (c->nlat < c->maxlat)
 					c->lat_us[c->nlat++] =
 						(double)(now - c->sent_ns[m.req_id % c->ring]) / 1e3;
 			}
 		}
+		resp = 0;
 		sem_post(&c->slots);
 	}
 	free(b);
@@ -316,7 +488,7 @@ static int run_load(const struct dp_opts *o, uint16_t port, uint32_t size, int m
 	struct conn *cs = calloc(o->conns, sizeof(*cs));
 	double *lat = calloc(MAX_SAMPLES, sizeof(double));
 	pthread_t *th = calloc(2 * (size_t)o->conns, sizeof(pthread_t));
-	uint32_t depth = mode == M_RR ? 1 : o->depth, i, n = 0;
+	uint32_t depth = mode == M_PIPE ? o->depth : 1, i, n = 0;
 	volatile int stop = 0;
 	struct kvs_addr a;
 	uint64_t t0, t1;
@@ -343,6 +515,7 @@ static int run_load(const struct dp_opts *o, uint16_t port, uint32_t size, int m
 		}
 		kvs_set_nodelay(c->fd);
 		c->size = size;
+		c->chunks = mode == M_STREAM ? o->stream_chunks : 0;
 		c->depth = depth;
 		c->id = i;
 		c->ring = 4096;
@@ -403,6 +576,7 @@ static int run_load(const struct dp_opts *o, uint16_t port, uint32_t size, int m
 				err = -EIO;
 			}
 		}
+		r->requests = (double)done;
 		r->rps = (double)done / o->seconds;
 		r->bytes = bytes;
 		r->gbps = bytes / o->seconds / 1e9;
@@ -483,7 +657,7 @@ static pid_t start_gateway(const struct dp_opts *o, int cfg, uint16_t echo, cons
 
 	snprintf(be, sizeof(be), "127.0.0.1:%u", echo);
 	snprintf(log, sizeof(log), "%s/%s.log", tmp, cfg_names[cfg]);
-	if (cfg == C_HAPROXY) {
+	if (cfg == C_HAPROXY || cfg == C_HAPROXY_SPLICE) {
 		FILE *f;
 		int p = free_port();
 
@@ -497,8 +671,10 @@ static pid_t start_gateway(const struct dp_opts *o, int cfg, uint16_t echo, cons
 		fprintf(f,
 			"global\n    maxconn 1000\n    nbthread 1\n"
 			"defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 60s\n"
-			"    timeout server 60s\n    option splice-auto\n"
+			"    timeout server 60s\n    %s\n"
 			"listen kvs\n    bind 127.0.0.1:%d\n    server echo %s\n",
+			cfg == C_HAPROXY ? "option splice-auto"
+					 : "option splice-request\n    option splice-response",
 			p, be);
 		fclose(f);
 		pid = spawn((char *const[]){ (char *)o->haproxy, "-db", "-f", conf, NULL }, log);
@@ -555,19 +731,19 @@ static void stop_gateway(pid_t pid)
 
 static void print_table(const struct result *rs, int n)
 {
-	printf("%-8s %-9s %8s %10s %8s %10s %10s %10s %11s\n", "config", "mode", "frame", "req/s",
-	       "GB/s", "p50_us", "+p50_us", "+p99_us", "cpu_s/GB");
+	printf("%-14s %-9s %8s %10s %8s %10s %9s %9s %9s %10s\n", "config", "mode", "frame",
+	       "req/s", "GB/s", "p50_us", "+p50_us", "+p99_us", "cpu_s/GB", "cpu_us/req");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &rs[i];
 
 		if (!r->ok) {
-			printf("%-8s %-9s %8u   (failed: see the log)\n", cfg_names[r->cfg],
+			printf("%-14s %-9s %8u   (failed: see the log)\n", cfg_names[r->cfg],
 			       mode_names[r->mode], r->size);
 			continue;
 		}
-		printf("%-8s %-9s %8u %10.0f %8.3f %10.1f %10.1f %10.1f %11.3f\n", cfg_names[r->cfg],
-		       mode_names[r->mode], r->size, r->rps, r->gbps, r->p50_us, r->p50_added_us,
-		       r->p99_added_us, r->cpu_s_per_gb);
+		printf("%-14s %-9s %8u %10.0f %8.3f %10.1f %9.1f %9.1f %9.3f %10.1f\n",
+		       cfg_names[r->cfg], mode_names[r->mode], r->size, r->rps, r->gbps, r->p50_us,
+		       r->p50_added_us, r->p99_added_us, r->cpu_s_per_gb, r->cpu_us_per_req);
 	}
 }
 
@@ -576,8 +752,11 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 	struct utsname u;
 
 	uname(&u);
-	printf("{\"kernel\":\"%s\",\"conns\":%u,\"depth\":%u,\"seconds\":%.1f,\"configs\":[",
-	       u.release, o->conns, o->depth, o->seconds);
+	printf("{\"kernel\":\"%s\",\"conns\":%u,\"depth\":%u,\"seconds\":%.1f,"
+	       "\"stream_request\":%u,\"stream_chunks\":%u,\"stream_chunk_bytes\":%u,"
+	       "\"stream_gap_us\":%u,\"configs\":[",
+	       u.release, o->conns, o->depth, o->seconds, o->stream_request, o->stream_chunks,
+	       o->stream_chunk_bytes, o->stream_gap_us);
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &rs[i];
 
@@ -592,14 +771,15 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 		else
 			printf("\"p50_added_us\":%.1f,\"p99_added_us\":%.1f,", r->p50_added_us,
 			       r->p99_added_us);
-		printf("\"cpu_s_per_gb\":%.4f,\"proc_cpu_s_per_gb\":%.4f}", r->cpu_s_per_gb,
-		       r->proc_s_per_gb);
+		printf("\"cpu_s_per_gb\":%.4f,\"proc_cpu_s_per_gb\":%.4f,\"cpu_us_per_req\":%.2f}",
+		       r->cpu_s_per_gb, r->proc_s_per_gb, r->cpu_us_per_req);
 	}
 	printf("]}\n");
 }
 
 /* --plot DIR: GB/s and gateway CPU per GB by frame size, one bar per
- * configuration, request/response on the left, pipelined on the right. */
+ * configuration, request/response on the left, pipelined on the right (the
+ * stream runs are in the table, not here: one size). */
 static int plot(const struct dp_opts *o, const struct result *rs, int n)
 {
 	char path[4200];
@@ -614,8 +794,10 @@ static int plot(const struct dp_opts *o, const struct result *rs, int n)
 	if (!f)
 		return -errno;
 	/* one block per mode; a row per frame size; columns per config */
-	for (int mode = 0; mode < NMODES; mode++) {
-		fprintf(f, "# %s: frame_bytes, then GB/s and cpu_s/GB of direct kernel user haproxy\n",
+	for (int mode = M_RR; mode <= M_PIPE; mode++) {
+		fprintf(f,
+			"# %s: frame_bytes, then GB/s and cpu_s/GB of direct kernel user haproxy "
+			"haproxy-splice\n",
 			mode_names[mode]);
 		for (uint32_t s = 0; s < o->nsizes; s++) {
 			double g[NCFG] = { 0 }, c[NCFG] = { 0 };
@@ -651,12 +833,12 @@ static int plot(const struct dp_opts *o, const struct result *rs, int n)
 		   "  do for [m=0:1] {\n"
 		   "    set title (m == 0 ? 'request/response' : 'pipelined').': GB/s'\n"
 		   "    unset logscale y\n"
-		   "    plot for [k=2:5] 'datapath.dat' index m using k:xtic(1) lc (k-1) "
-		   "title word('direct kernel user haproxy', k-1)\n"
+		   "    plot for [k=2:6] 'datapath.dat' index m using k:xtic(1) lc (k-1) "
+		   "title word('direct kernel user haproxy haproxy-splice', k-1)\n"
 		   "    set title (m == 0 ? 'request/response' : 'pipelined')."
 		   "': gateway CPU s per GB (log)'\n    set logscale y\n"
-		   "    plot for [k=7:9] 'datapath.dat' index m using k:xtic(1) lc (k-5) "
-		   "title word('kernel user haproxy', k-6)\n"
+		   "    plot for [k=8:11] 'datapath.dat' index m using k:xtic(1) lc (k-6) "
+		   "title word('kernel user haproxy haproxy-splice', k-7)\n"
 		   "  }\n  unset multiplot\n}\n");
 	fclose(f);
 	return bench_gnuplot(PROG, o->plot, "datapath.gp");
@@ -683,6 +865,9 @@ static void derive(struct result *rs, int n)
 		r->p99_added_us = d ? r->p99_us - d->p99_us : NAN;
 		r->proc_s_per_gb = r->proc_s / gb;
 		r->cpu_s_per_gb = r->cfg == C_DIRECT ? 0 : (r->proc_s + r->kernel_s - base) / gb;
+		r->cpu_us_per_req = r->cfg == C_DIRECT || r->requests <= 0
+					    ? 0
+					    : (r->proc_s + r->kernel_s - base) / r->requests * 1e6;
 	}
 }
 
@@ -693,10 +878,13 @@ static void usage(FILE *f)
 		"\n"
 		"The data-path benchmark: an echo backend and a client of K connections in\n"
 		"this process, with nothing (direct), kvspliced's kernel path, its userspace\n"
-		"path, and HAProxy (TCP mode, splice-auto, one thread) between them, for each\n"
-		"frame size, request/response and pipelined. Prints requests/s, GB/s, latency\n"
-		"added over direct (P50, P99) and the gateway's CPU seconds per GB (its own\n"
-		"CPU plus the softirq and kworker time beyond the direct run's). Needs root.\n"
+		"path, HAProxy (TCP mode, splice-auto, one thread) and HAProxy with splicing\n"
+		"forced (haproxy-splice) between them, for each frame size, request/response\n"
+		"(rr) and pipelined; and LLM-shaped traffic (stream): a 32 KiB request answered\n"
+		"by a stream of small CHUNKs, each its own write. Prints requests/s, GB/s,\n"
+		"latency added over direct (P50, P99), and the gateway's CPU seconds per GB\n"
+		"and microseconds per request (its own CPU plus the softirq and kworker time\n"
+		"beyond the direct run's). Needs root.\n"
 		"\n"
 		"Options:\n"
 		"  -k, --conns K          client connections (default 8)\n"
@@ -705,9 +893,16 @@ static void usage(FILE *f)
 		"      --sizes LIST       frame payload sizes in bytes (default\n"
 		"                         1024,32768,262144)\n"
 		"      --seconds S        measured seconds per run (default 3; 0.5 s warm-up)\n"
-		"      --modes LIST       of rr,pipelined (default: both)\n"
-		"      --configs LIST     of direct,kernel,user,haproxy (default: all; a\n"
-		"                         config whose program is missing is left out, said)\n"
+		"      --modes LIST       of rr,pipelined,stream (default: all three)\n"
+		"      --stream-request B request bytes of a stream run (default 32768)\n"
+		"      --stream-chunks N  CHUNKs answering it (default 256)\n"
+		"      --stream-chunk-bytes B  payload of each (default 32)\n"
+		"      --stream-gap-us G  between two CHUNKs of a stream (default 100: one\n"
+		"                         per decode step of a fast model; 0: back to back,\n"
+		"                         which lets a userspace proxy read many at once)\n"
+		"      --configs LIST     of direct,kernel,user,haproxy,haproxy-splice\n"
+		"                         (default: all; a config whose program is missing\n"
+		"                         is left out, said)\n"
 		"      --kvspliced PATH   the gateway (default: kvspliced beside this program)\n"
 		"      --haproxy PATH     (default: haproxy on PATH)\n"
 		"      --json             the results as JSON: {\"kernel\", \"configs\": [{name,\n"
@@ -731,34 +926,26 @@ static int parse_sizes(const char *s, struct dp_opts *o)
 	return err || !o->nsizes ? -1 : 0;
 }
 
-static int parse_modes(const char *s, struct dp_opts *o)
-{
-	o->mode_on[M_RR] = strstr(s, "rr") != NULL;
-	o->mode_on[M_PIPE] = strstr(s, "pipelined") != NULL;
-	if (!o->mode_on[M_RR] && !o->mode_on[M_PIPE]) {
-		fprintf(stderr, PROG ": --modes: '%s' names neither rr nor pipelined\n", s);
-		return -1;
-	}
-	return 0;
-}
-
-static int parse_configs(const char *s, struct dp_opts *o)
+/* A comma-separated list of names into on[]: each must be one of names. */
+static int parse_names(const char *opt, const char *s, const char *const *names, int n, bool *on)
 {
 	char *copy = strdup(s), *save = NULL, *t;
 	int err = copy ? 0 : -1;
 
-	memset(o->on, 0, sizeof(o->on));
+	memset(on, 0, sizeof(*on) * (size_t)n);
 	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err; t = strtok_r(NULL, ",", &save)) {
 		int c;
 
-		for (c = 0; c < NCFG && strcmp(t, cfg_names[c]); c++)
+		for (c = 0; c < n && strcmp(t, names[c]); c++)
 			;
-		if (c == NCFG) {
-			fprintf(stderr, PROG ": --configs: '%s' is not direct, kernel, user or haproxy\n",
-				t);
+		if (c == n) {
+			fprintf(stderr, PROG ": %s: '%s' is not one of", opt, t);
+			for (c = 0; c < n; c++)
+				fprintf(stderr, "%s %s", c ? "," : "", names[c]);
+			fprintf(stderr, "\n");
 			err = -1;
 		} else {
-			o->on[c] = true;
+			on[c] = true;
 		}
 	}
 	free(copy);
@@ -785,6 +972,10 @@ int bench_datapath(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "configs", required_argument, NULL, 'c' },
 		{ "modes", required_argument, NULL, 'm' },
+		{ "stream-request", required_argument, NULL, 'R' },
+		{ "stream-chunks", required_argument, NULL, 'C' },
+		{ "stream-chunk-bytes", required_argument, NULL, 'B' },
+		{ "stream-gap-us", required_argument, NULL, 'G' },
 		{ "kvspliced", required_argument, NULL, 'g' },
 		{ "haproxy", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
@@ -794,11 +985,14 @@ int bench_datapath(int argc, char **argv)
 	};
 	struct dp_opts o = { .conns = 8, .depth = 16, .seconds = 3, .warmup = 0.5,
 			     .sizes = { 1024, 32768, 262144 }, .nsizes = 3,
-			     .on = { true, true, true, true }, .mode_on = { true, true },
-			     .haproxy = "haproxy" };
-	struct result rs[NCFG * MAX_SIZES * NMODES];
+			     .stream_request = 32768, .stream_chunks = 256, .stream_chunk_bytes = 32,
+			     .stream_gap_us = 100,
+			     .on = { true, true, true, true, true },
+			     .mode_on = { true, true, true }, .haproxy = "haproxy" };
+	struct result rs[NCFG * (MAX_SIZES * 2 + 1)];
 	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
 	struct kvs_addr la;
+	struct echo el;
 	pthread_t et;
 	int opt, n = 0, lfd, echo, rc = 0;
 	ssize_t len;
@@ -831,11 +1025,31 @@ int bench_datapath(int argc, char **argv)
 				return 2;
 			break;
 		case 'c':
-			if (parse_configs(optarg, &o))
+			if (parse_names("--configs", optarg, cfg_names, NCFG, o.on))
 				return 2;
 			break;
 		case 'm':
-			if (parse_modes(optarg, &o))
+			if (parse_names("--modes", optarg, mode_names, NMODES, o.mode_on))
+				return 2;
+			break;
+		case 'R':
+			if (kvs_arg_u32(PROG, "--stream-request", optarg, 1, 4u << 20,
+					&o.stream_request))
+				return 2;
+			break;
+		case 'C':
+			/* 2 at least: one CHUNK is the echo answer of rr */
+			if (kvs_arg_u32(PROG, "--stream-chunks", optarg, 2, 100000, &o.stream_chunks))
+				return 2;
+			break;
+		case 'G':
+			if (kvs_arg_u32(PROG, "--stream-gap-us", optarg, 0, 1000000,
+					&o.stream_gap_us))
+				return 2;
+			break;
+		case 'B':
+			if (kvs_arg_u32(PROG, "--stream-chunk-bytes", optarg, 1, 60000,
+					&o.stream_chunk_bytes))
 				return 2;
 			break;
 		case 'g':
@@ -863,12 +1077,12 @@ int bench_datapath(int argc, char **argv)
 			o.gw_bin);
 		o.on[C_KERNEL] = o.on[C_USER] = false;
 	}
-	if (o.on[C_HAPROXY] && !runnable(o.haproxy)) {
+	if ((o.on[C_HAPROXY] || o.on[C_HAPROXY_SPLICE]) && !runnable(o.haproxy)) {
 		fprintf(stderr,
 			PROG ": %s not found (apt-get install haproxy, or --haproxy PATH): haproxy "
 			     "left out\n",
 			o.haproxy);
-		o.on[C_HAPROXY] = false;
+		o.on[C_HAPROXY] = o.on[C_HAPROXY_SPLICE] = false;
 	}
 	if (!mkdtemp(tmp)) {
 		perror(PROG ": mkdtemp");
@@ -878,7 +1092,12 @@ int bench_datapath(int argc, char **argv)
 	kvs_parse_addr("127.0.0.1:0", &la);
 	lfd = kvs_listen(&la, 256);
 	echo = lfd >= 0 ? kvs_local_port(lfd) : -1;
-	if (echo < 0 || pthread_create(&et, NULL, echo_accept, (void *)(intptr_t)lfd)) {
+	el = (struct echo){ .fd = lfd, .chunk_bytes = o.stream_chunk_bytes,
+			    .gap_us = o.stream_gap_us };
+	/* the stream's pace needs sleeps near gap_us, not the default 50 us
+	 * timer slack on top */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	if (echo < 0 || pthread_create(&et, NULL, echo_accept, &el)) {
 		fprintf(stderr, PROG ": cannot start the echo backend\n");
 		return 1;
 	}
@@ -895,23 +1114,25 @@ int bench_datapath(int argc, char **argv)
 				continue;
 			}
 		}
-		for (uint32_t s = 0; s < o.nsizes; s++) {
+		/* every size rr and pipelined, then the one stream run */
+		for (uint32_t s = 0; s <= o.nsizes; s++) {
 			for (int mode = 0; mode < NMODES; mode++) {
+				uint32_t size = s < o.nsizes ? o.sizes[s] : o.stream_request;
 				struct result *r;
 
-				if (!o.mode_on[mode])
+				if (!o.mode_on[mode] || (mode == M_STREAM) != (s == o.nsizes))
 					continue;
 				r = &rs[n++];
 				memset(r, 0, sizeof(*r));
 				r->cfg = cfg;
 				r->mode = mode;
-				r->size = o.sizes[s];
+				r->size = size;
 				if (!o.json)
 					fprintf(stderr, "%s: %s, %u-byte frames, %s ...\n", PROG,
-						cfg_names[cfg], o.sizes[s], mode_names[mode]);
-				if (run_load(&o, (uint16_t)port, o.sizes[s], mode, gw, r) || !r->ok) {
+						cfg_names[cfg], size, mode_names[mode]);
+				if (run_load(&o, (uint16_t)port, size, mode, gw, r) || !r->ok) {
 					fprintf(stderr, PROG ": %s %s %u: failed (logs in %s)\n",
-						cfg_names[cfg], mode_names[mode], o.sizes[s], tmp);
+						cfg_names[cfg], mode_names[mode], size, tmp);
 					rc = 1;
 				}
 			}

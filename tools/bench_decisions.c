@@ -2,9 +2,12 @@
 /*
  * kvsplice-bench decisions: how many routing decisions the controller's
  * policy makes per second on one core, for prompts of a given size. Measures
- * the whole slow-path decision (hash every block of the prompt, then decide
- * with the policy), and the decision alone on hashes computed beforehand, so
- * the two costs can be told apart. Pure CPU: no sockets, no BPF.
+ * the whole slow-path decision (hash every block of a prompt with a suffix of
+ * its own, then decide with the policy, which indexes the new blocks), with
+ * the hashing timed apart; and the decision on a prompt seen before (hashes
+ * computed beforehand, every block already indexed). Pure CPU: no sockets,
+ * no BPF. This machine's speed drifts (docs/EVALUATION.md), so each figure is
+ * the median of --rounds alternating measurements.
  */
 #include "bench_decisions.h"
 
@@ -23,7 +26,7 @@
 #define PROG "kvsplice-bench decisions"
 
 struct dec_opts {
-	uint32_t backends, prompt_tokens, template_tokens, templates, count;
+	uint32_t backends, prompt_tokens, template_tokens, templates, count, rounds;
 	uint64_t seed;
 	int json;
 };
@@ -34,9 +37,11 @@ static void usage(FILE *f)
 		"Usage: kvsplice-bench decisions [options]\n"
 		"\n"
 		"Routing decisions per second of the controller's policy on one core.\n"
-		"Each decision is a prompt of one of the templates plus its own suffix;\n"
-		"'full' hashes the prompt and decides, 'decide' decides on hashes made\n"
-		"beforehand. Backend loads change between decisions as requests end.\n"
+		"Each decision is a prompt of one of the templates plus its own suffix:\n"
+		"'hash + decide' hashes it (timed apart) and decides, indexing its new\n"
+		"blocks; 'seen prompt' decides on a prompt whose hashes were made and\n"
+		"indexed before. Backend loads change between decisions as requests end.\n"
+		"Each figure is the median of --rounds alternating measurements.\n"
 		"\n"
 		"Options:\n"
 		"      --backends N         backends (default 7)\n"
@@ -44,6 +49,7 @@ static void usage(FILE *f)
 		"      --template-tokens T  of which shared with other prompts (default 6000)\n"
 		"      --templates N        distinct templates (default 64)\n"
 		"      --count N            decisions per measurement (default 100000)\n"
+		"      --rounds N           measurements of each kind (default 5)\n"
 		"      --seed S             (default 1)\n"
 		"      --json               JSON output\n"
 		"  -h, --help               this text\n");
@@ -57,6 +63,7 @@ static int parse(int argc, char **argv, struct dec_opts *o)
 		{ "template-tokens", required_argument, NULL, 't' },
 		{ "templates", required_argument, NULL, 'n' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "rounds", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -65,7 +72,7 @@ static int parse(int argc, char **argv, struct dec_opts *o)
 	int opt;
 
 	*o = (struct dec_opts){ .backends = 7, .prompt_tokens = 8000, .template_tokens = 6000,
-				.templates = 64, .count = 100000, .seed = 1 };
+				.templates = 64, .count = 100000, .rounds = 5, .seed = 1 };
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -88,6 +95,10 @@ static int parse(int argc, char **argv, struct dec_opts *o)
 			break;
 		case 'c':
 			if (kvs_arg_u32(PROG, "--count", optarg, 1, 100000000, &o->count))
+				return 2;
+			break;
+		case 'r':
+			if (kvs_arg_u32(PROG, "--rounds", optarg, 1, 1000, &o->rounds))
 				return 2;
 			break;
 		case 's':
@@ -134,9 +145,10 @@ static void loads_add(struct loads *l, uint32_t b, uint64_t w, uint32_t window)
 	l->load[b] += w;
 }
 
-/* One measurement of o->count decisions; hashes inline when pre is NULL. */
+/* One measurement of o->count decisions; hashes inline when pre is NULL
+ * (the time spent hashing into *hash_s). Decisions per second. */
 static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, uint64_t *pre,
-		      uint32_t nblocks, double *hit)
+		      uint32_t nblocks, double *hit, double *hash_s)
 {
 	const char *names[KVS_MAX_BACKENDS];
 	char namebuf[KVS_MAX_BACKENDS][32];
@@ -144,7 +156,7 @@ static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, u
 	struct kvs_policy pol;
 	struct loads l = { 0 };
 	uint8_t ok[KVS_MAX_BACKENDS];
-	uint64_t *h = malloc(sizeof(*h) * (nblocks + 1)), rng = o->seed, t0, cached = 0;
+	uint64_t *h = malloc(sizeof(*h) * (nblocks + 1)), rng = o->seed, t0, cached = 0, th = 0;
 	uint32_t b, i, tok = kvs_prompt_tokens(len);
 	struct kvs_decision d;
 
@@ -167,10 +179,13 @@ static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, u
 		if (pre) {
 			hh = pre + (size_t)t * nblocks;
 		} else {
+			uint64_t t1 = kvs_now_ns();
+
 			/* a new suffix: the request number in its first bytes */
 			memcpy(prompts[t] + (size_t)o->template_tokens * KVS_BYTES_PER_TOKEN, &i,
 			       sizeof(i));
 			kvs_prefix_hashes(kvs_seed(0, 0), prompts[t], len, h, nblocks);
+			th += kvs_now_ns() - t1;
 			hh = h;
 		}
 		kvs_policy_decide(&pol, hh, nblocks, hh[nblocks - 1], tok, l.load, ok, NULL, &d);
@@ -181,9 +196,23 @@ static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, u
 	}
 	t0 = kvs_now_ns() - t0;
 	*hit = (double)cached / ((double)o->count * nblocks);
+	*hash_s = (double)th / 1e9;
 	kvs_policy_free(&pol);
 	free(h);
 	return (double)o->count / ((double)t0 / 1e9);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int bench_decisions(int argc, char **argv)
@@ -192,8 +221,8 @@ int bench_decisions(int argc, char **argv)
 	size_t len, tlen;
 	uint8_t **prompts;
 	uint64_t *pre;
-	uint32_t nblocks, t;
-	double full, decide, hit_full, hit_decide;
+	uint32_t nblocks, t, r;
+	double *full, *hash_us, *seen, hit_full = 0, hit_seen = 0, unused, f, hu, sn;
 	int rc = parse(argc, argv, &o);
 
 	if (rc)
@@ -203,7 +232,10 @@ int bench_decisions(int argc, char **argv)
 	nblocks = (uint32_t)(len / KVS_BLOCK_BYTES);
 	prompts = calloc(o.templates, sizeof(*prompts));
 	pre = malloc(sizeof(*pre) * (size_t)o.templates * nblocks);
-	if (!prompts || !pre || nblocks == 0) {
+	full = calloc(o.rounds, sizeof(double));
+	hash_us = calloc(o.rounds, sizeof(double));
+	seen = calloc(o.rounds, sizeof(double));
+	if (!prompts || !pre || !full || !hash_us || !seen || nblocks == 0) {
 		fprintf(stderr, PROG ": out of memory or prompt under one block\n");
 		return 1;
 	}
@@ -216,27 +248,40 @@ int bench_decisions(int argc, char **argv)
 		kvs_prefix_hashes(kvs_seed(0, 0), prompts[t], len, pre + (size_t)t * nblocks,
 				  nblocks);
 	}
-	full = measure(&o, prompts, len, NULL, nblocks, &hit_full);
-	decide = measure(&o, prompts, len, pre, nblocks, &hit_decide);
+	for (r = 0; r < o.rounds; r++) {
+		double hs;
+
+		full[r] = measure(&o, prompts, len, NULL, nblocks, &hit_full, &hs);
+		hash_us[r] = hs / o.count * 1e6;
+		seen[r] = measure(&o, prompts, len, pre, nblocks, &hit_seen, &unused);
+		if (!o.json && o.rounds > 1)
+			fprintf(stderr, "round %u/%u: %.0f and %.0f decisions/s\n", r + 1, o.rounds,
+				full[r], seen[r]);
+	}
+	f = median(full, o.rounds);
+	hu = median(hash_us, o.rounds);
+	sn = median(seen, o.rounds);
 	if (o.json)
 		printf("{\"backends\":%u,\"prompt_tokens\":%u,\"template_tokens\":%u,\"templates\":%u,"
-		       "\"count\":%u,\"full_per_s\":%.0f,\"decide_per_s\":%.0f,"
-		       "\"full_us\":%.3f,\"decide_us\":%.3f,\"hash_us\":%.3f}\n",
-		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, full,
-		       decide, 1e6 / full, 1e6 / decide, 1e6 / full - 1e6 / decide);
+		       "\"count\":%u,\"rounds\":%u,\"full_per_s\":%.0f,\"seen_per_s\":%.0f,"
+		       "\"full_us\":%.3f,\"hash_us\":%.3f,\"decide_us\":%.3f,\"seen_us\":%.3f}\n",
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, o.rounds,
+		       f, sn, 1e6 / f, hu, 1e6 / f - hu, 1e6 / sn);
 	else
 		printf("%u backends, %u-token prompts (%u shared, %u templates), %u decisions, "
-		       "one core:\n"
-		       "  hash + decide   %10.0f decisions/s  (%.2f us each)\n"
-		       "  decide only     %10.0f decisions/s  (%.2f us each)\n"
-		       "  hashing share   %.2f us of each full decision\n"
-		       "  predicted cached blocks: %.0f%% (full), %.0f%% (decide only)\n",
-		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, full,
-		       1e6 / full, decide, 1e6 / decide, 1e6 / full - 1e6 / decide,
-		       100 * hit_full, 100 * hit_decide);
+		       "one core, median of %u:\n"
+		       "  hash + decide   %10.0f decisions/s  (%.2f us each: hashing %.2f, "
+		       "deciding %.2f)\n"
+		       "  seen prompt     %10.0f decisions/s  (%.2f us each)\n"
+		       "  predicted cached blocks: %.0f%% (hash + decide), %.0f%% (seen)\n",
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, o.rounds,
+		       f, 1e6 / f, hu, 1e6 / f - hu, sn, 1e6 / sn, 100 * hit_full, 100 * hit_seen);
 	for (t = 0; t < o.templates; t++)
 		free(prompts[t]);
 	free(prompts);
 	free(pre);
+	free(full);
+	free(hash_us);
+	free(seen);
 	return 0;
 }

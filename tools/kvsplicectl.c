@@ -392,13 +392,11 @@ out:
 static int cmd_routes_flush(const struct ctl_opts *o)
 {
 	int fd = ctl_open_map(o, KVS_MAP_ROUTES);
-	__u64 key;
-	long n = 0;
+	long n;
 
 	if (fd < 0)
 		return 1;
-	while (bpf_map_get_next_key(fd, NULL, &key) == 0 && bpf_map_delete_elem(fd, &key) == 0)
-		n++;
+	n = kvs_routes_clear(fd);
 	close(fd);
 	if (o->json)
 		printf("{\"flushed\":%ld}\n", n);

@@ -1916,7 +1916,10 @@ static bool handed(const struct gw_conn *c)
 struct kvs_ho_state {
 	struct kvs_ho_hdr h;
 	struct kvs_ctl_stats ctl;
-	uint32_t nslots, pad;
+	uint32_t nslots;
+	/* KVS_HASH_VERSION of the sender; 0 from one built before the field
+	 * (hash version 1) */
+	uint32_t hash_version;
 	struct kvs_ho_backend be[KVS_MAX_BACKENDS];
 };
 
@@ -1935,6 +1938,7 @@ static int give_state(struct gw *g, int s)
 	st.h = (struct kvs_ho_hdr){ KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_STATE, 0 };
 	st.ctl = g->ctl;
 	st.nslots = g->nslots;
+	st.hash_version = KVS_HASH_VERSION;
 
 	for (i = 0; i < g->nslots; i++) {
 		const struct gw_backend *be = &g->be[i];
@@ -2089,7 +2093,7 @@ struct taken {
 	uint32_t n, got;
 	struct kvs_buf punt_rx, inject_rx;
 	struct kvs_ctl_stats ctl;
-	uint32_t nslots;
+	uint32_t nslots, hash_version;
 	struct kvs_ho_backend be[KVS_MAX_BACKENDS];
 };
 
@@ -2144,6 +2148,7 @@ static int take_state(const char *path, struct taken *t)
 			}
 			memcpy(&st, msg, sizeof(st));
 			t->ctl = st.ctl;
+			t->hash_version = st.hash_version ? st.hash_version : 1;
 			t->nslots = st.nslots < KVS_MAX_BACKENDS ? st.nslots : KVS_MAX_BACKENDS;
 			memcpy(t->be, st.be, sizeof(t->be));
 			t->n = h.n;
@@ -2268,6 +2273,12 @@ static int adopt(struct gw *g, struct taken *t)
 	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
 		return -EPROTO;
 	g->ctl = t->ctl;
+	/* Routes keyed by another version's hashes would never match one
+	 * again: only take room in the map. The slow path learns them anew. */
+	if (t->hash_version != KVS_HASH_VERSION)
+		pr_info("event=routes_flushed reason=\"prefix hash version %u, this one %u\" "
+			"routes=%ld",
+			t->hash_version, KVS_HASH_VERSION, kvs_routes_clear(g->dp.routes_fd));
 	return 0;
 }
 

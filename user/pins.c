@@ -139,6 +139,17 @@ int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)
 	return bpf_map_lookup_elem(ctl_fd, &zero, out) ? -errno : 0;
 }
 
+long kvs_routes_clear(int routes_fd)
+{
+	__u64 key;
+	long n = 0;
+
+	while (bpf_map_get_next_key(routes_fd, NULL, &key) == 0 &&
+	       bpf_map_delete_elem(routes_fd, &key) == 0)
+		n++;
+	return n;
+}
+
 const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, size_t len)
 {
 	const char *end = pin_dir + strlen(pin_dir), *base;

@@ -68,5 +68,8 @@ int kvs_read_percpu_sum(int fd, void *out, size_t size);
 /* Sums the per-CPU kernel counters of the stats map. 0 or -errno. */
 int kvs_read_kstats(int stats_fd, struct kvs_stats *out);
 int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out);
+/* Deletes every route (the kernel then hands each prompt to the controller
+ * once more, which routes it and installs the routes again); how many. */
+long kvs_routes_clear(int routes_fd);
 
 #endif

@@ -22,7 +22,7 @@ int kvs_pcache_init(struct kvs_pcache *c, uint32_t capacity_blocks)
 		return -ENOMEM;
 	}
 	for (i = 0; i < size; i++)
-		c->table[i] = KVS_PC_NIL;
+		c->table[i] = (struct kvs_pcache_slot){ .node = KVS_PC_NIL };
 	for (i = 0; i < capacity_blocks; i++)
 		c->nodes[i].next = i + 1 < capacity_blocks ? i + 1 : KVS_PC_NIL;
 	c->table_mask = size - 1;
@@ -35,28 +35,40 @@ void kvs_pcache_free(struct kvs_pcache *c)
 {
 	free(c->table);
 	free(c->nodes);
+	free(c->scratch);
 	c->table = NULL;
 	c->nodes = NULL;
+	c->scratch = NULL;
+	c->scratch_cap = 0;
 }
 
-static uint32_t slot_of(const struct kvs_pcache *c, uint64_t hash)
+static uint32_t mix_of(uint64_t hash)
 {
-	return (uint32_t)kvs_fmix64(hash) & c->table_mask;
+	return (uint32_t)kvs_fmix64(hash);
 }
 
 /* Table slot holding hash, or the empty slot where it would go. */
 static uint32_t find_slot(const struct kvs_pcache *c, uint64_t hash)
 {
-	uint32_t s = slot_of(c, hash);
+	uint32_t mix = mix_of(hash), s = mix & c->table_mask;
 
-	while (c->table[s] != KVS_PC_NIL && c->nodes[c->table[s]].hash != hash)
-		s = (s + 1) & c->table_mask;
-	return s;
+	for (;; s = (s + 1) & c->table_mask) {
+		const struct kvs_pcache_slot *t = &c->table[s];
+
+		if (t->node == KVS_PC_NIL || (t->mix == mix && c->nodes[t->node].hash == hash))
+			return s;
+	}
 }
 
 static uint32_t find(const struct kvs_pcache *c, uint64_t hash)
 {
-	return c->table[find_slot(c, hash)];
+	return c->table[find_slot(c, hash)].node;
+}
+
+/* Puts node k (holding hash) into the empty slot s. */
+static void table_put(struct kvs_pcache *c, uint32_t s, uint32_t k, uint64_t hash)
+{
+	c->table[s] = (struct kvs_pcache_slot){ .node = k, .mix = mix_of(hash) };
 }
 
 int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash)
@@ -79,15 +91,15 @@ static void table_remove(struct kvs_pcache *c, uint64_t hash)
 {
 	uint32_t s = find_slot(c, hash), j = s;
 
-	if (c->table[s] == KVS_PC_NIL)
+	if (c->table[s].node == KVS_PC_NIL)
 		return;
 	for (;;) {
 		uint32_t home;
 
 		j = (j + 1) & c->table_mask;
-		if (c->table[j] == KVS_PC_NIL)
+		if (c->table[j].node == KVS_PC_NIL)
 			break;
-		home = slot_of(c, c->nodes[c->table[j]].hash);
+		home = c->table[j].mix & c->table_mask;
 		/* Move j's entry into the hole at s unless its home lies
 		 * cyclically in (s, j]. */
 		if ((j > s && (home <= s || home > j)) || (j < s && home <= s && home > j)) {
@@ -95,7 +107,7 @@ static void table_remove(struct kvs_pcache *c, uint64_t hash)
 			s = j;
 		}
 	}
-	c->table[s] = KVS_PC_NIL;
+	c->table[s].node = KVS_PC_NIL;
 }
 
 static void lru_unlink(struct kvs_pcache *c, uint32_t i)
@@ -167,12 +179,77 @@ uint32_t kvs_pcache_match_prefix(const struct kvs_pcache *c, const uint64_t *has
 	return lo;
 }
 
+/*
+ * acquire() then release(), with each block looked up once instead of three
+ * times: the node each block was found at or inserted into is remembered.
+ * Pinned or freshly inserted nodes cannot be evicted or reused in between,
+ * so the remembered index stays that block's. The index lookups were the
+ * controller's slow path (kvsplice-bench decisions, docs/EVALUATION.md).
+ */
 void kvs_pcache_touch(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 {
+	uint32_t *idx, missing = 0, i;
+
 	if (n > c->capacity)
 		n = c->capacity;
-	if (kvs_pcache_acquire(c, hashes, n) == 0)
-		kvs_pcache_release(c, hashes, n);
+	if (n > c->scratch_cap) {
+		uint32_t *s = realloc(c->scratch, sizeof(*s) * n);
+
+		if (!s) { /* the same, slower */
+			if (kvs_pcache_acquire(c, hashes, n) == 0)
+				kvs_pcache_release(c, hashes, n);
+			return;
+		}
+		c->scratch = s;
+		c->scratch_cap = n;
+	}
+	idx = c->scratch;
+	/* Pin what is cached first, so that making room cannot evict it. */
+	for (i = 0; i < n; i++) {
+		idx[i] = find(c, hashes[i]);
+		if (idx[i] == KVS_PC_NIL)
+			missing++;
+		else if (c->nodes[idx[i]].refs++ == 0)
+			lru_unlink(c, idx[i]);
+	}
+	/* Only when something else is pinned: insert nothing (the found ones
+	 * still count as just used, as with acquire()). */
+	if (missing > c->capacity - c->used + c->evictable)
+		missing = 0;
+	for (i = 0; missing && i < n; i++) {
+		uint32_t s, k;
+
+		if (idx[i] != KVS_PC_NIL)
+			continue;
+		missing--;
+		s = find_slot(c, hashes[i]);
+		if (c->table[s].node != KVS_PC_NIL) { /* the same hash twice in one chain */
+			idx[i] = c->table[s].node;
+			continue;
+		}
+		if (c->used == c->capacity) {
+			evict_lru(c);
+			s = find_slot(c, hashes[i]); /* the eviction may shift entries */
+		}
+		k = c->free_head;
+		c->free_head = c->nodes[k].next;
+		c->nodes[k] = (struct kvs_pcache_node){
+			.hash = hashes[i], .refs = 1, .prev = KVS_PC_NIL, .next = KVS_PC_NIL,
+		};
+		table_put(c, s, k, hashes[i]);
+		c->used++;
+		idx[i] = k;
+	}
+	/* Unpin tail first: the deepest block becomes the first to go. */
+	for (i = n; i-- > 0;) {
+		struct kvs_pcache_node *nd;
+
+		if (idx[i] == KVS_PC_NIL)
+			continue;
+		nd = &c->nodes[idx[i]];
+		if (nd->refs && --nd->refs == 0)
+			lru_push_mru(c, idx[i]);
+	}
 }
 
 int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
@@ -206,7 +283,7 @@ int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 		c->nodes[k] = (struct kvs_pcache_node){
 			.hash = hashes[i], .refs = 1, .prev = KVS_PC_NIL, .next = KVS_PC_NIL,
 		};
-		c->table[find_slot(c, hashes[i])] = k;
+		table_put(c, find_slot(c, hashes[i]), k, hashes[i]);
 		c->used++;
 	}
 	return 0;

@@ -20,12 +20,19 @@ struct kvs_pcache_node {
 
 #define KVS_PC_NIL UINT32_MAX
 
+/* A hash-table slot: the node, and 32 bits of the mixed hash (its home slot
+ * and a tag), so probing and deletion read no node until a tag matches. */
+struct kvs_pcache_slot {
+	uint32_t node; /* KVS_PC_NIL: empty */
+	uint32_t mix;
+};
+
 struct kvs_pcache {
 	uint32_t capacity;        /* blocks */
 	uint32_t max_capacity;    /* blocks allocated */
 	uint32_t used;            /* blocks cached (pinned or not) */
 	uint32_t table_mask;      /* table size - 1 (power of two) */
-	uint32_t *table;          /* node index or KVS_PC_NIL */
+	struct kvs_pcache_slot *table;
 	struct kvs_pcache_node *nodes;
 	uint32_t free_head;       /* unused nodes, linked through next */
 	uint32_t lru_head, lru_tail;
@@ -34,6 +41,10 @@ struct kvs_pcache {
 	void (*on_evict)(void *ctx, uint64_t hash);
 	void *evict_ctx;
 	uint64_t evictions;
+	/* touch()'s node index per block, kept between calls (no allocation
+	 * per decision) */
+	uint32_t *scratch;
+	uint32_t scratch_cap;
 };
 
 int kvs_pcache_init(struct kvs_pcache *c, uint32_t capacity_blocks);

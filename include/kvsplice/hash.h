@@ -85,20 +85,49 @@ static __always_inline __u64 kvs_load64(const unsigned char *p)
 	return w;
 }
 
-/* h[i] from h[i-1] and the KVS_BLOCK_BYTES bytes of block i. */
-static __always_inline __u64 kvs_block_hash(__u64 prev, const unsigned char *blk)
+/*
+ * Which hash this is. Version 1 fed every word of a block through one
+ * chain that ran through all blocks: ~60 dependent cycles a block, the
+ * controller's whole slow-path budget for an 8,000-token prompt. Version 2
+ * digests each block on its own (four independent lanes), so only a short
+ * combining step is serial and a CPU works on the next blocks meanwhile.
+ * The values differ between versions: routes learned under one never match
+ * the other (a take-over compares the versions and flushes the routes).
+ */
+#define KVS_HASH_VERSION 2
+
+/* One xxh64 round: a lane takes in one 8-byte word. */
+static __always_inline __u64 kvs_round(__u64 acc, __u64 w)
 {
-	__u64 h = prev + KVS_P5;
+	return kvs_rotl64(acc + w * KVS_P2, 31) * KVS_P1;
+}
+
+/*
+ * Block i's own digest, independent of the blocks before it: four lanes of
+ * two words each (word j to lane j % 4), merged with distinct rotations so
+ * that moving a word to another lane or position changes the digest.
+ */
+static __always_inline __u64 kvs_block_digest(const unsigned char *blk)
+{
+	__u64 v0 = KVS_P1 + KVS_P2, v1 = KVS_P2, v2 = 0, v3 = 0 - KVS_P1;
 	int i;
 
 	KVS_UNROLL
-	for (i = 0; i < KVS_BLOCK_BYTES / 8; i++) {
-		__u64 w = kvs_load64(blk + 8 * i);
-
-		h ^= kvs_rotl64(w * KVS_P2, 31) * KVS_P1;
-		h = kvs_rotl64(h, 27) * KVS_P1 + KVS_P4;
+	for (i = 0; i < KVS_BLOCK_BYTES / 32; i++) {
+		v0 = kvs_round(v0, kvs_load64(blk + 32 * i));
+		v1 = kvs_round(v1, kvs_load64(blk + 32 * i + 8));
+		v2 = kvs_round(v2, kvs_load64(blk + 32 * i + 16));
+		v3 = kvs_round(v3, kvs_load64(blk + 32 * i + 24));
 	}
-	return kvs_nonzero(kvs_fmix64(h));
+	return kvs_rotl64(v0, 1) + kvs_rotl64(v1, 7) + kvs_rotl64(v2, 12) + kvs_rotl64(v3, 18);
+}
+
+/* h[i] from h[i-1] and the KVS_BLOCK_BYTES bytes of block i: the serial
+ * step is an xor and the avalanche (a bijection, so distinct h[i-1] with
+ * the same block never meet). */
+static __always_inline __u64 kvs_block_hash(__u64 prev, const unsigned char *blk)
+{
+	return kvs_nonzero(kvs_fmix64(prev ^ kvs_block_digest(blk)));
 }
 
 /* Route-map key for a client's explicit cache key (DESIGN.md section 3). */

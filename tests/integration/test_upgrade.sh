@@ -59,6 +59,7 @@ kvs_bench -n 500 --rate 100 -k 4 --prefixes 8 --prefix-tokens 512 --json \
 	>"$KVS_TMP/during.json" &
 load=$!
 sleep 1.5
+routes_before=$(jget "$(ctl stats --json)" .routes)
 out=$(ctl upgrade) || kvs_fail "upgrade: $out"
 NEW=$(jget "$(ctl status --json)" .pid)
 KVS_PIDS+=($NEW)
@@ -75,6 +76,15 @@ wait "$load" || kvs_fail "load across the upgrade: $(cat "$KVS_TMP/during.json")
 res=$(cat "$KVS_TMP/during.json")
 assert_eq "requests answered across the upgrade" "$(jget "$res" .ok)" 500
 assert_eq "errors across the upgrade" "$(jget "$res" .errors)" 0
+# Same prefix hash on both sides: the learned routes are kept (a successor
+# with another KVS_HASH_VERSION flushes them, and logs routes_flushed).
+[ "$routes_before" -gt 0 ] || kvs_fail "no routes learned before the upgrade"
+[ "$(jget "$(ctl stats --json)" .routes)" -ge "$routes_before" ] ||
+	kvs_fail "routes lost across the upgrade: $routes_before before"
+grep -q "event=took_over" "$KVS_TMP/gw.log" || kvs_fail "the successor's log is not in gw.log"
+if grep -q "event=routes_flushed" "$KVS_TMP/gw.log"; then
+	kvs_fail "routes flushed across an upgrade to the same hash: $(grep routes_flushed "$KVS_TMP/gw.log")"
+fi
 # The successor can be upgraded in turn (its own sockets are live).
 out=$(ctl upgrade) || kvs_fail "second upgrade: $out"
 NEWER=$(jget "$(ctl status --json)" .pid)

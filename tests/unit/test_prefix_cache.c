@@ -203,12 +203,82 @@ static void eviction_of_marked_blocks_is_reported(void **state)
 	assert_int_equal(nevicted, 2);
 }
 
+/* Two caches hold the same blocks in the same LRU order, with the same
+ * counts, and the same blocks pinned as often. */
+static void assert_same_cache(const struct kvs_pcache *a, const struct kvs_pcache *b)
+{
+	uint32_t i = a->lru_head, j = b->lru_head;
+
+	assert_int_equal(a->used, b->used);
+	assert_int_equal(a->evictable, b->evictable);
+	assert_int_equal(a->evictions, b->evictions);
+	while (i != KVS_PC_NIL && j != KVS_PC_NIL) {
+		assert_true(a->nodes[i].hash == b->nodes[j].hash);
+		i = a->nodes[i].next;
+		j = b->nodes[j].next;
+	}
+	assert_int_equal(i, KVS_PC_NIL);
+	assert_int_equal(j, KVS_PC_NIL);
+	for (i = 0; i <= a->table_mask; i++) {
+		uint32_t k = a->table[i].node;
+
+		if (k == KVS_PC_NIL)
+			continue;
+		assert_true(kvs_pcache_contains(b, a->nodes[k].hash));
+	}
+}
+
+/*
+ * touch() looks each block up once and remembers where it is; it must leave
+ * the cache exactly as acquire() then release() do (what it was before),
+ * through eviction, chains that share heads, a hash twice in one chain, and
+ * other requests' pinned blocks leaving no room.
+ */
+static void touch_equals_acquire_then_release(void **state)
+{
+	struct kvs_pcache a, b;
+	uint64_t h[64], pinned[40], rng = 12345;
+	uint32_t round, i;
+
+	(void)state;
+	assert_int_equal(kvs_pcache_init(&a, 100), 0);
+	assert_int_equal(kvs_pcache_init(&b, 100), 0);
+	for (i = 0; i < 40; i++)
+		pinned[i] = 900000 + i;
+	for (round = 0; round < 3000; round++) {
+		uint32_t n, head;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		n = 1 + (uint32_t)(rng >> 33) % 64;
+		head = (uint32_t)(rng >> 20) % 8; /* one of 8 shared heads */
+		for (i = 0; i < n; i++)
+			h[i] = i < n / 2 ? 1000 * (head + 1) + i : (rng >> 7) + i;
+		if (round % 97 == 0 && n > 2)
+			h[n - 1] = h[0]; /* the same hash twice in one chain */
+		if (round == 1000) { /* another request pins 40 of the 100 blocks */
+			assert_int_equal(kvs_pcache_acquire(&a, pinned, 40), 0);
+			assert_int_equal(kvs_pcache_acquire(&b, pinned, 40), 0);
+		}
+		if (round == 2000) {
+			kvs_pcache_release(&a, pinned, 40);
+			kvs_pcache_release(&b, pinned, 40);
+		}
+		kvs_pcache_touch(&a, h, n);
+		if (kvs_pcache_acquire(&b, h, n > b.capacity ? b.capacity : n) == 0)
+			kvs_pcache_release(&b, h, n > b.capacity ? b.capacity : n);
+		assert_same_cache(&a, &b);
+	}
+	kvs_pcache_free(&a);
+	kvs_pcache_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(prefix_match_counts_from_the_start),
 		cmocka_unit_test(binary_prefix_match_agrees),
 		cmocka_unit_test(touch_keeps_the_head),
+		cmocka_unit_test(touch_equals_acquire_then_release),
 		cmocka_unit_test(lru_eviction_order),
 		cmocka_unit_test(release_tail_first),
 		cmocka_unit_test(pinned_blocks_are_not_evicted),
