@@ -332,7 +332,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 	ch->req_id = bpf_be64_to_cpu(h->req_id);
 	ch->n = n;
 
-	hint = bpf_ntohl(h->prefix_len) / KVS_BLOCK_BYTES;
+	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
 	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
 		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
 		if (r) {

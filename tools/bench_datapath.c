@@ -223,16 +223,17 @@ static int echo_add_stream(struct echo_conn *c, const struct kvs_msg *m)
 	return err;
 }
 
-static void *echo_conn(void *arg)
+/* Reads requests until the connection ends: rr/pipelined ones answered at
+ * once, streams handed to the stepper (started with the first). */
+static void echo_requests(struct echo_conn *c, pthread_t *stepper, bool *stepping)
 {
-	struct echo_conn *c = arg;
 	size_t cap = 1 << 16;
 	uint8_t *buf = malloc(cap);
 	uint8_t hdr[KVS_HDR_LEN];
-	pthread_t stepper;
-	bool stepping = false;
 
-	while (buf && kvs_read_all(c->fd, hdr, KVS_HDR_LEN) == 0) {
+	if (!buf)
+		return;
+	while (kvs_read_all(c->fd, hdr, KVS_HDR_LEN) == 0) {
 		struct kvs_msg m, r;
 		size_t need;
 
@@ -250,9 +251,9 @@ static void *echo_conn(void *arg)
 		if (kvs_read_all(c->fd, buf + KVS_HDR_LEN, m.payload_len))
 			break;
 		if (m.max_tokens > 1) {
-			if (!stepping && pthread_create(&stepper, NULL, echo_stepper, c))
+			if (!*stepping && pthread_create(stepper, NULL, echo_stepper, c))
 				break;
-			stepping = true;
+			*stepping = true;
 			if (echo_add_stream(c, &m))
 				break;
 			continue;
@@ -266,13 +267,22 @@ static void *echo_conn(void *arg)
 					       echo_end(&m, 1, buf + KVS_HDR_LEN + m.payload_len)))
 			break;
 	}
+	free(buf);
+}
+
+static void *echo_conn(void *arg)
+{
+	struct echo_conn *c = arg;
+	pthread_t stepper;
+	bool stepping = false;
+
+	echo_requests(c, &stepper, &stepping);
 	pthread_mutex_lock(&c->lock);
 	c->closing = true;
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	if (stepping)
 		pthread_join(stepper, NULL);
-	free(buf);
 	free(c->streams);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
@@ -824,7 +834,7 @@ static int plot(const struct dp_opts *o, const struct result *rs, int n)
 		return -errno;
 	fprintf(f, "# gnuplot datapath.gp (in this directory) redraws the pictures.\n"
 		   "set style data histograms\nset style histogram clustered gap 1\n"
-		   "set style fill solid 0.8 border -1\nset key top left\nset grid ytics\n"
+		   "set style fill solid 0.8 border -1\nset grid ytics\n"
 		   "set xlabel 'frame payload (bytes)'\n"
 		   "do for [t in 'svg png'] {\n"
 		   "  if (t eq 'svg') { set terminal svg size 1100,800 } "
@@ -832,11 +842,12 @@ static int plot(const struct dp_opts *o, const struct result *rs, int n)
 		   "  set output 'datapath.'.t\n  set multiplot layout 2,2\n"
 		   "  do for [m=0:1] {\n"
 		   "    set title (m == 0 ? 'request/response' : 'pipelined').': GB/s'\n"
-		   "    unset logscale y\n"
+		   "    unset logscale y\n    set key top left opaque\n"
 		   "    plot for [k=2:6] 'datapath.dat' index m using k:xtic(1) lc (k-1) "
 		   "title word('direct kernel user haproxy haproxy-splice', k-1)\n"
 		   "    set title (m == 0 ? 'request/response' : 'pipelined')."
 		   "': gateway CPU s per GB (log)'\n    set logscale y\n"
+		   "    set key top right\n"
 		   "    plot for [k=8:11] 'datapath.dat' index m using k:xtic(1) lc (k-6) "
 		   "title word('kernel user haproxy haproxy-splice', k-7)\n"
 		   "  }\n  unset multiplot\n}\n");

@@ -7,6 +7,14 @@
 
 #include "kvsplice/hash.h"
 
+/* Index entries for a capacity in blocks (at least one). */
+static uint32_t groups_of(uint32_t blocks)
+{
+	uint32_t g = (uint32_t)(((uint64_t)blocks + KVS_INDEX_GROUP - 1) / KVS_INDEX_GROUP);
+
+	return g ? g : 1;
+}
+
 void kvs_policy_defaults(struct kvs_policy_params *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -29,7 +37,7 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 	if (pol->p.balance < 1.0)
 		pol->p.balance = 1.0;
 	for (b = 0; b < p->nbackends; b++) {
-		err = kvs_pcache_init(&pol->index[b], p->index_blocks);
+		err = kvs_pcache_init(&pol->index[b], groups_of(p->index_blocks));
 		if (err)
 			goto fail;
 	}
@@ -52,12 +60,35 @@ void kvs_policy_free(struct kvs_policy *pol)
 	kvs_chash_free(&pol->ring);
 }
 
-/* Binary search (kvs_pcache_match_prefix): O(log n) lookups per backend
- * is what makes 100k decisions a second on one core possible. */
+/* Binary search over the group hashes h[G-1], h[2G-1], ... (as
+ * kvs_pcache_match_prefix, without copying them out): O(log n) lookups per
+ * backend. */
 uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
 			   uint32_t n)
 {
-	return kvs_pcache_match_prefix(&pol->index[b], h, n);
+	uint32_t lo = 0, hi = n / KVS_INDEX_GROUP;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		if (kvs_pcache_contains(&pol->index[b], h[mid * KVS_INDEX_GROUP - 1]))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo * KVS_INDEX_GROUP;
+}
+
+/* The prompt as the index sees it: its group hashes, into pol->group_h. */
+static uint32_t group_hashes(struct kvs_policy *pol, const uint64_t *h, uint32_t n)
+{
+	uint32_t ng = n / KVS_INDEX_GROUP, j;
+
+	if (ng > sizeof(pol->group_h) / sizeof(pol->group_h[0]))
+		ng = sizeof(pol->group_h) / sizeof(pol->group_h[0]);
+	for (j = 0; j < ng; j++)
+		pol->group_h[j] = h[(j + 1) * KVS_INDEX_GROUP - 1];
+	return ng;
 }
 
 /*
@@ -205,7 +236,7 @@ out:
 	d->backend = pick;
 	d->cached_blocks = cached[pick];
 	pol->decisions[d->reason]++;
-	kvs_pcache_touch(&pol->index[pick], h, n);
+	kvs_pcache_touch(&pol->index[pick], pol->group_h, group_hashes(pol, h, n));
 }
 
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
@@ -219,7 +250,7 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
 	double miss;
 
 	if (predicted < KVS_POLICY_FEEDBACK_MIN) /* too little evidence to act on */
-		return cap;
+		return cap * KVS_INDEX_GROUP;
 	miss = (double)mispredicted / (double)predicted;
 	if (miss > 0.05) {
 		cap = (uint32_t)((double)cap * (1.0 - miss / 2));
@@ -228,7 +259,12 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
 	} else if (miss < 0.01 && cap < c->max_capacity) {
 		cap += step;
 	}
-	return kvs_pcache_set_capacity(c, cap);
+	return kvs_pcache_set_capacity(c, cap) * KVS_INDEX_GROUP;
+}
+
+uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b)
+{
+	return pol->index[b].capacity * KVS_INDEX_GROUP;
 }
 
 static void forward_evict(void *ctx, uint64_t hash)
@@ -273,7 +309,7 @@ int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, ui
 	if (err)
 		return err;
 	for (b = old; b < n; b++) {
-		err = kvs_pcache_init(&pol->index[b], pol->p.index_blocks);
+		err = kvs_pcache_init(&pol->index[b], groups_of(pol->p.index_blocks));
 		if (err) {
 			while (b-- > old)
 				kvs_pcache_free(&pol->index[b]);

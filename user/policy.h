@@ -5,7 +5,12 @@
  *
  * It keeps, per backend, an index of the prompt blocks that backend is
  * believed to hold, bounded by the backend's KV capacity and evicted like the
- * backend evicts (LRU, a prompt's tail before its head). For a request it
+ * backend evicts (LRU, a prompt's tail before its head), at the grain of
+ * KVS_INDEX_GROUP blocks (64 tokens): one entry, the hash of the group's last
+ * block, per group. A match is then known to within 3 blocks of the real
+ * one, which moves no decision between prefixes thousands of tokens long,
+ * and admitting a prompt costs a quarter of the lookups (the slow path's
+ * largest cost: kvsplice-bench decisions, docs/EVALUATION.md). For a request it
  * estimates, per backend, the work before this request's first token:
  *
  *     est(b) = load(b) + w x tokens of the prompt b does not hold
@@ -36,6 +41,7 @@
 #include <stdint.h>
 
 #include "chash.h"
+#include "kvsplice/hash.h"
 #include "kvsplice/maps.h"
 #include "prefix_cache.h"
 
@@ -90,6 +96,8 @@ struct kvs_policy {
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
+	/* the group hashes of the prompt being decided (decide's scratch) */
+	uint64_t group_h[KVS_POLICY_MAX_BLOCKS / KVS_INDEX_GROUP];
 };
 
 void kvs_policy_defaults(struct kvs_policy_params *p);
@@ -120,7 +128,8 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
 		       const uint32_t *known, struct kvs_decision *d);
 
-/* Longest prefix of h[0..n) that backend b is believed to hold, in blocks. */
+/* Longest prefix of h[0..n) that backend b is believed to hold, in blocks
+ * (a multiple of KVS_INDEX_GROUP). */
 uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
 			   uint32_t n);
 
@@ -133,7 +142,7 @@ uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint6
  * size), evicting as the backend does. Below 1% it grows back by 1/64 of
  * the configured size. Fewer than KVS_POLICY_FEEDBACK_MIN predicted tokens
  * are too little evidence and change nothing: the caller should keep
- * accumulating. Returns the capacity.
+ * accumulating. Returns the capacity, in blocks.
  */
 #define KVS_POLICY_FEEDBACK_MIN 1024
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
@@ -145,7 +154,12 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
  * the backend would (the gateway withdraws the route it installed for it).
  */
 void kvs_policy_on_evict(struct kvs_policy *pol, kvs_policy_evict_fn fn, void *ctx);
+/* hash must end a group (a block count that is a multiple of
+ * KVS_INDEX_GROUP): the index holds no other. */
 void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash);
+
+/* Backend b's index capacity now (feedback shrinks it), in blocks. */
+uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b);
 
 /* Backend b left (or restarted empty): forget what it held. */
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b);

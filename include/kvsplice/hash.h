@@ -152,6 +152,23 @@ static __always_inline __u32 kvs_checkpoint(__u32 j)
 	return 512 + 128 * (j - 11);
 }
 
+/*
+ * The controller's index of what each backend holds keeps one entry per
+ * KVS_INDEX_GROUP blocks (64 tokens): the hash of each group's last block,
+ * which stands for the whole prefix up to it. The depths the kernel routes
+ * at, the checkpoints and a client's prefix-length hint, are whole groups,
+ * so every route names an entry of the index, which withdraws the route
+ * when it evicts the entry.
+ */
+#define KVS_INDEX_GROUP 4
+
+/* A client's prefix-length hint (bytes) as the depth, in blocks, the
+ * kernel looks it up at and the controller routes it at. */
+static __always_inline __u32 kvs_hint_blocks(__u32 prefix_len)
+{
+	return prefix_len / KVS_BLOCK_BYTES / KVS_INDEX_GROUP * KVS_INDEX_GROUP;
+}
+
 #ifndef __bpf__
 #include <stddef.h>
 #include <stdint.h>

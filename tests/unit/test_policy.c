@@ -238,9 +238,10 @@ static void salts_never_share(void **state)
  * both keep it (hits stay high). Known weakness, measured: with the
  * default recompute weight (16, chosen for the fleet scenario) the work on
  * its holders reached 1.58x the mean on 2 holders (1.51x since new
- * prefixes are bounded by recent placements). A rate-based notion of a hot
- * prefix is the fix. The bound asserted is the first measurement, not a
- * goal. */
+ * prefixes are bounded by recent placements; 1.24x on 3 holders since
+ * prefix hash version 2 moved this test's cold prefixes on the ring). A
+ * rate-based notion of a hot prefix is the fix. The bound asserted is the
+ * first measurement, not a goal. */
 static void hot_prefix_spills_with_affinity(void **state)
 {
 	struct sim s;
@@ -319,7 +320,7 @@ static void index_is_bounded_like_the_backend(void **state)
 	for (i = 0; i < 80; i++)
 		route(&s, h, chain(h, 0, 200 + (uint64_t)i, 50, 0, 0), &d);
 	for (uint32_t b = 0; b < NB; b++) {
-		assert_true(s.pol.index[b].used <= 500);
+		assert_true(s.pol.index[b].used * KVS_INDEX_GROUP <= 500);
 		assert_int_equal(kvs_policy_cached(&s.pol, b, first, n0), 0);
 	}
 	kvs_policy_free(&s.pol);
@@ -350,8 +351,8 @@ static void known_depth_counts_as_cached(void **state)
 
 /* Reports correct the index size: a 20% miss share shrinks it by 10%,
  * repeated misses take it down to 1/1024 of the configured size (at least
- * 16 blocks), accurate predictions grow it back 1/64 at a time, and thin
- * evidence changes nothing. */
+ * 16 entries of KVS_INDEX_GROUP blocks: 64), accurate predictions grow it
+ * back 1/64 at a time, and thin evidence changes nothing. */
 static void feedback_resizes_index(void **state)
 {
 	struct sim s;
@@ -364,12 +365,12 @@ static void feedback_resizes_index(void **state)
 	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 300), 57600); /* 3%: hold */
 	for (i = 0; i < 200; i++)
 		kvs_policy_feedback(&s.pol, 1, 10000, 9000);
-	assert_int_equal(s.pol.index[1].capacity, 62);
-	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 0), 62 + 1000);
-	assert_int_equal(s.pol.index[0].capacity, 64000); /* others untouched */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64);
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 0), 64 + 1000);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 0), 64000); /* others untouched */
 	for (i = 0; i < 100; i++)
 		kvs_policy_feedback(&s.pol, 1, 10000, 0);
-	assert_int_equal(s.pol.index[1].capacity, 64000);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
 	kvs_policy_free(&s.pol);
 }
 
@@ -386,9 +387,11 @@ static void shrinking_evicts_lru_first(void **state)
 	sim_init(&s, 64000);
 	kvs_policy_decide(&s.pol, a, na, a[na - 1], na * 16, s.load, only0, NULL, &d);
 	kvs_policy_decide(&s.pol, b, nb, b[nb - 1], nb * 16, s.load, only0, NULL, &d);
-	assert_int_equal(kvs_pcache_set_capacity(&s.pol.index[0], 150), 150);
+	/* room for 37 of the 50 index entries (25 per prompt) */
+	assert_int_equal(kvs_pcache_set_capacity(&s.pol.index[0], 150 / KVS_INDEX_GROUP), 37);
 	assert_int_equal(kvs_policy_cached(&s.pol, 0, b, nb), 100);
-	assert_int_equal(kvs_policy_cached(&s.pol, 0, a, na), 50); /* a's tail went first */
+	/* a's tail went first: its first 12 entries are left */
+	assert_int_equal(kvs_policy_cached(&s.pol, 0, a, na), 12 * KVS_INDEX_GROUP);
 	kvs_policy_free(&s.pol);
 }
 
@@ -417,8 +420,10 @@ static void index_eviction_reaches_the_hook(void **state)
 	kvs_policy_on_evict(&s.pol, hook, NULL);
 	kvs_policy_decide(&s.pol, a, n, a[n - 1], n * 16, s.load, only2, NULL, &d);
 	assert_int_equal(d.backend, 2);
+	/* a[31] ends the index's 8th entry of the prompt's 12: keeping 7
+	 * evicts it (the tail goes first) */
 	kvs_policy_mark(&s.pol, 2, a[31]);
-	kvs_pcache_set_capacity(&s.pol.index[2], 30);
+	kvs_pcache_set_capacity(&s.pol.index[2], 7);
 	assert_int_equal(hook_backend, 2);
 	assert_true(hook_hash == a[31]);
 	kvs_policy_free(&s.pol);
