@@ -304,10 +304,12 @@ static __always_inline int deep_enough(__u32 depth, __u32 plen)
  * The backend for a request, or -1 for the slow path: the explicit cache key
  * first, then the client's prefix-length hint, then the checkpoints of the
  * chain, deepest first. *depth is the matched depth in blocks (0 for a
- * cache key). A match too shallow for the prompt is not followed.
+ * cache key). A match too shallow for the prompt is not followed. *found:
+ * some route was found (followed or not).
  */
 static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h,
-					 __u32 off, struct kvs_stats *st, __u32 *depth)
+					 __u32 off, struct kvs_stats *st, __u32 *depth,
+					 int *found)
 {
 	__u32 zero = 0, n, hint, k, plen = bpf_ntohl(h->payload_len);
 	struct kvs_chain *ch;
@@ -315,6 +317,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 	__u64 seed, key;
 
 	*depth = 0;
+	*found = 1; /* until every lookup has missed */
 	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
 	key = bpf_be64_to_cpu(h->cache_key);
 	if (key) {
@@ -356,6 +359,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 		*depth = cp;
 		return follow(r, st);
 	}
+	*found = 0;
 	return -1;
 }
 
@@ -501,11 +505,13 @@ static __always_inline int punt_request(struct __sk_buff *skb, struct kvs_stats 
 	return SK_DROP;
 }
 
-/* Stamp the client's id (and no backend) into a frame for the controller. */
-static __always_inline int stamp_client(struct __sk_buff *skb, __u32 off, __u64 cookie)
+/* Stamp the client's id (and no backend, or a note for the controller)
+ * into a frame for the controller. */
+static __always_inline int stamp_client(struct __sk_buff *skb, __u32 off, __u64 cookie,
+					__u32 backend)
 {
 	struct gw_fields gw = {
-		.backend = bpf_htonl(~0u),
+		.backend = bpf_htonl(backend),
 		.conn = bpf_cpu_to_be64(cookie),
 	};
 
@@ -548,23 +554,23 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 {
 	struct kvs_backend *be;
 	__u32 b, depth, plen = bpf_ntohl(h->payload_len);
-	int rb;
+	int rb, found;
 
 	if (h->type == KVS_T_PING) {
 		st->pass_other++;
-		if (stamp_client(skb, off, cookie))
+		if (stamp_client(skb, off, cookie, ~0u))
 			return SK_DROP;
 		return punt(skb, st);
 	}
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
 	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
-		if (stamp_client(skb, off, cookie))
+		if (stamp_client(skb, off, cookie, ~0u))
 			return SK_DROP;
 		return punt_request(skb, st, conn, off);
 	}
 
-	rb = route_request(skb, h, off, st, &depth);
+	rb = route_request(skb, h, off, st, &depth, &found);
 	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
@@ -590,7 +596,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	/* The slow path: the controller decides, installs routes, and sends
 	 * the frame on through its inject socket. */
 	st->slow_path_frames++;
-	if (stamp_client(skb, off, cookie)) {
+	if (stamp_client(skb, off, cookie, rb < 0 && !found ? KVS_GW_NO_ROUTE : ~0u)) {
 		st->drop_punt++;
 		return SK_DROP;
 	}
@@ -790,6 +796,35 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	}
 	st->inject_frames++;
 	return SK_PASS;
+}
+
+/*
+ * The controller's route withdrawals, a batch per system call (BPF_PROG_RUN
+ * of this program) instead of a lookup and a delete per route: its index
+ * evicts about as many routes as a slow-path decision installs. Returns how
+ * many were deleted.
+ */
+SEC("syscall")
+int kvs_withdraw(struct kvs_withdraw_batch *b)
+{
+	int deleted = 0;
+	__u32 i;
+
+	/* Unrolled: a syscall program may read its context only at constant
+	 * offsets. */
+#pragma clang loop unroll(full)
+	for (i = 0; i < KVS_WITHDRAW_BATCH; i++) {
+		struct kvs_route *r;
+		__u64 hash;
+
+		if (i >= b->n)
+			break;
+		hash = b->e[i].hash;
+		r = bpf_map_lookup_elem(&routes, &hash);
+		if (r && r->backend == b->e[i].backend && bpf_map_delete_elem(&routes, &hash) == 0)
+			deleted++;
+	}
+	return deleted;
 }
 
 SEC("sk_skb/stream_verdict")

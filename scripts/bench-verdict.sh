@@ -13,33 +13,17 @@ BUILD=${1:-build}
 REQUESTS=${REQUESTS:-2000}
 TEMPLATE=${TEMPLATE:-6000}
 OWN=${OWN:-2000}
-TMP=$(mktemp -d /tmp/kvs-verdict.XXXXXX)
-PIN=/sys/fs/bpf/kvs-verdict-$$
-PIDS=()
-
-cleanup() {
-	sysctl -q kernel.bpf_stats_enabled=0 || true
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$TMP"
-	rm -rf "$PIN" 2>/dev/null || true
-	rm -f "/run/kvsplice/$(basename "$PIN").sock" "/run/kvsplice/$(basename "$PIN").handover"
-}
-trap cleanup EXIT
-
-wait_file() {
-	for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.05; done
-	echo "bench-verdict: $1 did not appear" >&2
-	exit 1
-}
+source "$(dirname "$0")/bench-lib.sh"
+bench_cleanup_hook() { sysctl -q kernel.bpf_stats_enabled=0; }
+bench_setup bench-verdict
 
 "$BUILD/kvsplice-sim" --port-file "$TMP/sim.port" --time-scale 0.001 2>"$TMP/sim.log" &
 PIDS+=($!)
-wait_file "$TMP/sim.port"
+bench_wait_file "$TMP/sim.port"
 "$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
 	--backend "127.0.0.1:$(cat "$TMP/sim.port")" --log-level warn 2>"$TMP/gw.log" &
 PIDS+=($!)
-wait_file "$TMP/gw.port"
+bench_wait_file "$TMP/gw.port"
 
 load() {
 	"$BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$TMP/gw.port")" --quiet -n "$1" \

@@ -346,20 +346,6 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 	__atomic_store_n(&dp->backends[b].work_limit, limit, __ATOMIC_RELAXED);
 }
 
-int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth)
-{
-	struct timespec ts;
-	struct kvs_route r = {
-		.backend = backend,
-		.depth_blocks = depth,
-		.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED),
-	};
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	r.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-	return bpf_map_update_elem(dp->routes_fd, &hash, &r, BPF_ANY) ? -errno : 0;
-}
-
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
 			 uint64_t *mispredicted)
 {
@@ -372,6 +358,35 @@ void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t block
 	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
 }
 
+uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
+			   uint32_t n, uint32_t backend)
+{
+	struct kvs_route r[KVS_DP_MAX_ROUTE_BATCH];
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+	struct timespec ts;
+	uint32_t i, count;
+
+	if (n > KVS_DP_MAX_ROUTE_BATCH)
+		n = KVS_DP_MAX_ROUTE_BATCH;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	for (i = 0; i < n; i++)
+		r[i] = (struct kvs_route){
+			.backend = backend,
+			.depth_blocks = depths[i],
+			.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED),
+			.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec,
+		};
+	count = n;
+	if (n && bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0)
+		return n;
+	/* A kernel without batches for this map, or a key refused: all again
+	 * one by one (updating a route twice is harmless). */
+	for (i = 0, count = 0; i < n; i++)
+		if (bpf_map_update_elem(dp->routes_fd, &hashes[i], &r[i], BPF_ANY) == 0)
+			count++;
+	return count;
+}
+
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 {
 	struct kvs_route r;
@@ -381,6 +396,22 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 	if (r.backend != b) /* re-pointed since: not ours to remove */
 		return -ESRCH;
 	return bpf_map_delete_elem(dp->routes_fd, &hash) ? -errno : 0;
+}
+
+uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = b, .ctx_size_in = sizeof(*b));
+	uint32_t i, n = 0;
+
+	if (!b->n || dp->in_memory)
+		return 0;
+	if (b->n > KVS_WITHDRAW_BATCH)
+		b->n = KVS_WITHDRAW_BATCH;
+	if (bpf_prog_test_run_opts(bpf_program__fd(dp->skel->progs.kvs_withdraw), &run) == 0)
+		return run.retval;
+	for (i = 0; i < b->n; i++) /* (the program would not run: one by one) */
+		n += kvs_dp_del_route(dp, b->e[i].hash, b->e[i].backend) == 0;
+	return n;
 }
 
 struct owed {

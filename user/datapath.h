@@ -105,9 +105,18 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens, uint64_t *requests);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
-int kvs_dp_add_route(struct kvs_datapath *dp, uint64_t hash, uint32_t backend, uint32_t depth);
+/* At most this many routes per kvs_dp_add_routes (a request installs its
+ * cache key, hint and checkpoints: 18). */
+#define KVS_DP_MAX_ROUTE_BATCH 32
+/* Routes hashes[i] -> backend at depths[i] (0 for a cache key), i < n, in
+ * one system call where the kernel takes batches. How many were installed
+ * (all of them, unless the map refused one). */
+uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
+			   uint32_t n, uint32_t backend);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
+/* The same for b->e[0..b->n), in one system call; how many were removed. */
+uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b);
 /*
  * Backend b is down and its connections closed: calls fail(ctx, client
  * cookie, req_id) for each request the kernel sent it that has not ended,

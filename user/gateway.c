@@ -528,42 +528,56 @@ static void count_decision(struct gw *g, enum kvs_reason r)
 	}
 }
 
-/* A route to b for block hash x, withdrawn when b's index evicts x. */
-static void add_block_route(struct gw *g, uint64_t x, uint32_t b, uint32_t depth)
-{
-	if (kvs_dp_add_route(&g->dp, x, b, depth))
-		return;
-	g->ctl.routes_installed++;
-	kvs_policy_mark(&g->policy, b, x);
-}
-
-/* Routes that let the kernel take the next request sharing this prefix. */
+/*
+ * Routes that let the kernel take the next request sharing this prefix: its
+ * cache key's, its hint's and every checkpoint's, in one system call. A
+ * block's route is withdrawn when b's index evicts the block (marked); a
+ * cache key is not a block: it stays until the LRU or a backend leaving
+ * (route_gen) retires it.
+ */
 static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
 			   const uint64_t *h, uint32_t n, uint32_t b)
 {
-	uint32_t hint = kvs_hint_blocks(m->prefix_len), j, cp;
+	uint32_t hint = kvs_hint_blocks(m->prefix_len), depth[KVS_DP_MAX_ROUTE_BATCH], k = 0, j;
+	uint64_t key[KVS_DP_MAX_ROUTE_BATCH];
 
-	/* A cache key is not a block: it stays until the LRU or a backend
-	 * leaving (route_gen) retires it. */
-	if (m->cache_key && !kvs_dp_add_route(&g->dp, kvs_key_hash(seed, m->cache_key), b, 0))
-		g->ctl.routes_installed++;
-	if (hint && hint <= n)
-		add_block_route(g, h[hint - 1], b, hint);
-	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++) {
-		cp = kvs_checkpoint(j);
-		if (cp <= n)
-			add_block_route(g, h[cp - 1], b, cp);
+	_Static_assert(KVS_MAX_CHECKPOINTS + 2 <= KVS_DP_MAX_ROUTE_BATCH, "routes per request");
+	if (m->cache_key) {
+		key[k] = kvs_key_hash(seed, m->cache_key);
+		depth[k++] = 0;
 	}
+	if (hint && hint <= n) {
+		key[k] = h[hint - 1];
+		depth[k++] = hint;
+	}
+	for (j = 0; j < KVS_MAX_CHECKPOINTS && kvs_checkpoint(j) <= n; j++) {
+		key[k] = h[kvs_checkpoint(j) - 1];
+		depth[k++] = kvs_checkpoint(j);
+	}
+	g->ctl.routes_installed += kvs_dp_add_routes(&g->dp, key, depth, k, b);
+	for (j = 0; j < k; j++)
+		if (depth[j])
+			kvs_policy_mark(&g->policy, b, key[j]);
+}
+
+/* Withdraws the routes queued by withdraw_route(), one system call. */
+static void withdraw_flush(struct gw *g)
+{
+	g->ctl.routes_withdrawn += kvs_dp_del_routes(&g->dp, &g->withdraw);
+	g->withdraw.n = 0;
 }
 
 /* b's index evicted a block that a route of ours names: the backend will
- * have evicted it too, so the kernel should stop sending its prefix there. */
+ * have evicted it too, so the kernel should stop sending its prefix there.
+ * Queued, and withdrawn with the others of the same decision (or tick): one
+ * decision evicts about as many routes as it installs. */
 static void withdraw_route(void *ctx, uint32_t b, uint64_t hash)
 {
 	struct gw *g = ctx;
 
-	if (kvs_dp_del_route(&g->dp, hash, b) == 0)
-		g->ctl.routes_withdrawn++;
+	if (g->withdraw.n == KVS_WITHDRAW_BATCH)
+		withdraw_flush(g);
+	g->withdraw.e[g->withdraw.n++] = (struct kvs_withdraw){ .hash = hash, .backend = b };
 }
 
 /*
@@ -629,11 +643,15 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	why = fleet_state(g, load, ok);
 	/* The kernel's routes say what it learnt from requests it served
 	 * alone; on the userspace path every request passes here and the
-	 * index knows it all. */
-	if (kernel)
+	 * index knows it all. When the kernel found no route for this one at
+	 * all, looking again would cost up to 16 system calls for nothing. */
+	if (kernel && m->gw_backend == KVS_GW_NO_ROUTE)
+		memset(known, 0, sizeof(known));
+	else if (kernel)
 		routed_depths(g, g->hashes, n, known);
 	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
 			  load, ok, kernel ? known : NULL, &d);
+	withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
 		gw_send_error(g, c->cookie, m->req_id, why,
@@ -1534,6 +1552,7 @@ static void feedback(struct gw *g)
 		}
 		kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
 	}
+	withdraw_flush(g);
 }
 
 static void on_tick(struct gw *g)

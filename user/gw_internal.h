@@ -140,6 +140,9 @@ struct gw {
 	struct kvs_ctl_stats ctl;
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
+	/* Routes the index evicted, withdrawn together after the decision or
+	 * tick that evicted them (gw_withdraw_flush) */
+	struct kvs_withdraw_batch withdraw;
 	struct __kernel_timespec tick;
 	/* Frames queued for the inject socket (the last one's number), and
 	 * the kernel's count of those it has read when last looked at. The

@@ -50,6 +50,10 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * its client's --max-client-inflight: the controller answers busy (no
  * backend index is 254; stamp_client() marks punted frames 255). */
 #define KVS_GW_OVER_LIMIT 0xfffffffeu
+/* gw_backend of a request the kernel punts having found no route for it at
+ * all (cache key, hint, every checkpoint): the controller need not look the
+ * checkpoints up again (no backend index is 253). */
+#define KVS_GW_NO_ROUTE 0xfffffffdu
 
 #define KVS_GW_CHARGE_MAX 0xffffffu
 
@@ -204,6 +208,23 @@ struct kvs_route {
 	__u32 pad;
 	__u64 installed_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;           /* requests the kernel routed with it */
+};
+
+/*
+ * Routes the controller withdraws in one go (the kvs_withdraw program, run
+ * with BPF_PROG_RUN): each is deleted if it still names that backend (a
+ * route re-pointed since is not the caller's to remove).
+ */
+#define KVS_WITHDRAW_BATCH 64
+struct kvs_withdraw {
+	__u64 hash;
+	__u32 backend;
+	__u32 pad;
+};
+struct kvs_withdraw_batch {
+	__u32 n;
+	__u32 pad;
+	struct kvs_withdraw e[KVS_WITHDRAW_BATCH];
 };
 
 /* stats map value (per CPU, one slot): everything the kernel decides. */

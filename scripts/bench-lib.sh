@@ -1,0 +1,28 @@
+# Sourced by the benchmark scripts: a temporary directory, a pin directory,
+# the processes they start, and the clean-up of all three on exit.
+#   bench_setup NAME    sets TMP and PIN, and the trap (bench_cleanup_hook, if
+#                       the script defines it, runs first)
+#   bench_wait_file F   waits until F has content (a port file), or exits 1
+PIDS=()
+
+bench_setup() {
+	BENCH_NAME=$1
+	TMP=$(mktemp -d "/tmp/kvs-$1.XXXXXX")
+	PIN=/sys/fs/bpf/kvs-$1-$$
+	trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+	if declare -F bench_cleanup_hook >/dev/null; then bench_cleanup_hook || true; fi
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$TMP"
+	rm -rf "$PIN" 2>/dev/null || true
+	rm -f "/run/kvsplice/$(basename "$PIN").sock" "/run/kvsplice/$(basename "$PIN").handover"
+}
+
+bench_wait_file() {
+	for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.05; done
+	echo "$BENCH_NAME: $1 did not appear" >&2
+	exit 1
+}
