@@ -17,11 +17,12 @@
  * (stream): a --stream-request byte request answered by --stream-chunks small
  * CHUNKs, each its own write, as a server streams tokens. Per run:
  * requests/s, GB/s (request and response bytes), latency added over direct
- * (P50, P99), and the gateway's CPU per GB and per request: its own CPU time (/proc/PID/stat) plus
- * the softirq and kworker time the system spent beyond what the direct run
- * spent per byte (/proc/stat, /proc/PID/stat of the kworkers): on loopback
- * the sockmap verdict and TCP both run in softirq, and the psock backlog in
- * a kworker, so the gateway's kernel work is not in its own process's time.
+ * (P50, P99), and the gateway's CPU per GB and per request: its own CPU
+ * time (/proc/PID/stat) plus the softirq and kworker time the system spent
+ * beyond what the direct run spent per byte (/proc/stat, /proc/PID/stat of
+ * the kworkers): on loopback the sockmap verdict and TCP both run in
+ * softirq, and the psock backlog in a kworker, so the gateway's kernel work
+ * is not in its own process's time.
  */
 #include "bench_datapath.h"
 

@@ -111,8 +111,8 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 /* Routes hashes[i] -> backend at depths[i] (0 for a cache key), i < n, in
  * one system call where the kernel takes batches. How many were installed
  * (all of them, unless the map refused one). */
-uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
-			   uint32_t n, uint32_t backend);
+uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes,
+			   const uint32_t *depths, uint32_t n, uint32_t backend);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
 /* The same for b->e[0..b->n), in one system call; how many were removed. */
