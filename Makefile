@@ -33,7 +33,7 @@ LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
 
-GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/gw_userpath.c user/datapath.c user/admission.c
+GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/gw_userpath.c user/gw_sendq.c user/datapath.c user/admission.c
 PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))

@@ -150,14 +150,14 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
 	}
-	if (c->recv_pending || c->poll_pending || (c->up && c->up->send_pending))
+	if (c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
 		shutdown(c->fd, SHUT_RDWR); /* the pending op completes */
 	gw_conn_release(g, c);
 }
 
 void gw_conn_release(struct gw *g, struct gw_conn *c)
 {
-	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->send_pending) &&
+	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->q.pending) &&
 	    !c->in_handler)
 		gw_conn_free(g, c);
 }
@@ -249,47 +249,18 @@ static int conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t b
 
 static void kick_send(struct gw *g)
 {
-	struct kvs_buf *b = &g->out[g->out_cur];
-	struct io_uring_sqe *sqe;
-
-	if (g->send_pending || b->len == 0)
-		return;
-	sqe = gw_get_sqe(g);
-	if (!sqe)
-		return; /* retried on the next tick */
-	/* Freeze this buffer while the kernel reads it; append to the other. */
-	g->out_cur ^= 1;
-	io_uring_prep_send(sqe, g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
-	io_uring_sqe_set_data64(sqe, ud(OP_SEND, NULL));
-	g->send_pending = true;
+	gw_sendq_kick(g, &g->inject_q, g->inject_fd, ud(OP_SEND, NULL));
 }
 
 static void on_send(struct gw *g, int res)
 {
-	struct kvs_buf *b = &g->out[g->out_cur ^ 1];
-	struct io_uring_sqe *sqe;
-
-	g->send_pending = false;
-	if (res < 0) {
+	if (gw_sendq_done(g, &g->inject_q, g->inject_fd, ud(OP_SEND, NULL), res) < 0)
 		pr_warn("event=inject_send_failed err=\"%s\"", strerror(-res));
-		return;
-	}
-	kvs_buf_consume(b, (size_t)res);
-	if (b->len) { /* short send: finish this buffer first, in order */
-		sqe = gw_get_sqe(g);
-		if (!sqe)
-			return;
-		io_uring_prep_send(sqe, g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
-		io_uring_sqe_set_data64(sqe, ud(OP_SEND, NULL));
-		g->send_pending = true;
-		return;
-	}
-	kick_send(g);
 }
 
 static struct kvs_buf *out_buf(struct gw *g)
 {
-	return &g->out[g->out_cur];
+	return gw_sendq_buf(&g->inject_q);
 }
 
 /* The request just queued for the inject socket (frame number
@@ -1885,7 +1856,7 @@ static int quiesce(struct gw *g)
 			io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
 		}
 	}
-	while (g->accepting || g->send_pending || (g->punt && g->punt->recv_pending) ||
+	while (g->accepting || g->inject_q.pending || (g->punt && g->punt->recv_pending) ||
 	       (g->inject && g->inject->recv_pending)) {
 		struct __kernel_timespec ts = { .tv_nsec = 100000000 };
 		struct io_uring_cqe *cqe;
@@ -1901,16 +1872,7 @@ static int quiesce(struct gw *g)
 	}
 	/* What is still queued for the inject socket goes now, in order. */
 	kvs_set_nonblock(g->inject_fd, 0);
-	while (g->out[g->out_cur].len) {
-		struct kvs_buf *b = &g->out[g->out_cur];
-		ssize_t w = send(g->inject_fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
-
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (w > 0)
-			kvs_buf_consume(b, (size_t)w);
-	}
-	return 0;
+	return gw_sendq_flush_sync(&g->inject_q, g->inject_fd);
 }
 
 static int send_bytes(int s, uint32_t which, const struct kvs_buf *b)
@@ -2515,8 +2477,7 @@ static void gw_teardown(struct gw *g)
 		if (!g->handed_over) /* else it is the new controller's now */
 			unlink(g->ho_path);
 	}
-	kvs_buf_free(&g->out[0]);
-	kvs_buf_free(&g->out[1]);
+	gw_sendq_free(&g->inject_q);
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
 	free(g->unseen_q);
@@ -2597,8 +2558,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		g.exe[0] = '\0'; /* no upgrade by re-exec then */
 
 	g.tick.tv_nsec = TICK_MS * 1000000ll;
-	kvs_buf_init(&g.out[0], OUT_LIMIT);
-	kvs_buf_init(&g.out[1], OUT_LIMIT);
+	gw_sendq_init(&g.inject_q, OUT_LIMIT);
 	g.hashes = calloc(KVS_POLICY_MAX_BLOCKS, sizeof(*g.hashes));
 	if (!g.hashes)
 		return -ENOMEM;

@@ -50,13 +50,18 @@ struct gw_ureq {
 	uint64_t prefill_tokens; /* of which prefill, until its first CHUNK */
 };
 
-/* A connection of the userspace data path: the controller reads and
- * writes it itself (no BPF). Sends go out in order from a double buffer,
- * as the inject socket's do. */
-struct gw_upath {
-	struct kvs_buf out[2]; /* append to out[cur]; the other is being sent */
+/* Bytes for one socket, sent in order (user/gw_sendq.c): append to
+ * gw_sendq_buf(); out[cur ^ 1] is the one being sent. */
+struct gw_sendq {
+	struct kvs_buf out[2];
 	int cur;
-	bool send_pending;
+	bool pending; /* a send is in flight */
+};
+
+/* A connection of the userspace data path: the controller reads and
+ * writes it itself (no BPF). */
+struct gw_upath {
+	struct gw_sendq q;
 	/* A client's requests in flight (at most --max-client-inflight). */
 	struct gw_ureq *reqs;
 	uint32_t nreqs, capreqs;
@@ -134,9 +139,7 @@ struct gw {
 	struct gw_conn *punt;     /* controller's end: frames to handle */
 	int inject_fd;          /* the controller's end: it writes here */
 	struct gw_conn *inject; /* the kernel's end, in the SOCKHASH */
-	struct kvs_buf out[2];  /* append to out[out_cur]; the other is sending */
-	int out_cur;
-	bool send_pending;
+	struct gw_sendq inject_q; /* frames for the inject socket */
 	struct kvs_ctl_stats ctl;
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
@@ -208,6 +211,24 @@ int gw_upgrade(struct gw *g, char *msg, size_t len);
 /* ---- the event loop's pieces the other files use (gateway.c) ---- */
 
 struct io_uring_sqe *gw_get_sqe(struct gw *g);
+
+void gw_sendq_init(struct gw_sendq *q, size_t limit);
+void gw_sendq_free(struct gw_sendq *q);
+static inline struct kvs_buf *gw_sendq_buf(struct gw_sendq *q)
+{
+	return &q->out[q->cur];
+}
+/* Something is queued or being sent. */
+bool gw_sendq_busy(const struct gw_sendq *q);
+/* Starts a send on fd if none is in flight and something is queued; its
+ * completion carries udata. */
+void gw_sendq_kick(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata);
+/* A send completed with res: consumes what went and kicks the rest. res if
+ * it is an error (nothing else done), else 0. */
+int gw_sendq_done(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata, int res);
+/* Everything queued, with blocking sends on fd (no send may be in flight).
+ * 0 or -errno. */
+int gw_sendq_flush_sync(struct gw_sendq *q, int fd);
 struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role);
 /* Out of every map and closed once no io_uring operation points at it. */
 void gw_conn_close(struct gw *g, struct gw_conn *c);

@@ -37,8 +37,7 @@ static struct gw_upath *upath_new(void)
 
 	if (!up)
 		return NULL;
-	kvs_buf_init(&up->out[0], UP_OUT_LIMIT);
-	kvs_buf_init(&up->out[1], UP_OUT_LIMIT);
+	gw_sendq_init(&up->q, UP_OUT_LIMIT);
 	return up;
 }
 
@@ -46,8 +45,7 @@ void gw_up_free(struct gw_conn *c)
 {
 	if (!c->up)
 		return;
-	kvs_buf_free(&c->up->out[0]);
-	kvs_buf_free(&c->up->out[1]);
+	gw_sendq_free(&c->up->q);
 	free(c->up->reqs);
 	free(c->up);
 	c->up = NULL;
@@ -60,7 +58,7 @@ uint32_t gw_up_inflight(const struct gw_conn *c)
 	if (!up)
 		return 0;
 	/* Answers received but not yet written out are still owed. */
-	return up->nreqs + (up->send_pending || up->out[0].len || up->out[1].len);
+	return up->nreqs + gw_sendq_busy(&up->q);
 }
 
 void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user)
@@ -74,22 +72,10 @@ void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user)
 	}
 }
 
-/* Sends what is queued, one buffer at a time, in order. */
 static void kick(struct gw *g, struct gw_conn *c)
 {
-	struct gw_upath *up = c->up;
-	struct kvs_buf *b = &up->out[up->cur];
-	struct io_uring_sqe *sqe;
-
-	if (up->send_pending || b->len == 0 || c->closing)
-		return;
-	sqe = gw_get_sqe(g);
-	if (!sqe)
-		return; /* the tick retries */
-	up->cur ^= 1;
-	io_uring_prep_send(sqe, c->fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
-	io_uring_sqe_set_data64(sqe, ud(OP_CSEND, c));
-	up->send_pending = true;
+	if (!c->closing)
+		gw_sendq_kick(g, &c->up->q, c->fd, ud(OP_CSEND, c));
 }
 
 void gw_up_kick_all(struct gw *g)
@@ -104,41 +90,25 @@ void gw_up_kick_all(struct gw *g)
 
 void gw_up_on_send(struct gw *g, struct gw_conn *c, int res)
 {
-	struct gw_upath *up = c->up;
-	struct kvs_buf *b = &up->out[up->cur ^ 1];
-	struct io_uring_sqe *sqe;
-
-	up->send_pending = false;
 	if (c->closing) {
+		c->up->q.pending = false;
 		gw_conn_release(g, c);
 		return;
 	}
-	if (res < 0) {
+	if (gw_sendq_done(g, &c->up->q, c->fd, ud(OP_CSEND, c), res) < 0) {
 		pr_debug("event=user_path_send_failed conn=%llu role=%u err=\"%s\"",
 			 (unsigned long long)c->cookie, c->role, strerror(-res));
 		if (c->role == ROLE_UP_USER)
 			gw_backend_down(g, c->backend, strerror(-res));
 		else
 			gw_conn_close(g, c);
-		return;
 	}
-	kvs_buf_consume(b, (size_t)res);
-	if (b->len) { /* a short send: the rest of this buffer first */
-		sqe = gw_get_sqe(g);
-		if (!sqe)
-			return;
-		io_uring_prep_send(sqe, c->fd, kvs_buf_head(b), b->len, MSG_NOSIGNAL);
-		io_uring_sqe_set_data64(sqe, ud(OP_CSEND, c));
-		up->send_pending = true;
-		return;
-	}
-	kick(g, c);
 }
 
 int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload)
 {
 	struct kvs_msg copy = *m;
-	int err = kvs_put_frame(&c->up->out[c->up->cur], &copy, payload, m->payload_len);
+	int err = kvs_put_frame(gw_sendq_buf(&c->up->q), &copy, payload, m->payload_len);
 
 	if (!err)
 		kick(g, c);
@@ -147,7 +117,7 @@ int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const vo
 
 int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, const char *msg)
 {
-	int err = kvs_put_error(&c->up->out[c->up->cur], req_id, c->cookie, (uint16_t)code, msg);
+	int err = kvs_put_error(gw_sendq_buf(&c->up->q), req_id, c->cookie, (uint16_t)code, msg);
 
 	if (!err)
 		kick(g, c);
@@ -157,7 +127,7 @@ int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, cons
 /* A whole frame as it came, to c. */
 static int put_raw(struct gw *g, struct gw_conn *c, const uint8_t *frame, size_t len)
 {
-	int err = kvs_buf_append(&c->up->out[c->up->cur], frame, len);
+	int err = kvs_buf_append(gw_sendq_buf(&c->up->q), frame, len);
 
 	if (!err)
 		kick(g, c);
