@@ -60,25 +60,6 @@ void kvs_policy_free(struct kvs_policy *pol)
 	kvs_chash_free(&pol->ring);
 }
 
-/* Binary search over the group hashes h[G-1], h[2G-1], ... (as
- * kvs_pcache_match_prefix, without copying them out): O(log n) lookups per
- * backend. */
-uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
-			   uint32_t n)
-{
-	uint32_t lo = 0, hi = n / KVS_INDEX_GROUP;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (kvs_pcache_contains(&pol->index[b], h[mid * KVS_INDEX_GROUP - 1]))
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo * KVS_INDEX_GROUP;
-}
-
 /* The prompt as the index sees it: its group hashes, into pol->group_h. */
 static uint32_t group_hashes(struct kvs_policy *pol, const uint64_t *h, uint32_t n)
 {
@@ -89,6 +70,18 @@ static uint32_t group_hashes(struct kvs_policy *pol, const uint64_t *h, uint32_t
 	for (j = 0; j < ng; j++)
 		pol->group_h[j] = h[(j + 1) * KVS_INDEX_GROUP - 1];
 	return ng;
+}
+
+/* Blocks of the prompt in pol->group_h[0..ng) that backend b holds: a
+ * binary search (kvs_pcache_match_prefix), O(log n) lookups per backend. */
+static uint32_t cached_blocks(const struct kvs_policy *pol, uint32_t b, uint32_t ng)
+{
+	return kvs_pcache_match_prefix(&pol->index[b], pol->group_h, ng) * KVS_INDEX_GROUP;
+}
+
+uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_t n)
+{
+	return cached_blocks(pol, b, group_hashes(pol, h, n));
 }
 
 /*
@@ -135,6 +128,7 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		       const uint32_t *known, struct kvs_decision *d)
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
+	uint32_t ng = group_hashes(pol, h, n);
 	uint8_t room[KVS_MAX_BACKENDS];
 	uint64_t total = 0, bound;
 	double est, best_est = INFINITY;
@@ -148,7 +142,7 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 			continue;
 		n_ok++;
 		total += load[b];
-		cached[b] = kvs_policy_cached(pol, b, h, n);
+		cached[b] = cached_blocks(pol, b, ng);
 		if (known && known[b] > cached[b])
 			cached[b] = known[b] < n ? known[b] : n;
 		if (cached[b] > best)
@@ -236,7 +230,7 @@ out:
 	d->backend = pick;
 	d->cached_blocks = cached[pick];
 	pol->decisions[d->reason]++;
-	kvs_pcache_touch(&pol->index[pick], pol->group_h, group_hashes(pol, h, n));
+	kvs_pcache_touch(&pol->index[pick], pol->group_h, ng);
 }
 
 uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,

@@ -129,9 +129,8 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		       const uint32_t *known, struct kvs_decision *d);
 
 /* Longest prefix of h[0..n) that backend b is believed to hold, in blocks
- * (a multiple of KVS_INDEX_GROUP). */
-uint32_t kvs_policy_cached(const struct kvs_policy *pol, uint32_t b, const uint64_t *h,
-			   uint32_t n);
+ * (a multiple of KVS_INDEX_GROUP). Not const: it uses pol's scratch. */
+uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_t n);
 
 /*
  * Correct the index of backend b from what it reported over an interval:
