@@ -271,6 +271,31 @@ static void echo_requests(struct echo_conn *c, pthread_t *stepper, bool *steppin
 	free(buf);
 }
 
+static struct echo_conn *echo_conn_new(int fd, const struct echo *cfg)
+{
+	struct echo_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->fd = fd;
+	c->cfg = cfg;
+	pthread_mutex_init(&c->wlock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	return c;
+}
+
+/* Closes the connection too. */
+static void echo_conn_free(struct echo_conn *c)
+{
+	free(c->streams);
+	close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}
+
 static void *echo_conn(void *arg)
 {
 	struct echo_conn *c = arg;
@@ -284,12 +309,7 @@ static void *echo_conn(void *arg)
 	pthread_mutex_unlock(&c->lock);
 	if (stepping)
 		pthread_join(stepper, NULL);
-	free(c->streams);
-	close(c->fd);
-	pthread_mutex_destroy(&c->wlock);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cv);
-	free(c);
+	echo_conn_free(c);
 	return NULL;
 }
 
@@ -300,27 +320,15 @@ static void *echo_accept(void *arg)
 	int fd;
 
 	while ((fd = accept(l->fd, NULL, NULL)) >= 0) {
-		struct echo_conn *c = calloc(1, sizeof(*c));
+		struct echo_conn *c = echo_conn_new(fd, l);
 
 		kvs_set_nodelay(fd);
-		if (c) {
-			c->fd = fd;
-			c->cfg = l;
-			pthread_mutex_init(&c->wlock, NULL);
-			pthread_mutex_init(&c->lock, NULL);
-			pthread_cond_init(&c->cv, NULL);
-		}
-		if (c && pthread_create(&t, NULL, echo_conn, c) == 0) {
-			pthread_detach(t);
-		} else {
-			if (c) {
-				pthread_mutex_destroy(&c->wlock);
-				pthread_mutex_destroy(&c->lock);
-				pthread_cond_destroy(&c->cv);
-			}
-			free(c);
+		if (!c)
 			close(fd);
-		}
+		else if (pthread_create(&t, NULL, echo_conn, c) == 0)
+			pthread_detach(t);
+		else
+			echo_conn_free(c);
 	}
 	return NULL;
 }
