@@ -1,6 +1,16 @@
 # kvsplice build. `make` builds everything into build/; `make test` runs all
-# tests; `make run` starts a demo fleet and prints what happened. Every target
-# first runs `make deps`, which installs missing Debian packages.
+# tests; `make run` starts a demo fleet and prints what happened. `make deps`
+# installs missing Debian packages (and mounts bpffs); `test`, `run` and the
+# benchmarks run it first, a plain build does not.
+#
+# Each folder says what it builds in its module.mk; this file holds what they
+# share. Layers, each seeing only the headers below it (the include paths
+# enforce it; scripts/layering.sh checks the calls):
+#   include/kvsplice  kernel <-> user ABI
+#   user/core         libkvs.a: what the daemon and the tools share
+#   user/model        libkvsmodel.a: the backend simulator's model
+#   user/kvspliced    the daemon (libkvspliced.a + main.o)
+#   tools/*           one folder a program
 
 BUILD     ?= build
 CC        ?= gcc
@@ -13,7 +23,7 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 SAN       ?= 0
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
-CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser -I$(BUILD) -I/usr/include/libnl3
+CFLAGS    += $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -I/usr/include/libnl3
 LDLIBS    := -lbpf -luring -lelf -lz -lm
 ifeq ($(SAN),1)
 CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -23,29 +33,38 @@ endif
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror \
 	-Iinclude -I/usr/include/$(MULTIARCH)
 
-BPF_OBJS  := $(BUILD)/kvsplice.bpf.o $(BUILD)/admission.bpf.o
-SKELS     := $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
+CORE_INC  := -Iuser/core
+MODEL_INC := $(CORE_INC) -Iuser/model
 
-# Modules shared by the daemon and the tools.
-LIB_SRCS  := user/log.c user/buf.c user/codec.c user/netutil.c user/chash.c user/prompt.c \
-	user/pins.c user/model.c user/prefix_cache.c user/stats.c user/args.c user/idmap.c user/policy.c user/engine.c \
-	user/trace.c user/handover.c user/metrics.c user/config.c user/sdnotify.c
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libkvs.a
+MODEL_LIB := $(BUILD)/libkvsmodel.a
+GW_LIB    := $(BUILD)/libkvspliced.a
 
-GW_SRCS   := user/kvspliced.c user/gateway.c user/gw_control.c user/gw_userpath.c user/gw_sendq.c user/datapath.c user/admission.c
-PROGS     := $(BUILD)/kvspliced $(BUILD)/kvsplicectl $(BUILD)/kvsplice-sim $(BUILD)/kvsplice-bench
-
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
-# Programs the integration tests drive (not tests by themselves).
-HELPERS   := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
-
-# libFuzzer target for the codec (clang; its own sanitizers).
-FUZZ      := $(BUILD)/fuzz/fuzz_codec
-FUZZ_TIME ?= 60
-
+PROGS     :=
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format lint bench bench-datapath fuzz soak install
+.PHONY: all deps test unit integration run clean format lint layering bench bench-datapath \
+	fuzz soak install
+
+all:
+
+include bpf/module.mk
+include user/core/module.mk
+include user/model/module.mk
+include user/kvspliced/module.mk
+include tools/kvsplicectl/module.mk
+include tools/kvsplice-sim/module.mk
+include tools/kvsplice-bench/module.mk
+include tests/module.mk
+
+all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
+
+deps:
+	@scripts/deps.sh
+
+# Every C object: its folder's module.mk sets INC (the layers it may see).
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INC) -MMD -MP -c $< -o $@
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: programs, the systemd unit,
 # the docs.
@@ -54,60 +73,11 @@ SBINDIR   := $(PREFIX)/sbin
 BINDIR    := $(PREFIX)/bin
 DOCDIR    := $(PREFIX)/share/doc/kvsplice
 UNITDIR   ?= /lib/systemd/system
-all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
-
-$(BUILD)/.deps-ok: scripts/deps.sh
-	@scripts/deps.sh
-	@mkdir -p $(BUILD) && touch $@
-deps:
-	@scripts/deps.sh
-
-$(BUILD)/%.bpf.o: bpf/%.bpf.c include/kvsplice/*.h | $(BUILD)/.deps-ok
-	@mkdir -p $(@D)
-	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
-
-$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
-	$(BPFTOOL) gen skeleton $< > $@
-
-$(BUILD)/%.o: %.c $(SKELS) | $(BUILD)/.deps-ok
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
-
-$(LIB): $(LIB_OBJS)
-	$(AR) rcs $@ $^
-
-$(BUILD)/kvspliced: $(GW_SRCS:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/kvsplice-bench: $(BUILD)/tools/kvsplice-bench.o $(BUILD)/tools/bench_decisions.o \
-		$(BUILD)/tools/bench_sim.o $(BUILD)/tools/bench_plot.o \
-		$(BUILD)/tools/bench_datapath.o $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lpthread
-
-$(BUILD)/kvsplicectl: $(BUILD)/tools/kvsplicectl.o $(BUILD)/tools/ctl_control.o \
-		$(BUILD)/tools/ctl_conns.o $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lnl-idiag-3 -lnl-3
-
-$(BUILD)/kvsplice%: $(BUILD)/tools/kvsplice%.o $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/tests/helpers/%: $(BUILD)/tests/helpers/%.o $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
-	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
-
-$(FUZZ): tests/fuzz/fuzz_codec.c user/codec.c user/buf.c include/kvsplice/*.h user/codec.h \
-		user/buf.h | $(BUILD)/.deps-ok
-	@mkdir -p $(@D)
-	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -Iuser \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$(filter %.c,$^) -o $@
 
 # The gateway under mixed load for SOAK_MINUTES (default 3): RSS, descriptors
 # and map sizes at start, every round and at the end.
-soak: all
+soak: deps
+	@$(MAKE) --no-print-directory all
 	scripts/soak.sh $(BUILD)
 
 # Fuzzes the codec for FUZZ_TIME seconds, growing a corpus in BUILD/fuzz.
@@ -115,32 +85,44 @@ fuzz: $(FUZZ)
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ) -max_total_time=$(FUZZ_TIME) -print_final_stats=1 $(BUILD)/fuzz/corpus tests/fuzz/corpus
 
-test: all
+test: deps
+	@$(MAKE) --no-print-directory all
 	tests/run.sh $(BUILD)
 
 unit: $(UNIT_TESTS)
 	tests/run.sh $(BUILD) unit
 
-run: all
+run: deps
+	@$(MAKE) --no-print-directory all
 	scripts/demo.sh $(BUILD)
 
+# Which file calls which, from the objects' symbols: fails on a cycle or a
+# call against the layers (also run by make test, tests/integration).
+layering: all
+	scripts/layering.sh $(BUILD)
+
 # Benchmarks measure; their numbers go to docs/EVALUATION.md with the command.
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/kvsplice-bench decisions
 
 # The data-path benchmark: direct, kernel path, userspace path and HAProxy
 # (installed here if missing), side by side (docs/EVALUATION.md).
-bench-datapath: all
+bench-datapath: deps
+	@$(MAKE) --no-print-directory all
 	@command -v haproxy >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy
 	@systemctl stop haproxy 2>/dev/null || true
 	$(BUILD)/kvsplice-bench datapath $(DATAPATH_ARGS)
 
+SRC_DIRS  := bpf include/kvsplice user/core user/model user/kvspliced tools/kvsplicectl \
+	tools/kvsplice-sim tools/kvsplice-bench tests/unit tests/helpers tests/fuzz
 format:
-	clang-format -i bpf/*.c include/kvsplice/*.h user/*.c user/*.h tools/*.c tests/unit/*.c
+	clang-format -i $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c $(d)/*.h))
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-		--suppress=missingIncludeSystem --suppress=unknownMacro -Iinclude -Iuser user tools
+		--suppress=missingIncludeSystem --suppress=unknownMacro -Iinclude \
+		-Iuser/core -Iuser/model -Iuser/kvspliced user tools
 
 install: $(PROGS)
 	install -D -m 0755 $(BUILD)/kvspliced $(DESTDIR)$(SBINDIR)/kvspliced

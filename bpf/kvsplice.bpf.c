@@ -575,8 +575,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
-			__u32 charge = kvs_work_blocks((plen + KVS_BYTES_PER_TOKEN - 1) /
-							       KVS_BYTES_PER_TOKEN,
+			__u32 charge = kvs_work_blocks(kvs_prompt_tokens(plen),
 						       depth, bpf_ntohl(h->max_tokens));
 
 			int sent = send_request(skb, h, off, len, b, be, cookie, charge, 1);

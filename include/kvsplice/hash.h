@@ -36,6 +36,13 @@
 #define KVS_BLOCK_TOKENS 16
 #define KVS_BLOCK_BYTES (KVS_BLOCK_TOKENS * KVS_BYTES_PER_TOKEN)
 
+/* Prompt tokens the gateway assumes for a prompt of len bytes (rounded up):
+ * the kernel charges and the controller decides by the same count. */
+static __always_inline __u32 kvs_prompt_tokens(__u64 len)
+{
+	return (__u32)((len + KVS_BYTES_PER_TOKEN - 1) / KVS_BYTES_PER_TOKEN);
+}
+
 /* The kernel hashes at most this many blocks of a prompt (64 KiB, ~16k
  * tokens); the configured window may be smaller. */
 #define KVS_MAX_WINDOW_BLOCKS 1024

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kvsplice/hash.h"
 #include "model.h"
 
 #define assert_near(a, b, eps) assert_true((a) > (b) - (eps) && (a) < (b) + (eps))

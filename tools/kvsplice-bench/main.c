@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "bench_datapath.h"
-#include "bench_decisions.h"
-#include "bench_plot.h"
-#include "bench_sim.h"
+#include "datapath.h"
+#include "decisions.h"
+#include "plot.h"
+#include "sim.h"
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "netutil.h"

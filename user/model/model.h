@@ -29,7 +29,7 @@ struct kvs_model_params {
 #define KVS_MODEL_DECODE_CTX_MS 16e-6
 #define KVS_MODEL_STEP_TOKENS 8192
 /* ~1.3 M tokens of KV cache per instance. */
-#define KVS_MODEL_KV_BLOCKS 81250
+#define KVS_MODEL_KV_BLOCKS 81250 /* = KVS_POLICY_INDEX_BLOCKS, the gateway's default */
 
 void kvs_model_defaults(struct kvs_model_params *p);
 
@@ -45,8 +45,5 @@ double kvs_model_prefill_ms(const struct kvs_model_params *p, uint32_t cached, u
 
 /* One decode step of a single sequence whose context is ctx tokens. */
 double kvs_model_decode_step_ms(const struct kvs_model_params *p, uint32_t ctx);
-
-/* Prompt tokens for a prompt of len bytes (about 4 bytes a token). */
-uint32_t kvs_prompt_tokens(uint64_t len);
 
 #endif

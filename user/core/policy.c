@@ -18,7 +18,7 @@ static uint32_t groups_of(uint32_t blocks)
 void kvs_policy_defaults(struct kvs_policy_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->index_blocks = 81250; /* ~1.3 M tokens, the simulator's default */
+	p->index_blocks = KVS_POLICY_INDEX_BLOCKS;
 	p->balance = KVS_POLICY_BALANCE;
 	p->min_match_share = KVS_POLICY_MIN_MATCH_SHARE;
 	p->recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT;

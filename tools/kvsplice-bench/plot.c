@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "bench_plot.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
  * context block always has the same hash; own blocks are unique), which is
  * all the caches and the policy look at.
  */
-#include "bench_sim.h"
+#include "sim.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "bench_plot.h"
+#include "plot.h"
 #include "chash.h"
 #include "engine.h"
 #include "kvsplice/hash.h"

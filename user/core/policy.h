@@ -54,6 +54,9 @@ struct kvs_policy_params {
 };
 
 #define KVS_POLICY_BALANCE 1.15
+/* A backend's KV capacity when the operator gives none: ~1.3 M tokens, an
+ * 8xH100 instance serving Llama-3.1-70B (docs/EVALUATION.md, the fleet). */
+#define KVS_POLICY_INDEX_BLOCKS 81250
 /* The controller indexes every block of prompts up to 1 MiB (the default
  * maximum frame), not only the kernel's window. */
 #define KVS_POLICY_MAX_BLOCKS 16384

@@ -9,7 +9,7 @@
  * no BPF. This machine's speed drifts (docs/EVALUATION.md), so each figure is
  * the median of --rounds alternating measurements.
  */
-#include "bench_decisions.h"
+#include "decisions.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -39,8 +39,3 @@ double kvs_model_decode_step_ms(const struct kvs_model_params *p, uint32_t ctx)
 {
 	return kvs_model_step_ms(p, 1, 0, ctx);
 }
-
-uint32_t kvs_prompt_tokens(uint64_t len)
-{
-	return (uint32_t)((len + KVS_BYTES_PER_TOKEN - 1) / KVS_BYTES_PER_TOKEN);
-}

@@ -13,7 +13,6 @@
 #include "args.h"
 #include "kvsplice/hash.h"
 #include "kvsplice/proto.h"
-#include "model.h"
 #include "pins.h"
 #include "policy.h"
 
@@ -122,7 +121,7 @@ static void usage(FILE *f)
 		KVS_MAX_BACKENDS, KVS_DEFAULT_POOL, KVS_MAX_POOL, KVS_DEFAULT_MAX_OUTSTANDING,
 		KVS_DEFAULT_CLIENT_INFLIGHT, KVS_DEFAULT_HEALTH_INTERVAL_MS, KVS_DEFAULT_MAX_PAYLOAD,
 		KVS_MAX_PAYLOAD_LIMIT, KVS_BLOCK_BYTES, KVS_MAX_WINDOW_BLOCKS, KVS_POLICY_BALANCE,
-		(unsigned int)KVS_MODEL_KV_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
+		(unsigned int)KVS_POLICY_INDEX_BLOCKS, (unsigned int)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		512u, KVS_ADM_MAX_LIST, KVS_DEFAULT_DRAIN_TIMEOUT_MS, KVS_DEFAULT_PIN_DIR,
 		KVS_DEFAULT_PIN_DIR);
 }
@@ -205,7 +204,7 @@ void gw_config_defaults(struct gw_config *c)
 	c->window_blocks = KVS_MAX_WINDOW_BLOCKS;
 	c->frame_timeout_ms = 30000;
 	c->balance = KVS_POLICY_BALANCE;
-	c->index_blocks = KVS_MODEL_KV_BLOCKS;
+	c->index_blocks = KVS_POLICY_INDEX_BLOCKS;
 	c->min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100);
 	c->kernel_slack = 512;
 	c->release_prefill_early = 1;

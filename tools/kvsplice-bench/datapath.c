@@ -24,7 +24,7 @@
  * softirq, and the psock backlog in a kworker, so the gateway's kernel work
  * is not in its own process's time.
  */
-#include "bench_datapath.h"
+#include "datapath.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "bench_plot.h"
+#include "plot.h"
 #include "codec.h"
 #include "kvsplice/proto.h"
 #include "netutil.h"

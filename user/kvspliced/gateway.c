@@ -39,7 +39,6 @@
 #include "idmap.h"
 #include "kvsplice/hash.h"
 #include "log.h"
-#include "model.h"
 #include "pins.h"
 #include "policy.h"
 #include "sdnotify.h"

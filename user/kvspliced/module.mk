@@ -1,0 +1,12 @@
+# kvspliced, the controller: its modules in libkvspliced.a (the unit tests
+# link them too), main.o on top. Sees core and itself, never the model.
+GW_SRCS   := $(filter-out user/kvspliced/main.c,$(wildcard user/kvspliced/*.c))
+$(BUILD)/user/kvspliced/%.o: INC := $(CORE_INC) -Iuser/kvspliced -I$(BUILD)
+# Each loader depends on the skeleton it includes, and only on that one.
+$(BUILD)/user/kvspliced/datapath.o: $(BUILD)/kvsplice.skel.h
+$(BUILD)/user/kvspliced/admission.o: $(BUILD)/admission.skel.h
+$(GW_LIB): $(GW_SRCS:%.c=$(BUILD)/%.o)
+	$(AR) rcs $@ $^
+$(BUILD)/kvspliced: $(BUILD)/user/kvspliced/main.o $(GW_LIB) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+PROGS     += $(BUILD)/kvspliced
