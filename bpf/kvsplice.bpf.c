@@ -277,8 +277,9 @@ static __always_inline struct kvs_route *lookup_route(__u64 hash)
  * The backend of the route the kernel is about to follow, or -1 if the route
  * is void: routes of a backend that left (whose route_gen has moved on
  * since) are void, so withdrawing all of a backend's routes is one
- * increment, not a scan of the map. Checked once, on the match chosen,
- * rather than on every lookup (which multiplied the verifier's work by 9).
+ * increment, not a scan of the map. Checked once, on the match chosen:
+ * checking on every lookup multiplies the verifier's work (docs/
+ * EVALUATION.md, "Slow path", has the figure).
  */
 static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st)
 {
@@ -417,9 +418,9 @@ struct gw_fields {
  * has --max-client-inflight requests in flight already (checked here, where
  * the count goes up), -1 otherwise. Requests the controller injects were
  * counted when punted (punt_request()) and checked by the controller: they
- * pass fast 0 and are neither checked nor counted again. (Handing them back on the
- * inject socket (SK_PASS) in numbers was seen to stall that socket's parser
- * for good.)
+ * pass fast 0 and are neither checked nor counted again. (Handing them back
+ * on the inject socket (SK_PASS) in numbers stalls that socket's parser for
+ * good: docs/ARCHITECTURE.md, "Hazards of sockmap splicing".)
  */
 #define SEND_CLIENT_LIMIT (-2)
 static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_hdr *h,

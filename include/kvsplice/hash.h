@@ -93,13 +93,13 @@ static __always_inline __u64 kvs_load64(const unsigned char *p)
 }
 
 /*
- * Which hash this is. Version 1 fed every word of a block through one
- * chain that ran through all blocks: ~60 dependent cycles a block, the
- * controller's whole slow-path budget for an 8,000-token prompt. Version 2
- * digests each block on its own (four independent lanes), so only a short
- * combining step is serial and a CPU works on the next blocks meanwhile.
- * The values differ between versions: routes learned under one never match
- * the other (a take-over compares the versions and flushes the routes).
+ * Which hash this is. Version 2 digests each block on its own (four
+ * independent lanes), so only a short combining step is serial and a CPU
+ * works on the next blocks meanwhile; version 1's single chain through
+ * every word took the controller's whole slow-path budget (docs/
+ * EVALUATION.md, "Slow path"). The values differ between versions: routes
+ * learned under one never match the other (a take-over compares the
+ * versions and flushes the routes).
  */
 #define KVS_HASH_VERSION 2
 
@@ -137,7 +137,8 @@ static __always_inline __u64 kvs_block_hash(__u64 prev, const unsigned char *blk
 	return kvs_nonzero(kvs_fmix64(prev ^ kvs_block_digest(blk)));
 }
 
-/* Route-map key for a client's explicit cache key (DESIGN.md section 3). */
+/* Route-map key for a client's explicit cache key (docs/PROTOCOL.md,
+ * "Prefix hashes": key(k)). */
 static __always_inline __u64 kvs_key_hash(__u64 seed, __u64 cache_key)
 {
 	return kvs_nonzero(kvs_fmix64(seed ^ kvs_fmix64(cache_key + KVS_P3)));

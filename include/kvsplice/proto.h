@@ -19,7 +19,8 @@
 
 /* Largest payload the gateway accepts unless configured otherwise. The
  * strparser aborts a frame larger than the socket's receive buffer, so every
- * spliced socket's SO_RCVBUF is sized from this (see ARCHITECTURE.md). */
+ * spliced socket's SO_RCVBUF is sized from this (docs/ARCHITECTURE.md,
+ * "Hazards of sockmap splicing"). */
 #define KVS_DEFAULT_MAX_PAYLOAD (1u << 20)
 /* Hard upper bound for --max-frame: keeps receive buffers sane. */
 #define KVS_MAX_PAYLOAD_LIMIT (16u << 20)

@@ -21,10 +21,11 @@ kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --frame-timeout-ms 500
 kvs_bench -n 600 -k 2 -d 2 --json --timeout-s 120 >"$KVS_TMP/good.json" &
 good=$!
 
-# Seed 13 once found a REQUEST with a non-zero status field that the kernel
-# passed and the controller refused, dropping the frames of every client
-# punted after it; and one asking for 2^26 tokens, which wedged the
-# simulator's queue for everybody behind it.
+# Seed 13 draws two hard cases: a REQUEST with a non-zero status field (the
+# kernel must refuse what the controller refuses, or the frames of every
+# client punted after it are dropped) and one asking for 2^26 tokens (to be
+# refused up front, not to wedge the simulator's queue for everybody behind
+# it).
 for seed in ${FUZZ_SEEDS:-7 13}; do
 	out=$("$KVS_BUILD/tests/helpers/frame_fuzzer" "127.0.0.1:$GW_PORT" 300 "$seed") ||
 		kvs_fail "seed $seed: random streams not answered as the codec judges them: $out"

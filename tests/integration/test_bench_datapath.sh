@@ -2,11 +2,10 @@
 # kvsplice-bench datapath, short: every configuration it can run here moves
 # frames of two sizes request/response and pipelined, and LLM-shaped
 # streams, without one failure, and reports what docs/EVALUATION.md quotes
-# (JSON fields). Pipelined 32 KiB frames through the kernel path once ended
-# in "every backend is at its limit": the controller counted the requests it
-# sent the kernel had not read yet since the last moment it had read them
-# all, which under steady slow-path traffic never came (now each request is
-# counted until the kernel's count passes it).
+# (JSON fields). Under steady slow-path traffic (pipelined 32 KiB frames
+# through the kernel path) no request may be refused busy: the controller
+# counts each request it injects until the kernel's count of frames read
+# passes it (docs/EVALUATION.md, "Data path", the bug this guards against).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -32,8 +31,8 @@ for f in name frame_bytes rps gbps p50_added_us p99_added_us cpu_s_per_gb cpu_us
 done
 assert_eq "kernel version reported" "$(jq -r .kernel <<<"$out")" "$(uname -r)"
 grep -q "busy" "$KVS_TMP/bench.log" && kvs_fail "busy errors: $(grep busy "$KVS_TMP/bench.log" | head -3)"
-# Without a direct run there is no latency to add to: JSON null (it once
-# printed nan, which no JSON parser takes).
+# Without a direct run there is no latency to add to: JSON null (not nan,
+# which no JSON parser takes).
 out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.3 --sizes 1024 --modes rr --conns 2 \
 	--configs kernel --json 2>>"$KVS_TMP/bench.log") || kvs_fail "kernel-only run failed"
 assert_eq "latency added without a direct run" "$(jq -c '[.configs[].p50_added_us]' <<<"$out")" "[null]"

@@ -2,9 +2,11 @@
 # Clients that send their first request the moment they connect, before the
 # gateway has accepted the socket and put it in the SOCKHASH. On this kernel
 # such bytes raise no data-ready event for the strparser, and reading the
-# socket from userspace while they are queued stalled the stream for good
-# after its first frame (measured: 4-7 runs in 25 before the fix). Every
-# request of many fresh, immediately-sending clients must complete.
+# socket from userspace while they are queued stalls the stream for good
+# after its first frame (docs/ARCHITECTURE.md, "Bytes that predate the map";
+# the figures: docs/EVALUATION.md, "Correctness figures from the test
+# suite"). Every request of many fresh, immediately-sending clients must
+# complete.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup

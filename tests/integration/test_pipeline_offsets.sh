@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The strparser-offset hazard (DESIGN.md section 5): when a frame ends
+# The strparser-offset hazard (docs/ARCHITECTURE.md, "Hazards of sockmap
+# splicing": the frame does not start at offset 0): when a frame ends
 # inside a TCP skb, the next frame starts at an offset in that skb, and a
 # parser that reads the length at 0 hangs the stream. Pipelined frames of
 # many sizes, in both directions, must all arrive byte-exact, and the

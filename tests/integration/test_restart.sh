@@ -82,8 +82,9 @@ grep -q 'event=handover_refused reason="hand-over version 1' "$KVS_TMP/gw3.log" 
 echo "ok: a hand-over of another version is refused"
 
 # A new controller that takes everything and dies before it says it runs:
-# the running one carries on, whole (it once handed over from inside its
-# completion loop, and a failed hand-over left the ring's head moved twice).
+# the running one carries on, whole (the hand-over runs between batches of
+# completions, never inside one, so a failed one leaves the completion
+# queue's head where the loop expects it).
 python3 - "$HO" <<'PY' || kvs_fail "fake take-over"
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

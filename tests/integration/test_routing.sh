@@ -43,10 +43,10 @@ assert_ge "templates: cache hit rate %" "$hit" 70
 # almost nothing, so the 16 templates stay where they were first placed.
 # New prefixes are placed under a bound on recent placements (fewer than 2
 # ahead of the least placed backend, load permitting), which a burst of 16
-# can still end 6/4/3/3 when it starts from counts 2 apart: 1.00-1.25 in
-# most runs, 1.35 and 1.49 in 2 of 14 (docs/EVALUATION.md). The routing
-# issue's 1.3 holds for the shared system prompt, nothing shared and
-# conversations; here the bound catches a pile-up.
+# can still end 6/4/3/3 when it starts from counts 2 apart (the spread
+# measured: docs/EVALUATION.md, "Routing scenarios"). The routing issue's
+# 1.3 holds for the shared system prompt, nothing shared and conversations;
+# here the bound catches a pile-up.
 mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
 assert_le "templates: load max/mean x100" "$mm" 160
 s1=$(kvs_stats)

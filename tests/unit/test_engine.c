@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* The batching engine against hand-computed model times (DESIGN.md 7). */
+/* The batching engine against hand-computed model times (user/model/model.h;
+ * the fleet it models: docs/EVALUATION.md, "The fleet in virtual time"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

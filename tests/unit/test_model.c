@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* The timing model against hand-computed cases (DESIGN.md section 7). */
+/* The timing model against hand-computed cases (the step model of
+ * docs/EVALUATION.md, "The fleet in virtual time"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

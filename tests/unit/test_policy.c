@@ -235,13 +235,12 @@ static void salts_never_share(void **state)
 }
 
 /* One template carries 70% of the traffic: it spills to a second backend,
- * both keep it (hits stay high). Known weakness, measured: with the
- * default recompute weight (16, chosen for the fleet scenario) the work on
- * its holders reached 1.58x the mean on 2 holders (1.51x since new
- * prefixes are bounded by recent placements; 1.24x on 3 holders since
- * prefix hash version 2 moved this test's cold prefixes on the ring). A
- * rate-based notion of a hot prefix is the fix. The bound asserted is the
- * first measurement, not a goal. */
+ * both keep it (hits stay high). Known weakness: with the default
+ * recompute weight (16, chosen for the fleet scenario) the work piles up on
+ * the template's holders, by how much depends on where the ring puts the
+ * cold prefixes (the figures: docs/EVALUATION.md, "The fleet in virtual
+ * time", the weak side). A rate-based notion of a hot prefix is the fix.
+ * The bound asserted is the first measurement, not a goal. */
 static void hot_prefix_spills_with_affinity(void **state)
 {
 	struct sim s;

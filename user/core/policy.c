@@ -90,15 +90,14 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * ahead of the least placed, in a count of new prefixes that decays by
  * 1/(64 x backends) per placement; if none is, any eligible one (load comes
  * first). A bound on assigned keys beside the bound on load: on a lightly
- * loaded fleet work alone never binds, and 16 new hot templates fell as
- * unevenly as the ring has it (up to 7 of 16 on one of 4 backends), to
- * stay there. Measured on the way here (docs/EVALUATION.md): bounding the
- * blocks each index holds stops binding once the indexes are full (max/mean
- * 1.73); balance x the mean of the counts leaves a burst after many
- * placements much room; the mean plus one lets a backend the ring seldom
- * picks build a deficit and then take a burst (21 of 64 new conversations
- * on one of 4 backends); and a count bound that overrode load raised the
- * public trace's TTFT p99 at 2x speed from 4.2 s to 10.8 s.
+ * loaded fleet work alone never binds, and new hot prefixes would fall as
+ * unevenly as the ring has it, to stay there. The bound counts from the
+ * least placed backend: a bound on the blocks each index holds stops
+ * binding once the indexes are full; balance x the mean of the counts
+ * leaves a burst after many placements much room; the mean plus one lets a
+ * backend the ring seldom picks build a deficit, then take a burst. And it
+ * never overrides load, which costs the latency tail dearly. The figures of
+ * each variant: docs/EVALUATION.md, "Routing scenarios".
  */
 static void placement_room(struct kvs_policy *pol, const uint8_t *eligible, const uint64_t *load,
 			   uint64_t total, uint32_t n_ok, uint8_t *room)
@@ -170,11 +169,11 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	/* Bounded load: a backend may take the request only if its load is
 	 * within balance x the mean, plus this request's tokens. Without that
 	 * slack one long prompt is a large share of the mean in a small fleet
-	 * and holders keep falling out of bound and spilling (kvsplice-bench
-	 * sim, default scenario: 19% of decisions spilled, hit rate 41%, 49%
-	 * with it). A tighter slack (the request's uncached tokens only)
-	 * balances a single very hot prefix better but loses most of that gain
-	 * (hit rate 44%); telling hot prefixes from load noise is future work. */
+	 * and holders keep falling out of bound and spilling. A tighter slack
+	 * (the request's uncached tokens only) balances a single very hot
+	 * prefix better but loses most of the hit rate the slack buys (docs/
+	 * EVALUATION.md, "The fleet in virtual time"); telling hot prefixes
+	 * from load noise is future work. */
 	bound = (uint64_t)ceil(pol->p.balance * (double)total / n_ok) + prompt_tokens;
 	/* The scan starts at a backend the request's placement key chooses:
 	 * full ties (an idle fleet that all holds a shared system prompt) then

@@ -10,7 +10,7 @@
  * block, per group. A match is then known to within 3 blocks of the real
  * one, which moves no decision between prefixes thousands of tokens long,
  * and admitting a prompt costs a quarter of the lookups (the slow path's
- * largest cost: kvsplice-bench decisions, docs/EVALUATION.md). For a request it
+ * largest cost: docs/EVALUATION.md, "Slow path"). For a request it
  * estimates, per backend, the work before this request's first token:
  *
  *     est(b) = load(b) + w x tokens of the prompt b does not hold
@@ -19,21 +19,18 @@
  * occupancy), and w (recompute_weight, default 16) charges recomputation
  * far above waiting: a recomputed token is work the fleet would not
  * otherwise do and a copy of the prefix that takes cache from others, while
- * a batching backend works through queued tokens concurrently. Measured:
- * with w = 1 a quarter of conversation turns moved between backends whose
- * loads differed by a few percent (tests/unit/test_policy.c); in the
- * default fleet scenario near round robin's saturation (kvsplice-bench
- * sim --rate 19), w = 3 hit 30% of prompt tokens and lost to consistent
- * hashing, w = 8 hit 52%, w = 16 53% with TTFT p50 -61% against round
- * robin. It
- * picks the lowest estimate, under a
- * load bound (no backend above `balance` x the mean). So the backend with
- * the longest cached prefix wins unless it is loaded by more than the
- * prefix is worth; ties go to the less loaded; a hot prefix spills to a
- * second backend that then holds it too (affinity kept, not discarded); a
- * prefix that covers little of the prompt (a system prompt everyone shares)
- * does not pull traffic to its holder; and a prefix nobody holds is placed
- * by bounded-load consistent hashing, so several gateways agree.
+ * a batching backend works through queued tokens concurrently. A low w
+ * moves conversations between backends over load noise and spills hot
+ * contexts until the copies crowd the cache (the figures for w = 1 to 16:
+ * docs/EVALUATION.md, "The fleet in virtual time"). It picks the lowest
+ * estimate, under a load bound (no backend above `balance` x the mean). So
+ * the backend with the longest cached prefix wins unless it is loaded by
+ * more than the prefix is worth; ties go to the less loaded; a hot prefix
+ * spills to a second backend that then holds it too (affinity kept, not
+ * discarded); a prefix that covers little of the prompt (a system prompt
+ * everyone shares) does not pull traffic to its holder; and a prefix nobody
+ * holds is placed by bounded-load consistent hashing, so several gateways
+ * agree.
  */
 #ifndef KVS_POLICY_H
 #define KVS_POLICY_H
@@ -55,7 +52,8 @@ struct kvs_policy_params {
 
 #define KVS_POLICY_BALANCE 1.15
 /* A backend's KV capacity when the operator gives none: ~1.3 M tokens, an
- * 8xH100 instance serving Llama-3.1-70B (docs/EVALUATION.md, the fleet). */
+ * 8xH100 instance serving Llama-3.1-70B (docs/EVALUATION.md, "The fleet in
+ * virtual time"). */
 #define KVS_POLICY_INDEX_BLOCKS 81250
 /* The controller indexes every block of prompts up to 1 MiB (the default
  * maximum frame), not only the kernel's window. */

@@ -183,8 +183,8 @@ uint32_t kvs_pcache_match_prefix(const struct kvs_pcache *c, const uint64_t *has
  * acquire() then release(), with each block looked up once instead of three
  * times: the node each block was found at or inserted into is remembered.
  * Pinned or freshly inserted nodes cannot be evicted or reused in between,
- * so the remembered index stays that block's. The index lookups were the
- * controller's slow path (kvsplice-bench decisions, docs/EVALUATION.md).
+ * so the remembered index stays that block's. The index lookups are the
+ * largest cost of a slow-path decision (docs/EVALUATION.md, "Slow path").
  */
 void kvs_pcache_touch(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The backend timing model (DESIGN.md section 7), fitted to public operator
+ * The backend timing model (docs/EVALUATION.md, "The fleet in virtual
+ * time": the step model of its default scenario), fitted to public operator
  * profiles of Llama-3.1-70B on 8xH100 with tensor parallelism 8:
  *
  *   step_ms = base + per_token * T_step
