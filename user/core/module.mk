@@ -2,4 +2,4 @@
 CORE_SRCS := $(wildcard user/core/*.c)
 $(BUILD)/user/core/%.o: INC := $(CORE_INC)
 $(LIB): $(CORE_SRCS:%.c=$(BUILD)/%.o)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^

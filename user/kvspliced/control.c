@@ -9,7 +9,7 @@
  * them for JSON; the reply's first line is "ok" or "error: MESSAGE", the
  * body follows, and the controller closes the connection.
  */
-#include "gw_internal.h"
+#include "control.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -20,12 +20,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "conn.h"
 #include "log.h"
+#include "loop.h"
 #include "pins.h"
+#include "reload.h"
+#include "upath.h"
+#include "upgrade.h"
 
 #define MAX_WORDS 8
 
-int gw_control_listen(const char *path)
+static int control_listen(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, err;
@@ -290,7 +296,10 @@ static void cmd_datapath(struct gw *g, FILE *out, bool json, const char *want)
 			g->user_path ? "userspace" : "kernel", kernel, user);
 }
 
-void gw_control_run(struct gw *g, char *line, FILE *out)
+/* Runs one command line from kvsplicectl and writes the reply to out:
+ * "ok" or "error: MESSAGE" on the first line, then the body (JSON when the
+ * line has --json). */
+static void control_run(struct gw *g, char *line, FILE *out)
 {
 	char *w[MAX_WORDS], *save = NULL, *tok;
 	int n = 0;
@@ -321,4 +330,102 @@ void gw_control_run(struct gw *g, char *line, FILE *out)
 	else
 		reply_error(out, "unknown command '%s' (status, backend, reload, upgrade, datapath)",
 			    w[0]);
+}
+
+/* Only root, or the user the controller runs as, may change it. */
+static bool peer_may_control(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) &&
+	       (cr.uid == 0 || cr.uid == geteuid());
+}
+
+/* One command, answered once its line is in, then closed. */
+static void on_control(struct gw *g, struct gw_conn *c)
+{
+	const char *nl = memchr(kvs_buf_head(&c->rx), '\n', c->rx.len);
+	struct timeval tv = { .tv_sec = 1 };
+	char line[1024], *reply = NULL;
+	size_t rlen = 0, off = 0;
+	FILE *out;
+
+	if (!nl) {
+		if (c->rx.len >= sizeof(line) || gw_arm_recv(g, c))
+			gw_conn_close(g, c);
+		return;
+	}
+	memcpy(line, kvs_buf_head(&c->rx), (size_t)(nl - (const char *)kvs_buf_head(&c->rx)));
+	line[nl - (const char *)kvs_buf_head(&c->rx)] = '\0';
+	out = open_memstream(&reply, &rlen);
+	if (!out) {
+		gw_conn_close(g, c);
+		return;
+	}
+	if (peer_may_control(c->fd))
+		control_run(g, line, out);
+	else
+		fprintf(out, "error: only root or the controller's user may use this socket\n");
+	fclose(out);
+	/* A reply is small; a reader that stalls gets a second, then is cut. */
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	while (off < rlen) {
+		ssize_t w = send(c->fd, reply + off, rlen - off, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(reply);
+	gw_conn_close(g, c);
+}
+
+static const struct gw_conn_ops control_ops = { .on_bytes = on_control, .on_hangup = gw_conn_drop };
+
+void gw_control_on_accept(struct gw *g, struct io_uring_cqe *cqe)
+{
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED &&
+	    g->control_fd >= 0)
+		gw_arm_accept(g, g->control_fd, OP_CONTROL_ACCEPT);
+	if (cqe->res >= 0)
+		gw_service_conn(g, cqe->res, ROLE_CONTROL, &control_ops);
+}
+
+/* Listens for kvsplicectl at --control-socket (default: by --pin-dir). */
+int gw_control_open(struct gw *g)
+{
+	if (g->cfg->control_path)
+		snprintf(g->control_path, sizeof(g->control_path), "%s", g->cfg->control_path);
+	else
+		kvs_run_path(g->cfg->pin_dir, KVS_CONTROL_SUFFIX, g->control_path,
+			     sizeof(g->control_path));
+	g->control_fd = control_listen(g->control_path);
+	if (g->control_fd < 0) {
+		int err = g->control_fd;
+
+		pr_warn("event=control_socket_failed path=%s err=\"%s\"%s", g->control_path,
+			strerror(-err),
+			err == -EADDRINUSE ? " hint=\"another kvspliced answers there: give each "
+					     "its own --pin-dir or --control-socket\""
+					   : "");
+		return err;
+	}
+	return gw_arm_accept(g, g->control_fd, OP_CONTROL_ACCEPT);
+}
+
+void gw_control_close(struct gw *g)
+{
+	struct io_uring_sqe *sqe;
+
+	if (g->control_fd < 0)
+		return;
+	sqe = gw_get_sqe(g);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, ud(OP_CONTROL_ACCEPT, NULL), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
+	}
+	close(g->control_fd);
+	g->control_fd = -1;
+	unlink(g->control_path);
 }

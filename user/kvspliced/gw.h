@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The controller's state, shared by the files of the controller: the event
- * loop (gateway.c) and the operator's commands (gw_control.c). Not an API:
- * nothing outside the controller includes it.
+ * The controller's types: its state (struct gw), connections, backend
+ * slots, and the tables through which the loop and the lower parts reach
+ * the handlers that higher parts registered at setup. Types only: each
+ * module's header says what it offers. Not an API: nothing outside
+ * user/kvspliced includes it.
  */
-#ifndef KVS_GW_INTERNAL_H
-#define KVS_GW_INTERNAL_H
+#ifndef KVS_GW_H
+#define KVS_GW_H
 
 #include <liburing.h>
 #include <stdbool.h>
@@ -22,6 +24,12 @@
 #include "netutil.h"
 #include "policy.h"
 
+/* A client or service connection that is rejected or done gets this long
+ * for its last frame to leave before it is closed. */
+#define ERROR_GRACE_MS 200
+/* How long a half-closed client may wait for the answers it is owed. */
+#define HALF_CLOSE_MAX_MS (300 * 1000)
+
 /* io_uring user_data: the operation in the top byte, the connection's slot
  * and generation below (a stale completion for a reused slot is told apart). */
 #define OP_ACCEPT 1ull
@@ -34,6 +42,7 @@
 #define OP_METRICS_ACCEPT 8ull
 #define OP_CONTROL_ACCEPT 9ull
 #define OP_CSEND 10ull /* a send on a connection of the userspace data path */
+#define GW_OPS 11         /* op codes are below this */
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
@@ -50,8 +59,8 @@ struct gw_ureq {
 	uint64_t prefill_tokens; /* of which prefill, until its first CHUNK */
 };
 
-/* Bytes for one socket, sent in order (user/gw_sendq.c): append to
- * gw_sendq_buf(); out[cur ^ 1] is the one being sent. */
+/* Bytes for one socket, sent in order (sendq.c): append to gw_sendq_buf();
+ * out[cur ^ 1] is the one being sent. */
 struct gw_sendq {
 	struct kvs_buf out[2];
 	int cur;
@@ -67,11 +76,50 @@ struct gw_upath {
 	uint32_t nreqs, capreqs;
 };
 
+struct gw;
+struct gw_conn;
+
+/* What a connection's owner does with what happens on it: set by the part
+ * that made the connection (kpath.c, backend.c, upath.c, client.c,
+ * metrics.c, control.c), called by conn.c's completion handlers. */
+struct gw_conn_ops {
+	/* Bytes arrived in c->rx (connections the controller reads). */
+	void (*on_bytes)(struct gw *g, struct gw_conn *c);
+	/* The peer hung up or failed (poll or recv said so). */
+	void (*on_hangup)(struct gw *g, struct gw_conn *c, const char *why);
+	/* The peer shut down its sending side (FIN) and may still read: true
+	 * if that was taken as a half-close, false to treat it as a hang-up. */
+	bool (*on_fin)(struct gw *g, struct gw_conn *c);
+	/* Answers a client is still owed (half-closed clients wait for 0). */
+	uint32_t (*inflight)(struct gw *g, const struct gw_conn *c);
+};
+
+/* What differs between the kernel's data path (kpath.c) and the userspace
+ * one (upath.c), for the parts below both (backends, connections, the
+ * decision): registered in struct gw at setup. */
+struct gw_path_ops {
+	/* An ERROR frame to client (c: its connection, NULL if unknown).
+	 * 0, or -errno if it could not be queued. */
+	int (*send_error)(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id,
+			  int code, const char *msg);
+	/* Backend b's connections for this path. 0 or -errno. */
+	int (*connect)(struct gw *g, uint32_t b);
+	void (*disconnect)(struct gw *g, uint32_t b);
+	/* b went down: every request this path sent it is answered through
+	 * fail(). Returns how many. */
+	int (*fail_backend)(struct gw *g, uint32_t b,
+			    void (*fail)(void *ctx, uint64_t client, uint64_t req_id), void *ctx);
+};
+
+/* A completion's handler, by op code (loop.c dispatches). */
+typedef void (*gw_op_fn)(struct gw *g, struct io_uring_cqe *cqe);
+
 struct gw_conn {
 	int fd;
 	uint32_t id;  /* slot in gw.conns */
 	uint32_t gen; /* tells a stale completion from a reused slot */
 	uint32_t role;
+	const struct gw_conn_ops *ops;
 	uint32_t backend, slot;
 	uint64_t cookie, key;
 	struct kvs_buf rx;
@@ -126,6 +174,10 @@ struct gw {
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
 	uint64_t started_ns;
 	struct io_uring ring;
+	gw_op_fn on_op[GW_OPS]; /* completion handlers, set at setup (gw.c) */
+	const struct gw_path_ops *kpath, *upath;
+	/* A backend's PONG to the controller's health check (health.c) */
+	void (*on_backend_pong)(struct gw *g, const struct kvs_msg *m, const uint8_t *payload);
 	struct kvs_datapath dp;
 	struct kvs_admission adm; /* XDP admission, if configured */
 	int listen_fd;
@@ -175,128 +227,5 @@ struct gw {
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
 };
-
-/* ---- backends (gateway.c) ---- */
-
-/* The slot of the backend named ADDR:PORT (as kvs_addr_str writes it), or
- * -ENOENT. */
-int gw_backend_find(const struct gw *g, const char *name);
-/* Adds a backend in a free slot and connects it (a backend that refuses is
- * retried with back-off, like one given at start). Slot or -errno:
- * -EEXIST (already there), -ENOSPC (KVS_MAX_BACKENDS in use). */
-int gw_backend_add(struct gw *g, const struct kvs_addr *a);
-/* Drain on: no new requests; in-flight ones finish. Off: back in service
- * (and a pending removal is called off). */
-void gw_backend_drain(struct gw *g, uint32_t b, bool on);
-/* Drains b, then removes it once nothing is in flight there, or at
- * --drain-timeout-ms (then what it still owes is answered backend_gone). */
-void gw_backend_remove(struct gw *g, uint32_t b);
-/* What kvsplicectl shows as its state. */
-enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b);
-/* The backend list becomes addrs[0..n): backends not in it are removed
- * (drained first), new ones added. Counts what it did in *added and
- * *removed. 0 or -errno (-ENOSPC: no slot for one; the rest applied). */
-int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,
-		      uint32_t *removed);
-/* Re-reads the configuration (gw_hooks.load) and applies its backend
- * list. 0 or -errno; a message for the operator in msg either way. */
-int gw_reload(struct gw *g, char *msg, size_t len);
-
-/* Starts this program's file anew (a new binary, if one was installed) with
- * the same arguments and --takeover: it takes every socket over and this
- * controller exits. Returns the successor's pid, or -errno; a message for
- * the operator in msg either way. */
-int gw_upgrade(struct gw *g, char *msg, size_t len);
-
-/* ---- the event loop's pieces the other files use (gateway.c) ---- */
-
-struct io_uring_sqe *gw_get_sqe(struct gw *g);
-
-void gw_sendq_init(struct gw_sendq *q, size_t limit);
-void gw_sendq_free(struct gw_sendq *q);
-static inline struct kvs_buf *gw_sendq_buf(struct gw_sendq *q)
-{
-	return &q->out[q->cur];
-}
-/* Something is queued or being sent. */
-bool gw_sendq_busy(const struct gw_sendq *q);
-/* Starts a send on fd if none is in flight and something is queued; its
- * completion carries udata. */
-void gw_sendq_kick(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata);
-/* A send completed with res: consumes what went and kicks the rest. res if
- * it is an error (nothing else done), else 0. */
-int gw_sendq_done(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata, int res);
-/* Everything queued, with blocking sends on fd (no send may be in flight).
- * 0 or -errno. */
-int gw_sendq_flush_sync(struct gw_sendq *q, int fd);
-struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role);
-/* Out of every map and closed once no io_uring operation points at it. */
-void gw_conn_close(struct gw *g, struct gw_conn *c);
-/* Frees c if no operation is pending on it (after gw_conn_close). */
-void gw_conn_release(struct gw *g, struct gw_conn *c);
-int gw_arm_recv(struct gw *g, struct gw_conn *c);
-/* An ERROR frame to a client, by whichever path the client is on. */
-void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
-/* A request over its client's --max-client-inflight: answered busy. */
-void gw_refuse_busy_client(struct gw *g, struct gw_conn *c, uint64_t req_id);
-/* The routing decision for a request from client c: on success 0, with
- * m->gw_backend and m->gw_conn set and *backend the choice; otherwise the
- * client has been answered with an ERROR and -1 is returned. kernel: also
- * consult and install the kernel's routes (the kernel path's decisions). */
-int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *prompt,
-	      bool kernel, uint32_t *backend);
-void gw_backend_down(struct gw *g, uint32_t b, const char *why);
-/* The PONG the gateway answers a client's PING with: the fleet's requests
- * in flight as its load. */
-void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)]);
-
-/* ---- the userspace data path (gw_userpath.c) ---- */
-
-/* A client accepted onto the userspace data path. 0 or -errno. */
-int gw_up_client(struct gw *g, struct gw_conn *c);
-/* Bytes arrived on a connection of the userspace data path (c->rx). */
-void gw_up_client_frames(struct gw *g, struct gw_conn *c);
-void gw_up_upstream_frames(struct gw *g, struct gw_conn *c);
-/* Sends queued while the submission ring was full: retried on the tick. */
-void gw_up_kick_all(struct gw *g);
-/* A send on c completed with res. */
-void gw_up_on_send(struct gw *g, struct gw_conn *c, int res);
-/* Appends a frame for c's peer; queues the send. 0 or -ENOBUFS (the peer
- * does not read: its queue is at its limit). */
-int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload);
-int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, const char *msg);
-/* Backend b's userspace upstream connections (--pool of them). 0 or -errno. */
-int gw_up_connect(struct gw *g, uint32_t b);
-void gw_up_disconnect(struct gw *g, uint32_t b);
-/* Backend b went down: every request the userspace path sent it is
- * answered backend_gone (fail) and forgotten. Returns how many. */
-int gw_up_fail_backend(struct gw *g, uint32_t b, void (*fail)(void *ctx, uint64_t client,
-							     uint64_t req_id),
-		       void *ctx);
-/* Requests a client of the userspace path has in flight, plus one while
- * answers wait to be written to it: 0 when it is owed nothing. */
-uint32_t gw_up_inflight(const struct gw_conn *c);
-void gw_up_free(struct gw_conn *c);
-/* Clients of the userspace path whose frame began before since_ns and is
- * not complete: answered ERROR timeout and closed (the kernel path's
- * strparser-backed check is on_stale_partial()). */
-void gw_up_stale(struct gw *g, uint64_t since_ns);
-/* Clients on each path. */
-void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user);
-
-/* New clients go on the userspace data path (user) or the kernel's; those
- * connected stay on theirs until they close. Switching to user connects
- * the userspace path's upstream pools. 0 or -errno. */
-int gw_set_datapath(struct gw *g, bool user);
-
-/* ---- the control socket (gw_control.c) ---- */
-
-/* Listens on path (mode 0600; its directory made 0700). fd or -errno:
- * -EADDRINUSE when another controller answers there. */
-int gw_control_listen(const char *path);
-/* Runs one command line from kvsplicectl and writes the reply to out:
- * "ok" or "error: MESSAGE" on the first line, then the body (JSON when the
- * line has --json). */
-void gw_control_run(struct gw *g, char *line, FILE *out);
 
 #endif

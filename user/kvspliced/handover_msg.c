@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-#include "handover.h"
+/* The hand-over's messages over a Unix socket, with the descriptors they carry. */
+#include "handover_msg.h"
 
 #include <errno.h>
 #include <poll.h>

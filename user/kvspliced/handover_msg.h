@@ -5,7 +5,7 @@
  * and the old one passes it every socket it holds (SCM_RIGHTS) with what it
  * knows of each, then exits without touching the pinned maps. The kernel
  * keeps splicing established connections meanwhile. This file is the
- * transport; gateway.c says what is sent.
+ * messages and their transport; handover.c says what is sent and when.
  *
  * Messages (SOCK_SEQPACKET, each at most KVS_HO_MSG_MAX bytes), all
  * starting with struct kvs_ho_hdr:
@@ -17,8 +17,8 @@
  *   old -> new  DONE    the old one has let go of the pin directory
  *   new -> old  ACK     the new one runs: the old one exits
  */
-#ifndef KVS_HANDOVER_H
-#define KVS_HANDOVER_H
+#ifndef KVS_HANDOVER_MSG_H
+#define KVS_HANDOVER_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>

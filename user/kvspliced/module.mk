@@ -6,7 +6,7 @@ $(BUILD)/user/kvspliced/%.o: INC := $(CORE_INC) -Iuser/kvspliced -I$(BUILD)
 $(BUILD)/user/kvspliced/datapath.o: $(BUILD)/kvsplice.skel.h
 $(BUILD)/user/kvspliced/admission.o: $(BUILD)/admission.skel.h
 $(GW_LIB): $(GW_SRCS:%.c=$(BUILD)/%.o)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 $(BUILD)/kvspliced: $(BUILD)/user/kvspliced/main.o $(GW_LIB) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 PROGS     += $(BUILD)/kvspliced

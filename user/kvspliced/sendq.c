@@ -4,7 +4,9 @@
  * (frozen: the kernel reads it), one being appended to. The inject socket
  * and every userspace-path connection send this way.
  */
-#include "gw_internal.h"
+#include "sendq.h"
+
+#include "loop.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -34,7 +36,7 @@ bool gw_sendq_busy(const struct gw_sendq *q)
  * after a completion that found no free SQE once could, would put bytes
  * appended later ahead of older ones.)
  */
-void gw_sendq_kick(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata)
+void gw_sendq_kick(struct io_uring *ring, struct gw_sendq *q, int fd, uint64_t udata)
 {
 	struct kvs_buf *b = &q->out[q->cur ^ 1];
 	struct io_uring_sqe *sqe;
@@ -45,7 +47,7 @@ void gw_sendq_kick(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata)
 		b = &q->out[q->cur];
 	if (!b->len)
 		return;
-	sqe = gw_get_sqe(g);
+	sqe = gw_sqe(ring);
 	if (!sqe)
 		return; /* the tick kicks again */
 	if (b == &q->out[q->cur])
@@ -55,13 +57,13 @@ void gw_sendq_kick(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata)
 	q->pending = true;
 }
 
-int gw_sendq_done(struct gw *g, struct gw_sendq *q, int fd, uint64_t udata, int res)
+int gw_sendq_done(struct io_uring *ring, struct gw_sendq *q, int fd, uint64_t udata, int res)
 {
 	q->pending = false;
 	if (res < 0)
 		return res;
 	kvs_buf_consume(&q->out[q->cur ^ 1], (size_t)res);
-	gw_sendq_kick(g, q, fd, udata);
+	gw_sendq_kick(ring, q, fd, udata);
 	return 0;
 }
 

@@ -13,16 +13,21 @@
  * are kept per client (at most --max-client-inflight each), which is what a
  * backend's death or a client's FIN consult.
  */
-#include "gw_internal.h"
+#include "upath.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "codec.h"
+#include "conn.h"
+#include "decide.h"
 #include "kvsplice/hash.h"
 #include "log.h"
+#include "loop.h"
+#include "sendq.h"
 
 /* What a connection may have queued and not yet sent, per buffer (two): a
  * client that stops reading is cut off there (log:
@@ -30,28 +35,9 @@
  * socket's buffer instead; this one is large because a client's answers
  * may be up to --max-client-inflight streams. */
 #define UP_OUT_LIMIT (64u << 20)
+#define CONNECT_TIMEOUT_MS 300
 
-static struct gw_upath *upath_new(void)
-{
-	struct gw_upath *up = calloc(1, sizeof(*up));
-
-	if (!up)
-		return NULL;
-	gw_sendq_init(&up->q, UP_OUT_LIMIT);
-	return up;
-}
-
-void gw_up_free(struct gw_conn *c)
-{
-	if (!c->up)
-		return;
-	gw_sendq_free(&c->up->q);
-	free(c->up->reqs);
-	free(c->up);
-	c->up = NULL;
-}
-
-uint32_t gw_up_inflight(const struct gw_conn *c)
+static uint32_t up_inflight(const struct gw_conn *c)
 {
 	const struct gw_upath *up = c->up;
 
@@ -75,7 +61,7 @@ void gw_up_count(const struct gw *g, uint32_t *kernel, uint32_t *user)
 static void kick(struct gw *g, struct gw_conn *c)
 {
 	if (!c->closing)
-		gw_sendq_kick(g, &c->up->q, c->fd, ud(OP_CSEND, c));
+		gw_sendq_kick(&g->ring, &c->up->q, c->fd, ud(OP_CSEND, c));
 }
 
 void gw_up_kick_all(struct gw *g)
@@ -88,14 +74,19 @@ void gw_up_kick_all(struct gw *g)
 	}
 }
 
-void gw_up_on_send(struct gw *g, struct gw_conn *c, int res)
+void gw_up_on_send(struct gw *g, struct io_uring_cqe *cqe)
 {
+	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
+	int res = cqe->res;
+
+	if (!c || !c->up)
+		return;
 	if (c->closing) {
 		c->up->q.pending = false;
 		gw_conn_release(g, c);
 		return;
 	}
-	if (gw_sendq_done(g, &c->up->q, c->fd, ud(OP_CSEND, c), res) < 0) {
+	if (gw_sendq_done(&g->ring, &c->up->q, c->fd, ud(OP_CSEND, c), res) < 0) {
 		pr_debug("event=user_path_send_failed conn=%llu role=%u err=\"%s\"",
 			 (unsigned long long)c->cookie, c->role, strerror(-res));
 		if (c->role == ROLE_UP_USER)
@@ -105,7 +96,9 @@ void gw_up_on_send(struct gw *g, struct gw_conn *c, int res)
 	}
 }
 
-int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload)
+/* Appends a frame for c's peer; queues the send. 0 or -ENOBUFS (the peer
+ * does not read: its queue is at its limit). */
+static int up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload)
 {
 	struct kvs_msg copy = *m;
 	int err = kvs_put_frame(gw_sendq_buf(&c->up->q), &copy, payload, m->payload_len);
@@ -115,7 +108,8 @@ int gw_up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const vo
 	return err;
 }
 
-int gw_up_error(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, const char *msg)
+static int up_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id, int code,
+		    const char *msg)
 {
 	int err = kvs_put_error(gw_sendq_buf(&c->up->q), req_id, c->cookie, (uint16_t)code, msg);
 
@@ -144,16 +138,6 @@ static void show_conn(struct gw *g, struct gw_conn *c)
 	c->in_conns = kvs_dp_add_conn(&g->dp, c->cookie, &kc) == 0;
 }
 
-int gw_up_client(struct gw *g, struct gw_conn *c)
-{
-	c->up = upath_new();
-	if (!c->up)
-		return -ENOMEM;
-	kvs_set_nodelay(c->fd);
-	show_conn(g, c);
-	return gw_arm_recv(g, c);
-}
-
 void gw_up_stale(struct gw *g, uint64_t since_ns)
 {
 	for (uint32_t i = 0; i < g->conns_cap; i++) {
@@ -168,7 +152,7 @@ void gw_up_stale(struct gw *g, uint64_t since_ns)
 			 g->cfg->frame_timeout_ms);
 		pr_info("event=frame_timeout conn=%llu path=user", (unsigned long long)c->cookie);
 		gw_send_error(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
-		c->close_at_ns = kvs_now_ns() + 200000000ull;
+		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 	}
 }
 
@@ -246,7 +230,7 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 		r.prefill_tokens = kvs_prefill_charge(blocks, m->max_tokens);
 	err = add_req(c, &r);
 	if (!err) {
-		err = gw_up_put(g, u, m, prompt);
+		err = up_put(g, u, m, prompt);
 		if (err)
 			c->up->nreqs--; /* the record just added: not sent after all */
 	}
@@ -269,10 +253,10 @@ static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 			     .payload_len = sizeof(payload) };
 
 	gw_pong_payload(g, payload);
-	gw_up_put(g, c, &m, payload);
+	up_put(g, c, &m, payload);
 }
 
-void gw_up_client_frames(struct gw *g, struct gw_conn *c)
+static void client_frames(struct gw *g, struct gw_conn *c)
 {
 	const uint8_t *frame;
 	struct kvs_msg m = { 0 };
@@ -305,7 +289,7 @@ void gw_up_client_frames(struct gw *g, struct gw_conn *c)
 		g->ctl.bad_frames++;
 		snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(-r));
 		gw_send_error(g, c->cookie, m.req_id, -r, msg);
-		c->close_at_ns = kvs_now_ns() + 200000000ull;
+		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 		kvs_buf_consume(&c->rx, c->rx.len);
 	}
 }
@@ -323,7 +307,7 @@ static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const 
 	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, pred);
 }
 
-void gw_up_upstream_frames(struct gw *g, struct gw_conn *u)
+static void upstream_frames(struct gw *g, struct gw_conn *u)
 {
 	uint32_t b = u->backend;
 	const uint8_t *frame;
@@ -376,7 +360,57 @@ void gw_up_upstream_frames(struct gw *g, struct gw_conn *u)
 	}
 }
 
-int gw_up_connect(struct gw *g, uint32_t b)
+/* A user-path client's FIN with answers still owed: they go out first
+ * (the tick closes it once none is left, as on the kernel's path). */
+static bool client_fin(struct gw *g, struct gw_conn *c)
+{
+	if (!up_inflight(c))
+		return false;
+	gw_conn_half_close(g, c);
+	return true;
+}
+
+static uint32_t client_inflight(struct gw *g, const struct gw_conn *c)
+{
+	return up_inflight(c);
+}
+
+/* One of the userspace path's upstream connections failed: its backend is
+ * down. */
+static void upstream_lost(struct gw *g, struct gw_conn *u, const char *why)
+{
+	uint32_t backend = u->backend; /* gw_conn_close may free u */
+
+	g->ctl.upstream_failures++;
+	g->be[backend].upool[u->slot] = NULL;
+	gw_conn_close(g, u);
+	gw_backend_down(g, backend, why);
+}
+
+static const struct gw_conn_ops client_ops = {
+	.on_bytes = client_frames,
+	.on_hangup = gw_client_lost,
+	.on_fin = client_fin,
+	.inflight = client_inflight,
+};
+static const struct gw_conn_ops upstream_ops = {
+	.on_bytes = upstream_frames,
+	.on_hangup = upstream_lost,
+};
+
+int gw_up_client(struct gw *g, struct gw_conn *c)
+{
+	int err = gw_conn_attach_upath(c, UP_OUT_LIMIT);
+
+	if (err)
+		return err;
+	c->ops = &client_ops;
+	kvs_set_nodelay(c->fd);
+	show_conn(g, c);
+	return gw_arm_recv(g, c);
+}
+
+static int up_connect(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 
@@ -386,28 +420,29 @@ int gw_up_connect(struct gw *g, uint32_t b)
 
 		if (be->upool[s])
 			continue;
-		fd = kvs_connect(&be->addr, 300);
+		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
 		if (fd < 0)
 			return fd;
-		u = gw_conn_new(g, fd, ROLE_UP_USER);
+		u = gw_conn_new(g, fd, ROLE_UP_USER, &upstream_ops);
 		if (!u) {
 			close(fd);
 			return -ENOMEM;
 		}
 		u->backend = b;
 		u->slot = s;
-		u->up = upath_new();
+		err = gw_conn_attach_upath(u, UP_OUT_LIMIT);
 		be->upool[s] = u;
 		kvs_set_nodelay(fd);
 		show_conn(g, u);
-		err = u->up ? gw_arm_recv(g, u) : -ENOMEM;
+		if (!err)
+			err = gw_arm_recv(g, u);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-void gw_up_disconnect(struct gw *g, uint32_t b)
+static void up_disconnect(struct gw *g, uint32_t b)
 {
 	for (uint32_t s = 0; s < KVS_MAX_POOL; s++) {
 		if (g->be[b].upool[s]) {
@@ -417,8 +452,8 @@ void gw_up_disconnect(struct gw *g, uint32_t b)
 	}
 }
 
-int gw_up_fail_backend(struct gw *g, uint32_t b,
-		       void (*fail)(void *ctx, uint64_t client, uint64_t req_id), void *ctx)
+static int up_fail_backend(struct gw *g, uint32_t b,
+			   void (*fail)(void *ctx, uint64_t client, uint64_t req_id), void *ctx)
 {
 	int n = 0;
 
@@ -440,4 +475,33 @@ int gw_up_fail_backend(struct gw *g, uint32_t b,
 		}
 	}
 	return n;
+}
+
+const struct gw_path_ops gw_upath_ops = {
+	.send_error = up_error,
+	.connect = up_connect,
+	.disconnect = up_disconnect,
+	.fail_backend = up_fail_backend,
+};
+int gw_set_datapath(struct gw *g, bool user)
+{
+	int err = 0;
+
+	if (!user && g->dp.in_memory)
+		return -EOPNOTSUPP; /* BPF could not be loaded at start */
+	if (user && !g->user_path) {
+		for (uint32_t b = 0; b < g->nslots; b++) {
+			if (!g->be[b].present || !g->be[b].up)
+				continue;
+			err = up_connect(g, b);
+			if (err) {
+				gw_backend_down(g, b, strerror(-err)); /* retried, with both pools */
+				err = 0;
+			}
+		}
+	}
+	if (user != g->user_path)
+		pr_info("event=datapath_switched datapath=%s", user ? "user" : "kernel");
+	g->user_path = user;
+	return err;
 }

@@ -3,4 +3,4 @@
 MODEL_SRCS := $(wildcard user/model/*.c)
 $(BUILD)/user/model/%.o: INC := $(MODEL_INC)
 $(MODEL_LIB): $(MODEL_SRCS:%.c=$(BUILD)/%.o)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^

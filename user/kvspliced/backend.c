@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Backend slots: added, connected, ejected (down, with back-off), drained,
+ * removed. A slot's index is the one the kernel's maps and the gw_backend
+ * header field use. Each data path's connections to a backend are its own
+ * (g->kpath, g->upath).
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+
+#define BACKOFF_MAX_MS 5000
+
+enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b)
+{
+	const struct gw_backend *be = &g->be[b];
+
+	if (!be->present)
+		return KVS_BE_ABSENT;
+	if (!be->up)
+		return KVS_BE_DOWN;
+	if (be->probation)
+		return KVS_BE_PROBATION;
+	if (be->removing)
+		return KVS_BE_REMOVING;
+	return be->draining ? KVS_BE_DRAINING : KVS_BE_UP;
+}
+
+/* The kernel follows routes to b, and sends it requests, only while UP. */
+void gw_publish_backend(struct gw *g, uint32_t b)
+{
+	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->cfg->pool_size,
+			   g->cfg->max_outstanding);
+}
+
+struct fail_ctx {
+	struct gw *g;
+	const char *backend;
+};
+
+static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
+{
+	struct fail_ctx *f = ctx;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "kvsplice: backend %s failed while serving the request",
+		 f->backend);
+	gw_send_error(f->g, client, req_id, KVS_E_BACKEND_GONE, msg);
+}
+
+void gw_backend_down(struct gw *g, uint32_t b, const char *why)
+{
+	struct gw_backend *be = &g->be[b];
+	bool was_up = be->up;
+
+	be->up = false;
+	gw_publish_backend(g, b);
+	/* It comes back empty (or not at all): what it held is gone, and so
+	 * are the routes that promised it. */
+	kvs_policy_forget_backend(&g->policy, b);
+	kvs_dp_withdraw_routes(&g->dp, b);
+	g->kpath->disconnect(g, b);
+	g->upath->disconnect(g, b);
+	if (was_up) {
+		/* Every request it still owed an answer gets an ERROR now: a
+		 * client must never wait on a backend that is gone. The
+		 * kernel's records zero its counts, the userspace path's
+		 * then go without touching them. */
+		struct fail_ctx f = { .g = g, .backend = be->name };
+		int n = g->kpath->fail_backend(g, b, fail_request, &f);
+
+		n += g->upath->fail_backend(g, b, fail_request, &f);
+
+		g->ctl.failed_inflight += (uint64_t)n;
+		pr_warn("event=backend_down backend=%s reason=\"%s\" failed_requests=%d", be->name,
+			why, n);
+	}
+	be->backoff_ms = be->backoff_ms ? be->backoff_ms * 2 : 100;
+	if (be->backoff_ms > BACKOFF_MAX_MS)
+		be->backoff_ms = BACKOFF_MAX_MS;
+	be->retry_at_ns = kvs_now_ns() + be->backoff_ms * 1000000ull;
+}
+
+int gw_backend_connect(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+	/* The kernel's pool (none without BPF); the userspace path's own
+	 * connections while it takes clients (gw_set_datapath() makes them
+	 * when it starts to). */
+	int err = g->dp.in_memory ? 0 : g->kpath->connect(g, b);
+
+	if (!err && g->user_path)
+		err = g->upath->connect(g, b);
+	if (err)
+		goto fail;
+	be->up = true;
+	be->next_ping_ns = 0;
+	gw_publish_backend(g, b);
+	if (be->probation) {
+		/* Ejected by the health check: connections alone do not prove
+		 * it works (a hung process still completes handshakes). It
+		 * takes no request until it answers a PING (health.c). */
+		pr_info("event=backend_probation backend=%s index=%u", be->name, b);
+		return 0;
+	}
+	be->backoff_ms = 0;
+	pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b, g->cfg->pool_size);
+	return 0;
+fail:
+	g->ctl.upstream_failures++;
+	gw_backend_down(g, b, strerror(-err));
+	return err;
+}
+
+int gw_backend_find(const struct gw *g, const char *name)
+{
+	for (uint32_t b = 0; b < g->nslots; b++)
+		if (g->be[b].present && !strcmp(g->be[b].name, name))
+			return (int)b;
+	return -ENOENT;
+}
+
+/* The policy places cold prefixes among the backends present now. */
+static int sync_ring(struct gw *g, uint32_t nslots)
+{
+	const char *names[KVS_MAX_BACKENDS];
+
+	for (uint32_t b = 0; b < nslots; b++)
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
+	return kvs_policy_set_backends(&g->policy, names, nslots);
+}
+
+/* Takes slot b for the backend at a (no connection yet). */
+void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
+{
+	struct gw_backend *be = &g->be[b];
+	struct kvs_endpoint ep;
+
+	memset(be, 0, sizeof(*be));
+	be->present = true;
+	be->addr = *a;
+	kvs_addr_str(a, be->name, sizeof(be->name));
+	kvs_endpoint_of(&a->ss, &ep);
+	kvs_dp_set_backend_addr(&g->dp, b, &ep);
+}
+
+int gw_backend_add(struct gw *g, const struct kvs_addr *a)
+{
+	char name[64];
+	uint32_t b, n;
+	int err;
+
+	kvs_addr_str(a, name, sizeof(name));
+	if (gw_backend_find(g, name) >= 0)
+		return -EEXIST;
+	for (b = 0; b < KVS_MAX_BACKENDS && g->be[b].present; b++)
+		;
+	if (b == KVS_MAX_BACKENDS)
+		return -ENOSPC;
+	n = b + 1 > g->nslots ? b + 1 : g->nslots;
+	g->be[b].present = true;
+	snprintf(g->be[b].name, sizeof(g->be[b].name), "%s", name);
+	err = sync_ring(g, n);
+	g->be[b].present = false;
+	if (err)
+		return err;
+	gw_slot_fill(g, b, a);
+	g->nslots = n;
+	pr_info("event=backend_added backend=%s index=%u", name, b);
+	gw_backend_connect(g, b);
+	return (int)b;
+}
+
+void gw_backend_drain(struct gw *g, uint32_t b, bool on)
+{
+	struct gw_backend *be = &g->be[b];
+
+	be->draining = on;
+	if (!on)
+		be->removing = false;
+	gw_publish_backend(g, b);
+	pr_info("event=%s backend=%s index=%u outstanding=%llu",
+		on ? "backend_draining" : "backend_undrained", be->name, b,
+		(unsigned long long)kvs_dp_outstanding(&g->dp, b));
+}
+
+void gw_backend_remove(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (be->removing)
+		return;
+	be->removing = true;
+	be->remove_deadline_ns = kvs_now_ns() + g->cfg->drain_timeout_ms * 1000000ull;
+	gw_publish_backend(g, b);
+	pr_info("event=backend_removing backend=%s index=%u outstanding=%llu timeout_ms=%u",
+		be->name, b, (unsigned long long)kvs_dp_outstanding(&g->dp, b),
+		g->cfg->drain_timeout_ms);
+}
+
+/* A removal completes (on the tick): nothing in flight there any more, or
+ * the drain timeout passed and what is left is answered backend_gone. */
+static void backend_removed(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s", be->name);
+	gw_backend_down(g, b, "removed by the operator");
+	memset(be, 0, sizeof(*be));
+	kvs_dp_clear_backend(&g->dp, b);
+	kvs_policy_forget_backend(&g->policy, b);
+	if (sync_ring(g, g->nslots))
+		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"", name);
+	pr_info("event=backend_removed backend=%s index=%u", name, b);
+}
+
+int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,
+		      uint32_t *removed)
+{
+	char names[KVS_MAX_BACKENDS][64];
+	uint32_t b, i;
+	int err = 0, r;
+
+	*added = *removed = 0;
+	for (i = 0; i < n && i < KVS_MAX_BACKENDS; i++)
+		kvs_addr_str(&addrs[i], names[i], sizeof(names[i]));
+	for (b = 0; b < g->nslots; b++) {
+		struct gw_backend *be = &g->be[b];
+		bool listed = false;
+
+		for (i = 0; be->present && i < n && !listed; i++)
+			listed = !strcmp(be->name, names[i]);
+		if (!be->present)
+			continue;
+		if (!listed && !be->removing) {
+			gw_backend_remove(g, b);
+			++*removed;
+		} else if (listed && be->removing) {
+			gw_backend_drain(g, b, false); /* listed again: keep it */
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (gw_backend_find(g, names[i]) >= 0)
+			continue;
+		r = gw_backend_add(g, &addrs[i]);
+		if (r >= 0)
+			++*added;
+		else if (!err)
+			err = r;
+	}
+	return err;
+}
+
+void gw_backends_tick(struct gw *g, uint64_t now)
+{
+	for (uint32_t i = 0; i < g->nslots; i++) {
+		if (!g->be[i].present)
+			continue;
+		if (g->be[i].removing && (kvs_dp_outstanding(&g->dp, i) == 0 || !g->be[i].up ||
+					  now >= g->be[i].remove_deadline_ns))
+			backend_removed(g, i);
+		else if (!g->be[i].up && now >= g->be[i].retry_at_ns)
+			gw_backend_connect(g, i);
+	}
+}
+
+void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)])
+{
+	struct kvs_load_info li = { .backend_id = UINT32_MAX };
+
+	for (uint32_t b = 0; b < g->nslots; b++)
+		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
+	kvs_load_encode(&li, payload);
+}

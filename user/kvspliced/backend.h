@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Backend slots: added, connected, ejected (down, with back-off), drained,
+ * removed; the state the kernel and kvsplicectl see of each.
+ */
+#ifndef KVS_GW_BACKEND_H
+#define KVS_GW_BACKEND_H
+
+#include "gw.h"
+
+/* What kvsplicectl shows as its state. */
+enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b);
+/* The kernel follows routes to b, and sends it requests, only while UP:
+ * its state and limits into the backends map. */
+void gw_publish_backend(struct gw *g, uint32_t b);
+/* Takes slot b for the backend at a (no connection yet). */
+void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a);
+/* Connects both paths' connections to b; on failure b is down (retried
+ * with back-off). 0 or -errno. */
+int gw_backend_connect(struct gw *g, uint32_t b);
+/* b is down (why, for the log): its connections closed, its routes and
+ * index forgotten, every request it owed answered backend_gone; retried
+ * after a back-off. */
+void gw_backend_down(struct gw *g, uint32_t b, const char *why);
+/* The slot of the backend named ADDR:PORT (as kvs_addr_str writes it), or
+ * -ENOENT. */
+int gw_backend_find(const struct gw *g, const char *name);
+/* Adds a backend in a free slot and connects it (a backend that refuses is
+ * retried with back-off, like one given at start). Slot or -errno:
+ * -EEXIST (already there), -ENOSPC (KVS_MAX_BACKENDS in use). */
+int gw_backend_add(struct gw *g, const struct kvs_addr *a);
+/* Drain on: no new requests; in-flight ones finish. Off: back in service
+ * (and a pending removal is called off). */
+void gw_backend_drain(struct gw *g, uint32_t b, bool on);
+/* Drains b, then removes it once nothing is in flight there, or at
+ * --drain-timeout-ms (then what it still owes is answered backend_gone). */
+void gw_backend_remove(struct gw *g, uint32_t b);
+/* The backend list becomes addrs[0..n): backends not in it are removed
+ * (drained first), new ones added. Counts what it did in *added and
+ * *removed. 0 or -errno (-ENOSPC: no slot for one; the rest applied). */
+int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,
+		      uint32_t *removed);
+/* On the tick: removals that may complete, backends due for a retry. */
+void gw_backends_tick(struct gw *g, uint64_t now);
+/* The PONG the gateway answers a client's PING with: the fleet's requests
+ * in flight as its load. */
+void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)]);
+
+#endif

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* Connections: their table, life cycle, reads and hang-up watches. */
+#ifndef KVS_GW_CONN_H
+#define KVS_GW_CONN_H
+
+#include "gw.h"
+
+/* A connection in a free slot of g->conns; ops says what its owner does
+ * with what happens on it. NULL if out of memory (fd left open). */
+struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role, const struct gw_conn_ops *ops);
+/* Out of every map and closed once no io_uring operation points at it. */
+void gw_conn_close(struct gw *g, struct gw_conn *c);
+/* A hang-up handler for connections that need nothing but closing. */
+void gw_conn_drop(struct gw *g, struct gw_conn *c, const char *why);
+/* Frees c if no operation is pending on it (after gw_conn_close). */
+void gw_conn_release(struct gw *g, struct gw_conn *c);
+/* Closes and frees c now (teardown: the ring is gone). */
+void gw_conn_free(struct gw *g, struct gw_conn *c);
+/* The userspace path's state for c: a send queue of limit bytes a buffer,
+ * no requests yet. 0 or -ENOMEM. Freed with c. */
+int gw_conn_attach_upath(struct gw_conn *c, size_t limit);
+/* A receive into c->rx; its completion goes to c->ops->on_bytes. */
+int gw_arm_recv(struct gw *g, struct gw_conn *c);
+/* A watch for hang-ups and errors on a socket the controller does not
+ * read; c->ops->on_fin / on_hangup hear of them. */
+int gw_arm_watch(struct gw *g, struct gw_conn *c);
+/* The socket options every spliced socket needs, then into the SOCKHASH
+ * under key (and the conns map), then read (the inject socket) or watched
+ * (every other). 0 or -errno; -EOPNOTSUPP: not established any more. */
+int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend, uint32_t slot);
+/* A client shut down its sending side and may still read: it is closed
+ * once its answers are out (gw_conns_tick). */
+void gw_conn_half_close(struct gw *g, struct gw_conn *c);
+/* A one-request connection of a service listener (metrics, control):
+ * read, and closed within 2 s if it sends nothing. */
+void gw_service_conn(struct gw *g, int fd, uint32_t role, const struct gw_conn_ops *ops);
+/* An ERROR frame to a client, by whichever path the client is on. */
+void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
+/* An ERROR written on the socket itself, for a client the kernel cannot
+ * reach (not spliced, or its parser stopped); best effort. */
+void gw_answer_direct(int fd, uint64_t cookie, int code, const char *msg);
+/* A client hung up or failed (why, for the log): closed, after a word on
+ * the socket if the kernel's parser timed its frame out. */
+void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);
+/* On the tick: connections whose grace ran out are closed, half-closed
+ * clients owed nothing more are given theirs. */
+void gw_conns_tick(struct gw *g, uint64_t now);
+/* Completion handlers: OP_RECV, OP_POLL. */
+void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe);
+void gw_conn_on_poll(struct gw *g, struct io_uring_cqe *cqe);
+
+#endif

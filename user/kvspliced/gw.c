@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The controller's top: setup (fresh, or taking over from a running
+ * controller), the event loop, the tick that calls each part in turn, and
+ * teardown. The parts below never call up into here: completions reach them
+ * through the handlers registered in set_handlers().
+ */
+#include "gateway.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "client.h"
+#include "conn.h"
+#include "control.h"
+#include "decide.h"
+#include "handover.h"
+#include "health.h"
+#include "kpath.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+#include "loop.h"
+#include "pins.h"
+#include "policy.h"
+#include "reload.h"
+#include "scrape.h"
+#include "sdnotify.h"
+#include "sendq.h"
+#include "upath.h"
+#include "upgrade.h"
+
+#define TICK_MS 100
+#define OUT_LIMIT (64u << 20) /* what the inject socket may have queued, per buffer */
+
+static void arm_tick(struct gw *g)
+{
+	struct io_uring_sqe *sqe = gw_get_sqe(g);
+
+	if (!sqe)
+		return;
+	io_uring_prep_timeout(sqe, &g->tick, 0, 0);
+	io_uring_sqe_set_data64(sqe, ud(OP_TICK, NULL));
+}
+
+/* Each part's tick, in the order the loop always called them: the
+ * index corrected, backends checked, the kernel's progress read, stale
+ * frames answered, removals and retries, connections closed, sends kicked,
+ * the kernel's bound refreshed. */
+static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
+{
+	uint64_t now = kvs_now_ns();
+
+	gw_feedback(g);
+	gw_health_tick(g, now);
+	gw_upgrade_reap(g);
+	gw_kpath_tick(g);
+	/* Every quarter of the frame timeout (at most each second): a frame
+	 * is answered between 1 and 1.25 timeouts after it began. */
+	if (now >= g->next_partial_scan_ns) {
+		uint64_t period = g->cfg->frame_timeout_ms * 250000ull;
+
+		gw_kpath_stale(g, now - g->cfg->frame_timeout_ms * 1000000ull);
+		gw_up_stale(g, now - g->cfg->frame_timeout_ms * 1000000ull);
+		g->next_partial_scan_ns = now + (period < 1000000000ull ? period : 1000000000ull);
+	}
+	gw_backends_tick(g, now);
+	gw_conns_tick(g, now);
+	gw_kpath_kick(g);
+	gw_up_kick_all(g);
+	gw_publish_limits(g);
+	arm_tick(g);
+}
+
+/* Who handles which completion, and the parts' hooks into each other. */
+static void set_handlers(struct gw *g)
+{
+	g->on_op[OP_ACCEPT] = gw_client_on_accept;
+	g->on_op[OP_RECV] = gw_conn_on_recv;
+	g->on_op[OP_POLL] = gw_conn_on_poll;
+	g->on_op[OP_SEND] = gw_kpath_on_send;
+	g->on_op[OP_CSEND] = gw_up_on_send;
+	g->on_op[OP_TICK] = on_tick;
+	g->on_op[OP_HANDOVER] = gw_handover_on_poll;
+	g->on_op[OP_METRICS_ACCEPT] = gw_scrape_on_accept;
+	g->on_op[OP_CONTROL_ACCEPT] = gw_control_on_accept;
+	g->kpath = &gw_kpath_ops;
+	g->upath = &gw_upath_ops;
+	g->on_backend_pong = gw_health_on_pong;
+}
+
+/* Counters reach the pinned map after every batch that changed them, so a
+ * reader (kvsplicectl, a test) never sees a decision without its count. */
+static void publish_ctl(struct gw *g)
+{
+	if (g->dp.in_memory)
+		return; /* no map to publish to */
+	if (!memcmp(&g->ctl, &g->ctl_published, sizeof(g->ctl)))
+		return;
+	if (kvs_dp_publish_ctl(&g->dp, &g->ctl) == 0)
+		g->ctl_published = g->ctl;
+}
+
+static void gw_teardown(struct gw *g)
+{
+	uint32_t i;
+
+	/* First the ring: no recv may still be writing into a buffer we free. */
+	io_uring_queue_exit(&g->ring);
+	for (i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (!c)
+			continue;
+		/* Handed over: the sockets and their map entries are the new
+		 * controller's now; closing our descriptors leaves them be. */
+		if (c->in_map && !g->handed_over)
+			kvs_dp_del_sock(&g->dp, c->key, c->cookie);
+		gw_conn_free(g, c);
+	}
+	free(g->conns);
+	if (g->inject_fd >= 0)
+		close(g->inject_fd);
+	if (g->listen_fd >= 0)
+		close(g->listen_fd);
+	if (g->metrics_fd >= 0)
+		close(g->metrics_fd);
+	if (g->control_fd >= 0) { /* handed over: closed already, not ours */
+		close(g->control_fd);
+		unlink(g->control_path);
+	}
+	if (g->ho_pending >= 0)
+		close(g->ho_pending);
+	if (g->ho_fd >= 0) {
+		close(g->ho_fd);
+		if (!g->handed_over) /* else it is the new controller's now */
+			unlink(g->ho_path);
+	}
+	gw_sendq_free(&g->inject_q);
+	kvs_policy_free(&g->policy);
+	kvs_idmap_free(&g->clients);
+	free(g->unseen_q);
+	free(g->hashes);
+	kvs_adm_close(&g->adm);
+	kvs_dp_close(&g->dp, !g->cfg->keep_pins);
+}
+
+/* The backend slots to start with: the running controller's when taking
+ * over (its own list is applied once it runs), else the configured list. */
+static int init_slots(struct gw *g, const struct gw_taken *t)
+{
+	const char *names[KVS_MAX_BACKENDS];
+	struct kvs_policy_params pp;
+	struct kvs_addr a;
+	uint32_t b;
+
+	if (g->cfg->takeover) {
+		g->nslots = t->nslots;
+		for (b = 0; b < t->nslots; b++) {
+			const struct kvs_ho_backend *r = &t->be[b];
+
+			if (!(r->flags & KVS_HO_BE_PRESENT))
+				continue;
+			if (kvs_parse_addr(r->name, &a))
+				return -EPROTO;
+			gw_slot_fill(g, b, &a);
+			g->be[b].draining = r->flags & KVS_HO_BE_DRAINING;
+			if (r->flags & KVS_HO_BE_REMOVING) {
+				g->be[b].removing = true;
+				g->be[b].remove_deadline_ns =
+					kvs_now_ns() + g->cfg->drain_timeout_ms * 1000000ull;
+			}
+		}
+	} else {
+		g->nslots = g->cfg->nbackends;
+		for (b = 0; b < g->cfg->nbackends; b++)
+			gw_slot_fill(g, b, &g->cfg->backends[b]);
+	}
+	if (!g->nslots)
+		return -EINVAL;
+	for (b = 0; b < g->nslots; b++)
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
+	kvs_policy_defaults(&pp);
+	pp.nbackends = g->nslots;
+	pp.index_blocks = g->cfg->index_blocks;
+	pp.balance = g->cfg->balance;
+	pp.min_match_share = g->cfg->min_match_pct / 100.0;
+	return kvs_policy_init(&g->policy, &pp, names);
+}
+
+int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
+{
+	struct kvs_dp_opts dpo = {
+		.pin_dir = cfg->pin_dir,
+		.max_payload = cfg->max_payload,
+		.window_blocks = cfg->window_blocks,
+		.min_match_pct = cfg->min_match_pct,
+		.release_prefill_early = cfg->release_prefill_early,
+		.client_max_inflight = cfg->client_max_inflight,
+	};
+	struct gw g = { .live = *cfg, .hooks = hooks, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1,
+			.metrics_fd = -1, .control_fd = -1, .ho_pending = -1 };
+	struct gw_taken t = { 0 };
+	char addr[96];
+	uint32_t b;
+	int err, ho_sock = -1;
+
+	g.cfg = &g.live;
+	g.started_ns = kvs_now_ns();
+	g.user_path = cfg->user_path;
+	if (cfg->handover_path)
+		snprintf(g.ho_path, sizeof(g.ho_path), "%s", cfg->handover_path);
+	else
+		kvs_run_path(cfg->pin_dir, KVS_HANDOVER_SUFFIX, g.ho_path, sizeof(g.ho_path));
+	if (readlink("/proc/self/exe", g.exe, sizeof(g.exe) - 1) < 0)
+		g.exe[0] = '\0'; /* no upgrade by re-exec then */
+
+	g.tick.tv_nsec = TICK_MS * 1000000ll;
+	set_handlers(&g);
+	gw_sendq_init(&g.inject_q, OUT_LIMIT);
+	g.hashes = calloc(KVS_POLICY_MAX_BLOCKS, sizeof(*g.hashes));
+	if (!g.hashes)
+		return -ENOMEM;
+	err = io_uring_queue_init(1024, &g.ring, 0);
+	if (err) {
+		pr_warn("event=io_uring_init_failed err=\"%s\"", strerror(-err));
+		free(g.hashes);
+		return err;
+	}
+	if (cfg->takeover) {
+		/* The sockets first: the running controller lets go of the pin
+		 * directory once they are ours. */
+		ho_sock = gw_take_state(g.ho_path, &t);
+		if (ho_sock < 0) {
+			io_uring_queue_exit(&g.ring);
+			free(g.hashes);
+			return ho_sock;
+		}
+		dpo.takeover = true;
+	}
+	err = kvs_dp_open(&g.dp, &dpo);
+	if (err && cfg->user_path && !cfg->takeover && !cfg->adm.ifname) {
+		/* BPF not permitted here: the userspace path needs none. */
+		pr_warn("event=bpf_unavailable err=\"%s\" datapath=user hint=\"no kernel "
+			"splicing, no pinned maps (kvsplicectl status works, the map commands "
+			"do not), no health checks\"",
+			strerror(-err));
+		err = kvs_dp_open_memory(&g.dp);
+	}
+	if (err) {
+		if (ho_sock >= 0)
+			close(ho_sock); /* the old controller carries on */
+		gw_taken_free(&t, true);
+		io_uring_queue_exit(&g.ring);
+		free(g.hashes);
+		return err;
+	}
+	/* Frame numbers continue the kernel's count (a take-over's maps have
+	 * one already), so that "read by the kernel" compares like with like. */
+	{
+		struct kvs_stats k;
+
+		if (kvs_read_kstats(g.dp.stats_fd, &k) == 0)
+			g.inject_queued = g.inject_seen_last_tick = k.inject_frames;
+	}
+	err = init_slots(&g, &t);
+	if (err) {
+		if (cfg->takeover) { /* the old controller carries on */
+			close(ho_sock);
+			gw_taken_free(&t, true);
+			g.handed_over = true;
+			g.dp.handed_over = true;
+		}
+		goto out;
+	}
+	kvs_policy_on_evict(&g.policy, gw_withdraw_route, &g);
+	err = kvs_idmap_init(&g.clients, 1024);
+	if (err)
+		goto out;
+	if (cfg->takeover) {
+		struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
+		uint32_t n = t.n;
+
+		err = gw_adopt(&g, &t);
+		gw_taken_free(&t, false);
+		if (err) {
+			/* The old controller carries on: leave its sockets, map
+			 * entries and pins alone on the way out. */
+			pr_warn("event=takeover_failed err=\"%s\"", strerror(-err));
+			close(ho_sock);
+			g.handed_over = true;
+			g.dp.handed_over = true;
+			goto out;
+		}
+		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
+		close(ho_sock);
+		if (!err)
+			err = gw_start_adopted(&g);
+		if (err)
+			goto out;
+		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
+		kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
+		/* The kernel's view of each backend, as this one sees it (a
+		 * probation, say, is not carried over: the health check
+		 * finds a backend that still does not answer). */
+		for (b = 0; b < g.nslots; b++)
+			if (g.be[b].present)
+				gw_publish_backend(&g, b);
+		/* Then this one's own list, as a reload would: the old one's
+		 * backends it does not list drain and go, new ones come. */
+		{
+			uint32_t added, removed;
+
+			if (gw_backends_apply(&g, cfg->backends, cfg->nbackends, &added, &removed))
+				pr_warn("event=backends_not_all_added");
+			else if (added || removed)
+				pr_info("event=backend_list_applied added=%u removing=%u", added,
+					removed);
+		}
+	} else {
+		/* The controller's paths into the kernel (none without BPF). */
+		err = g.dp.in_memory ? 0 : gw_kpath_setup(&g);
+		if (err) {
+			pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
+			goto out;
+		}
+		for (b = 0; b < g.nslots; b++)
+			gw_backend_connect(&g, b);
+
+		g.listen_fd = kvs_listen(&cfg->listen, 1024);
+		if (g.listen_fd < 0) {
+			err = g.listen_fd;
+			pr_warn("event=listen_failed addr=%s err=\"%s\"",
+				kvs_addr_str(&cfg->listen, addr, sizeof(addr)), strerror(-err));
+			goto out;
+		}
+	}
+	gw_clients_accept(&g);
+	arm_tick(&g);
+	if (cfg->metrics_set && g.metrics_fd < 0) {
+		g.metrics_fd = kvs_listen(&cfg->metrics, 16);
+		if (g.metrics_fd < 0) {
+			err = g.metrics_fd;
+			pr_warn("event=metrics_listen_failed addr=%s err=\"%s\"",
+				kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), strerror(-err));
+			goto out;
+		}
+		pr_info("event=metrics_listening addr=%s port=%d",
+			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), kvs_local_port(g.metrics_fd));
+	}
+	if (g.metrics_fd >= 0 && gw_arm_accept(&g, g.metrics_fd, OP_METRICS_ACCEPT)) {
+		err = -EBUSY;
+		goto out;
+	}
+	err = gw_handover_listen(&g);
+	if (err)
+		goto out;
+	if (cfg->adm.ifname) {
+		struct kvs_adm_opts ao = cfg->adm;
+
+		ao.pin_dir = cfg->pin_dir;
+		ao.port = (uint16_t)kvs_local_port(g.listen_fd);
+		err = kvs_adm_open(&g.adm, &ao);
+		if (err)
+			goto out;
+	}
+	err = gw_control_open(&g);
+	if (err)
+		goto out;
+	if (cfg->port_file)
+		kvs_write_port_file(cfg->port_file, kvs_local_port(g.listen_fd));
+	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
+		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
+		g.nslots, g.control_path);
+	kvs_sd_notify("READY=1");
+
+	while (!*hooks->stop && !g.handed_over) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+
+		err = io_uring_submit_and_wait(&g.ring, 1);
+		if (err < 0 && err != -EINTR) {
+			pr_warn("event=io_uring_wait_failed err=\"%s\"", strerror(-err));
+			goto out;
+		}
+		io_uring_for_each_cqe(&g.ring, head, cqe) {
+			gw_loop_dispatch(&g, cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&g.ring, seen);
+		if (g.ho_pending >= 0)
+			gw_handover_run(&g);
+		if (hooks->reload && *hooks->reload) {
+			char msg[512];
+
+			*hooks->reload = 0;
+			gw_reload(&g, msg, sizeof(msg));
+		}
+		if (hooks->upgrade && *hooks->upgrade) {
+			char msg[512];
+
+			*hooks->upgrade = 0;
+			if (gw_upgrade(&g, msg, sizeof(msg)) < 0)
+				pr_warn("event=upgrade_refused reason=\"%s\"", msg);
+		}
+		publish_ctl(&g);
+	}
+	err = 0;
+	publish_ctl(&g);
+	if (!g.handed_over)
+		kvs_sd_notify("STOPPING=1");
+	pr_info("event=stopping slow_frames=%llu clients=%llu",
+		(unsigned long long)g.ctl.slow_frames, (unsigned long long)g.ctl.clients_accepted);
+out:
+	gw_teardown(&g);
+	return err;
+}

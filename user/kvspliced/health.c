@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/* Health checks: a PING to each backend through the kernel, ejection of one
+ * that stops answering, readmission at its next PONG. */
+#include "health.h"
+
+#include <stdio.h>
+
+#include "backend.h"
+#include "kpath.h"
+#include "log.h"
+
+/* A PING to backend b through the kernel (its pool slot 0): req_id names
+ * the backend and the check, gw_conn 0 marks it as the controller's. */
+static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
+{
+	struct gw_backend *be = &g->be[b];
+	struct kvs_msg m = {
+		.type = KVS_T_PING,
+		.req_id = (uint64_t)b << 32 | ++be->ping_seq,
+		.gw_backend = kvs_gw_pack(b, 0),
+	};
+
+	if (gw_kpath_put(g, &m, NULL, 0))
+		return;
+	be->ping_sent_ns = now;
+}
+
+void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payload)
+{
+	uint32_t b = (uint32_t)(m->req_id >> 32);
+	struct gw_backend *be;
+
+	if (b >= g->nslots || !g->be[b].present)
+		return;
+	be = &g->be[b];
+	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns)
+		return; /* an answer to a check that was already given up */
+	if (m->payload_len == sizeof(struct kvs_load)) {
+		struct kvs_load_info li;
+
+		kvs_load_decode(payload, &li);
+		kvs_dp_set_report(&g->dp, b,
+				  &(struct kvs_be_report){ .running = li.running,
+							   .waiting = li.waiting,
+							   .kv_used_blocks = li.kv_used_blocks,
+							   .kv_total_blocks = li.kv_total_blocks,
+							   .at_ns = kvs_now_ns() });
+	}
+	if (be->probation && be->up) {
+		be->probation = false;
+		be->backoff_ms = 0;
+		gw_publish_backend(g, b);
+		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
+	}
+	{
+		/* The last report, as operators see it in the backends map. */
+		const struct kvs_be_report *rep = &g->dp.backends[b].report;
+
+		pr_debug("event=pong backend=%s rtt_us=%llu running=%u waiting=%u kv_used=%u/%u",
+			 be->name, (unsigned long long)((kvs_now_ns() - be->ping_sent_ns) / 1000),
+			 rep->running, rep->waiting, rep->kv_used_blocks, rep->kv_total_blocks);
+	}
+	be->ping_sent_ns = 0;
+}
+
+/* On the tick: check every backend that is up; eject one that has not
+ * answered for three intervals (it may hang with its connections open). */
+void gw_health_tick(struct gw *g, uint64_t now)
+{
+	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
+	uint32_t b;
+
+	if (!interval || g->dp.in_memory) /* PINGs go through the kernel */
+		return;
+	for (b = 0; b < g->nslots; b++) {
+		struct gw_backend *be = &g->be[b];
+		char why[64];
+
+		if (!be->present || !be->up) {
+			be->ping_sent_ns = 0;
+			continue;
+		}
+		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
+			g->ctl.health_failures++;
+			snprintf(why, sizeof(why), "no PONG in %llu ms",
+				 (unsigned long long)(3 * interval / 1000000));
+			be->ping_sent_ns = 0;
+			be->probation = true;
+			gw_backend_down(g, b, why);
+			continue;
+		}
+		if (!be->ping_sent_ns && now >= be->next_ping_ns) {
+			ping_backend(g, b, now);
+			be->next_ping_ns = now + interval;
+		}
+	}
+}

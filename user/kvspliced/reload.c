@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+/* Reloads (SIGHUP, kvsplicectl reload): the configuration read again, its
+ * backend list and the controller's own limits applied at once, the
+ * settings that need a restart named. */
+#include "reload.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+/* Settings a reload applies at once (the controller's own); the others
+ * are the kernel's, the sockets' or the listeners' and need a restart. */
+static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, size_t len)
+{
+	struct gw_config *c = &g->live;
+	size_t off = strlen(msg);
+	char a[96], b[96];
+	bool republish = c->max_outstanding != n->max_outstanding;
+
+	c->max_outstanding = n->max_outstanding;
+	c->health_interval_ms = n->health_interval_ms;
+	c->balance = n->balance;
+	c->kernel_slack = n->kernel_slack;
+	c->drain_timeout_ms = n->drain_timeout_ms;
+	c->frame_timeout_ms = n->frame_timeout_ms;
+	g->policy.p.balance = n->balance;
+	for (uint32_t i = 0; republish && i < g->nslots; i++)
+		if (g->be[i].present)
+			gw_publish_backend(g, i);
+#define RESTART_IF(cond, key)                                                                      \
+	do {                                                                                       \
+		if ((cond) && off < len) {                                                        \
+			off += (size_t)snprintf(msg + off, len - off, " %s", key);               \
+			pr_warn("event=reload_needs_restart key=%s", key);                         \
+		}                                                                                  \
+	} while (0)
+	RESTART_IF(strcmp(kvs_addr_str(&c->listen, a, sizeof(a)), kvs_addr_str(&n->listen, b, sizeof(b))),
+		   "listen");
+	RESTART_IF(c->pool_size != n->pool_size, "pool");
+	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
+	RESTART_IF(c->max_payload != n->max_payload, "max-frame");
+	RESTART_IF(c->window_blocks != n->window_blocks, "window-blocks");
+	RESTART_IF(c->min_match_pct != n->min_match_pct, "min-match-pct");
+	RESTART_IF(c->index_blocks != n->index_blocks, "backend-kv-blocks");
+	RESTART_IF(c->release_prefill_early != n->release_prefill_early, "release-prefill");
+	RESTART_IF(c->metrics_set != n->metrics_set ||
+			   (n->metrics_set && strcmp(kvs_addr_str(&c->metrics, a, sizeof(a)),
+						     kvs_addr_str(&n->metrics, b, sizeof(b)))),
+		   "metrics");
+	RESTART_IF(!c->adm.ifname != !n->adm.ifname ||
+			   (n->adm.ifname && strcmp(c->adm.ifname, n->adm.ifname)) ||
+			   c->adm.nallow != n->adm.nallow || c->adm.ndeny != n->adm.ndeny ||
+			   c->adm.syn_rate != n->adm.syn_rate || c->adm.syn_burst != n->adm.syn_burst,
+		   "xdp-iface/allow/deny/syn-rate/syn-burst");
+#undef RESTART_IF
+}
+
+int gw_reload(struct gw *g, char *msg, size_t len)
+{
+	struct gw_config n;
+	uint32_t added, removed;
+	size_t off;
+	int err;
+
+	if (!g->hooks || !g->hooks->load || !g->cfg->config_path) {
+		snprintf(msg, len, "started without --config FILE: nothing to reload");
+		return -ENOENT;
+	}
+	err = g->hooks->load(g->hooks->ctx, &n, msg, len);
+	if (err) {
+		pr_warn("event=reload_failed config=%s err=\"%s\"", g->cfg->config_path, msg);
+		return err;
+	}
+	err = gw_backends_apply(g, n.backends, n.nbackends, &added, &removed);
+	off = (size_t)snprintf(msg, len, "reloaded %s: %u backends listed, %u added, %u removing",
+			       g->cfg->config_path, n.nbackends, added, removed);
+	if (err && off < len)
+		off += (size_t)snprintf(msg + off, len - off, "; not all added: %s", strerror(-err));
+	if (off < len) {
+		snprintf(msg + off, len - off, "; unchanged until a restart:");
+		reload_settings(g, &n, msg, len);
+		if (!strcmp(msg + strlen(msg) - 1, ":"))
+			msg[off] = '\0'; /* nothing needs one */
+	}
+	pr_info("event=reloaded config=%s backends=%u added=%u removing=%u", g->cfg->config_path,
+		n.nbackends, added, removed);
+	return err;
+}

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/* The --metrics endpoint: one scrape a connection (GET /metrics), the
+ * exposition (metrics.c) rendered from the maps and the controller's
+ * counters. */
+#include "scrape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "conn.h"
+#include "loop.h"
+#include "metrics.h"
+#include "pins.h"
+
+/* Renders the exposition from the maps and the controller's counters. */
+static char *render_metrics(struct gw *g, size_t *len)
+{
+	const char *names[KVS_MAX_BACKENDS];
+	struct kvs_backend be[KVS_MAX_BACKENDS];
+	struct kvs_xdp_stats x;
+	struct kvs_stats k;
+	struct kvs_metrics_in in = {
+		.k = &k, .c = &g->ctl, .be = be, .names = names, .nbackends = g->nslots,
+		.clients = g->clients.count, .decide = &g->decide,
+	};
+	size_t cap = 65536, need;
+	char *buf;
+	uint32_t b;
+
+	if (kvs_read_kstats(g->dp.stats_fd, &k))
+		memset(&k, 0, sizeof(k));
+	for (b = 0; b < g->nslots; b++) {
+		be[b] = g->dp.backends[b];
+		names[b] = g->be[b].present ? g->be[b].name : NULL;
+	}
+	if (kvs_adm_stats(&g->adm, &x) == 0)
+		in.x = &x;
+	in.routes = kvs_dp_count_routes(&g->dp);
+	buf = malloc(cap);
+	if (!buf)
+		return NULL;
+	need = kvs_metrics_render(buf, cap, &in);
+	if (need >= cap) {
+		char *bigger = realloc(buf, need + 1);
+
+		if (!bigger) {
+			free(buf);
+			return NULL;
+		}
+		buf = bigger;
+		kvs_metrics_render(buf, need + 1, &in);
+	}
+	*len = need;
+	return buf;
+}
+
+/* One scrape: answered once the request's head is in, then closed. */
+static void on_scrape(struct gw *g, struct gw_conn *c)
+{
+	const char *req = (const char *)kvs_buf_head(&c->rx);
+	char hdr[192];
+	size_t blen = 0;
+	char *body = NULL;
+	int n;
+
+	if (!memmem(req, c->rx.len, "\r\n\r\n", 4) && !memmem(req, c->rx.len, "\n\n", 2)) {
+		if (c->rx.len > 8192 || gw_arm_recv(g, c))
+			gw_conn_close(g, c);
+		return;
+	}
+	if (c->rx.len >= 13 && !memcmp(req, "GET /metrics", 12) &&
+	    (req[12] == ' ' || req[12] == '?'))
+		body = render_metrics(g, &blen);
+	if (body)
+		n = snprintf(hdr, sizeof(hdr),
+			     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			     blen);
+	else
+		n = snprintf(hdr, sizeof(hdr),
+			     "HTTP/1.1 404 Not Found\r\nContent-Length: 19\r\n"
+			     "Connection: close\r\n\r\ntry GET /metrics\r\n");
+	/* A fresh socket's buffer takes a scrape whole; a peer that does not
+	 * read it gets what fitted. */
+	(void)!send(c->fd, hdr, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (body)
+		(void)!send(c->fd, body, blen, MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(body);
+	gw_conn_close(g, c);
+}
+
+static const struct gw_conn_ops scrape_ops = { .on_bytes = on_scrape, .on_hangup = gw_conn_drop };
+
+void gw_scrape_on_accept(struct gw *g, struct io_uring_cqe *cqe)
+{
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED)
+		gw_arm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT);
+	if (cqe->res >= 0)
+		gw_service_conn(g, cqe->res, ROLE_METRICS, &scrape_ops);
+}
