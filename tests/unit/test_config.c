@@ -111,11 +111,55 @@ static void mistakes_refused(void **state)
 	kvs_config_store_free(&st);
 }
 
+/* Each kind of row in the table: lists, words, addresses, flags, levels. */
+static void every_kind_of_value(void **state)
+{
+	struct gw_config cfg;
+	struct kvs_config_store st;
+	enum kvs_log_level level;
+	char *argv[] = { "kvspliced", "--config", path, "--allow", "10.9.0.0/16", "--log-level",
+			 "warn", NULL };
+	int out;
+
+	(void)state;
+	write_file("backend = 10.0.0.1:8000\nxdp-iface = lo\nallow = 10.0.0.0/8\n"
+		   "allow = fd00::/8\ndeny = 10.1.0.0/16\ndatapath = user\n"
+		   "release-prefill = end\nmetrics = 127.0.0.1:9100\nsyn-rate = 5\n"
+		   "log-level = debug\npin-dir = /tmp/p\n");
+	assert_int_equal(kvs_config_parse(7, argv, &cfg, &level, &st), 0);
+	assert_int_equal(cfg.adm.nallow, 1); /* the command line's list replaces the file's */
+	assert_string_equal(cfg.adm.allow[0], "10.9.0.0/16");
+	assert_int_equal(cfg.adm.ndeny, 1);
+	assert_string_equal(cfg.adm.ifname, "lo");
+	assert_int_equal(cfg.adm.syn_rate, 5);
+	assert_int_equal(cfg.user_path, 1);
+	assert_int_equal(cfg.release_prefill_early, 0);
+	assert_int_equal(cfg.metrics_set, 1);
+	assert_int_equal(kvs_addr_port(&cfg.metrics), 9100);
+	assert_string_equal(cfg.pin_dir, "/tmp/p");
+	assert_int_equal(level, KVS_LOG_WARN);
+	assert_int_equal(cfg.pool_size, KVS_DEFAULT_POOL);
+	assert_int_equal(kvs_addr_port(&cfg.listen), 7480);
+	kvs_config_store_free(&st);
+	unlink(path);
+
+	/* --help: 1, the text on stdout. */
+	fflush(stdout);
+	out = dup(1);
+	assert_true(freopen("/dev/null", "w", stdout) != NULL);
+	assert_int_equal(parse(&cfg, &st, (const char *[]){ "--pool", "3", "-h", NULL }), 1);
+	fflush(stdout);
+	dup2(out, 1);
+	close(out);
+	kvs_config_store_free(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(mistakes_refused),
+		cmocka_unit_test(every_kind_of_value),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

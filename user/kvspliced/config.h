@@ -12,21 +12,21 @@
  *
  * The file is read first; the command line then overrides it, and a list
  * given there (backend, allow, deny) replaces the file's list. Errors name
- * the file and line.
+ * the file and line. The options, their checks and --help are one table
+ * in config.c.
  */
 #ifndef KVS_CONFIG_H
 #define KVS_CONFIG_H
 
 #include "gateway.h"
 #include "log.h"
+#include "opts.h"
 
 /* What the parsed configuration's strings point into: keep it while the
  * configuration is used. */
 struct kvs_config_store {
-	char *text;   /* the file's contents */
-	char **args;  /* "--key=value" made from it */
-	int *lines;   /* the line each came from */
-	int nargs;
+	const char *path;   /* the file read, or NULL */
+	struct kvs_ini ini; /* its text and settings */
 };
 
 /*
