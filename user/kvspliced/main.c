@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpflog.h"
 #include "config.h"
 #include "gateway.h"
 #include "log.h"
@@ -73,6 +74,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvs_log_init(PROG, level);
+	kvs_log_libbpf();
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
