@@ -203,8 +203,9 @@ int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backe
 	 * that sends right after connect) raise no data-ready event, so the
 	 * strparser would not see them until more bytes came. Setting
 	 * SO_RCVLOWAT makes TCP call tcp_data_ready(), which runs the parser
-	 * over what is already queued. Measured here: without it 4-7 runs in 25
-	 * of an immediate-send client stalled for good after its first frame.
+	 * over what is already queued (docs/ARCHITECTURE.md, "Bytes that
+	 * predate the map"; the stalls it prevents: docs/EVALUATION.md,
+	 * "Correctness figures from the test suite").
 	 */
 	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &(int){ 1 }, sizeof(int)))
 		return -errno;

@@ -56,14 +56,12 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
  * within balance x the fleet's mean plus one typical request (the average
  * charge of the requests sent since the last refresh, smoothed; at least
  * --kernel-slack-tokens); past that, requests come to the controller, which
- * may spill them. Scale-free: measured on the demo, a fixed slack of 8,192
- * tokens never triggered on small prompts (load max/mean 1.17), while one
- * request's worth kept it at 1.01 with 97% of requests still routed in the
- * kernel. The charge a request brings, not the work outstanding per request:
- * with prefill released at the first token the latter is mostly decode work,
- * and a limit that small deferred cached template requests by the dozen
- * (850-877 of 960 routed in the kernel in test_routing.sh). Refreshed after
- * every decision and on every tick.
+ * may spill them. The slack is scale-free (a fixed number of tokens never
+ * binds on small prompts and always on large ones), and it is the charge a
+ * request brings, not the work outstanding per request, which with prefill
+ * released at the first token is mostly decode work and too small: cached
+ * template requests were deferred by the dozen (docs/EVALUATION.md,
+ * "Routing scenarios"). Refreshed after every decision and on every tick.
  */
 void gw_publish_limits(struct gw *g)
 {
@@ -97,10 +95,9 @@ void gw_publish_limits(struct gw *g)
 		slack = g->cfg->kernel_slack;
 	limit = (uint64_t)(g->cfg->balance * (double)work / up) + slack;
 	/* With one backend up, a request over the bound could only go back to
-	 * it through the controller: no bound (0), and the kernel keeps it.
-	 * Measured (kvsplice-bench datapath, one backend, 32 KiB pipelined):
-	 * 14% of the requests took that detour, each copied through the
-	 * controller twice. --max-outstanding still holds. */
+	 * it through the controller, copied twice: no bound (0), and the
+	 * kernel keeps it (docs/EVALUATION.md, "Data path", the detour this
+	 * removed). --max-outstanding still holds. */
 	if (up == 1)
 		limit = 0;
 	else if (!limit)

@@ -207,10 +207,10 @@ static int give_state(struct gw *g, int s)
 }
 
 /*
- * A new controller connected: if it runs the same backends, hand it every
- * socket and let go of the pin directory, then wait for it to say it runs;
- * the loop then ends without closing a socket or touching a map. If it
- * never says so, carry on as before.
+ * A new controller connected: if it speaks this hand-over version, hand it
+ * every socket and the backend slots and let go of the pin directory, then
+ * wait for it to say it runs; the loop then ends without closing a socket
+ * or touching a map. If it never says so, carry on as before.
  */
 static void give_over(struct gw *g, int s)
 {
