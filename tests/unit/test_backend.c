@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Backend slots (user/kvspliced/backend.c) as a state machine, on the
+ * controller's in-memory data path (no BPF, no sockets: connecting needs
+ * nothing there): added, drained and back, removed when idle or at the
+ * drain deadline, down with a doubling back-off and retried, on probation
+ * after an ejection, and a new list applied as a reload does. What the
+ * kernel would see of each is checked in the backends map's records.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "kpath.h"
+#include "log.h"
+#include "upath.h"
+
+struct fixture {
+	struct gw g;
+};
+
+static int setup(void **state)
+{
+	static struct fixture f;
+	struct kvs_policy_params pp;
+	const char *none[KVS_MAX_BACKENDS] = { NULL };
+	struct gw *g = &f.g;
+
+	memset(&f, 0, sizeof(f));
+	kvs_log_init("test_backend", KVS_LOG_WARN);
+	gw_config_defaults(&g->live);
+	g->cfg = &g->live;
+	g->live.drain_timeout_ms = 1000;
+	g->kpath = &gw_kpath_ops;
+	g->upath = &gw_upath_ops;
+	g->listen_fd = g->inject_fd = g->ho_fd = g->metrics_fd = g->control_fd = -1;
+	if (kvs_dp_open_memory(&g->dp) || kvs_idmap_init(&g->clients, 16))
+		return -1;
+	kvs_policy_defaults(&pp);
+	pp.nbackends = 1;
+	pp.index_blocks = 1024;
+	if (kvs_policy_init(&g->policy, &pp, none))
+		return -1;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	kvs_policy_free(&f->g.policy);
+	kvs_idmap_free(&f->g.clients);
+	kvs_dp_close(&f->g.dp, false);
+	return 0;
+}
+
+static int add(struct gw *g, const char *name)
+{
+	struct kvs_addr a;
+
+	assert_int_equal(kvs_parse_addr(name, &a), 0);
+	return gw_backend_add(g, &a);
+}
+
+/* What the kernel reads of backend b. */
+static uint32_t kstate(struct gw *g, uint32_t b)
+{
+	return g->dp.backends[b].state;
+}
+
+static void add_find_drain(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+
+	assert_int_equal(add(g, "127.0.0.1:9001"), 0);
+	assert_int_equal(add(g, "127.0.0.1:9002"), 1);
+	assert_int_equal(add(g, "127.0.0.1:9001"), -EEXIST);
+	assert_int_equal(g->nslots, 2);
+	assert_int_equal(gw_backend_find(g, "127.0.0.1:9002"), 1);
+	assert_int_equal(gw_backend_find(g, "127.0.0.1:9009"), -ENOENT);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_int_equal(kstate(g, 0), KVS_BE_UP);
+	assert_int_equal(g->dp.backends[1].addr.port, 9002);
+
+	gw_backend_drain(g, 0, true);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_DRAINING);
+	assert_int_equal(kstate(g, 0), KVS_BE_DRAINING);
+	gw_backend_drain(g, 0, false);
+	assert_int_equal(kstate(g, 0), KVS_BE_UP);
+}
+
+static void remove_when_idle_or_at_deadline(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	uint64_t now = kvs_now_ns();
+
+	/* Idle: gone on the next tick, its slot free for the next add. */
+	gw_backend_remove(g, 1);
+	assert_int_equal(gw_backend_state(g, 1), KVS_BE_REMOVING);
+	assert_int_equal(kstate(g, 1), KVS_BE_REMOVING);
+	gw_backends_tick(g, now);
+	assert_int_equal(gw_backend_state(g, 1), KVS_BE_ABSENT);
+	assert_int_equal(gw_backend_find(g, "127.0.0.1:9002"), -ENOENT);
+	assert_int_equal(g->dp.backends[1].addr.port, 0);
+	assert_int_equal(add(g, "127.0.0.1:9003"), 1);
+
+	/* Busy: it stays until nothing is in flight, or the deadline. */
+	g->dp.backends[1].outstanding = 3;
+	gw_backend_remove(g, 1);
+	gw_backends_tick(g, now);
+	assert_int_equal(gw_backend_state(g, 1), KVS_BE_REMOVING);
+	/* Undrained while removing: the removal is called off. */
+	gw_backend_drain(g, 1, false);
+	gw_backends_tick(g, now + 2000000000ull);
+	assert_int_equal(gw_backend_state(g, 1), KVS_BE_UP);
+	gw_backend_remove(g, 1);
+	gw_backends_tick(g, g->be[1].remove_deadline_ns);
+	assert_int_equal(gw_backend_state(g, 1), KVS_BE_ABSENT);
+}
+
+static void down_backoff_retry_probation(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct gw_backend *be = &g->be[0];
+	uint64_t now;
+	uint32_t expect = 100;
+
+	/* Each failure doubles the wait, up to 5 s. */
+	for (int i = 0; i < 8; i++) {
+		gw_backend_down(g, 0, "test");
+		assert_int_equal(be->backoff_ms, expect);
+		expect = expect * 2 > 5000 ? 5000 : expect * 2;
+	}
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_DOWN);
+	assert_int_equal(kstate(g, 0), KVS_BE_DOWN);
+	now = be->retry_at_ns;
+	gw_backends_tick(g, now - 1);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_DOWN);
+	gw_backends_tick(g, now);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_int_equal(be->backoff_ms, 0);
+
+	/* Ejected by the health check: back up, but on probation until a
+	 * PONG; the kernel sends it nothing meanwhile. */
+	be->probation = true;
+	gw_backend_down(g, 0, "no PONG");
+	gw_backends_tick(g, be->retry_at_ns);
+	assert_true(be->up);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_PROBATION);
+	assert_int_equal(kstate(g, 0), KVS_BE_PROBATION);
+	assert_int_not_equal(be->backoff_ms, 0);
+}
+
+static void apply_list(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct kvs_addr list[2];
+	uint32_t added, removed;
+
+	/* Present: 9001 (slot 0), readmitted as a PONG would. The list: 9001
+	 * and 9004. */
+	g->be[0].probation = false;
+	gw_publish_backend(g, 0);
+	for (uint32_t b = 1; b < g->nslots; b++)
+		assert_false(g->be[b].present);
+	assert_int_equal(kvs_parse_addr("127.0.0.1:9004", &list[0]), 0);
+	assert_int_equal(kvs_parse_addr("127.0.0.1:9001", &list[1]), 0);
+	assert_int_equal(gw_backends_apply(g, list, 2, &added, &removed), 0);
+	assert_int_equal(added, 1);
+	assert_int_equal(removed, 0);
+	assert_int_equal(gw_backend_find(g, "127.0.0.1:9004"), 1);
+
+	/* Now only 9004: 9001 is drained, then removed. */
+	assert_int_equal(gw_backends_apply(g, list, 1, &added, &removed), 0);
+	assert_int_equal(added, 0);
+	assert_int_equal(removed, 1);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_REMOVING);
+	/* Listed again before it went: kept. */
+	assert_int_equal(gw_backends_apply(g, list, 2, &added, &removed), 0);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+}
+
+static void full(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	char name[32];
+	int r = 0;
+
+	for (int port = 10000; r >= 0; port++) {
+		snprintf(name, sizeof(name), "127.0.0.1:%d", port);
+		r = add(g, name);
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(g->nslots, KVS_MAX_BACKENDS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(add_find_drain),
+		cmocka_unit_test(remove_when_idle_or_at_deadline),
+		cmocka_unit_test(down_backoff_retry_probation),
+		cmocka_unit_test(apply_list),
+		cmocka_unit_test(full),
+	};
+
+	/* One fleet through all five, in order: each starts where the last
+	 * left it. */
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
