@@ -2,8 +2,10 @@
 # Runs kvsplice's tests: every unit test binary in BUILD/tests, then every
 # integration script in tests/integration (root needed), and a short fuzz
 # run (tests/fuzz); the integration tests marked "datapath: both" run a
-# second time on the userspace data path (user-path/...). Prints one line per
-# test and a closing "N passed, N failed" line; exits 1 if any failed.
+# second time on the userspace data path (user-path/...). A test that exits
+# 77 was skipped (what it needs is not here; it says why). Prints one line
+# per test and a closing "N passed, N failed, N skipped" line; exits 1 if
+# any failed.
 #   tests/run.sh BUILD [unit|integration]
 set -u
 BUILD=${1:-build}
@@ -13,6 +15,7 @@ export KVS_BUILD=$(cd "$BUILD" && pwd)
 LOGDIR=$(mktemp -d /tmp/kvs-tests.XXXXXX)
 pass=0
 fail=0
+skip=0
 failed=()
 
 run_one() { # name command...
@@ -26,6 +29,10 @@ run_one() { # name command...
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1))
 		printf 'PASS  %-28s %6.2fs\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+	elif [ $rc -eq 77 ]; then
+		skip=$((skip + 1))
+		printf 'SKIP  %-28s %6.2fs  (%s)\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+			"$(tail -n 1 "$log")"
 	else
 		fail=$((fail + 1))
 		failed+=("$name")
@@ -57,5 +64,5 @@ fi
 
 echo
 [ $fail -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
