@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* kvsplice-bench decisions, routing decisions per second: what main.c calls. */
 #ifndef KVS_BENCH_DECISIONS_H
 #define KVS_BENCH_DECISIONS_H
 

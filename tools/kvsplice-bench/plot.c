@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench --plot: TTFT CDFs and requests per backend written as
+ * gnuplot data and script, and drawn by gnuplot (plot.h says what each
+ * function leaves in DIR).
+ */
 #include "plot.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* kvsplice-bench sim, the fleet in virtual time: what main.c calls. */
 #ifndef KVS_BENCH_SIM_H
 #define KVS_BENCH_SIM_H
 

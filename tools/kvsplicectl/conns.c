@@ -120,7 +120,7 @@ static int diag(struct rows *rs)
 	return err;
 }
 
-int ctl_conns(const struct ctl_opts *o)
+int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 {
 	int fd = ctl_open_map(o, KVS_MAP_CONNS), err;
 	struct rows rs = { 0 };

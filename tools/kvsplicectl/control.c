@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Commands only a running controller can answer, over its control socket
- * (user/gw_control.c has the other end): a line out, the reply back, the
+ * (user/kvspliced/control.c has the other end): a line out, the reply back, the
  * first line of which is "ok" or "error: MESSAGE".
  */
 #include <errno.h>
@@ -132,7 +132,7 @@ static int run(const struct ctl_opts *o, const char *line)
 	return rc;
 }
 
-int ctl_status(const struct ctl_opts *o)
+int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 {
 	char path[256], *reply = NULL;
 	const char *p = socket_path(o, path, sizeof(path));
@@ -169,10 +169,15 @@ int ctl_status(const struct ctl_opts *o)
 	return 3;
 }
 
-int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr)
+int ctl_backend(const struct ctl_opts *o, int argc, char **argv)
 {
+	const char *verb = argc > 0 ? argv[0] : NULL, *addr = argc > 1 ? argv[1] : NULL;
 	char line[256];
 
+	if (argc != 2) {
+		fprintf(stderr, PROG ": usage: backend add|remove|drain|undrain ADDR:PORT\n");
+		return 2;
+	}
 	if (strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "drain") &&
 	    strcmp(verb, "undrain")) {
 		fprintf(stderr, PROG ": backend %s: not a command (add, remove, drain, undrain)\n",
@@ -187,13 +192,14 @@ int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr)
 	return run(o, line);
 }
 
-int ctl_reload(const struct ctl_opts *o)
+int ctl_reload(const struct ctl_opts *o, int argc, char **argv)
 {
 	return run(o, "reload");
 }
 
-int ctl_datapath(const struct ctl_opts *o, const char *which)
+int ctl_datapath(const struct ctl_opts *o, int argc, char **argv)
 {
+	const char *which = argc > 0 ? argv[0] : NULL;
 	char line[64];
 
 	if (which && strcmp(which, "kernel") && strcmp(which, "user")) {
@@ -215,7 +221,7 @@ static int json_int(const char *json, const char *field)
 	return p ? atoi(p + strlen(key)) : -1;
 }
 
-int ctl_upgrade(const struct ctl_opts *o, int timeout_s)
+static int upgrade(const struct ctl_opts *o, int timeout_s)
 {
 	char path[256], *reply = NULL;
 	const char *p = socket_path(o, path, sizeof(path));
@@ -260,4 +266,9 @@ int ctl_upgrade(const struct ctl_opts *o, int timeout_s)
 	fprintf(stderr, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n", pid,
 		timeout_s);
 	return 1;
+}
+
+int ctl_upgrade(const struct ctl_opts *o, int argc, char **argv)
+{
+	return upgrade(o, 30);
 }

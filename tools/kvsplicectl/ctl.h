@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvsplicectl's commands, one file per kind: what the maps say
- * (kvsplicectl.c: stats, backends, routes), the sockets behind them
- * (ctl_conns.c), and what only the running controller can do
- * (ctl_control.c: status, backend add|remove|drain|undrain, reload).
- * Each returns the exit status: 0, 1 (failed), 3 (controller not running).
+ * kvsplicectl's shared declarations: the options every command sees, and
+ * the commands main.c's table dispatches to, a file per kind: what the maps
+ * say (maps.c), the sockets behind them (conns.c), and what only the
+ * running controller can do (control.c).
  */
 #ifndef KVS_CTL_H
 #define KVS_CTL_H
@@ -27,14 +26,26 @@ int ctl_open_map(const struct ctl_opts *o, const char *name);
  * controller; -errno if the map cannot be read. */
 int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t nstates);
 
-int ctl_status(const struct ctl_opts *o);
-/* verb: add, remove, drain, undrain. */
-int ctl_backend(const struct ctl_opts *o, const char *verb, const char *addr);
-int ctl_reload(const struct ctl_opts *o);
-/* which: kernel, user, or NULL to ask. */
-int ctl_datapath(const struct ctl_opts *o, const char *which);
-/* Starts a successor and waits (at most timeout_s) until it answers. */
-int ctl_upgrade(const struct ctl_opts *o, int timeout_s);
-int ctl_conns(const struct ctl_opts *o);
+/*
+ * The commands. Each takes the argc words after its name (main.c has
+ * checked there are no more than the table allows) and returns the exit
+ * status: 0, 1 (failed), 2 (bad usage), 3 (controller not running).
+ */
+/* maps.c */
+int ctl_stats(const struct ctl_opts *o, int argc, char **argv);
+int ctl_backends(const struct ctl_opts *o, int argc, char **argv);
+/* routes, or routes flush */
+int ctl_routes(const struct ctl_opts *o, int argc, char **argv);
+/* conns.c */
+int ctl_conns(const struct ctl_opts *o, int argc, char **argv);
+/* control.c */
+int ctl_status(const struct ctl_opts *o, int argc, char **argv);
+/* backend add|remove|drain|undrain ADDR:PORT */
+int ctl_backend(const struct ctl_opts *o, int argc, char **argv);
+int ctl_reload(const struct ctl_opts *o, int argc, char **argv);
+/* datapath [kernel|user]: without an argument, asks which */
+int ctl_datapath(const struct ctl_opts *o, int argc, char **argv);
+/* Starts a successor and waits (30 s at most) until it answers. */
+int ctl_upgrade(const struct ctl_opts *o, int argc, char **argv);
 
 #endif

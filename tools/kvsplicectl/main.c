@@ -1,408 +1,90 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvsplicectl: the operator's view of a kvsplice gateway. What the pinned
- * maps say it reads from them (so it works while the controller is down);
- * what only the controller can do it asks over the controller's socket
- * (ctl_control.c). See usage() and docs/RUNBOOK.md.
+ * kvsplicectl: the operator's view of a kvsplice gateway. Options, then the
+ * command table: what the pinned maps say it reads from them (maps.c,
+ * conns.c: works while the controller is down); what only the controller
+ * can do it asks over the controller's socket (control.c). See usage() and
+ * docs/RUNBOOK.md.
  */
-#include <bpf/bpf.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "ctl.h"
-#include "kvsplice/admission.h"
 #include "kvsplice/maps.h"
-#include "netutil.h"
 #include "pins.h"
 
-int ctl_open_map(const struct ctl_opts *o, const char *name)
-{
-	int fd = kvs_pin_open(o->pin_dir, name);
+enum cmd_source { FROM_MAPS, FROM_CONTROLLER };
 
-	if (fd == -EACCES || fd == -EPERM)
-		fprintf(stderr,
-			PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
-			o->pin_dir, name, strerror(-fd));
-	else if (fd < 0)
-		fprintf(stderr,
-			PROG ": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
-			o->pin_dir, name, strerror(-fd));
-	return fd;
-}
-
-/* Field names and values in one table, so the JSON and the text output
- * cannot drift apart. */
-#define KSTAT_FIELDS(X)                                                                            \
-	X(fast_path_frames)                                                                        \
-	X(slow_path_frames)                                                                        \
-	X(inject_frames)                                                                           \
-	X(resp_frames)                                                                             \
-	X(cache_key_hits)                                                                          \
-	X(drop_no_client)                                                                          \
-	X(pass_no_upstream)                                                                        \
-	X(pass_saturated)                                                                          \
-	X(pass_shallow)                                                                            \
-	X(pass_stale)                                                                              \
-	X(routes_learned)                                                                          \
-	X(pass_bad_frame)                                                                          \
-	X(pass_other)                                                                              \
-	X(drop_bad_upstream)                                                                       \
-	X(drop_punt)                                                                               \
-	X(frames_at_offset)                                                                        \
-	X(inflight_lost)                                                                           \
-	X(pass_client_limit)
-
-#define CSTAT_FIELDS(X)                                                                            \
-	X(slow_frames)                                                                             \
-	X(slow_bytes)                                                                              \
-	X(routes_installed)                                                                        \
-	X(routes_withdrawn)                                                                        \
-	X(errors_sent)                                                                             \
-	X(bad_frames)                                                                              \
-	X(no_backend)                                                                              \
-	X(clients_accepted)                                                                        \
-	X(clients_closed)                                                                          \
-	X(upstream_failures)                                                                       \
-	X(decided_prefix)                                                                          \
-	X(decided_spill)                                                                           \
-	X(decided_shared)                                                                          \
-	X(decided_cold)                                                                            \
-	X(failed_inflight)                                                                         \
-	X(clients_half_closed)                                                                     \
-	X(clients_early_closed)                                                                    \
-	X(frame_timeouts)                                                                          \
-	X(busy_client)                                                                             \
-	X(health_failures)                                                                         \
-	X(user_path_frames)                                                                        \
-	X(user_path_bytes)                                                                         \
-	X(user_path_no_client)
-
-#define XSTAT_FIELDS(X)                                                                            \
-	X(passed)                                                                                  \
-	X(syn_passed)                                                                              \
-	X(drop_denied)                                                                             \
-	X(drop_not_allowed)                                                                        \
-	X(drop_syn_rate)
-
-static int count_entries(int fd, size_t key_size)
-{
-	unsigned char key[16], next[16];
-	void *prev = NULL;
-	int n = 0;
-
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, key_size);
-		prev = key;
-		n++;
-	}
-	return n;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Cached / prompt tokens, as the backend's END frames reported them. */
-static double hit_rate(const struct kvs_backend *be)
-{
-	return be->prompt_tokens ? (double)be->cached_tokens / (double)be->prompt_tokens : 0;
-}
-
-int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t nstates)
-{
-	int fd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
-	struct kvs_backend be;
-
-	if (fd < 0)
-		return fd;
-	for (__u32 i = 0; i < KVS_MAX_BACKENDS; i++)
-		if (bpf_map_lookup_elem(fd, &i, &be) == 0 && be.state < nstates)
-			by_state[be.state]++;
-	close(fd);
-	return 0;
-}
-
-/* The backends that are configured, as a JSON array. */
-static void print_backends_json(int fd)
-{
-	struct kvs_backend be;
-	uint64_t now = mono_ns();
-	__u32 i;
-	int n = 0;
-
-	printf("[");
-	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
-		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
-			continue;
-		char addr[80];
-
-		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
-		printf("%s{\"index\":%u,\"backend\":\"%s\",\"state\":\"%s\",\"pool\":%u,"
-		       "\"outstanding\":%llu,"
-		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
-		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
-		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
-		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
-		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
-		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
-		       "\"kv_total_blocks\":%u,\"age_s\":%.3f}}",
-		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
-		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
-		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
-		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
-		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
-		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
-		       hit_rate(&be), (unsigned long long)be.predicted_cached,
-		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks,
-		       (unsigned long long)be.charged_tokens, be.report.running, be.report.waiting,
-		       be.report.kv_used_blocks, be.report.kv_total_blocks,
-		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
-	}
-	printf("]");
-}
-
-static int cmd_stats(const struct ctl_opts *o)
-{
-	struct kvs_stats k;
-	struct kvs_ctl_stats c;
-	struct kvs_xdp_stats x;
-	int sfd, cfd, rfd, nfd, bfd, xfd, err, routes = -1, conns = -1;
-	bool have_xdp = false;
-	const char *sep = "";
-	double share;
-
-	sfd = ctl_open_map(o, KVS_MAP_STATS);
-	cfd = ctl_open_map(o, KVS_MAP_CTL_STATS);
-	if (sfd < 0 || cfd < 0)
-		return 1;
-	err = kvs_read_kstats(sfd, &k);
-	if (!err)
-		err = kvs_read_ctl_stats(cfd, &c);
-	if (err) {
-		fprintf(stderr, PROG ": cannot read counters: %s\n", strerror(-err));
-		return 1;
-	}
-	rfd = kvs_pin_open(o->pin_dir, KVS_MAP_ROUTES);
-	if (rfd >= 0) {
-		routes = count_entries(rfd, sizeof(__u64));
-		close(rfd);
-	}
-	nfd = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
-	if (nfd >= 0) {
-		conns = count_entries(nfd, sizeof(__u64));
-		close(nfd);
-	}
-	/* Pinned only while the gateway runs with --xdp-iface. */
-	xfd = kvs_pin_open(o->pin_dir, KVS_MAP_XDP_STATS);
-	if (xfd >= 0) {
-		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
-		close(xfd);
-	}
-	share = k.fast_path_frames + k.slow_path_frames
-			? (double)k.fast_path_frames / (double)(k.fast_path_frames + k.slow_path_frames)
-			: 0;
-
-	if (o->json) {
-		printf("{");
-#define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)k.f);                                 \
-	sep = ",";
-		KSTAT_FIELDS(J)
-#undef J
-		printf(",\"fast_path_share\":%.4f,\"routes\":%d,\"connections\":%d,\"controller\":{",
-		       share, routes, conns);
-		sep = "";
-#define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)c.f);                                 \
-	sep = ",";
-		CSTAT_FIELDS(J)
-#undef J
-		printf("},\"xdp\":");
-		if (have_xdp) {
-			sep = "";
-			printf("{");
-#define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)x.f);                                 \
-	sep = ",";
-			XSTAT_FIELDS(J)
-#undef J
-			printf("}");
-		} else {
-			printf("null");
-		}
-		printf(",\"backends\":");
-		bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
-		if (bfd >= 0) {
-			print_backends_json(bfd);
-			close(bfd);
-		} else {
-			printf("[]");
-		}
-		printf("}\n");
-	} else {
-		printf("kernel\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)k.f);
-		KSTAT_FIELDS(T)
-#undef T
-		printf("  %-20s %.1f%%\n", "fast_path_share", 100 * share);
-		printf("  %-20s %d\n", "routes", routes);
-		printf("  %-20s %d\n", "connections", conns);
-		printf("controller\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)c.f);
-		CSTAT_FIELDS(T)
-#undef T
-		if (have_xdp) {
-			printf("xdp admission\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)x.f);
-			XSTAT_FIELDS(T)
-#undef T
-		}
-	}
-	close(sfd);
-	close(cfd);
-	return 0;
-}
-
-static int cmd_backends(const struct ctl_opts *o)
-{
-	int fd = ctl_open_map(o, KVS_MAP_BACKENDS);
-	struct kvs_backend be;
-	__u32 i;
-
-	if (fd < 0)
-		return 1;
-	if (o->json) {
-		print_backends_json(fd);
-		printf("\n");
-		close(fd);
-		return 0;
-	}
-	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s\n", "index", "backend", "state",
-	       "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
-	       "run/wait");
-	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
-		char addr[80], load[24] = "-";
-
-		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
-			continue;
-		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
-		if (be.report.at_ns)
-			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
-		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s\n", i, addr,
-		       kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
-		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
-		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
-		       load);
-	}
-	close(fd);
-	return 0;
-}
-
-struct route_row {
-	__u64 hash;
-	struct kvs_route r;
+struct cmd {
+	const char *name;
+	int (*fn)(const struct ctl_opts *o, int argc, char **argv);
+	int max_args; /* words after the name it takes; -1: it checks them itself */
+	enum cmd_source source;
+	const char *help; /* its lines of --help, as printed */
 };
 
-static int by_hits(const void *a, const void *b)
-{
-	const struct route_row *x = a, *y = b;
+static const struct cmd cmds[] = {
+	{ "stats", ctl_stats, 0, FROM_MAPS,
+	  "  stats      kernel and controller counters: frames routed by the kernel\n"
+	  "             (fast path) and by the controller (slow path), responses,\n"
+	  "             drops, routes, connections, the controller's decisions by\n"
+	  "             reason, and (with --json) each backend's outstanding work\n" },
+	{ "backends", ctl_backends, 0, FROM_MAPS,
+	  "  backends   per backend: address, state (up, draining, removing, down,\n"
+	  "             probation), outstanding requests and work, requests, bytes each\n"
+	  "             way, hit rate (its own END reports), running/waiting from its\n"
+	  "             last PONG (--json adds prediction counters and index size)\n" },
+	{ "routes", ctl_routes, 1, FROM_MAPS,
+	  "  routes     the routes map: how many, and the --limit N (default 20) with the\n"
+	  "             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
+	  "             explicit cache key), age, hits, whether still current\n"
+	  "  routes flush  delete every route (the controller re-learns them as the\n"
+	  "             prompts come again; the kernel's fast path restarts cold)\n" },
+	{ "conns", ctl_conns, 0, FROM_MAPS,
+	  "  conns      every client and upstream connection (and the controller's two\n"
+	  "             pairs): addresses, TCP state, RTT, queues (inet_diag), frames,\n"
+	  "             bytes, requests in flight\n" },
+	{ "status", ctl_status, 0, FROM_CONTROLLER,
+	  "  status     controller, listener, backends by state, clients, requests,\n"
+	  "             routes (without a controller: what the maps still say)\n" },
+	{ "backend", ctl_backend, -1, FROM_CONTROLLER,
+	  "  backend add ADDR:PORT      a new backend, connected at once\n"
+	  "  backend drain ADDR:PORT    no new requests; those in flight finish\n"
+	  "  backend undrain ADDR:PORT  back in service (calls off a removal)\n"
+	  "  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
+	  "             (or after kvspliced's --drain-timeout-ms)\n" },
+	{ "reload", ctl_reload, 0, FROM_CONTROLLER,
+	  "  reload     re-read kvspliced's --config file now (as SIGHUP does)\n" },
+	{ "datapath", ctl_datapath, 1, FROM_CONTROLLER,
+	  "  datapath [kernel|user]  which data path new clients take: the kernel's\n"
+	  "             (BPF splicing) or the userspace one (the controller copies\n"
+	  "             every frame; the kill switch if BPF misbehaves). Clients\n"
+	  "             connected stay on theirs until they close. Without an\n"
+	  "             argument: which one, and how many clients are on each\n" },
+	{ "upgrade", ctl_upgrade, 0, FROM_CONTROLLER,
+	  "  upgrade    start kvspliced's program file anew (install the new binary\n"
+	  "             first): it takes every connection over, the old one exits;\n"
+	  "             waits (30 s at most) until the new one answers\n" },
+};
 
-	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+static const struct cmd *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < NCMDS; i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
 }
 
-
-/* The routes with the most hits. A route is current while its backend's
- * route_gen is the one it was installed under (it is void otherwise: the
- * backend left after it was installed). */
-static int cmd_routes(const struct ctl_opts *o)
+static void print_cmds(FILE *f, enum cmd_source source)
 {
-	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS);
-	struct route_row *rows = NULL;
-	size_t n = 0, cap = 0, i;
-	__u64 key, next, *prev = NULL, now = mono_ns();
-	int rc = 1;
-
-	if (rfd < 0 || bfd < 0)
-		goto out;
-	while (bpf_map_get_next_key(rfd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (n == cap) {
-			struct route_row *nr = realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
-
-			if (!nr) {
-				fprintf(stderr, PROG ": out of memory\n");
-				goto out;
-			}
-			rows = nr;
-			cap = cap ? cap * 2 : 1024;
-		}
-		if (bpf_map_lookup_elem(rfd, &key, &rows[n].r) == 0)
-			rows[n++].hash = key;
-	}
-	if (n)
-		qsort(rows, n, sizeof(*rows), by_hits);
-	if (o->json)
-		printf("{\"routes\":%zu,\"top\":[", n);
-	else
-		printf("%zu routes; top %zu by hits\n%-18s %7s %6s %10s %10s %7s\n", n,
-		       n < o->limit ? n : o->limit, "hash", "backend", "depth", "age_s", "hits",
-		       "current");
-	for (i = 0; i < n && i < o->limit; i++) {
-		const struct kvs_route *r = &rows[i].r;
-		struct kvs_backend be;
-		bool cur = bpf_map_lookup_elem(bfd, &r->backend, &be) == 0 && be.route_gen == r->gen;
-		double age = now > r->installed_ns ? (double)(now - r->installed_ns) / 1e9 : 0;
-
-		if (o->json)
-			printf("%s{\"hash\":\"%016llx\",\"backend\":%u,\"depth_blocks\":%u,"
-			       "\"age_s\":%.3f,\"hits\":%llu,\"current\":%s}",
-			       i ? "," : "", (unsigned long long)rows[i].hash, r->backend,
-			       r->depth_blocks, age, (unsigned long long)r->hits,
-			       cur ? "true" : "false");
-		else
-			printf("%016llx %7u %6u %10.1f %10llu %7s\n", (unsigned long long)rows[i].hash,
-			       r->backend, r->depth_blocks, age, (unsigned long long)r->hits,
-			       cur ? "yes" : "no");
-	}
-	if (o->json)
-		printf("]}\n");
-	rc = 0;
-out:
-	free(rows);
-	if (rfd >= 0)
-		close(rfd);
-	if (bfd >= 0)
-		close(bfd);
-	return rc;
-}
-
-/* Deletes every route: the kernel sends each prompt to the controller once
- * more, which routes it by its index and installs the routes again. */
-static int cmd_routes_flush(const struct ctl_opts *o)
-{
-	int fd = ctl_open_map(o, KVS_MAP_ROUTES);
-	long n;
-
-	if (fd < 0)
-		return 1;
-	n = kvs_routes_clear(fd);
-	close(fd);
-	if (o->json)
-		printf("{\"flushed\":%ld}\n", n);
-	else
-		printf("%ld routes flushed\n", n);
-	return 0;
+	for (size_t i = 0; i < NCMDS; i++)
+		if (cmds[i].source == source)
+			fputs(cmds[i].help, f);
 }
 
 static void usage(FILE *f)
@@ -414,41 +96,12 @@ static void usage(FILE *f)
 		"maps (works while the controller is down), changes asked of the running\n"
 		"controller over its control socket.\n"
 		"\n"
-		"From the maps:\n"
-		"  stats      kernel and controller counters: frames routed by the kernel\n"
-		"             (fast path) and by the controller (slow path), responses,\n"
-		"             drops, routes, connections, the controller's decisions by\n"
-		"             reason, and (with --json) each backend's outstanding work\n"
-		"  backends   per backend: address, state (up, draining, removing, down,\n"
-		"             probation), outstanding requests and work, requests, bytes each\n"
-		"             way, hit rate (its own END reports), running/waiting from its\n"
-		"             last PONG (--json adds prediction counters and index size)\n"
-		"  routes     the routes map: how many, and the --limit N (default 20) with the\n"
-		"             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
-		"             explicit cache key), age, hits, whether still current\n"
-		"  routes flush  delete every route (the controller re-learns them as the\n"
-		"             prompts come again; the kernel's fast path restarts cold)\n"
-		"  conns      every client and upstream connection (and the controller's two\n"
-		"             pairs): addresses, TCP state, RTT, queues (inet_diag), frames,\n"
-		"             bytes, requests in flight\n"
-		"\n"
-		"From the controller (exit status 3 when none answers):\n"
-		"  status     controller, listener, backends by state, clients, requests,\n"
-		"             routes (without a controller: what the maps still say)\n"
-		"  backend add ADDR:PORT      a new backend, connected at once\n"
-		"  backend drain ADDR:PORT    no new requests; those in flight finish\n"
-		"  backend undrain ADDR:PORT  back in service (calls off a removal)\n"
-		"  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
-		"             (or after kvspliced's --drain-timeout-ms)\n"
-		"  reload     re-read kvspliced's --config file now (as SIGHUP does)\n"
-		"  datapath [kernel|user]  which data path new clients take: the kernel's\n"
-		"             (BPF splicing) or the userspace one (the controller copies\n"
-		"             every frame; the kill switch if BPF misbehaves). Clients\n"
-		"             connected stay on theirs until they close. Without an\n"
-		"             argument: which one, and how many clients are on each\n"
-		"  upgrade    start kvspliced's program file anew (install the new binary\n"
-		"             first): it takes every connection over, the old one exits;\n"
-		"             waits (30 s at most) until the new one answers\n"
+		"From the maps:\n");
+	print_cmds(f, FROM_MAPS);
+	fprintf(f, "\n"
+		   "From the controller (exit status 3 when none answers):\n");
+	print_cmds(f, FROM_CONTROLLER);
+	fprintf(f,
 		"  Changes last until the next reload or restart: put them in the config file\n"
 		"  to keep them.\n"
 		"\n"
@@ -464,7 +117,9 @@ static void usage(FILE *f)
 		KVS_DEFAULT_PIN_DIR);
 }
 
-int main(int argc, char **argv)
+/* The options into *o: -1 to carry on, or the exit status (--help: 0, bad
+ * usage: 2). */
+static int parse_opts(int argc, char **argv, struct ctl_opts *o)
 {
 	static const struct option opts[] = {
 		{ "pin-dir", required_argument, NULL, 'p' },
@@ -474,21 +129,19 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
-	const char *cmd, *sub, *arg;
-	int opt, nw;
+	int opt;
 
 	/* Options anywhere: kvsplicectl stats --json, kvsplicectl --json stats. */
 	while ((opt = getopt_long(argc, argv, "p:s:jl:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
-			o.pin_dir = optarg;
+			o->pin_dir = optarg;
 			break;
 		case 's':
-			o.socket = optarg;
+			o->socket = optarg;
 			break;
 		case 'j':
-			o.json = true;
+			o->json = true;
 			break;
 		case 'l': {
 			char *end;
@@ -498,7 +151,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, PROG ": --limit: '%s' is not 1..1000000\n", optarg);
 				return 2;
 			}
-			o.limit = (uint32_t)v;
+			o->limit = (uint32_t)v;
 			break;
 		}
 		case 'h':
@@ -509,41 +162,33 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	nw = argc - optind;
-	if (nw < 1) {
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
+	const struct cmd *c;
+	int rc, nargs;
+
+	rc = parse_opts(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (optind >= argc) {
 		usage(stderr);
 		return 2;
 	}
-	cmd = argv[optind];
-	sub = nw > 1 ? argv[optind + 1] : NULL;
-	arg = nw > 2 ? argv[optind + 2] : NULL;
-	if (!strcmp(cmd, "backend")) {
-		if (nw != 3) {
-			fprintf(stderr, PROG ": usage: backend add|remove|drain|undrain ADDR:PORT\n");
-			return 2;
-		}
-		return ctl_backend(&o, sub, arg);
-	}
-	if (!strcmp(cmd, "datapath") && nw <= 2)
-		return ctl_datapath(&o, sub);
-	if (nw > 2 || (sub && strcmp(cmd, "routes")) || (sub && strcmp(sub, "flush"))) {
+	c = find_cmd(argv[optind]);
+	nargs = argc - optind - 1;
+	/* Too many words, even after a command that does not exist: the
+	 * first of them is the one reported. */
+	if (nargs > 0 && (!c || (c->max_args >= 0 && nargs > c->max_args))) {
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind + 1]);
 		return 2;
 	}
-	if (!strcmp(cmd, "stats"))
-		return cmd_stats(&o);
-	if (!strcmp(cmd, "backends"))
-		return cmd_backends(&o);
-	if (!strcmp(cmd, "routes"))
-		return sub ? cmd_routes_flush(&o) : cmd_routes(&o);
-	if (!strcmp(cmd, "conns"))
-		return ctl_conns(&o);
-	if (!strcmp(cmd, "status"))
-		return ctl_status(&o);
-	if (!strcmp(cmd, "reload"))
-		return ctl_reload(&o);
-	if (!strcmp(cmd, "upgrade"))
-		return ctl_upgrade(&o, 30);
-	fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", cmd);
-	return 2;
+	if (!c) {
+		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	return c->fn(&o, nargs, argv + optind + 1);
 }

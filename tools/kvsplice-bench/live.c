@@ -1,0 +1,693 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench live (or run): the load generator. Sends requests over K
+ * connections (each with up to --depth in flight, or open loop at Poisson
+ * arrivals, or a trace's), checks every response byte for byte, and hands
+ * the results to live_report.c. Exit status 1 if any request failed, got a
+ * wrong byte, or never finished. Its options, prompts, connections and run
+ * loop.
+ */
+#include "live.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "codec.h"
+#include "kvsplice/hash.h"
+#include "live_int.h"
+#include "prompt.h"
+
+static size_t prefix_bytes(const struct run *r)
+{
+	if (r->o->trace)
+		return 0;
+	if (r->prefix_file)
+		return r->prefix_file_len;
+	return r->o->prefixes ? (size_t)r->o->prefix_tokens * KVS_BYTES_PER_TOKEN : 0;
+}
+
+/* Conversation workload: request id is turn t of conversation c, and its
+ * prompt is the first (t + 1) x turn_tokens of c's own text, so each turn's
+ * prompt extends the previous turn's exactly (the conversation so far). */
+static uint32_t conv_of(const struct run_opts *o, uint64_t id)
+{
+	return (uint32_t)((id - 1) % o->conversations);
+}
+
+static uint32_t turn_of(const struct run_opts *o, uint64_t id)
+{
+	return (uint32_t)((id - 1) / o->conversations);
+}
+
+static uint32_t group_of(const struct run *r, uint64_t id)
+{
+	return r->o->conversations ? conv_of(r->o, id) : (uint32_t)((id - 1) % r->o->prefixes);
+}
+
+/* Prompt of request id: its group's shared prefix, then its own suffix. */
+static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
+{
+	if (r->o->trace)
+		return kvs_trace_prompt(&r->trace.reqs[id - 1], (uint32_t)(id - 1), r->prompt);
+	if (r->o->conversations) {
+		size_t len = (size_t)(turn_of(r->o, id) + 1) * r->o->turn_tokens *
+			     KVS_BYTES_PER_TOKEN;
+
+		kvs_text_fill(0xc0117000ull + group, r->prompt, len);
+		return len;
+	}
+	size_t pb = prefix_bytes(r), sb = (size_t)r->o->suffix_tokens * KVS_BYTES_PER_TOKEN;
+
+	/* Varied frame sizes, deterministic per request: pipelined frames then
+	 * end and start inside shared skbs. */
+	if (r->o->suffix_jitter)
+		sb += (size_t)((id * 7919) % (r->o->suffix_jitter + 1u)) * KVS_BYTES_PER_TOKEN;
+
+	if (r->prefix_file)
+		memcpy(r->prompt, r->prefix_file, pb);
+	else if (pb)
+		kvs_text_fill(0x5eed0000ull + group, r->prompt, pb);
+	kvs_text_fill(0xabcdef0000000000ull ^ id, r->prompt + pb, sb);
+	return pb + sb;
+}
+
+static int send_one(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+	uint64_t id = ++r->next;
+	struct req *q = &r->reqs[id - 1];
+	uint32_t group = live_groups(r) ? group_of(r, id) : 0;
+	size_t len = build_prompt(r, id, group);
+	uint32_t max_tokens = r->o->max_tokens;
+	struct kvs_msg m;
+
+	/* A trace gives each request's output length; --max-tokens caps it. */
+	if (r->o->trace && (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < max_tokens))
+		max_tokens = r->trace.reqs[id - 1].output_tokens;
+	m = (struct kvs_msg){
+		.type = KVS_T_REQUEST,
+		.req_id = id,
+		.cache_salt = r->o->salt,
+		.model_id = r->o->model,
+		.max_tokens = max_tokens,
+		.prefix_len = r->o->hint ? (uint32_t)prefix_bytes(r) : 0,
+	};
+	q->conn = ci;
+	q->group = group;
+	q->max_tokens = max_tokens;
+	/* Open loop: TTFT counts from when the request was due, so a client
+	 * that falls behind its schedule cannot hide the delay. */
+	q->send_ns = r->o->rate > 0 ? r->next_arrival_ns : kvs_now_ns();
+	if (kvs_put_frame(&c->tx, &m, r->prompt, (uint32_t)len))
+		return -ENOBUFS;
+	c->inflight++;
+	return 0;
+}
+
+static void flush(struct bconn *c)
+{
+	while (c->tx.len && !c->dead) {
+		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN) /* EAGAIN: the rest goes on EPOLLOUT */
+				c->dead = true;
+			return;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+}
+
+/* Queue every request this connection may have in flight, then write them
+ * together, as a pipelining client does: frames then share TCP segments, and
+ * most start in the middle of one. */
+static void fill(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+
+	while (r->o->rate == 0 && !r->o->trace && !c->dead && c->inflight < r->o->depth &&
+	       r->next < r->n)
+		if (send_one(r, ci))
+			c->dead = true;
+	flush(c);
+}
+
+static void on_frame(struct run *r, struct bconn *c, const struct kvs_msg *m, const uint8_t *p)
+{
+	uint8_t want[KVS_TOKEN_TEXT_LEN];
+	struct kvs_end_info e;
+	struct req *q;
+
+	if (m->req_id == 0 || m->req_id > r->next) {
+		fprintf(stderr, PROG ": frame for unknown request %llu (type %s)\n",
+			(unsigned long long)m->req_id, kvs_type_name(m->type));
+		return;
+	}
+	q = &r->reqs[m->req_id - 1];
+	if (q->status != RS_PENDING)
+		return;
+	switch (m->type) {
+	case KVS_T_CHUNK:
+		if (!q->first_ns)
+			q->first_ns = kvs_now_ns();
+		kvs_token_text(m->req_id, q->chunks, want);
+		if (m->payload_len != KVS_TOKEN_TEXT_LEN || memcmp(p, want, sizeof(want)))
+			q->bad_bytes = true;
+		q->chunks++;
+		return;
+	case KVS_T_END:
+		kvs_end_decode(p, &e);
+		q->end_ns = kvs_now_ns();
+		if (!q->first_ns)
+			q->first_ns = q->end_ns;
+		q->backend_id = e.backend_id;
+		q->prompt_tokens = e.prompt_tokens;
+		q->cached_tokens = e.cached_tokens;
+		q->status = (!q->bad_bytes && q->chunks == q->max_tokens &&
+			     e.output_tokens == q->chunks)
+				    ? RS_OK
+				    : RS_MISMATCH;
+		break;
+	case KVS_T_ERROR:
+		q->end_ns = kvs_now_ns();
+		q->error = m->status;
+		q->status = RS_ERROR;
+		fprintf(stderr, PROG ": request %llu: error %s: %.*s\n",
+			(unsigned long long)m->req_id, kvs_status_name(m->status),
+			(int)m->payload_len, (const char *)p);
+		break;
+	default:
+		return;
+	}
+	r->done++;
+	c->inflight--;
+}
+
+static void on_readable(struct run *r, uint32_t ci)
+{
+	struct bconn *c = &r->conns[ci];
+	const uint8_t *frame;
+	struct kvs_msg m;
+	long n;
+	int st;
+
+	for (;;) {
+		n = kvs_buf_recv(&c->rx, c->fd, 65536);
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			c->dead = true;
+			epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			return;
+		}
+		while ((st = kvs_next_frame(&c->rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame)) > 0) {
+			on_frame(r, c, &m, frame + KVS_HDR_LEN);
+			kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+		}
+		if (st < 0) {
+			fprintf(stderr, PROG ": connection %u: bad frame from gateway: %s\n", ci,
+				kvs_status_name(-st));
+			c->dead = true;
+			return;
+		}
+	}
+	fill(r, ci);
+}
+
+static void on_writable(struct run *r, uint32_t ci)
+{
+	flush(&r->conns[ci]);
+}
+
+static int load_prompt_file(struct run *r, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+
+	if (!f || fstat(fileno(f), &st)) {
+		fprintf(stderr, PROG ": --prompt-file: %s: %s\n", path, strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	r->prefix_file_len = (size_t)st.st_size;
+	r->prefix_file = malloc(r->prefix_file_len + 1);
+	if (!r->prefix_file || fread(r->prefix_file, 1, r->prefix_file_len, f) != r->prefix_file_len) {
+		fprintf(stderr, PROG ": --prompt-file: cannot read %s\n", path);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Exponential inter-arrival gap for --rate, in ns (xorshift64*). */
+static uint64_t next_gap_ns(struct run *r)
+{
+	double u;
+
+	r->rng ^= r->rng >> 12;
+	r->rng ^= r->rng << 25;
+	r->rng ^= r->rng >> 27;
+	u = (double)((r->rng * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
+	return (uint64_t)(-log(1.0 - u) / r->o->rate * 1e9);
+}
+
+/* Open loop: send every request that is due, each on the next connection
+ * in turn, whatever is still in flight. Returns ms until the next is due. */
+static int send_due(struct run *r, uint64_t start)
+{
+	uint64_t now = kvs_now_ns();
+
+	while (r->next < r->n && now >= r->next_arrival_ns) {
+		uint32_t ci = r->next % r->o->connections;
+
+		if (r->conns[ci].dead)
+			r->next++; /* never sent: reported as lost */
+		else if (send_one(r, ci))
+			r->conns[ci].dead = true;
+		else
+			flush(&r->conns[ci]);
+		if (r->o->trace && r->next < r->n) /* the trace's clock, from its first request */
+			r->next_arrival_ns =
+				start + (uint64_t)((r->trace.reqs[r->next].arrival_ms -
+						    r->trace.reqs[0].arrival_ms) * 1e6);
+		else
+			r->next_arrival_ns += next_gap_ns(r);
+	}
+	if (r->next >= r->n)
+		return 100;
+	return (int)((r->next_arrival_ns - now) / 1000000);
+}
+
+static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
+{
+	struct run r = { .o = o, .stop = stop };
+	struct epoll_event ev, evs[64];
+	uint64_t start, deadline, last_progress;
+	struct summary s;
+	uint32_t i;
+	int n, rc = 1;
+
+	size_t prompt_cap;
+
+	if (o->prompt_file && load_prompt_file(&r, o->prompt_file))
+		return 2;
+	r.n = o->requests;
+	if (o->trace) {
+		char err[512];
+		int nt = kvs_trace_load(o->trace, o->requests_set ? o->requests : 0, o->speed,
+					&r.trace, err, sizeof(err));
+
+		if (nt < 0) {
+			fprintf(stderr, PROG ": --trace: %s\n", err);
+			return 2;
+		}
+		r.n = (uint32_t)nt;
+	}
+	prompt_cap = prefix_bytes(&r) +
+		     (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN +
+		     (o->conversations ? (size_t)(o->requests / o->conversations + 1) *
+						 o->turn_tokens * KVS_BYTES_PER_TOKEN
+				       : 0);
+	if (o->trace)
+		prompt_cap = (size_t)r.trace.max_input_tokens * KVS_BYTES_PER_TOKEN;
+	r.reqs = calloc(r.n, sizeof(*r.reqs));
+	r.conns = calloc(o->connections, sizeof(*r.conns));
+	r.prompt = malloc(prompt_cap + 1);
+	r.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out;
+	}
+	for (i = 0; i < o->connections; i++) {
+		const struct kvs_addr *addr = &o->addrs[i % o->naddrs];
+		int fd = kvs_connect(addr, 2000);
+		char a[96];
+
+		if (fd < 0) {
+			fprintf(stderr, PROG ": cannot connect to %s: %s\n",
+				kvs_addr_str(addr, a, sizeof(a)), strerror(-fd));
+			goto out;
+		}
+		kvs_set_nonblock(fd, 1);
+		kvs_set_nodelay(fd);
+		r.conns[i].fd = fd;
+		kvs_buf_init(&r.conns[i].rx, KVS_HDR_LEN + KVS_MAX_PAYLOAD_LIMIT + 65536);
+		kvs_buf_init(&r.conns[i].tx, 0);
+		ev = (struct epoll_event){ .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.u32 = i };
+		epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+
+	start = last_progress = kvs_now_ns();
+	deadline = start + (uint64_t)o->timeout_s * 1000000000ull;
+	r.next_arrival_ns = start;
+	r.rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
+	for (i = 0; i < o->connections; i++)
+		fill(&r, i);
+	while (r.done < r.n && !*r.stop) {
+		bool alive = false;
+		int wait_ms = 100;
+
+		if (o->rate > 0 || o->trace) {
+			wait_ms = send_due(&r, start);
+			if (wait_ms > 100)
+				wait_ms = 100;
+		}
+		for (i = 0; i < o->connections; i++)
+			alive |= !r.conns[i].dead && r.conns[i].inflight > 0;
+		if (!alive && r.next >= r.n)
+			break; /* everything left is on dead connections */
+		if (kvs_now_ns() > deadline) {
+			fprintf(stderr, PROG ": timed out after %u s with %u of %u requests done\n",
+				o->timeout_s, r.done, r.n);
+			break;
+		}
+		n = epoll_wait(r.epfd, evs, 64, wait_ms);
+		for (int k = 0; k < n; k++) {
+			if (evs[k].events & EPOLLOUT)
+				on_writable(&r, evs[k].data.u32);
+			if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				on_readable(&r, evs[k].data.u32);
+		}
+		if (!o->quiet && kvs_now_ns() - last_progress > 2000000000ull) {
+			last_progress = kvs_now_ns();
+			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, r.n);
+		}
+	}
+	live_summarize(&r, (double)(kvs_now_ns() - start) / 1e9, &s);
+	if (o->per_request)
+		live_print_per_request(&r);
+	live_print_summary(&r, &s);
+	rc = (s.ok == r.n) ? 0 : 1;
+	if (o->plot_dir && live_plot(&r, &s))
+		rc = 1;
+	free(s.ttft);
+out:
+	for (i = 0; r.conns && i < o->connections; i++) {
+		if (r.conns[i].fd > 0)
+			close(r.conns[i].fd);
+		kvs_buf_free(&r.conns[i].rx);
+		kvs_buf_free(&r.conns[i].tx);
+	}
+	if (r.epfd >= 0)
+		close(r.epfd);
+	free(r.conns);
+	free(r.reqs);
+	free(r.prompt);
+	free(r.prefix_file);
+	kvs_trace_free(&r.trace);
+	return rc;
+}
+
+void live_usage(FILE *f)
+{
+	fprintf(f,
+		"Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
+		"every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
+		"rate and load per backend. Exit status: 0 if every request succeeded, 1 if\n"
+		"any failed, was answered wrongly or never finished, 2 for bad usage.\n"
+		"\n"
+		"Closed loop by default: each connection keeps --depth requests in flight.\n"
+		"With --rate, open loop: requests are sent at Poisson arrival times over the\n"
+		"connections in turn, however many are still in flight, and TTFT counts from\n"
+		"when each was due.\n"
+		"\n"
+		"Options of live:\n"
+		"  -c, --connect ADDR:PORT   gateway (or backend) address (required); repeat it\n"
+		"                            to spread connections round robin over several\n"
+		"                            backends: the no-gateway baseline\n"
+		"  -n, --requests N          requests to send (default 100)\n"
+		"  -k, --connections K       client connections (default 4); --concurrency is\n"
+		"                            the same\n"
+		"  -d, --depth D             closed loop: requests in flight per connection\n"
+		"                            (default 1)\n"
+		"      --rate R              open loop: R requests per second, Poisson\n"
+		"      --seed S              seed of the arrival times (default 1)\n"
+		"  -m, --max-tokens M        tokens to generate per request (default 8)\n"
+		"      --prefixes P          shared prefix groups; request i uses group i mod P\n"
+		"                            (default 4; 0 = nothing shared)\n"
+		"      --prefix-tokens T     tokens of each shared prefix (default 1024)\n"
+		"      --suffix-tokens S     tokens of each request's own suffix (default 64)\n"
+		"      --suffix-jitter J     add 0..J tokens to each suffix (varied frame sizes)\n"
+		"      --prompt-file FILE    use FILE's bytes as the one shared prefix\n"
+		"      --conversations C     conversation workload: request i is turn i / C of\n"
+		"                            conversation i mod C, its prompt the conversation\n"
+		"                            so far (replaces the prefix options)\n"
+		"      --turn-tokens T       tokens each turn adds (default 512)\n"
+		"      --trace FILE          replay a JSONL request trace (../shared/traces/\n"
+		"                            README.md): arrival times, prompt and output\n"
+		"                            lengths from the trace, open loop; the same hash\n"
+		"                            id is always the same 512 tokens of text, so the\n"
+		"                            backends see exactly the trace's sharing; -n\n"
+		"                            replays the first N requests (default all),\n"
+		"                            --max-tokens caps each request's output\n"
+		"      --speed X             multiply the trace's arrival rate by X (default 1)\n"
+		"      --hint                send the prefix length as the routing hint\n"
+		"      --salt X              cache salt (tenant) for every request (default 0)\n"
+		"      --model ID            model id (default 0)\n"
+		"      --timeout-s S         give up after S seconds (default 60)\n"
+		"      --per-request         print one line per request\n"
+		"      --fleet N             N backends are behind the target: load max/mean\n"
+		"                            counts those that served nothing (default: only\n"
+		"                            the backends that answered)\n"
+		"      --json                print the summary as JSON\n"
+		"      --plot DIR            write this run's TTFT CDF and requests per backend\n"
+		"                            as SVG and PNG (gnuplot), with their data, in DIR\n"
+		"      --label NAME          name of the run in the plots (default live)\n"
+		"  -q, --quiet               no progress lines on stderr\n"
+		"  -h, --help                this text\n");
+}
+
+
+enum {
+	OPT_PREFIXES = 256,
+	OPT_PREFIX_TOKENS,
+	OPT_SUFFIX_TOKENS,
+	OPT_SUFFIX_JITTER,
+	OPT_PROMPT_FILE,
+	OPT_CONVERSATIONS,
+	OPT_TURN_TOKENS,
+	OPT_HINT,
+	OPT_SALT,
+	OPT_MODEL,
+	OPT_TIMEOUT,
+	OPT_PER_REQUEST,
+	OPT_FLEET,
+	OPT_RATE,
+	OPT_SEED,
+	OPT_JSON,
+	OPT_TRACE,
+	OPT_SPEED,
+	OPT_PLOT,
+	OPT_LABEL,
+};
+
+static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_opts *o)
+{
+	static const struct option opts[] = {
+		{ "connect", required_argument, NULL, 'c' },
+		{ "requests", required_argument, NULL, 'n' },
+		{ "connections", required_argument, NULL, 'k' },
+		{ "concurrency", required_argument, NULL, 'k' },
+		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "max-tokens", required_argument, NULL, 'm' },
+		{ "prefixes", required_argument, NULL, OPT_PREFIXES },
+		{ "prefix-tokens", required_argument, NULL, OPT_PREFIX_TOKENS },
+		{ "suffix-tokens", required_argument, NULL, OPT_SUFFIX_TOKENS },
+		{ "suffix-jitter", required_argument, NULL, OPT_SUFFIX_JITTER },
+		{ "prompt-file", required_argument, NULL, OPT_PROMPT_FILE },
+		{ "conversations", required_argument, NULL, OPT_CONVERSATIONS },
+		{ "turn-tokens", required_argument, NULL, OPT_TURN_TOKENS },
+		{ "hint", no_argument, NULL, OPT_HINT },
+		{ "salt", required_argument, NULL, OPT_SALT },
+		{ "model", required_argument, NULL, OPT_MODEL },
+		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
+		{ "per-request", no_argument, NULL, OPT_PER_REQUEST },
+		{ "fleet", required_argument, NULL, OPT_FLEET },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "trace", required_argument, NULL, OPT_TRACE },
+		{ "speed", required_argument, NULL, OPT_SPEED },
+		{ "plot", required_argument, NULL, OPT_PLOT },
+		{ "label", required_argument, NULL, OPT_LABEL },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int opt;
+
+	*o = (struct run_opts){
+		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
+		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
+		.turn_tokens = 512, .seed = 1, .speed = 1, .label = "live",
+	};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			if (o->naddrs == MAX_TARGETS) {
+				fprintf(stderr, PROG ": at most %d --connect addresses\n", MAX_TARGETS);
+				return 2;
+			}
+			if (kvs_parse_addr(optarg, &o->addrs[o->naddrs])) {
+				fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n", optarg);
+				return 2;
+			}
+			o->naddrs++;
+			break;
+		case 'n':
+			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
+				return 2;
+			o->requests_set = true;
+			break;
+		case 'k':
+			if (kvs_arg_u32(PROG, "--connections", optarg, 1, 10000, &o->connections))
+				return 2;
+			break;
+		case 'd':
+			if (kvs_arg_u32(PROG, "--depth", optarg, 1, 100000, &o->depth))
+				return 2;
+			break;
+		case 'm':
+			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 0, 1000000, &o->max_tokens))
+				return 2;
+			o->max_tokens_set = true;
+			break;
+		case OPT_PREFIXES:
+			if (kvs_arg_u32(PROG, "--prefixes", optarg, 0, 10000000, &o->prefixes))
+				return 2;
+			break;
+		case OPT_PREFIX_TOKENS:
+			if (kvs_arg_u32(PROG, "--prefix-tokens", optarg, 0, 1u << 20, &o->prefix_tokens))
+				return 2;
+			break;
+		case OPT_SUFFIX_TOKENS:
+			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20, &o->suffix_tokens))
+				return 2;
+			break;
+		case OPT_SUFFIX_JITTER:
+			if (kvs_arg_u32(PROG, "--suffix-jitter", optarg, 0, 1u << 20, &o->suffix_jitter))
+				return 2;
+			break;
+		case OPT_PROMPT_FILE:
+			o->prompt_file = optarg;
+			break;
+		case OPT_CONVERSATIONS:
+			if (kvs_arg_u32(PROG, "--conversations", optarg, 1, 1000000,
+					&o->conversations))
+				return 2;
+			break;
+		case OPT_TURN_TOKENS:
+			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 1, 1u << 20, &o->turn_tokens))
+				return 2;
+			break;
+		case OPT_HINT:
+			o->hint = true;
+			break;
+		case OPT_SALT:
+			if (kvs_arg_u64(PROG, "--salt", optarg, 0, UINT64_MAX, &o->salt))
+				return 2;
+			break;
+		case OPT_MODEL:
+			if (kvs_arg_u32(PROG, "--model", optarg, 0, UINT32_MAX, &o->model))
+				return 2;
+			break;
+		case OPT_TIMEOUT:
+			if (kvs_arg_u32(PROG, "--timeout-s", optarg, 1, 86400, &o->timeout_s))
+				return 2;
+			break;
+		case OPT_RATE:
+			if (kvs_arg_double(PROG, "--rate", optarg, 0.001, 1e6, &o->rate))
+				return 2;
+			break;
+		case OPT_SEED:
+			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
+				return 2;
+			break;
+		case OPT_FLEET:
+			if (kvs_arg_u32(PROG, "--fleet", optarg, 1, MAX_BACKEND_IDS, &o->fleet))
+				return 2;
+			break;
+		case OPT_PER_REQUEST:
+			o->per_request = true;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_TRACE:
+			o->trace = optarg;
+			break;
+		case OPT_PLOT:
+			o->plot_dir = optarg;
+			break;
+		case OPT_LABEL:
+			if (!*optarg || strpbrk(optarg, "'\"\\ ")) {
+				fprintf(stderr, PROG ": --label: one word without quotes\n");
+				return 2;
+			}
+			o->label = optarg;
+			break;
+		case OPT_SPEED:
+			if (kvs_arg_double(PROG, "--speed", optarg, 0.001, 1e6, &o->speed))
+				return 2;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!o->naddrs) {
+		fprintf(stderr, PROG ": live: --connect ADDR:PORT is required (see --help)\n");
+		return 2;
+	}
+	if (o->trace && (o->conversations || o->prompt_file || o->hint || o->rate > 0)) {
+		fprintf(stderr, PROG ": --trace sets the prompts and arrival times: it does not "
+				"combine with --conversations, --prompt-file, --hint or --rate\n");
+		return 2;
+	}
+	if (o->prompt_file)
+		o->prefixes = 1;
+	if (o->conversations && o->prompt_file) {
+		fprintf(stderr, PROG ": --conversations and --prompt-file do not combine\n");
+		return 2;
+	}
+	if (o->conversations &&
+	    (uint64_t)(o->requests / o->conversations + 1) * o->turn_tokens * 4 >
+		    KVS_MAX_PAYLOAD_LIMIT) {
+		fprintf(stderr, PROG ": the last turns would exceed %u bytes: fewer turns or "
+				"--turn-tokens\n", KVS_MAX_PAYLOAD_LIMIT);
+		return 2;
+	}
+	return 0;
+}
+
+int bench_live(int argc, char **argv, void (*usage)(FILE *f), volatile sig_atomic_t *stop)
+{
+	static struct run_opts o;
+	int rc = parse_live(argc, argv, usage, &o);
+
+	return rc ? rc : run_live(&o, stop);
+}

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench sim's fleet: N batching engines in virtual time behind one
+ * routing policy (ours, or a re-implementation of another router's), the
+ * event loop that routes each arrival and steps the engines, and the
+ * figures of the run.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chash.h"
+#include "engine.h"
+#include "kvsplice/hash.h"
+#include "policy.h"
+#include "sim_int.h"
+#include "stats.h"
+
+const char *const pol_names[P_LLMD + 1] = { "rr", "lor", "chash", "kvsplice", "sglang", "llmd" };
+
+/*
+ * Re-implementations of other routers' published policies, from their
+ * public documentation, with the defaults the issue names:
+ *
+ * sglang: SGLang router's cache-aware policy. Each worker has an
+ *   approximate prefix tree of what was routed to it (here a block index,
+ *   never told of the backend's evictions; bounded at 4x the KV capacity
+ *   as a stand-in for its max tree size). If the load (outstanding
+ *   requests) is imbalanced, max - min > 64 and max > 1.5 x min, the least
+ *   loaded worker gets the request; otherwise the worker with the highest
+ *   match ratio (matched / request length) if it exceeds the cache
+ *   threshold 0.3, else the worker with the smallest tree.
+ * llmd: llm-d's scheduler with its prefix-cache scorer (weight 3: matched
+ *   blocks / prompt blocks in its per-pod block index), queue scorer
+ *   (weight 2: 1 - waiting / max waiting over pods) and KV-utilization
+ *   scorer (weight 2: 1 - KV in use / capacity); highest total wins.
+ */
+struct baseline_index {
+	struct kvs_pcache idx[KVS_MAX_BACKENDS];
+};
+
+struct sreq {
+	struct kvs_eng_req eng; /* first: engine events point here */
+	uint32_t context, backend;
+	uint64_t work;         /* tokens charged to the backend */
+	uint64_t prefill_work; /* of which prefill, until the first token */
+	uint64_t *h;
+};
+
+struct backend {
+	struct kvs_engine eng;
+	bool stepping;
+	double step_end;
+	uint64_t work, outstanding, served;
+};
+
+static int pick_sglang(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
+		       const struct sreq *r)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint32_t b, best = 0, n = r->eng.nblocks, m, best_m = 0, smallest = 0;
+
+	for (b = 0; b < o->backends; b++) {
+		if (be[b].outstanding < lo)
+			lo = be[b].outstanding;
+		if (be[b].outstanding > hi)
+			hi = be[b].outstanding;
+	}
+	if (hi - lo > 64 && (double)hi > 1.5 * (double)lo) {
+		for (b = 1; b < o->backends; b++)
+			if (be[b].outstanding < be[best].outstanding)
+				best = b;
+	} else {
+		for (b = 0; b < o->backends; b++) {
+			m = kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n);
+			if (m > best_m) {
+				best_m = m;
+				best = b;
+			}
+			if (bi->idx[b].used < bi->idx[smallest].used)
+				smallest = b;
+		}
+		if (!n || (double)best_m / n <= 0.3)
+			best = smallest;
+	}
+	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
+	return (int)best;
+}
+
+static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
+		     const struct sreq *r)
+{
+	uint32_t b, best = 0, n = r->eng.nblocks, maxq = 0;
+	double score, best_score = -1;
+
+	for (b = 0; b < o->backends; b++)
+		if (be[b].eng.nwaiting > maxq)
+			maxq = be[b].eng.nwaiting;
+	for (b = 0; b < o->backends; b++) {
+		double prefix = n ? (double)kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n) / n : 0;
+		double queue = maxq ? 1.0 - (double)be[b].eng.nwaiting / maxq : 1.0;
+		double kv = 1.0 - (double)(be[b].eng.cache.used + be[b].eng.reserved_blocks) /
+					  be[b].eng.cache.max_capacity;
+
+		score = 3 * prefix + 2 * queue + 2 * kv;
+		if (score > best_score) {
+			best_score = score;
+			best = b;
+		}
+	}
+	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
+	return (int)best;
+}
+
+static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
+		struct kvs_chash *ring, struct baseline_index *bi, uint32_t *rr, struct sreq *r,
+		uint32_t *cached_blocks)
+{
+	uint64_t load[KVS_MAX_BACKENDS];
+	uint8_t ok[KVS_MAX_BACKENDS];
+	struct kvs_decision d;
+	uint32_t b, best = 0, n = r->eng.nblocks, key_block;
+	/* a prompt under one block has nothing to route by: any key will do */
+	uint64_t last = n ? r->eng.hashes[n - 1] : kvs_fmix64(r->eng.id + 1);
+
+	*cached_blocks = 0;
+	for (b = 0; b < o->backends; b++)
+		ok[b] = 1;
+	switch (p) {
+	case P_RR:
+		return (int)((*rr)++ % o->backends);
+	case P_LOR:
+		for (b = 1; b < o->backends; b++)
+			if (be[b].outstanding < be[best].outstanding)
+				best = b;
+		return (int)best;
+	case P_CHASH:
+		/* bounded-load consistent hashing of the first 1,024 tokens */
+		for (b = 0; b < o->backends; b++)
+			load[b] = be[b].outstanding;
+		key_block = n < 64 ? n : 64;
+		return kvs_chash_pick(ring, n ? r->eng.hashes[key_block - 1] : last, load, ok, 1.25);
+	case P_KVSPLICE:
+		for (b = 0; b < o->backends; b++)
+			load[b] = be[b].work;
+		kvs_policy_decide(pol, r->eng.hashes, n, last, r->eng.prompt_tokens, load, ok, NULL,
+				  &d);
+		*cached_blocks = d.cached_blocks;
+		return d.backend;
+	case P_SGLANG:
+		return pick_sglang(o, be, bi, r);
+	case P_LLMD:
+		return pick_llmd(o, be, bi, r);
+	}
+	return 0;
+}
+
+void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol p,
+		    struct result *res)
+{
+	struct kvs_model_params m;
+	struct backend *be = calloc(o->backends, sizeof(*be));
+	struct kvs_policy_params pp;
+	struct kvs_policy pol;
+	struct kvs_chash ring;
+	const char *names[KVS_MAX_BACKENDS];
+	char namebuf[KVS_MAX_BACKENDS][24];
+	double *ttft = malloc(sizeof(double) * w->n), *e2e = malloc(sizeof(double) * w->n);
+	double last_end = 0;
+	uint64_t prompt = 0, cached = 0, out_tokens = 0;
+	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
+	struct baseline_index *bi;
+
+	kvs_model_defaults(&m);
+	m.kv_blocks = o->kv_blocks;
+	for (b = 0; b < o->backends; b++) {
+		kvs_engine_init(&be[b].eng, &m, 0);
+		snprintf(namebuf[b], sizeof(namebuf[b]), "10.0.0.%u:8000", b + 1);
+		names[b] = namebuf[b];
+	}
+	kvs_policy_defaults(&pp);
+	pp.nbackends = o->backends;
+	pp.index_blocks = o->kv_blocks;
+	pp.balance = o->balance;
+	pp.recompute_weight = o->recompute_weight;
+	kvs_policy_init(&pol, &pp, names);
+	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
+	bi = calloc(1, sizeof(*bi));
+	for (b = 0; b < o->backends; b++)
+		kvs_pcache_init(&bi->idx[b], p == P_SGLANG ? 4 * o->kv_blocks : o->kv_blocks);
+
+	while (done < w->n) {
+		double t_arr = next < w->n ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
+		int sb = -1;
+
+		for (b = 0; b < o->backends; b++)
+			if (be[b].stepping && be[b].step_end < t_step) {
+				t_step = be[b].step_end;
+				sb = (int)b;
+			}
+		if (t_arr <= t_step) { /* an arrival: route it */
+			struct sreq *r = calloc(1, sizeof(*r));
+			uint32_t cb;
+			int pb;
+
+			r->eng.id = next;
+			r->eng.nblocks = sim_prompt_tokens(o, w, next) / KVS_BLOCK_TOKENS;
+			r->h = malloc(sizeof(uint64_t) * (r->eng.nblocks + 1));
+			sim_fill_request(o, w, next, r->h);
+			r->eng.hashes = r->h;
+			r->eng.prompt_tokens = sim_prompt_tokens(o, w, next);
+			r->eng.max_tokens = w->max_tokens ? w->max_tokens[next] : o->max_tokens;
+			r->eng.arrival_ms = t_arr;
+			pb = pick(o, p, be, &pol, &ring, bi, &rr, r, &cb);
+			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
+			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->eng.max_tokens) *
+				  (uint64_t)KVS_BLOCK_TOKENS;
+			r->prefill_work = kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS),
+							     r->eng.max_tokens);
+			be[r->backend].work += r->work;
+			be[r->backend].outstanding++;
+			kvs_engine_submit(&be[r->backend].eng, &r->eng);
+			next++;
+			b = r->backend;
+			if (!be[b].stepping) { /* an idle engine starts now */
+				struct kvs_eng_event *ev;
+				uint32_t nev;
+				double dur = kvs_engine_step(&be[b].eng, t_arr, &ev, &nev);
+
+				be[b].stepping = dur > 0;
+				be[b].step_end = t_arr + dur;
+			}
+			continue;
+		}
+		/* A step ends: account its events, start the next. */
+		{
+			struct backend *k = &be[sb];
+			struct kvs_eng_event *ev;
+			uint32_t nev = k->eng.nevents_last, i;
+			double now = k->step_end, dur;
+
+			for (i = 0; i < nev; i++) {
+				struct sreq *r = (struct sreq *)k->eng.events[i].req;
+
+				/* As the kernel does at the first CHUNK. */
+				if (o->release_early && r->eng.emitted >= 1 && r->prefill_work) {
+					k->work -= r->prefill_work;
+					r->work -= r->prefill_work;
+					r->prefill_work = 0;
+				}
+				if (!k->eng.events[i].done)
+					continue;
+				ttft[done] = r->eng.first_ms - r->eng.arrival_ms;
+				e2e[done] = r->eng.end_ms - r->eng.arrival_ms;
+				done++;
+				prompt += r->eng.prompt_tokens;
+				cached += r->eng.cached_tokens;
+				out_tokens += r->eng.emitted;
+				k->work -= r->work;
+				k->outstanding--;
+				k->served++;
+				last_end = now;
+				free(r->h);
+				free(r);
+			}
+			dur = kvs_engine_step(&k->eng, now, &ev, &nev);
+			k->stepping = dur > 0;
+			k->step_end = now + dur;
+		}
+		if (!o->json && done / 2000 != reported) {
+			reported = done / 2000;
+			fprintf(stderr, "\r" PROG ": %s: %u/%u done", pol_names[p], done, w->n);
+		}
+	}
+	if (!o->json)
+		fprintf(stderr, "\r%60s\r", "");
+
+	res->name = pol_names[p];
+	res->done = done;
+	res->ttft_p50 = kvs_percentile(ttft, done, 50);
+	res->ttft_p90 = kvs_percentile(ttft, done, 90);
+	res->ttft_p99 = kvs_percentile(ttft, done, 99);
+	res->e2e_p50 = kvs_percentile(e2e, done, 50);
+	res->e2e_p90 = kvs_percentile(e2e, done, 90);
+	res->rps = done / ((last_end - w->arrival_ms[0]) / 1000);
+	res->tok_s = (double)out_tokens / ((last_end - w->arrival_ms[0]) / 1000);
+	res->hit = prompt ? (double)cached / (double)prompt : 0;
+	for (b = 0; b < o->backends; b++)
+		res->loads[b] = (double)be[b].served;
+	res->mm = kvs_max_over_mean(res->loads, o->backends);
+	res->cv = kvs_cv(res->loads, o->backends);
+	res->ttft = ttft; /* sorted by the percentiles */
+
+	for (b = 0; b < o->backends; b++)
+		kvs_engine_free(&be[b].eng);
+	kvs_policy_free(&pol);
+	kvs_chash_free(&ring);
+	for (b = 0; b < o->backends; b++)
+		kvs_pcache_free(&bi->idx[b]);
+	free(bi);
+	free(be);
+	free(e2e);
+}

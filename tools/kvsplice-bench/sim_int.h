@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of kvsplice-bench sim share: the options, the workload
+ * (sim_workload.c makes it), a policy's result (sim_fleet.c runs the fleet
+ * under it) and the report (sim_report.c).
+ */
+#ifndef KVS_BENCH_SIM_INT_H
+#define KVS_BENCH_SIM_INT_H
+
+#include <stdint.h>
+
+#include "kvsplice/maps.h"
+
+#define PROG "kvsplice-bench sim"
+#define MAX_POLICIES 8
+
+enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD };
+extern const char *const pol_names[P_LLMD + 1]; /* by enum pol; sim_fleet.c */
+
+enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
+extern const char *const workload_names[W_UNIQUE + 1]; /* sim_workload.c */
+
+struct sim_opts {
+	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
+	double rate, occupancy;
+	double balance, recompute_weight; /* kvsplice policy */
+	int release_early;                /* prefill charge off at the first token */
+	const char *trace;                /* replay this JSONL trace instead */
+	enum workload_kind kind;
+	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */
+	uint32_t conversations, turn_tokens;                          /* conversations */
+	double speed;                     /* trace arrival-rate factor */
+	uint64_t seed;
+	int json;
+	const char *plot_dir;
+	uint32_t npol;
+	enum pol pols[MAX_POLICIES];
+};
+
+/* The workload, fixed by the seed (or the trace): per request its arrival,
+ * and either a context (generated) or the trace's lengths and block ids. */
+struct workload {
+	uint32_t n;
+	double *arrival_ms;
+	uint32_t *context;
+	uint32_t *prompt_tokens, *max_tokens;
+	uint64_t **ids; /* trace, groups, conversations: content ids of blocks */
+	uint32_t *nids;
+	uint32_t id_blocks; /* our 16-token blocks per id: 32 in a trace, else 1 */
+};
+
+struct result {
+	const char *name;
+	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
+	uint32_t done;
+	double *ttft; /* sorted, done of them: for --plot */
+	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
+};
+
+/* sim_workload.c */
+/* The workload of o: generated, fixed by the seed, or read from --trace.
+ * 0, or -1 with a message (a trace that cannot be read). */
+int sim_make_workload(const struct sim_opts *o, struct workload *w);
+void sim_free_workload(struct workload *w);
+uint32_t sim_prompt_tokens(const struct sim_opts *o, const struct workload *w, uint32_t i);
+/* The block hashes of request i, sim_prompt_tokens() / 16 of them, into h. */
+void sim_fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i,
+		      uint64_t *h);
+/* Hit rate of one LRU cache the size of the whole fleet on the requests. */
+double sim_fleet_lru_ceiling(const struct sim_opts *o, const struct workload *w);
+
+/* sim_fleet.c: the fleet in virtual time under policy p, every request
+ * served; res->ttft is the caller's to free. */
+void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol p,
+		    struct result *res);
+
+/* sim_report.c */
+/* The result the others are compared with: rr's, or the first policy's. */
+uint32_t sim_baseline(const struct sim_opts *o, const struct result *res);
+void sim_print_json(const struct sim_opts *o, const struct workload *w, double ceiling,
+		    const struct result *res, uint32_t base);
+void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling);
+void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_t base);
+
+#endif

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench sim's report: each policy's figures and their change
+ * against the baseline, as a table or JSON.
+ */
+#include <stdio.h>
+
+#include "sim_int.h"
+
+static double pct(double v, double base)
+{
+	return base ? (v - base) / base * 100 : 0;
+}
+
+/* Each figure's change is against round robin; without rr in --policies,
+ * against the first policy listed (the table says which). */
+uint32_t sim_baseline(const struct sim_opts *o, const struct result *res)
+{
+	for (uint32_t i = 0; i < o->npol; i++)
+		if (o->pols[i] == P_RR)
+			return i;
+	return 0;
+}
+
+void sim_print_json(const struct sim_opts *o, const struct workload *w, double ceiling,
+		    const struct result *res, uint32_t base)
+{
+	const struct result *r0 = &res[base];
+	uint32_t i, b;
+
+	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"speed\":%.3f,",
+	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->speed);
+	printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
+	       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
+	       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"baseline\":\"%s\",\"policies\":[",
+	       o->backends, o->kv_blocks, w->n, o->rate, o->contexts, o->context_tokens,
+	       o->own_tokens, o->max_tokens, (unsigned long long)o->seed, ceiling, r0->name);
+	for (i = 0; i < o->npol; i++) {
+		const struct result *r = &res[i];
+
+		printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
+		       "\"ttft_p90_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
+		       "\"e2e_p90_ms\":%.2f,\"throughput_rps\":%.3f,\"output_tok_s\":%.1f,"
+		       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,\"load_cv\":%.3f,"
+		       "\"backend_requests\":[",
+		       i ? "," : "", r->name, r->done, r->ttft_p50, r->ttft_p90, r->ttft_p99,
+		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->cv);
+		for (b = 0; b < o->backends; b++)
+			printf("%s%.0f", b ? "," : "", r->loads[b]);
+		/* percent change against the baseline; hit rate in points */
+		printf("],\"vs_baseline\":{\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
+		       "\"ttft_p99_pct\":%.1f,\"e2e_p50_pct\":%.1f,\"e2e_p90_pct\":%.1f,"
+		       "\"throughput_rps_pct\":%.1f,\"output_tok_s_pct\":%.1f,"
+		       "\"hit_rate_points\":%.2f,\"load_max_over_mean_pct\":%.1f}}",
+		       pct(r->ttft_p50, r0->ttft_p50), pct(r->ttft_p90, r0->ttft_p90),
+		       pct(r->ttft_p99, r0->ttft_p99), pct(r->e2e_p50, r0->e2e_p50),
+		       pct(r->e2e_p90, r0->e2e_p90), pct(r->rps, r0->rps), pct(r->tok_s, r0->tok_s),
+		       100 * (r->hit - r0->hit), pct(r->mm, r0->mm));
+	}
+	printf("]}\n");
+}
+
+void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_t base)
+{
+	const struct result *r0 = &res[base];
+	uint32_t i, b;
+
+	printf("%-9s %9s %8s %8s %8s %8s %7s %8s %6s %8s\n", "policy", "TTFT p50", "p90", "p99",
+	       "e2e p50", "p90", "req/s", "tok/s", "hit", "max/mean");
+	for (i = 0; i < o->npol; i++)
+		printf("%-9s %7.0fms %6.0fms %6.0fms %6.0fms %6.0fms %7.2f %8.0f %5.1f%% %8.2f\n",
+		       res[i].name, res[i].ttft_p50, res[i].ttft_p90, res[i].ttft_p99,
+		       res[i].e2e_p50, res[i].e2e_p90, res[i].rps, res[i].tok_s, 100 * res[i].hit,
+		       res[i].mm);
+	printf("\nchange against %s (hit rate in points)\n", r0->name);
+	for (i = 0; i < o->npol; i++) {
+		if (i == base)
+			continue;
+		printf("%-9s %8.0f%% %7.0f%% %7.0f%% %7.0f%% %7.0f%% %6.0f%% %7.0f%% %+6.1f %7.0f%%\n",
+		       res[i].name, pct(res[i].ttft_p50, r0->ttft_p50),
+		       pct(res[i].ttft_p90, r0->ttft_p90), pct(res[i].ttft_p99, r0->ttft_p99),
+		       pct(res[i].e2e_p50, r0->e2e_p50), pct(res[i].e2e_p90, r0->e2e_p90),
+		       pct(res[i].rps, r0->rps), pct(res[i].tok_s, r0->tok_s),
+		       100 * (res[i].hit - r0->hit), pct(res[i].mm, r0->mm));
+	}
+	printf("\nrequests per backend\n");
+	for (i = 0; i < o->npol; i++) {
+		printf("%-9s", res[i].name);
+		for (b = 0; b < o->backends; b++)
+			printf(" %6.0f", res[i].loads[b]);
+		printf("\n");
+	}
+}
+
+void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling)
+{
+	if (o->trace)
+		printf("%u backends x %u KV blocks; %u requests of %s at %.2fx speed\n",
+		       o->backends, o->kv_blocks, w->n, o->trace, o->speed);
+	else if (o->kind == W_GROUPS)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u groups, system "
+		       "prompts of %u tokens + %u of their own; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->groups, o->system_tokens,
+		       o->question_tokens, o->max_tokens, (unsigned long long)o->seed);
+	else if (o->kind == W_CONVERSATIONS)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u conversations, "
+		       "%u-token system prompt, +%u tokens a turn; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->conversations, o->system_tokens,
+		       o->turn_tokens, o->max_tokens, (unsigned long long)o->seed);
+	else if (o->kind == W_UNIQUE)
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s of %u tokens, nothing "
+		       "shared; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->context_tokens + o->own_tokens,
+		       o->max_tokens, (unsigned long long)o->seed);
+	else
+		printf("%u backends x %u KV blocks; %u requests at %.1f/s; %u contexts of %u "
+		       "tokens + %u own; %u generated; seed %llu\n",
+		       o->backends, o->kv_blocks, w->n, o->rate, o->contexts, o->context_tokens,
+		       o->own_tokens, o->max_tokens, (unsigned long long)o->seed);
+	printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
+	       100 * ceiling);
+}

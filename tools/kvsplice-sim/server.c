@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-sim's KVS1 server: connections, frames in and out, the engine
+ * stepped on a timer (each step's modeled duration, times --time-scale),
+ * one CHUNK per token and an END with the figures after a request's last.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "kvsplice/hash.h"
+#include "log.h"
+#include "prompt.h"
+
+#define TX_LIMIT (64u << 20)
+
+struct sim_conn {
+	struct sim_conn *prev, *next; /* all live connections, for shutdown */
+	int fd;
+	struct kvs_buf rx, tx;
+	bool dead;     /* closed by the peer; freed when no request needs it */
+	uint32_t refs; /* queued or running requests answering on it */
+	bool want_out;
+};
+
+struct sim_req {
+	struct kvs_eng_req eng; /* first: engine events point here */
+	struct sim_conn *conn;
+	uint64_t req_id, gw_conn;
+	uint32_t gw_backend;
+	uint64_t *hashes;
+	struct sim_req *next_live; /* all requests not yet answered */
+};
+
+static void conn_put(struct sim_conn *c)
+{
+	if (--c->refs == 0 && c->dead) {
+		/* unlinked from sim.conns when it was closed */
+		close(c->fd);
+		kvs_buf_free(&c->rx);
+		kvs_buf_free(&c->tx);
+		free(c);
+	}
+}
+
+static void conn_flush(struct sim *s, struct sim_conn *c)
+{
+	struct epoll_event ev = { .data.ptr = c };
+
+	while (c->tx.len && !c->dead) {
+		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				kvs_buf_consume(&c->tx, c->tx.len); /* peer gone */
+			break;
+		}
+		kvs_buf_consume(&c->tx, (size_t)w);
+	}
+	if (c->dead || c->want_out == (c->tx.len > 0))
+		return;
+	c->want_out = c->tx.len > 0;
+	ev.events = EPOLLIN | EPOLLRDHUP | (c->want_out ? EPOLLOUT : 0);
+	epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void reply(struct sim *s, struct sim_req *r, struct kvs_msg *m, const void *p, uint32_t len)
+{
+	if (r->conn->dead)
+		return;
+	m->req_id = r->req_id;
+	m->gw_conn = r->gw_conn;
+	m->gw_backend = r->gw_backend;
+	if (kvs_put_frame(&r->conn->tx, m, p, len))
+		pr_warn("event=tx_overflow req=%llu", (unsigned long long)r->req_id);
+	conn_flush(s, r->conn);
+}
+
+/* Model time now: real time since start, divided by the time scale. */
+static double model_now(const struct sim *s)
+{
+	double real_ms = (double)(kvs_now_ns() - s->t0_ns) / 1e6;
+
+	return s->time_scale > 0 ? real_ms / s->time_scale : real_ms;
+}
+
+static void arm_timer(struct sim *s, double model_ms)
+{
+	double ns = model_ms * s->time_scale * 1e6;
+	struct itimerspec it = { 0 };
+
+	if (ns < 1000)
+		ns = 1000; /* 0 would disarm the timer */
+	it.it_value.tv_sec = (time_t)(ns / 1e9);
+	it.it_value.tv_nsec = (long)(ns - (double)it.it_value.tv_sec * 1e9);
+	timerfd_settime(s->tfd, 0, &it, NULL);
+}
+
+static void req_free(struct sim *s, struct sim_req *r)
+{
+	struct sim_req **pp;
+
+	for (pp = &s->live; *pp && *pp != r; pp = &(*pp)->next_live)
+		;
+	if (*pp)
+		*pp = r->next_live;
+	conn_put(r->conn);
+	free(r->hashes);
+	free(r);
+}
+
+static uint32_t real_us(const struct sim *s, double model_ms)
+{
+	double us = model_ms * (s->time_scale > 0 ? s->time_scale : 1) * 1000;
+
+	return us > 0 ? (uint32_t)us : 0;
+}
+
+static void finish(struct sim *s, struct sim_req *r)
+{
+	struct kvs_end_info e = {
+		.prompt_tokens = r->eng.prompt_tokens,
+		.cached_tokens = r->eng.cached_tokens,
+		.output_tokens = r->eng.emitted,
+		.queue_us = real_us(s, r->eng.start_ms - r->eng.arrival_ms),
+		.prefill_us = real_us(s, r->eng.first_ms - r->eng.start_ms),
+		.decode_us = real_us(s, r->eng.end_ms - r->eng.first_ms),
+		.backend_id = s->id,
+	};
+	uint8_t payload[sizeof(struct kvs_end)];
+	struct kvs_msg m = { .type = KVS_T_END };
+
+	kvs_end_encode(&e, payload);
+	reply(s, r, &m, payload, sizeof(payload));
+	s->served++;
+	s->cached_tokens_total += r->eng.cached_tokens;
+	s->prompt_tokens_total += r->eng.prompt_tokens;
+	pr_debug("event=served req=%llu prompt_tokens=%u cached_tokens=%u",
+		 (unsigned long long)r->req_id, r->eng.prompt_tokens, r->eng.cached_tokens);
+	req_free(s, r);
+}
+
+/* Plan the next step if there is work and none is running. */
+static void kick(struct sim *s)
+{
+	struct kvs_eng_event *ev;
+	uint32_t n;
+	double dur;
+
+	if (s->stepping || kvs_engine_idle(&s->eng))
+		return;
+	s->step_start = model_now(s);
+	dur = kvs_engine_step(&s->eng, s->step_start, &ev, &n);
+	if (dur <= 0 && n == 0)
+		return; /* waiting requests that do not fit yet */
+	s->stepping = true;
+	arm_timer(s, dur);
+}
+
+/* The running step is over: send what it produced, then plan the next. */
+static void on_timer(struct sim *s)
+{
+	struct kvs_msg m = { .type = KVS_T_CHUNK };
+	uint8_t tok[KVS_TOKEN_TEXT_LEN];
+	uint64_t exp;
+	uint32_t i;
+
+	if (read(s->tfd, &exp, sizeof(exp)) < 0 || !s->stepping)
+		return;
+	s->stepping = false;
+	for (i = 0; i < s->eng.nevents_last; i++) {
+		struct kvs_eng_event *ev = &s->eng.events[i];
+		struct sim_req *r = (struct sim_req *)ev->req;
+
+		if (r->eng.emitted > 0) {
+			/* one token per request per step: this one's index */
+			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
+			reply(s, r, &m, tok, sizeof(tok));
+		}
+		if (ev->done)
+			finish(s, r);
+	}
+	kick(s);
+}
+
+static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
+		   const uint8_t *prompt)
+{
+	struct sim_req *r = calloc(1, sizeof(*r));
+	uint32_t nblocks = m->payload_len / KVS_BLOCK_BYTES;
+
+	if (!r)
+		return -ENOMEM;
+	r->hashes = malloc(sizeof(*r->hashes) * (nblocks ? nblocks : 1));
+	if (!r->hashes) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->eng.nblocks = (uint32_t)kvs_prefix_hashes(kvs_seed(m->model_id, m->cache_salt), prompt,
+						     m->payload_len, r->hashes, nblocks);
+	r->eng.hashes = r->hashes;
+	r->eng.prompt_tokens = kvs_prompt_tokens(m->payload_len);
+	r->eng.max_tokens = m->max_tokens;
+	r->eng.arrival_ms = model_now(s);
+	r->conn = c;
+	c->refs++;
+	r->req_id = m->req_id;
+	r->gw_conn = m->gw_conn;
+	r->gw_backend = m->gw_backend;
+	if (!kvs_engine_fits(&s->eng, &r->eng)) {
+		/* One request's error, on a connection that stays open (it
+		 * may be a gateway's, shared by many clients). */
+		struct kvs_msg e = { .type = KVS_T_ERROR, .status = KVS_E_TOO_LONG,
+				     .req_id = m->req_id, .gw_conn = m->gw_conn,
+				     .gw_backend = m->gw_backend };
+		static const char msg[] = "kvsplice-sim: prompt + max_tokens exceed the KV capacity";
+
+		kvs_put_frame(&c->tx, &e, msg, sizeof(msg) - 1);
+		conn_flush(s, c);
+		c->refs--;
+		free(r->hashes);
+		free(r);
+		return 0;
+	}
+	r->next_live = s->live;
+	s->live = r;
+	kvs_engine_submit(&s->eng, &r->eng);
+	kick(s);
+	return 0;
+}
+
+static void conn_close(struct sim *s, struct sim_conn *c)
+{
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->dead = true;
+	c->refs++;
+	conn_put(c); /* frees it now unless requests still hold it */
+}
+
+static void send_error_close(struct sim *s, struct sim_conn *c, uint64_t req_id, int code)
+{
+	char msg[64];
+
+	snprintf(msg, sizeof(msg), "kvsplice-sim: %s", kvs_status_name(code));
+	kvs_put_error(&c->tx, req_id, 0, (uint16_t)code, msg);
+	conn_flush(s, c);
+	conn_close(s, c);
+}
+
+/* Serves every whole frame buffered on c. Returns -1 when it closed c
+ * (which may have freed it). */
+static int on_frames(struct sim *s, struct sim_conn *c)
+{
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while ((r = kvs_next_frame(&c->rx, s->max_payload, &m, &frame)) != 0) {
+		if (r < 0) {
+			send_error_close(s, c, m.req_id, -r);
+			return -1;
+		}
+		if (m.type == KVS_T_REQUEST) {
+			if (enqueue(s, c, &m, frame + KVS_HDR_LEN)) {
+				send_error_close(s, c, m.req_id, KVS_E_INTERNAL);
+				return -1;
+			}
+		} else if (m.type == KVS_T_PING) {
+			struct kvs_load_info li = {
+				.running = s->eng.nrunning,
+				.waiting = s->eng.nwaiting,
+				.kv_used_blocks = s->eng.cache.used + s->eng.reserved_blocks,
+				.kv_total_blocks = s->eng.cache.max_capacity,
+				.backend_id = s->id,
+			};
+			uint8_t payload[sizeof(struct kvs_load)];
+			struct kvs_msg pong = { .type = KVS_T_PONG, .req_id = m.req_id,
+						.gw_conn = m.gw_conn };
+
+			kvs_load_encode(&li, payload);
+			kvs_put_frame(&c->tx, &pong, payload, sizeof(payload));
+			conn_flush(s, c);
+		} else {
+			send_error_close(s, c, m.req_id, KVS_E_BAD_TYPE);
+			return -1;
+		}
+		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+	return 0;
+}
+
+static void on_readable(struct sim *s, struct sim_conn *c)
+{
+	for (;;) {
+		long n = kvs_buf_recv(&c->rx, c->fd, 65536);
+
+		if (n == -EAGAIN)
+			return;
+		if (n == -ENOBUFS) { /* cannot happen: the cap fits a max frame */
+			send_error_close(s, c, 0, KVS_E_TOO_LARGE);
+			return;
+		}
+		if (n <= 0) {
+			conn_close(s, c);
+			return;
+		}
+		if (on_frames(s, c))
+			return;
+	}
+}
+
+static void on_accept(struct sim *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct sim_conn *c;
+	int fd;
+
+	while ((fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)s->max_payload + 65536);
+		kvs_buf_init(&c->tx, TX_LIMIT);
+		kvs_set_nodelay(fd);
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		ev.data.ptr = c;
+		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
+int sim_start(struct sim *s, const struct kvs_addr *addr, const char *listen)
+{
+	struct epoll_event ev;
+	int err;
+
+	err = kvs_engine_init(&s->eng, &s->model, s->max_seqs);
+	if (err) {
+		fprintf(stderr, PROG ": cannot allocate the engine: %s\n", strerror(-err));
+		return 1;
+	}
+	s->t0_ns = kvs_now_ns();
+	s->lfd = kvs_listen(addr, 256);
+	if (s->lfd < 0) {
+		fprintf(stderr, PROG ": cannot listen on %s: %s\n", listen, strerror(-s->lfd));
+		return 1;
+	}
+	kvs_set_nonblock(s->lfd, 1);
+	if (s->id == UINT32_MAX)
+		s->id = (uint32_t)kvs_local_port(s->lfd);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.ptr = &s->lfd };
+	epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.ptr = &s->tfd };
+	epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev);
+	return 0;
+}
+
+void sim_serve(struct sim *s, volatile sig_atomic_t *stop)
+{
+	struct epoll_event evs[64];
+	int n, i;
+
+	while (!*stop) {
+		n = epoll_wait(s->epfd, evs, 64, 1000);
+		for (i = 0; i < n; i++) {
+			if (evs[i].data.ptr == &s->lfd) {
+				on_accept(s);
+			} else if (evs[i].data.ptr == &s->tfd) {
+				on_timer(s);
+			} else {
+				struct sim_conn *c = evs[i].data.ptr;
+
+				if (evs[i].events & EPOLLOUT)
+					conn_flush(s, c);
+				if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+					on_readable(s, c);
+			}
+		}
+	}
+}
+
+void sim_stop(struct sim *s)
+{
+	pr_info("event=stopping served=%llu prompt_tokens=%llu cached_tokens=%llu",
+		(unsigned long long)s->served, (unsigned long long)s->prompt_tokens_total,
+		(unsigned long long)s->cached_tokens_total);
+	/* Free what is queued and open, so leak checkers see a clean exit. */
+	while (s->live)
+		req_free(s, s->live);
+	while (s->conns)
+		conn_close(s, s->conns);
+	close(s->tfd);
+	close(s->epfd);
+	close(s->lfd);
+	kvs_engine_free(&s->eng);
+}

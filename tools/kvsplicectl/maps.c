@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplicectl's commands that read the pinned maps (stats, backends,
+ * routes, routes flush): they work while the controller is down.
+ */
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "kvsplice/admission.h"
+#include "kvsplice/maps.h"
+#include "netutil.h"
+#include "pins.h"
+
+int ctl_open_map(const struct ctl_opts *o, const char *name)
+{
+	int fd = kvs_pin_open(o->pin_dir, name);
+
+	if (fd == -EACCES || fd == -EPERM)
+		fprintf(stderr,
+			PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
+			o->pin_dir, name, strerror(-fd));
+	else if (fd < 0)
+		fprintf(stderr,
+			PROG ": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
+			o->pin_dir, name, strerror(-fd));
+	return fd;
+}
+
+/* Field names and values in one table, so the JSON and the text output
+ * cannot drift apart. */
+#define KSTAT_FIELDS(X)                                                                            \
+	X(fast_path_frames)                                                                        \
+	X(slow_path_frames)                                                                        \
+	X(inject_frames)                                                                           \
+	X(resp_frames)                                                                             \
+	X(cache_key_hits)                                                                          \
+	X(drop_no_client)                                                                          \
+	X(pass_no_upstream)                                                                        \
+	X(pass_saturated)                                                                          \
+	X(pass_shallow)                                                                            \
+	X(pass_stale)                                                                              \
+	X(routes_learned)                                                                          \
+	X(pass_bad_frame)                                                                          \
+	X(pass_other)                                                                              \
+	X(drop_bad_upstream)                                                                       \
+	X(drop_punt)                                                                               \
+	X(frames_at_offset)                                                                        \
+	X(inflight_lost)                                                                           \
+	X(pass_client_limit)
+
+#define CSTAT_FIELDS(X)                                                                            \
+	X(slow_frames)                                                                             \
+	X(slow_bytes)                                                                              \
+	X(routes_installed)                                                                        \
+	X(routes_withdrawn)                                                                        \
+	X(errors_sent)                                                                             \
+	X(bad_frames)                                                                              \
+	X(no_backend)                                                                              \
+	X(clients_accepted)                                                                        \
+	X(clients_closed)                                                                          \
+	X(upstream_failures)                                                                       \
+	X(decided_prefix)                                                                          \
+	X(decided_spill)                                                                           \
+	X(decided_shared)                                                                          \
+	X(decided_cold)                                                                            \
+	X(failed_inflight)                                                                         \
+	X(clients_half_closed)                                                                     \
+	X(clients_early_closed)                                                                    \
+	X(frame_timeouts)                                                                          \
+	X(busy_client)                                                                             \
+	X(health_failures)                                                                         \
+	X(user_path_frames)                                                                        \
+	X(user_path_bytes)                                                                         \
+	X(user_path_no_client)
+
+#define XSTAT_FIELDS(X)                                                                            \
+	X(passed)                                                                                  \
+	X(syn_passed)                                                                              \
+	X(drop_denied)                                                                             \
+	X(drop_not_allowed)                                                                        \
+	X(drop_syn_rate)
+
+static int count_entries(int fd, size_t key_size)
+{
+	unsigned char key[16], next[16];
+	void *prev = NULL;
+	int n = 0;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, key_size);
+		prev = key;
+		n++;
+	}
+	return n;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Cached / prompt tokens, as the backend's END frames reported them. */
+static double hit_rate(const struct kvs_backend *be)
+{
+	return be->prompt_tokens ? (double)be->cached_tokens / (double)be->prompt_tokens : 0;
+}
+
+int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t nstates)
+{
+	int fd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+	struct kvs_backend be;
+
+	if (fd < 0)
+		return fd;
+	for (__u32 i = 0; i < KVS_MAX_BACKENDS; i++)
+		if (bpf_map_lookup_elem(fd, &i, &be) == 0 && be.state < nstates)
+			by_state[be.state]++;
+	close(fd);
+	return 0;
+}
+
+/* The backends that are configured, as a JSON array. */
+static void print_backends_json(int fd)
+{
+	struct kvs_backend be;
+	uint64_t now = mono_ns();
+	__u32 i;
+	int n = 0;
+
+	printf("[");
+	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
+		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
+			continue;
+		char addr[80];
+
+		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
+		printf("%s{\"index\":%u,\"backend\":\"%s\",\"state\":\"%s\",\"pool\":%u,"
+		       "\"outstanding\":%llu,"
+		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
+		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
+		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
+		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
+		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
+		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
+		       "\"kv_total_blocks\":%u,\"age_s\":%.3f}}",
+		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
+		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
+		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
+		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
+		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
+		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
+		       hit_rate(&be), (unsigned long long)be.predicted_cached,
+		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks,
+		       (unsigned long long)be.charged_tokens, be.report.running, be.report.waiting,
+		       be.report.kv_used_blocks, be.report.kv_total_blocks,
+		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
+	}
+	printf("]");
+}
+
+int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
+{
+	struct kvs_stats k;
+	struct kvs_ctl_stats c;
+	struct kvs_xdp_stats x;
+	int sfd, cfd, rfd, nfd, bfd, xfd, err, routes = -1, conns = -1;
+	bool have_xdp = false;
+	const char *sep = "";
+	double share;
+
+	sfd = ctl_open_map(o, KVS_MAP_STATS);
+	cfd = ctl_open_map(o, KVS_MAP_CTL_STATS);
+	if (sfd < 0 || cfd < 0)
+		return 1;
+	err = kvs_read_kstats(sfd, &k);
+	if (!err)
+		err = kvs_read_ctl_stats(cfd, &c);
+	if (err) {
+		fprintf(stderr, PROG ": cannot read counters: %s\n", strerror(-err));
+		return 1;
+	}
+	rfd = kvs_pin_open(o->pin_dir, KVS_MAP_ROUTES);
+	if (rfd >= 0) {
+		routes = count_entries(rfd, sizeof(__u64));
+		close(rfd);
+	}
+	nfd = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
+	if (nfd >= 0) {
+		conns = count_entries(nfd, sizeof(__u64));
+		close(nfd);
+	}
+	/* Pinned only while the gateway runs with --xdp-iface. */
+	xfd = kvs_pin_open(o->pin_dir, KVS_MAP_XDP_STATS);
+	if (xfd >= 0) {
+		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
+		close(xfd);
+	}
+	share = k.fast_path_frames + k.slow_path_frames
+			? (double)k.fast_path_frames / (double)(k.fast_path_frames + k.slow_path_frames)
+			: 0;
+
+	if (o->json) {
+		printf("{");
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)k.f);                                 \
+	sep = ",";
+		KSTAT_FIELDS(J)
+#undef J
+		printf(",\"fast_path_share\":%.4f,\"routes\":%d,\"connections\":%d,\"controller\":{",
+		       share, routes, conns);
+		sep = "";
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)c.f);                                 \
+	sep = ",";
+		CSTAT_FIELDS(J)
+#undef J
+		printf("},\"xdp\":");
+		if (have_xdp) {
+			sep = "";
+			printf("{");
+#define J(f)                                                                                       \
+	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)x.f);                                 \
+	sep = ",";
+			XSTAT_FIELDS(J)
+#undef J
+			printf("}");
+		} else {
+			printf("null");
+		}
+		printf(",\"backends\":");
+		bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+		if (bfd >= 0) {
+			print_backends_json(bfd);
+			close(bfd);
+		} else {
+			printf("[]");
+		}
+		printf("}\n");
+	} else {
+		printf("kernel\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)k.f);
+		KSTAT_FIELDS(T)
+#undef T
+		printf("  %-20s %.1f%%\n", "fast_path_share", 100 * share);
+		printf("  %-20s %d\n", "routes", routes);
+		printf("  %-20s %d\n", "connections", conns);
+		printf("controller\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)c.f);
+		CSTAT_FIELDS(T)
+#undef T
+		if (have_xdp) {
+			printf("xdp admission\n");
+#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)x.f);
+			XSTAT_FIELDS(T)
+#undef T
+		}
+	}
+	close(sfd);
+	close(cfd);
+	return 0;
+}
+
+int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
+{
+	int fd = ctl_open_map(o, KVS_MAP_BACKENDS);
+	struct kvs_backend be;
+	__u32 i;
+
+	if (fd < 0)
+		return 1;
+	if (o->json) {
+		print_backends_json(fd);
+		printf("\n");
+		close(fd);
+		return 0;
+	}
+	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s\n", "index", "backend", "state",
+	       "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
+	       "run/wait");
+	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
+		char addr[80], load[24] = "-";
+
+		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
+			continue;
+		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
+		if (be.report.at_ns)
+			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
+		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s\n", i, addr,
+		       kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
+		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
+		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
+		       load);
+	}
+	close(fd);
+	return 0;
+}
+
+struct route_row {
+	__u64 hash;
+	struct kvs_route r;
+};
+
+static int by_hits(const void *a, const void *b)
+{
+	const struct route_row *x = a, *y = b;
+
+	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
+}
+
+/* The routes with the most hits. A route is current while its backend's
+ * route_gen is the one it was installed under (it is void otherwise: the
+ * backend left after it was installed). */
+static int list_routes(const struct ctl_opts *o)
+{
+	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS);
+	struct route_row *rows = NULL;
+	size_t n = 0, cap = 0, i;
+	__u64 key, next, *prev = NULL, now = mono_ns();
+	int rc = 1;
+
+	if (rfd < 0 || bfd < 0)
+		goto out;
+	while (bpf_map_get_next_key(rfd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (n == cap) {
+			struct route_row *nr = realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
+
+			if (!nr) {
+				fprintf(stderr, PROG ": out of memory\n");
+				goto out;
+			}
+			rows = nr;
+			cap = cap ? cap * 2 : 1024;
+		}
+		if (bpf_map_lookup_elem(rfd, &key, &rows[n].r) == 0)
+			rows[n++].hash = key;
+	}
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_hits);
+	if (o->json)
+		printf("{\"routes\":%zu,\"top\":[", n);
+	else
+		printf("%zu routes; top %zu by hits\n%-18s %7s %6s %10s %10s %7s\n", n,
+		       n < o->limit ? n : o->limit, "hash", "backend", "depth", "age_s", "hits",
+		       "current");
+	for (i = 0; i < n && i < o->limit; i++) {
+		const struct kvs_route *r = &rows[i].r;
+		struct kvs_backend be;
+		bool cur = bpf_map_lookup_elem(bfd, &r->backend, &be) == 0 && be.route_gen == r->gen;
+		double age = now > r->installed_ns ? (double)(now - r->installed_ns) / 1e9 : 0;
+
+		if (o->json)
+			printf("%s{\"hash\":\"%016llx\",\"backend\":%u,\"depth_blocks\":%u,"
+			       "\"age_s\":%.3f,\"hits\":%llu,\"current\":%s}",
+			       i ? "," : "", (unsigned long long)rows[i].hash, r->backend,
+			       r->depth_blocks, age, (unsigned long long)r->hits,
+			       cur ? "true" : "false");
+		else
+			printf("%016llx %7u %6u %10.1f %10llu %7s\n", (unsigned long long)rows[i].hash,
+			       r->backend, r->depth_blocks, age, (unsigned long long)r->hits,
+			       cur ? "yes" : "no");
+	}
+	if (o->json)
+		printf("]}\n");
+	rc = 0;
+out:
+	free(rows);
+	if (rfd >= 0)
+		close(rfd);
+	if (bfd >= 0)
+		close(bfd);
+	return rc;
+}
+
+/* Deletes every route: the kernel sends each prompt to the controller once
+ * more, which routes it by its index and installs the routes again. */
+static int flush_routes(const struct ctl_opts *o)
+{
+	int fd = ctl_open_map(o, KVS_MAP_ROUTES);
+	long n;
+
+	if (fd < 0)
+		return 1;
+	n = kvs_routes_clear(fd);
+	close(fd);
+	if (o->json)
+		printf("{\"flushed\":%ld}\n", n);
+	else
+		printf("%ld routes flushed\n", n);
+	return 0;
+}
+
+/* routes, or routes flush. */
+int ctl_routes(const struct ctl_opts *o, int argc, char **argv)
+{
+	if (argc == 0)
+		return list_routes(o);
+	if (strcmp(argv[0], "flush")) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[0]);
+		return 2;
+	}
+	return flush_routes(o);
+}
