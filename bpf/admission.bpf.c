@@ -19,10 +19,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the controller before load. */
-const volatile __u16 cfg_port = 0;        /* the gateway's TCP port, host order */
-const volatile __u32 cfg_syn_rate = 0;    /* SYNs per source per second; 0 = no limit */
-const volatile __u32 cfg_syn_burst = 1;   /* bucket depth */
-const volatile __u8 cfg_allow_only = 0;   /* an allow list was given */
+const volatile __u16 cfg_port = 0;	/* the gateway's TCP port, host order */
+const volatile __u32 cfg_syn_rate = 0;	/* SYNs per source per second; 0 = no limit */
+const volatile __u32 cfg_syn_burst = 1; /* bucket depth */
+const volatile __u8 cfg_allow_only = 0; /* an allow list was given */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

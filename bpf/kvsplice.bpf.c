@@ -257,7 +257,11 @@ static __always_inline __u32 hash_prompt(struct __sk_buff *skb, __u32 prompt_off
 					 __u64 seed, struct kvs_chain *out)
 {
 	struct hash_walk w = {
-		.skb = skb, .out = out, .h = seed, .prompt_off = prompt_off, .n = 0,
+		.skb = skb,
+		.out = out,
+		.h = seed,
+		.prompt_off = prompt_off,
+		.n = 0,
 	};
 
 	if (nblocks > cfg_window_blocks)
@@ -308,9 +312,8 @@ static __always_inline int deep_enough(__u32 depth, __u32 plen)
  * cache key). A match too shallow for the prompt is not followed. *found:
  * some route was found (followed or not).
  */
-static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h,
-					 __u32 off, struct kvs_stats *st, __u32 *depth,
-					 int *found)
+static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 off,
+					 struct kvs_stats *st, __u32 *depth, int *found)
 {
 	__u32 zero = 0, n, hint, k, plen = bpf_ntohl(h->payload_len);
 	struct kvs_chain *ch;
@@ -376,7 +379,9 @@ static __always_inline void learn_routes(__u32 b, const struct kvs_backend *be, 
 					 struct kvs_stats *st)
 {
 	struct kvs_route r = {
-		.backend = b, .gen = be->route_gen, .installed_ns = bpf_ktime_get_ns(),
+		.backend = b,
+		.gen = be->route_gen,
+		.installed_ns = bpf_ktime_get_ns(),
 	};
 	__u32 zero = 0, k, n;
 	struct kvs_chain *ch = bpf_map_lookup_elem(&chain, &zero);
@@ -423,9 +428,9 @@ struct gw_fields {
  * good: docs/ARCHITECTURE.md, "Hazards of sockmap splicing".)
  */
 #define SEND_CLIENT_LIMIT (-2)
-static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_hdr *h,
-					__u32 off, __u32 len, __u32 b, struct kvs_backend *be,
-					__u64 client, __u32 charge, int fast)
+static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 off,
+					__u32 len, __u32 b, struct kvs_backend *be, __u64 client,
+					__u32 charge, int fast)
 {
 	struct gw_fields gw = {
 		.backend = bpf_htonl(kvs_gw_pack(b, charge)),
@@ -526,8 +531,8 @@ static __always_inline int stamp_client(struct __sk_buff *skb, __u32 off, __u64 
  * the problem, gw_conn naming the client.
  */
 static __always_inline int punt_error(struct __sk_buff *skb, struct kvs_stats *st,
-				      const struct kvs_hdr *h, __u32 off, __u32 len,
-				      __u64 cookie, int status)
+				      const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
+				      int status)
 {
 	struct kvs_hdr e = {
 		.magic = bpf_htonl(KVS_MAGIC),
@@ -550,8 +555,8 @@ static __always_inline int punt_error(struct __sk_buff *skb, struct kvs_stats *s
 }
 
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
-					const struct kvs_hdr *h, __u32 off, __u32 len,
-					__u64 cookie, struct kvs_conn *conn)
+					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
+					struct kvs_conn *conn)
 {
 	struct kvs_backend *be;
 	__u32 b, depth, plen = bpf_ntohl(h->payload_len);
@@ -576,8 +581,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
-			__u32 charge = kvs_work_blocks(kvs_prompt_tokens(plen),
-						       depth, bpf_ntohl(h->max_tokens));
+			__u32 charge = kvs_work_blocks(kvs_prompt_tokens(plen), depth,
+						       bpf_ntohl(h->max_tokens));
 
 			int sent = send_request(skb, h, off, len, b, be, cookie, charge, 1);
 

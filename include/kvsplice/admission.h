@@ -29,17 +29,17 @@ struct kvs_lpm_v6 {
  * IPv6 as ::ffff:a.b.c.d). Updated without a lock: two CPUs racing on one
  * source can let a SYN or two more through, never fewer. */
 struct kvs_syn_bucket {
-	__u64 last_ns;      /* when it was last refilled */
+	__u64 last_ns;	    /* when it was last refilled */
 	__u64 milli_tokens; /* tokens x 1000, at most burst x 1000 */
 };
 
 /* Per-CPU counters (xdp_stats); kvsplicectl sums them. */
 struct kvs_xdp_stats {
-	__u64 passed;           /* packets to the gateway port let through */
-	__u64 syn_passed;       /* of which SYNs */
-	__u64 drop_denied;      /* source in a deny CIDR */
+	__u64 passed;		/* packets to the gateway port let through */
+	__u64 syn_passed;	/* of which SYNs */
+	__u64 drop_denied;	/* source in a deny CIDR */
 	__u64 drop_not_allowed; /* an allow list exists and the source is in none */
-	__u64 drop_syn_rate;    /* SYN over its source's rate */
+	__u64 drop_syn_rate;	/* SYN over its source's rate */
 };
 
 #define KVS_ADM_MAX_CIDRS 16384

@@ -185,8 +185,8 @@ static __always_inline __u32 kvs_hint_blocks(__u32 prefix_len)
  * Userspace: hash every full block of prompt[0..len) into out[0..n), where
  * n = min(len / KVS_BLOCK_BYTES, max). Returns n.
  */
-static inline size_t kvs_prefix_hashes(uint64_t seed, const void *prompt, size_t len,
-				       uint64_t *out, size_t max)
+static inline size_t kvs_prefix_hashes(uint64_t seed, const void *prompt, size_t len, uint64_t *out,
+				       size_t max)
 {
 	const unsigned char *p = (const unsigned char *)prompt;
 	size_t n = len / KVS_BLOCK_BYTES, i;

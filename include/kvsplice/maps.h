@@ -130,24 +130,24 @@ enum kvs_role {
 /* A socket's address as the controller saw it (getsockname/getpeername),
  * so an operator's tools can match a map entry with ss or inet_diag. */
 struct kvs_endpoint {
-	__u8 addr[16];  /* IPv4 in the first 4 bytes; network byte order */
-	__u16 port;     /* host byte order */
-	__u16 family;   /* AF_INET or AF_INET6; 0: unknown */
+	__u8 addr[16]; /* IPv4 in the first 4 bytes; network byte order */
+	__u16 port;    /* host byte order */
+	__u16 family;  /* AF_INET or AF_INET6; 0: unknown */
 	__u32 pad;
 };
 struct kvs_conn {
-	__u32 role;    /* enum kvs_role */
-	__u32 backend; /* UPSTREAM: backend index */
-	__u32 slot;    /* UPSTREAM: pool slot */
+	__u32 role;	/* enum kvs_role */
+	__u32 backend;	/* UPSTREAM: backend index */
+	__u32 slot;	/* UPSTREAM: pool slot */
 	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
 			 * a client that sent FIN is closed once it is 0 */
-	__u32 path;    /* 0: the kernel's data path; 1: the userspace one (the
+	__u32 path;	/* 0: the kernel's data path; 1: the userspace one (the
 			* controller reads and writes the socket; frames, bytes
 			* and inflight are not counted here) */
 	__u32 pad;
-	__u64 frames;  /* frames the verdict saw from this socket */
+	__u64 frames; /* frames the verdict saw from this socket */
 	__u64 bytes;
-	__u64 partial_since_ns; /* CLIENT: a frame began then (CLOCK_MONOTONIC)
+	__u64 partial_since_ns;		   /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */
 	struct kvs_endpoint local, remote; /* CLIENT and UPSTREAM */
 };
@@ -155,9 +155,9 @@ struct kvs_conn {
 enum kvs_backend_state {
 	KVS_BE_ABSENT = 0,
 	KVS_BE_UP = 1,
-	KVS_BE_DRAINING = 2, /* no new requests; in-flight ones finish */
-	KVS_BE_DOWN = 3,     /* no connection: retried with back-off */
-	KVS_BE_REMOVING = 4, /* draining, then removed once nothing is in flight */
+	KVS_BE_DRAINING = 2,  /* no new requests; in-flight ones finish */
+	KVS_BE_DOWN = 3,      /* no connection: retried with back-off */
+	KVS_BE_REMOVING = 4,  /* draining, then removed once nothing is in flight */
 	KVS_BE_PROBATION = 5, /* connected after a failed health check: no new
 			       * requests until it answers a PING */
 };
@@ -165,49 +165,49 @@ enum kvs_backend_state {
 /* What a backend said of itself in its last PONG (the controller's health
  * check); zeros until it answers one. */
 struct kvs_be_report {
-	__u32 running;         /* requests it is running */
-	__u32 waiting;         /* requests queued */
-	__u32 kv_used_blocks;  /* of its KV cache, in its own blocks */
+	__u32 running;	      /* requests it is running */
+	__u32 waiting;	      /* requests queued */
+	__u32 kv_used_blocks; /* of its KV cache, in its own blocks */
 	__u32 kv_total_blocks;
-	__u64 at_ns;           /* CLOCK_MONOTONIC of the PONG; 0: never */
+	__u64 at_ns; /* CLOCK_MONOTONIC of the PONG; 0: never */
 };
 
 /* backends map value, index = backend index. Written by the controller
  * (state, pool_size, max_outstanding) and updated atomically by the kernel
  * (everything else). */
 struct kvs_backend {
-	__u32 state;           /* enum kvs_backend_state */
-	__u32 pool_size;       /* upstream slots 0..pool_size-1 are in use */
-	__u32 max_outstanding; /* requests; above it the kernel defers */
-	__u32 route_gen;       /* routes of an older generation are void */
-	__u64 work_limit;      /* tokens; above it the kernel defers (0: none) */
-	__u64 outstanding;     /* requests sent and not yet ended */
+	__u32 state;		/* enum kvs_backend_state */
+	__u32 pool_size;	/* upstream slots 0..pool_size-1 are in use */
+	__u32 max_outstanding;	/* requests; above it the kernel defers */
+	__u32 route_gen;	/* routes of an older generation are void */
+	__u64 work_limit;	/* tokens; above it the kernel defers (0: none) */
+	__u64 outstanding;	/* requests sent and not yet ended */
 	__u64 outstanding_work; /* tokens of work charged and not yet ended */
-	__u64 req_frames;      /* requests sent to this backend (both paths) */
+	__u64 req_frames;	/* requests sent to this backend (both paths) */
 	__u64 req_bytes;
-	__u64 resp_frames;     /* CHUNK, END and ERROR frames back */
+	__u64 resp_frames; /* CHUNK, END and ERROR frames back */
 	__u64 resp_bytes;
-	__u64 ends;            /* END and ERROR frames back */
+	__u64 ends; /* END and ERROR frames back */
 	/* From the backends' END frames: */
-	__u64 prompt_tokens;    /* prompt tokens reported */
-	__u64 cached_tokens;    /* of which served from its prefix cache */
+	__u64 prompt_tokens;	/* prompt tokens reported */
+	__u64 cached_tokens;	/* of which served from its prefix cache */
 	__u64 predicted_cached; /* what the gateway expected cached */
-	__u64 mispredicted;     /* expected cached beyond what it had */
-	__u64 index_blocks;     /* controller: its index of this backend's cache */
-	__u64 charged_tokens;   /* work charged to it over all time (both paths) */
+	__u64 mispredicted;	/* expected cached beyond what it had */
+	__u64 index_blocks;	/* controller: its index of this backend's cache */
+	__u64 charged_tokens;	/* work charged to it over all time (both paths) */
 	/* Controller-written, for operators: */
-	struct kvs_endpoint addr;      /* the backend's address */
-	struct kvs_be_report report;   /* its last PONG */
+	struct kvs_endpoint addr;    /* the backend's address */
+	struct kvs_be_report report; /* its last PONG */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */
 struct kvs_route {
 	__u32 backend;
-	__u32 depth_blocks;   /* prefix depth the hash covers; 0 = cache key */
-	__u32 gen;            /* the backend's route_gen when installed */
+	__u32 depth_blocks; /* prefix depth the hash covers; 0 = cache key */
+	__u32 gen;	    /* the backend's route_gen when installed */
 	__u32 pad;
-	__u64 installed_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
-	__u64 hits;           /* requests the kernel routed with it */
+	__u64 installed_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u64 hits;	    /* requests the kernel routed with it */
 };
 
 /*
@@ -229,23 +229,23 @@ struct kvs_withdraw_batch {
 
 /* stats map value (per CPU, one slot): everything the kernel decides. */
 struct kvs_stats {
-	__u64 fast_path_frames;  /* requests the kernel routed by itself */
-	__u64 slow_path_frames;  /* requests punted to the controller */
-	__u64 inject_frames;     /* frames the controller re-injected */
-	__u64 resp_frames;       /* responses spliced back to a client */
-	__u64 cache_key_hits;    /* fast-path requests routed by explicit key */
-	__u64 drop_no_client;    /* response for a client that is gone */
-	__u64 pass_no_upstream;  /* route found but no upstream socket */
-	__u64 pass_saturated;    /* route found but backend full or not up */
-	__u64 pass_shallow;      /* match too shallow for the prompt */
-	__u64 pass_stale;        /* route to a backend that left since */
-	__u64 routes_learned;    /* deeper routes the kernel installed itself */
-	__u64 pass_bad_frame;    /* malformed client frame: punted as ERROR */
-	__u64 pass_other;        /* other frames punted (client PING) */
+	__u64 fast_path_frames;	 /* requests the kernel routed by itself */
+	__u64 slow_path_frames;	 /* requests punted to the controller */
+	__u64 inject_frames;	 /* frames the controller re-injected */
+	__u64 resp_frames;	 /* responses spliced back to a client */
+	__u64 cache_key_hits;	 /* fast-path requests routed by explicit key */
+	__u64 drop_no_client;	 /* response for a client that is gone */
+	__u64 pass_no_upstream;	 /* route found but no upstream socket */
+	__u64 pass_saturated;	 /* route found but backend full or not up */
+	__u64 pass_shallow;	 /* match too shallow for the prompt */
+	__u64 pass_stale;	 /* route to a backend that left since */
+	__u64 routes_learned;	 /* deeper routes the kernel installed itself */
+	__u64 pass_bad_frame;	 /* malformed client frame: punted as ERROR */
+	__u64 pass_other;	 /* other frames punted (client PING) */
 	__u64 drop_bad_upstream; /* malformed or non-response from a backend */
-	__u64 drop_punt;         /* punt socket missing: frame lost */
-	__u64 frames_at_offset;  /* frames not at the start of their skb */
-	__u64 inflight_lost;     /* END with no inflight record: echoed charge used */
+	__u64 drop_punt;	 /* punt socket missing: frame lost */
+	__u64 frames_at_offset;	 /* frames not at the start of their skb */
+	__u64 inflight_lost;	 /* END with no inflight record: echoed charge used */
 	__u64 pass_client_limit; /* a client at its in-flight limit: punted, the
 				  * controller answers busy */
 };
@@ -266,36 +266,36 @@ struct kvs_chain {
 /* ctl_stats map value: the controller's own counters (it is the only
  * writer), pinned beside the kernel's so one dump shows both. */
 struct kvs_ctl_stats {
-	__u64 slow_frames;       /* requests the controller routed */
-	__u64 slow_bytes;        /* bytes it copied to do so */
-	__u64 routes_installed;  /* route-map entries written */
-	__u64 routes_withdrawn;  /* removed as the index evicted their prefix */
-	__u64 errors_sent;       /* ERROR frames sent to clients */
-	__u64 bad_frames;        /* malformed frames from clients */
-	__u64 no_backend;        /* requests no backend could take */
+	__u64 slow_frames;	/* requests the controller routed */
+	__u64 slow_bytes;	/* bytes it copied to do so */
+	__u64 routes_installed; /* route-map entries written */
+	__u64 routes_withdrawn; /* removed as the index evicted their prefix */
+	__u64 errors_sent;	/* ERROR frames sent to clients */
+	__u64 bad_frames;	/* malformed frames from clients */
+	__u64 no_backend;	/* requests no backend could take */
 	__u64 clients_accepted;
 	__u64 clients_closed;
-	__u64 upstream_failures; /* upstream connections lost or refused */
-	__u64 decided_prefix;    /* slow-path decisions: longest cached prefix */
-	__u64 decided_spill;     /* a holder too loaded: a second backend */
-	__u64 decided_shared;    /* only a short shared prefix cached: by load */
-	__u64 decided_cold;      /* nobody holds it: consistent hashing */
-	__u64 failed_inflight;   /* requests answered with an ERROR as their
+	__u64 upstream_failures;    /* upstream connections lost or refused */
+	__u64 decided_prefix;	    /* slow-path decisions: longest cached prefix */
+	__u64 decided_spill;	    /* a holder too loaded: a second backend */
+	__u64 decided_shared;	    /* only a short shared prefix cached: by load */
+	__u64 decided_cold;	    /* nobody holds it: consistent hashing */
+	__u64 failed_inflight;	    /* requests answered with an ERROR as their
 				  * backend went down mid-request */
-	__u64 clients_half_closed; /* clients that sent FIN (closed or
+	__u64 clients_half_closed;  /* clients that sent FIN (closed or
 				    * half-closed): kept open until the answers
 				    * they are owed are out, or they reset */
 	__u64 clients_early_closed; /* clients that shut down before they were
 				     * accepted: answered with an ERROR, closed */
-	__u64 frame_timeouts;    /* clients that began a frame and did not finish
+	__u64 frame_timeouts;	    /* clients that began a frame and did not finish
 				  * it within --frame-timeout-ms: ERROR timeout */
-	__u64 busy_client;       /* requests refused busy: their connection had
+	__u64 busy_client;	    /* requests refused busy: their connection had
 				  * --max-client-inflight in flight */
-	__u64 health_failures;   /* backends ejected: no PONG to the health
+	__u64 health_failures;	    /* backends ejected: no PONG to the health
 				  * check within three intervals */
-	__u64 user_path_frames;  /* requests the userspace data path routed */
-	__u64 user_path_bytes;   /* bytes of them it copied */
-	__u64 user_path_no_client; /* responses on the userspace path whose
+	__u64 user_path_frames;	    /* requests the userspace data path routed */
+	__u64 user_path_bytes;	    /* bytes of them it copied */
+	__u64 user_path_no_client;  /* responses on the userspace path whose
 				    * client had gone: dropped */
 };
 

@@ -28,10 +28,10 @@
 enum kvs_type {
 	KVS_T_REQUEST = 1, /* client -> backend: prompt in payload */
 	KVS_T_CHUNK = 2,   /* backend -> client: streamed tokens */
-	KVS_T_END = 3,     /* backend -> client: struct kvs_end payload */
+	KVS_T_END = 3,	   /* backend -> client: struct kvs_end payload */
 	KVS_T_ERROR = 4,   /* either way: status = code, payload = message */
-	KVS_T_PING = 5,    /* health probe */
-	KVS_T_PONG = 6,    /* reply to PING: struct kvs_load payload */
+	KVS_T_PING = 5,	   /* health probe */
+	KVS_T_PONG = 6,	   /* reply to PING: struct kvs_load payload */
 	KVS_T_MAX = KVS_T_PONG,
 };
 
@@ -50,31 +50,31 @@ enum kvs_status {
 	KVS_E_TOO_LARGE = 5,
 	KVS_E_BAD_FLAGS = 6,
 	KVS_E_BAD_FIELD = 7,
-	KVS_E_NO_BACKEND = 8,   /* no backend could take the request */
+	KVS_E_NO_BACKEND = 8,	/* no backend could take the request */
 	KVS_E_BACKEND_GONE = 9, /* backend failed while serving it */
-	KVS_E_BUSY = 10,        /* in-flight limit reached */
+	KVS_E_BUSY = 10,	/* in-flight limit reached */
 	KVS_E_TIMEOUT = 11,
 	KVS_E_INTERNAL = 12,
-	KVS_E_TOO_LONG = 13,    /* prompt + max_tokens exceed the backend's capacity */
+	KVS_E_TOO_LONG = 13, /* prompt + max_tokens exceed the backend's capacity */
 	KVS_E_MAX = KVS_E_TOO_LONG,
 };
 
 struct kvs_hdr {
-	__be32 magic;       /*  0: KVS_MAGIC */
-	__u8 version;       /*  4: KVS_VERSION */
-	__u8 type;          /*  5: enum kvs_type */
-	__be16 flags;       /*  6: must be 0 in version 1 */
-	__be16 hdr_len;     /*  8: KVS_HDR_LEN in version 1 */
-	__be16 status;      /* 10: ERROR: enum kvs_status; else 0 */
+	__be32 magic;	    /*  0: KVS_MAGIC */
+	__u8 version;	    /*  4: KVS_VERSION */
+	__u8 type;	    /*  5: enum kvs_type */
+	__be16 flags;	    /*  6: must be 0 in version 1 */
+	__be16 hdr_len;	    /*  8: KVS_HDR_LEN in version 1 */
+	__be16 status;	    /* 10: ERROR: enum kvs_status; else 0 */
 	__be32 payload_len; /* 12: bytes after the header */
-	__be64 req_id;      /* 16: chosen by the client, echoed in replies */
+	__be64 req_id;	    /* 16: chosen by the client, echoed in replies */
 	__be64 cache_key;   /* 24: REQUEST: explicit cache key, 0 = none */
 	__be64 cache_salt;  /* 32: REQUEST: tenant isolation salt */
 	__be32 model_id;    /* 40: REQUEST: model the prompt is for */
 	__be32 prefix_len;  /* 44: REQUEST: bytes of reusable prefix, 0 = none */
 	__be32 max_tokens;  /* 48: REQUEST: tokens to generate */
 	__be32 gw_backend;  /* 52: gateway-owned: backend index chosen */
-	__be64 gw_conn;     /* 56: gateway-owned: client connection id */
+	__be64 gw_conn;	    /* 56: gateway-owned: client connection id */
 };
 
 #define KVS_OFF_GW_BACKEND 52
@@ -85,17 +85,17 @@ struct kvs_end {
 	__be32 prompt_tokens;
 	__be32 cached_tokens; /* prompt tokens served from the prefix cache */
 	__be32 output_tokens;
-	__be32 queue_us;      /* arrival to start of prefill */
-	__be32 prefill_us;    /* start of prefill to first token */
-	__be32 decode_us;     /* first token to last token */
-	__be32 backend_id;    /* the backend's --id, for load accounting */
+	__be32 queue_us;   /* arrival to start of prefill */
+	__be32 prefill_us; /* start of prefill to first token */
+	__be32 decode_us;  /* first token to last token */
+	__be32 backend_id; /* the backend's --id, for load accounting */
 	__be32 reserved;
 };
 
 /* Payload of a PONG frame: the backend's load report. */
 struct kvs_load {
-	__be32 running;        /* requests being prefilled or decoded */
-	__be32 waiting;        /* requests queued */
+	__be32 running; /* requests being prefilled or decoded */
+	__be32 waiting; /* requests queued */
 	__be32 kv_used_blocks;
 	__be32 kv_total_blocks;
 	__be32 backend_id;
@@ -131,8 +131,7 @@ static inline int kvs_type_rules(__u8 type, __u16 status, __u32 payload_len, __u
 _Static_assert(sizeof(struct kvs_hdr) == KVS_HDR_LEN, "KVS1 header is 64 bytes");
 _Static_assert(__builtin_offsetof(struct kvs_hdr, gw_backend) == KVS_OFF_GW_BACKEND,
 	       "gw_backend offset");
-_Static_assert(__builtin_offsetof(struct kvs_hdr, gw_conn) == KVS_OFF_GW_CONN,
-	       "gw_conn offset");
+_Static_assert(__builtin_offsetof(struct kvs_hdr, gw_conn) == KVS_OFF_GW_CONN, "gw_conn offset");
 _Static_assert(sizeof(struct kvs_end) == 32, "END payload is 32 bytes");
 _Static_assert(sizeof(struct kvs_load) == 24, "PONG payload is 24 bytes");
 #endif

@@ -81,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pos += n;
 		while ((st = kvs_next_frame(&b, MAX_PAYLOAD, &m, &frame)) > 0) {
 			if (m.payload_len > MAX_PAYLOAD ||
-			    KVS_HDR_LEN + (size_t)m.payload_len > b.len || frame != kvs_buf_head(&b))
+			    KVS_HDR_LEN + (size_t)m.payload_len > b.len ||
+			    frame != kvs_buf_head(&b))
 				abort();
 			check_frame(&m, frame);
 			kvs_buf_consume(&b, KVS_HDR_LEN + (size_t)m.payload_len);

@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	uint32_t count, parallel, max_tokens, w, i, hc = 0, hc_ok = 0, failures = 0;
 	uint32_t shut_ok = 0, shut_err = 0;
 	struct kvs_addr a;
-	int (*pipes)[2];
+	int(*pipes)[2];
 
 	if (argc != 5 || kvs_parse_addr(argv[1], &a)) {
 		fprintf(stderr, "usage: churn_client ADDR:PORT COUNT PARALLEL MAX_TOKENS\n");

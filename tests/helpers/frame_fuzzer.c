@@ -71,7 +71,8 @@ static void build(struct kvs_buf *tx, uint64_t *rng, uint32_t conn)
 		break;
 	case 1: /* a few flipped bytes */
 		for (i = 1 + rnd(rng, 4); i > 0; i--)
-			kvs_buf_head(tx)[rnd(rng, (uint32_t)tx->len)] ^= (uint8_t)(1 + rnd(rng, 255));
+			kvs_buf_head(tx)[rnd(rng, (uint32_t)tx->len)] ^=
+				(uint8_t)(1 + rnd(rng, 255));
 		break;
 	case 2: /* cut short */
 		tx->len = 1 + rnd(rng, (uint32_t)tx->len);

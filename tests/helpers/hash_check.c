@@ -29,9 +29,20 @@
 static size_t pick_len(uint64_t *rng)
 {
 	static const size_t edges[] = {
-		0, 1, 63, 64, 65, 127, 128, 4096, 4095, 4097,
-		KVS_MAX_WINDOW_BLOCKS * 64 - 1, KVS_MAX_WINDOW_BLOCKS * 64,
-		KVS_MAX_WINDOW_BLOCKS * 64 + 1, KVS_MAX_WINDOW_BLOCKS * 64 + 5000,
+		0,
+		1,
+		63,
+		64,
+		65,
+		127,
+		128,
+		4096,
+		4095,
+		4097,
+		KVS_MAX_WINDOW_BLOCKS * 64 - 1,
+		KVS_MAX_WINDOW_BLOCKS * 64,
+		KVS_MAX_WINDOW_BLOCKS * 64 + 1,
+		KVS_MAX_WINDOW_BLOCKS * 64 + 5000,
 	};
 	uint64_t r = kvs_splitmix64(rng);
 
@@ -80,7 +91,8 @@ int main(int argc, char **argv)
 	per = calloc((size_t)ncpu, sizeof(*per));
 	prompt = malloc(KVS_MAX_WINDOW_BLOCKS * 64 + 20000);
 	if (chain_fd < 0 || fd < 0 || !per || !prompt) {
-		fprintf(stderr, "hash_check: setup failed (chain map %d, connect %d)\n", chain_fd, fd);
+		fprintf(stderr, "hash_check: setup failed (chain map %d, connect %d)\n", chain_fd,
+			fd);
 		return 1;
 	}
 	kvs_buf_init(&rx, 0);
@@ -123,15 +135,19 @@ int main(int argc, char **argv)
 		n = kvs_prefix_hashes(kvs_seed(m.model_id, m.cache_salt), prompt, len, want,
 				      KVS_MAX_WINDOW_BLOCKS);
 		if (per[got_cpu].n != n) {
-			fprintf(stderr, "hash_check: request %llu (len %zu): kernel hashed %u blocks, "
-				"userspace %zu\n", (unsigned long long)id, len, per[got_cpu].n, n);
+			fprintf(stderr,
+				"hash_check: request %llu (len %zu): kernel hashed %u blocks, "
+				"userspace %zu\n",
+				(unsigned long long)id, len, per[got_cpu].n, n);
 			failures++;
 			continue;
 		}
 		for (i = 0; i < (int)n; i++) {
 			if (per[got_cpu].h[i] != want[i]) {
-				fprintf(stderr, "hash_check: request %llu (len %zu): block %d: kernel "
-					"%016llx, userspace %016llx\n", (unsigned long long)id, len, i,
+				fprintf(stderr,
+					"hash_check: request %llu (len %zu): block %d: kernel "
+					"%016llx, userspace %016llx\n",
+					(unsigned long long)id, len, i,
 					(unsigned long long)per[got_cpu].h[i],
 					(unsigned long long)want[i]);
 				failures++;

@@ -43,8 +43,17 @@ static void parses(void **state)
 static void refuses(void **state)
 {
 	static const char *const bad[] = {
-		"", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/+8", "10.0.0.0/8x",
-		"10.0.0/8", "host.example", "::1/129", "1.2.3.4/8/9", NULL,
+		"",
+		"10.0.0.0/33",
+		"10.0.0.0/",
+		"10.0.0.0/-1",
+		"10.0.0.0/+8",
+		"10.0.0.0/8x",
+		"10.0.0/8",
+		"host.example",
+		"::1/129",
+		"1.2.3.4/8/9",
+		NULL,
 	};
 	uint8_t a[16];
 	uint32_t len;

@@ -72,8 +72,8 @@ static void file_then_command_line(void **state)
 
 	/* false turns a flag off; without a file, defaults. */
 	write_file("backend = 10.0.0.1:8000\nkeep-pins = false\n");
-	assert_int_equal(parse(&cfg, &st, (const char *[]){ "--config=/dev/null", "--config", path,
-						     NULL }),
+	assert_int_equal(parse(&cfg, &st,
+			       (const char *[]){ "--config=/dev/null", "--config", path, NULL }),
 			 0);
 	assert_int_equal(cfg.keep_pins, 0);
 	assert_int_equal(cfg.max_outstanding, KVS_DEFAULT_MAX_OUTSTANDING);
@@ -84,17 +84,17 @@ static void file_then_command_line(void **state)
 static void mistakes_refused(void **state)
 {
 	static const char *const bad[] = {
-		"backend = 10.0.0.1:8000\nlissen = 1.2.3.4:5\n", /* unknown key */
-		"backend = 10.0.0.1:8000\nmax-outstanding = 12x\n", /* bad number */
-		"backend = 10.0.0.1:8000\nmax-outstanding\n",     /* no '=' */
-		"backend = 10.0.0.1:8000\npool =\n",              /* no value */
-		"backend = 10.0.0.1:8000\nkeep-pins = maybe\n",   /* not a truth value */
+		"backend = 10.0.0.1:8000\nlissen = 1.2.3.4:5\n",      /* unknown key */
+		"backend = 10.0.0.1:8000\nmax-outstanding = 12x\n",   /* bad number */
+		"backend = 10.0.0.1:8000\nmax-outstanding\n",	      /* no '=' */
+		"backend = 10.0.0.1:8000\npool =\n",		      /* no value */
+		"backend = 10.0.0.1:8000\nkeep-pins = maybe\n",	      /* not a truth value */
 		"backend = 10.0.0.1:8000\nbackend = 10.0.0.1:8000\n", /* twice */
-		"backend = nowhere\n",                             /* not ADDR:PORT */
-		"listen = 127.0.0.1:7000\n",                       /* no backend */
-		"backend = 10.0.0.1:8000\ntakeover = true\n",      /* an action, not a setting */
-		"backend = 10.0.0.1:8000\nconfig = /etc/other\n",  /* no nesting */
-		"backend = 10.0.0.1:8000\nallow = 10.0.0.0/8\n",   /* needs xdp-iface */
+		"backend = nowhere\n",				      /* not ADDR:PORT */
+		"listen = 127.0.0.1:7000\n",			      /* no backend */
+		"backend = 10.0.0.1:8000\ntakeover = true\n",	      /* an action, not a setting */
+		"backend = 10.0.0.1:8000\nconfig = /etc/other\n",     /* no nesting */
+		"backend = 10.0.0.1:8000\nallow = 10.0.0.0/8\n",      /* needs xdp-iface */
 	};
 	struct gw_config cfg;
 	struct kvs_config_store st;
@@ -117,8 +117,8 @@ static void every_kind_of_value(void **state)
 	struct gw_config cfg;
 	struct kvs_config_store st;
 	enum kvs_log_level level;
-	char *argv[] = { "kvspliced", "--config", path, "--allow", "10.9.0.0/16", "--log-level",
-			 "warn", NULL };
+	char *argv[] = { "kvspliced",	"--config",    path,   "--allow",
+			 "10.9.0.0/16", "--log-level", "warn", NULL };
 	int out;
 
 	(void)state;

@@ -89,8 +89,9 @@ static void add(struct gw *g, const char *name)
  * returns the backend, or -1 if refused. */
 static int decide(struct fixture *f, uint32_t len, uint64_t req)
 {
-	struct kvs_msg m = { .type = KVS_T_REQUEST, .req_id = req, .payload_len = len,
-			     .max_tokens = 100 };
+	struct kvs_msg m = {
+		.type = KVS_T_REQUEST, .req_id = req, .payload_len = len, .max_tokens = 100
+	};
 	uint32_t b;
 
 	if (gw_decide(&f->g, &f->client, &m, f->prompt, false, &b))

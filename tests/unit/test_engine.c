@@ -25,7 +25,8 @@ static uint64_t H[8][MAXB];
 static void mkchain(uint64_t *h, uint32_t f, uint32_t shared, uint32_t s, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
-		h[i] = i < shared ? ((uint64_t)f << 32 | i) + 1 : ((uint64_t)(s + 1000) << 32 | i) + 1;
+		h[i] = i < shared ? ((uint64_t)f << 32 | i) + 1 :
+				    ((uint64_t)(s + 1000) << 32 | i) + 1;
 }
 
 static void mkreq(struct kvs_eng_req *r, uint64_t *h, uint32_t tokens, uint32_t max_tokens)

@@ -47,8 +47,8 @@ static void chunked_prefill(void **state)
 	kvs_model_defaults(&p);
 	assert_near(kvs_model_prefill_ms(&p, 0, 10000), first + second, 1e-6);
 	p.step_tokens = 20000; /* one chunk: less fixed cost, more attention */
-	assert_near(kvs_model_prefill_ms(&p, 0, 10000),
-		    10 + 0.042 * 10000 + 0.82e-6 * 10000 * 5000, 1e-6);
+	assert_near(kvs_model_prefill_ms(&p, 0, 10000), 10 + 0.042 * 10000 + 0.82e-6 * 10000 * 5000,
+		    1e-6);
 }
 
 /* A decode step of one sequence with 8,000 tokens of context:
@@ -88,9 +88,9 @@ static void defaults_are_the_brief(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(cold_8000),         cmocka_unit_test(warm_6000_of_8000),
-		cmocka_unit_test(chunked_prefill),   cmocka_unit_test(decode_step),
-		cmocka_unit_test(tokens_of_bytes),   cmocka_unit_test(defaults_are_the_brief),
+		cmocka_unit_test(cold_8000),	   cmocka_unit_test(warm_6000_of_8000),
+		cmocka_unit_test(chunked_prefill), cmocka_unit_test(decode_step),
+		cmocka_unit_test(tokens_of_bytes), cmocka_unit_test(defaults_are_the_brief),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

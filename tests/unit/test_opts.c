@@ -130,13 +130,11 @@ static void command_line(void **state)
 	assert_string_equal(errbuf, "prog: --mode: 'calm' is not slow, fast or wild\n");
 	assert_int_equal(run(&t, (const char *[]){ "--odd", "4", NULL }), -1);
 	assert_string_equal(errbuf, "prog: --odd: 4 is even\n");
-	assert_int_equal(run(&t, (const char *[]){ "-i", "1", "-i", "3", "-i", "5", "-i", "7",
-						   NULL }),
-			 -1);
+	assert_int_equal(
+		run(&t, (const char *[]){ "-i", "1", "-i", "3", "-i", "5", "-i", "7", NULL }), -1);
 	assert_string_equal(errbuf, "prog: --item: at most 3\n");
-	assert_int_equal(run(&t, (const char *[]){ "-i", "1", "-i", "3", "-i", "5", "-i", "8",
-						   NULL }),
-			 -1);
+	assert_int_equal(
+		run(&t, (const char *[]){ "-i", "1", "-i", "3", "-i", "5", "-i", "8", NULL }), -1);
 	assert_string_equal(errbuf, "prog: --item: 8 is even\n"); /* checked before the count */
 	assert_int_equal(run(&t, (const char *[]){ "-n", "2", "stray", NULL }), -1);
 	assert_string_equal(errbuf, "prog: unexpected argument 'stray' (see --help)\n");
@@ -148,20 +146,19 @@ static void command_line(void **state)
 
 static void help_text(void **state)
 {
-	static const char want[] =
-		"Usage: prog\n"
-		"  -n, --num N                a number (default 3,\n"
-		"                             max 10)\n"
-		"      --frac F               at least 0.5\n"
-		"\nMore:\n"
-		"      --name S               x\n"
-		"      --flag                 on\n"
-		"      --mode M               fast or not\n"
-		"      --odd K                odd\n"
-		"  -i, --item K               up to 3\n"
-		"      --very-long-option-name  past the column\n"
-		"  -h, --help                 this\n"
-		"end\n";
+	static const char want[] = "Usage: prog\n"
+				   "  -n, --num N                a number (default 3,\n"
+				   "                             max 10)\n"
+				   "      --frac F               at least 0.5\n"
+				   "\nMore:\n"
+				   "      --name S               x\n"
+				   "      --flag                 on\n"
+				   "      --mode M               fast or not\n"
+				   "      --odd K                odd\n"
+				   "  -i, --item K               up to 3\n"
+				   "      --very-long-option-name  past the column\n"
+				   "  -h, --help                 this\n"
+				   "end\n";
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
@@ -192,9 +189,9 @@ static void ini_file(void **state)
 	static const char *const bad[] = {
 		"num = 2\nodd = 3\n",  /* a command-line-only option */
 		"num = 2\nhelp = 1\n", /* so is --help */
-		"nume = 2\n",          /* not a key */
-		"num\n",               /* no '=' */
-		"num =\n",             /* no value */
+		"nume = 2\n",	       /* not a key */
+		"num\n",	       /* no '=' */
+		"num =\n",	       /* no value */
 		"flag = sure\n",       /* not a truth value */
 	};
 	struct kvs_ini ini;

@@ -27,7 +27,7 @@
 #define DECODE_WORK 256
 
 static const char *const names[NB] = { "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000",
-					"10.0.0.4:8000" };
+				       "10.0.0.4:8000" };
 
 struct sim {
 	struct kvs_policy pol;
@@ -65,7 +65,8 @@ static uint32_t chain(uint64_t *h, uint64_t salt, uint64_t sseed, uint32_t share
 	uint32_t i;
 
 	for (i = 0; i < shared + own; i++) {
-		kvs_text_fill(i < shared ? sseed * 100003 + i : useed * 1000003 + i, blk, sizeof(blk));
+		kvs_text_fill(i < shared ? sseed * 100003 + i : useed * 1000003 + i, blk,
+			      sizeof(blk));
 		x = kvs_block_hash(x, blk);
 		h[i] = x;
 	}
@@ -260,7 +261,8 @@ static void hot_prefix_spills_with_affinity(void **state)
 	for (uint32_t b = 0; b < NB; b++)
 		holders += kvs_policy_cached(&s.pol, b, h, 96) == 96;
 	printf("hot prefix: %d holders, work max/mean %.3f (requests %.3f), predicted hit %.3f, "
-	       "spills %llu\n", holders, work_max_over_mean(&s), max_over_mean(&s),
+	       "spills %llu\n",
+	       holders, work_max_over_mean(&s), max_over_mean(&s),
 	       (double)s.cached_blocks / (double)s.blocks,
 	       (unsigned long long)s.pol.decisions[KVS_R_SPILL]);
 	assert_true(holders >= 2);
@@ -444,7 +446,8 @@ static void idle_fleet_shared_prompt_uses_every_backend(void **state)
 	sim_init(&s, 100000);
 	for (i = 0; i < 400; i++) {
 		n = chain(h, 0, 7, 16, 20000 + i, 64); /* 20% shared */
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL,
+				  &d);
 		assert_true(d.backend >= 0);
 		reqs[d.backend]++;
 	}
@@ -474,7 +477,8 @@ static void idle_fleet_cold_templates_spread(void **state)
 			seed++;
 			n = chain(h, 0, seed, 96, 30000 + seed, 16);
 		} while (kvs_chash_pick(&ring, h[n - 1], zero, s.ok, KVS_POLICY_BALANCE) != 0);
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
+		kvs_policy_decide(&s.pol, h, n, h[n - 1], n * KVS_BLOCK_TOKENS, zero, s.ok, NULL,
+				  &d);
 		assert_int_equal(d.reason, KVS_R_COLD);
 		got[d.backend]++;
 	}

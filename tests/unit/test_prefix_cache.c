@@ -255,7 +255,7 @@ static void touch_equals_acquire_then_release(void **state)
 			h[i] = i < n / 2 ? 1000 * (head + 1) + i : (rng >> 7) + i;
 		if (round % 97 == 0 && n > 2)
 			h[n - 1] = h[0]; /* the same hash twice in one chain */
-		if (round == 1000) { /* another request pins 40 of the 100 blocks */
+		if (round == 1000) {	 /* another request pins 40 of the 100 blocks */
 			assert_int_equal(kvs_pcache_acquire(&a, pinned, 40), 0);
 			assert_int_equal(kvs_pcache_acquire(&b, pinned, 40), 0);
 		}

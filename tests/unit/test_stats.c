@@ -8,7 +8,7 @@
 
 #include "stats.h"
 
-#define assert_near(a, b) assert_true((a) > (b) - 1e-9 && (a) < (b) + 1e-9)
+#define assert_near(a, b) assert_true((a) > (b)-1e-9 && (a) < (b) + 1e-9)
 
 static void percentiles(void **state)
 {

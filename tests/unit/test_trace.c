@@ -104,9 +104,10 @@ static void rejects_bad_lines(void **state)
 		 "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, "
 		 "\"hash_ids\": [1]} trailing\n");
 	expect_error(buf, -EINVAL, "text after");
-	snprintf(buf, sizeof(buf), "%s%s",
-		 "{\"timestamp\": 9, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n",
-		 ok);
+	snprintf(
+		buf, sizeof(buf), "%s%s",
+		"{\"timestamp\": 9, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n",
+		ok);
 	expect_error(buf, -EINVAL, "back in time");
 	expect_error("\n\n", -ENODATA, "no requests");
 }

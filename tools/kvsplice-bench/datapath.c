@@ -179,8 +179,8 @@ static void derive(struct result *rs, int n)
 		double base = 0, gb = r->bytes / 1e9;
 
 		for (int j = 0; j < n; j++)
-			if (rs[j].cfg == C_DIRECT && rs[j].size == r->size && rs[j].mode == r->mode &&
-			    rs[j].ok)
+			if (rs[j].cfg == C_DIRECT && rs[j].size == r->size &&
+			    rs[j].mode == r->mode && rs[j].ok)
 				d = &rs[j];
 		if (!r->ok || gb <= 0)
 			continue;
@@ -190,9 +190,9 @@ static void derive(struct result *rs, int n)
 		r->p99_added_us = d ? r->p99_us - d->p99_us : NAN;
 		r->proc_s_per_gb = r->proc_s / gb;
 		r->cpu_s_per_gb = r->cfg == C_DIRECT ? 0 : (r->proc_s + r->kernel_s - base) / gb;
-		r->cpu_us_per_req = r->cfg == C_DIRECT || r->requests <= 0
-					    ? 0
-					    : (r->proc_s + r->kernel_s - base) / r->requests * 1e6;
+		r->cpu_us_per_req = r->cfg == C_DIRECT || r->requests <= 0 ?
+					    0 :
+					    (r->proc_s + r->kernel_s - base) / r->requests * 1e6;
 	}
 }
 
@@ -244,7 +244,8 @@ static int parse_sizes(const char *s, struct dp_opts *o)
 	int err = copy ? 0 : -1;
 
 	o->nsizes = 0;
-	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err; t = strtok_r(NULL, ",", &save))
+	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
+	     t = strtok_r(NULL, ",", &save))
 		err = o->nsizes == MAX_SIZES ||
 		      kvs_arg_u32(PROG, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
 	free(copy);
@@ -258,7 +259,8 @@ static int parse_names(const char *opt, const char *s, const char *const *names,
 	int err = copy ? 0 : -1;
 
 	memset(on, 0, sizeof(*on) * (size_t)n);
-	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err; t = strtok_r(NULL, ",", &save)) {
+	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
+	     t = strtok_r(NULL, ",", &save)) {
 		int c;
 
 		for (c = 0; c < n && strcmp(t, names[c]); c++)
@@ -308,12 +310,19 @@ int bench_datapath(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct dp_opts o = { .conns = 8, .depth = 16, .seconds = 3, .warmup = 0.5,
-			     .sizes = { 1024, 32768, 262144 }, .nsizes = 3,
-			     .stream_request = 32768, .stream_chunks = 256, .stream_chunk_bytes = 32,
+	struct dp_opts o = { .conns = 8,
+			     .depth = 16,
+			     .seconds = 3,
+			     .warmup = 0.5,
+			     .sizes = { 1024, 32768, 262144 },
+			     .nsizes = 3,
+			     .stream_request = 32768,
+			     .stream_chunks = 256,
+			     .stream_chunk_bytes = 32,
 			     .stream_gap_us = 100,
 			     .on = { true, true, true, true, true },
-			     .mode_on = { true, true, true }, .haproxy = "haproxy" };
+			     .mode_on = { true, true, true },
+			     .haproxy = "haproxy" };
 	struct result rs[NCFG * (MAX_SIZES * 2 + 1)];
 	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
 	struct kvs_addr la;
@@ -364,7 +373,8 @@ int bench_datapath(int argc, char **argv)
 			break;
 		case 'C':
 			/* 2 at least: one CHUNK is the echo answer of rr */
-			if (kvs_arg_u32(PROG, "--stream-chunks", optarg, 2, 100000, &o.stream_chunks))
+			if (kvs_arg_u32(PROG, "--stream-chunks", optarg, 2, 100000,
+					&o.stream_chunks))
 				return 2;
 			break;
 		case 'G':
@@ -398,7 +408,8 @@ int bench_datapath(int argc, char **argv)
 		}
 	}
 	if ((o.on[C_KERNEL] || o.on[C_USER]) && !runnable(o.gw_bin)) {
-		fprintf(stderr, PROG ": %s not found (--kvspliced PATH): kernel and user left out\n",
+		fprintf(stderr,
+			PROG ": %s not found (--kvspliced PATH): kernel and user left out\n",
 			o.gw_bin);
 		o.on[C_KERNEL] = o.on[C_USER] = false;
 	}
@@ -417,7 +428,8 @@ int bench_datapath(int argc, char **argv)
 	kvs_parse_addr("127.0.0.1:0", &la);
 	lfd = kvs_listen(&la, 256);
 	echo = lfd >= 0 ? kvs_local_port(lfd) : -1;
-	el = (struct echo){ .fd = lfd, .chunk_bytes = o.stream_chunk_bytes,
+	el = (struct echo){ .fd = lfd,
+			    .chunk_bytes = o.stream_chunk_bytes,
 			    .gap_us = o.stream_gap_us };
 	/* the stream's pace needs sleeps near gap_us, not the default 50 us
 	 * timer slack on top */
@@ -455,8 +467,9 @@ int bench_datapath(int argc, char **argv)
 				if (!o.json)
 					fprintf(stderr, "%s: %s, %u-byte frames, %s ...\n", PROG,
 						cfg_names[cfg], size, mode_names[mode]);
-				if (dp_run_load(&o, cfg_names[cfg], (uint16_t)port, size, mode,
-						gw, r) || !r->ok) {
+				if (dp_run_load(&o, cfg_names[cfg], (uint16_t)port, size, mode, gw,
+						r) ||
+				    !r->ok) {
 					fprintf(stderr, PROG ": %s %s %u: failed (logs in %s)\n",
 						cfg_names[cfg], mode_names[mode], size, tmp);
 					rc = 1;
@@ -475,4 +488,3 @@ int bench_datapath(int argc, char **argv)
 	close(lfd);
 	return rc;
 }
-

@@ -21,7 +21,7 @@
 
 struct stream {
 	struct kvs_msg m; /* the request's routing fields, answered back */
-	uint32_t left;    /* CHUNKs still to send */
+	uint32_t left;	  /* CHUNKs still to send */
 };
 
 /* One backend connection: its reader answers rr/pipelined requests at once;
@@ -50,8 +50,11 @@ static int echo_write(struct echo_conn *c, const void *buf, size_t len)
 /* An END carrying the gateway's fields back (it routes responses by them). */
 static size_t echo_end(const struct kvs_msg *m, uint32_t output_tokens, uint8_t *buf)
 {
-	struct kvs_msg r = { .type = KVS_T_END, .req_id = m->req_id, .gw_backend = m->gw_backend,
-			     .gw_conn = m->gw_conn, .payload_len = sizeof(struct kvs_end) };
+	struct kvs_msg r = { .type = KVS_T_END,
+			     .req_id = m->req_id,
+			     .gw_backend = m->gw_backend,
+			     .gw_conn = m->gw_conn,
+			     .payload_len = sizeof(struct kvs_end) };
 	struct kvs_end_info e = { .prompt_tokens = m->payload_len / 4,
 				  .output_tokens = output_tokens };
 
@@ -183,12 +186,15 @@ static void echo_requests(struct echo_conn *c, pthread_t *stepper, bool *steppin
 			continue;
 		}
 		/* The CHUNK echoes the prompt; the END follows, in one write. */
-		r = (struct kvs_msg){ .type = KVS_T_CHUNK, .req_id = m.req_id,
-				      .gw_backend = m.gw_backend, .gw_conn = m.gw_conn,
+		r = (struct kvs_msg){ .type = KVS_T_CHUNK,
+				      .req_id = m.req_id,
+				      .gw_backend = m.gw_backend,
+				      .gw_conn = m.gw_conn,
 				      .payload_len = m.payload_len };
 		kvs_hdr_encode(&r, buf);
-		if (echo_write(c, buf, KVS_HDR_LEN + m.payload_len +
-					       echo_end(&m, 1, buf + KVS_HDR_LEN + m.payload_len)))
+		if (echo_write(c, buf,
+			       KVS_HDR_LEN + m.payload_len +
+				       echo_end(&m, 1, buf + KVS_HDR_LEN + m.payload_len)))
 			break;
 	}
 	free(buf);

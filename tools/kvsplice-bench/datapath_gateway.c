@@ -90,8 +90,8 @@ pid_t dp_start_gateway(const struct dp_opts *o, int cfg, const char *name, uint1
 			"defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 60s\n"
 			"    timeout server 60s\n    %s\n"
 			"listen kvs\n    bind 127.0.0.1:%d\n    server echo %s\n",
-			cfg == C_HAPROXY ? "option splice-auto"
-					 : "option splice-request\n    option splice-response",
+			cfg == C_HAPROXY ? "option splice-auto" :
+					   "option splice-request\n    option splice-response",
 			p, be);
 		fclose(f);
 		pid = spawn((char *const[]){ (char *)o->haproxy, "-db", "-f", conf, NULL }, log);
@@ -116,10 +116,10 @@ pid_t dp_start_gateway(const struct dp_opts *o, int cfg, const char *name, uint1
 	}
 	snprintf(pf, sizeof(pf), "%s/%s.port", tmp, name);
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvs-dpbench-%d", (int)getpid());
-	pid = spawn((char *const[]){ (char *)o->gw_bin, "--listen", "127.0.0.1:0", "--port-file", pf,
-				     "--pin-dir", pin, "--backend", be, "--datapath",
-				     cfg == C_USER ? "user" : "kernel", "--health-interval-ms",
-				     "0", "--log-level", "warn", NULL },
+	pid = spawn((char *const[]){ (char *)o->gw_bin, "--listen", "127.0.0.1:0", "--port-file",
+				     pf, "--pin-dir", pin, "--backend", be, "--datapath",
+				     cfg == C_USER ? "user" : "kernel", "--health-interval-ms", "0",
+				     "--log-level", "warn", NULL },
 		    log);
 	*port = pid > 0 ? wait_port(pf, pid) : -ECHILD;
 	if (*port < 0) {

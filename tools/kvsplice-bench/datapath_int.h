@@ -38,7 +38,7 @@ struct result {
 	uint32_t size;
 	double rps, gbps, p50_us, p99_us;
 	double proc_s, kernel_s, bytes; /* CPU: the gateway process, softirq + kworkers */
-	double requests; /* answered in the measured window */
+	double requests;		/* answered in the measured window */
 	double p50_added_us, p99_added_us, cpu_s_per_gb, proc_s_per_gb, cpu_us_per_req;
 	bool ok;
 };
@@ -47,7 +47,7 @@ struct result {
  * routine (arg: a struct echo): it accepts until the listener fails, and
  * serves each connection on threads of its own. */
 struct echo {
-	int fd;               /* the listener */
+	int fd;		      /* the listener */
 	uint32_t chunk_bytes; /* a streamed CHUNK's payload */
 	uint32_t gap_us;      /* between two decode steps (0: back to back) */
 };
@@ -56,8 +56,8 @@ void *dp_echo_accept(void *arg);
 /* datapath_load.c: one measurement, through port, of frames of size bytes
  * in mode; gw is the gateway's pid, whose CPU time is counted (0: none),
  * name the config's, for messages. Fills r's figures; 0 or -errno. */
-int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32_t size,
-		int mode, pid_t gw, struct result *r);
+int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32_t size, int mode,
+		pid_t gw, struct result *r);
 
 /* datapath_gateway.c: starts cfg's gateway in front of the echo backend,
  * its log and port file named after name in tmp: its pid and *port, or

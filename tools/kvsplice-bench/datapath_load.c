@@ -26,14 +26,14 @@
 struct conn {
 	int fd;
 	uint32_t size, depth, id;
-	uint32_t chunks; /* > 1: asks for a stream of that many CHUNKs */
-	sem_t slots;         /* requests it may still put in flight */
-	uint64_t *sent_ns;   /* by req_id % ring */
+	uint32_t chunks;   /* > 1: asks for a stream of that many CHUNKs */
+	sem_t slots;	   /* requests it may still put in flight */
+	uint64_t *sent_ns; /* by req_id % ring */
 	uint32_t ring;
-	volatile int *stop;  /* set at the deadline: send no more */
+	volatile int *stop; /* set at the deadline: send no more */
 	uint64_t t_start, t_end;
 	uint64_t done, bytes; /* requests answered within [t_start, t_end] */
-	double *lat_us;       /* latency samples (shared array, own range) */
+	double *lat_us;	      /* latency samples (shared array, own range) */
 	uint32_t nlat, maxlat;
 	uint64_t sent;
 	bool failed;
@@ -44,8 +44,10 @@ static void *writer(void *arg)
 	struct conn *c = arg;
 	size_t len = KVS_HDR_LEN + c->size;
 	uint8_t *f = malloc(len);
-	struct kvs_msg m = { .type = KVS_T_REQUEST, .max_tokens = c->chunks ? c->chunks : 1,
-			     .payload_len = c->size, .cache_key = c->id + 1 };
+	struct kvs_msg m = { .type = KVS_T_REQUEST,
+			     .max_tokens = c->chunks ? c->chunks : 1,
+			     .payload_len = c->size,
+			     .cache_key = c->id + 1 };
 
 	if (!f) {
 		c->failed = true;
@@ -110,7 +112,8 @@ static void *reader(void *arg)
 				c->bytes += KVS_HDR_LEN + (uint64_t)c->size + resp;
 				if (c->nlat < c->maxlat)
 					c->lat_us[c->nlat++] =
-						(double)(now - c->sent_ns[m.req_id % c->ring]) / 1e3;
+						(double)(now - c->sent_ns[m.req_id % c->ring]) /
+						1e3;
 			}
 		}
 		resp = 0;
@@ -147,8 +150,8 @@ static unsigned long long proc_ticks(pid_t pid, char *name, size_t nlen)
 
 		snprintf(name, nlen, "%.*s", o && p ? (int)(p - o - 1) : 0, o ? o + 1 : "");
 	}
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return 0;
 	return ut + st;
 }
@@ -185,8 +188,8 @@ static unsigned long long kernel_ticks(void)
 	return sum;
 }
 
-int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32_t size,
-		int mode, pid_t gw, struct result *r)
+int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32_t size, int mode,
+		pid_t gw, struct result *r)
 {
 	struct conn *cs = calloc(o->conns, sizeof(*cs));
 	double *lat = calloc(MAX_SAMPLES, sizeof(double));
@@ -273,8 +276,9 @@ int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32
 			memmove(all + nl, cs[i].lat_us, cs[i].nlat * sizeof(double));
 			nl += cs[i].nlat;
 			if (cs[i].failed && !cs[i].done) {
-				fprintf(stderr, PROG ": %s: connection %u failed: %llu sent, none "
-						"answered in the measured window\n",
+				fprintf(stderr,
+					PROG ": %s: connection %u failed: %llu sent, none "
+					     "answered in the measured window\n",
 					name, i, (unsigned long long)cs[i].sent);
 				err = -EIO;
 			}

@@ -33,26 +33,25 @@ struct dec_opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: kvsplice-bench decisions [options]\n"
-		"\n"
-		"Routing decisions per second of the controller's policy on one core.\n"
-		"Each decision is a prompt of one of the templates plus its own suffix:\n"
-		"'hash + decide' hashes it (timed apart) and decides, indexing its new\n"
-		"blocks; 'seen prompt' decides on a prompt whose hashes were made and\n"
-		"indexed before. Backend loads change between decisions as requests end.\n"
-		"Each figure is the median of --rounds alternating measurements.\n"
-		"\n"
-		"Options:\n"
-		"      --backends N         backends (default 7)\n"
-		"      --prompt-tokens T    tokens per prompt (default 8000)\n"
-		"      --template-tokens T  of which shared with other prompts (default 6000)\n"
-		"      --templates N        distinct templates (default 64)\n"
-		"      --count N            decisions per measurement (default 100000)\n"
-		"      --rounds N           measurements of each kind (default 5)\n"
-		"      --seed S             (default 1)\n"
-		"      --json               JSON output\n"
-		"  -h, --help               this text\n");
+	fprintf(f, "Usage: kvsplice-bench decisions [options]\n"
+		   "\n"
+		   "Routing decisions per second of the controller's policy on one core.\n"
+		   "Each decision is a prompt of one of the templates plus its own suffix:\n"
+		   "'hash + decide' hashes it (timed apart) and decides, indexing its new\n"
+		   "blocks; 'seen prompt' decides on a prompt whose hashes were made and\n"
+		   "indexed before. Backend loads change between decisions as requests end.\n"
+		   "Each figure is the median of --rounds alternating measurements.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --backends N         backends (default 7)\n"
+		   "      --prompt-tokens T    tokens per prompt (default 8000)\n"
+		   "      --template-tokens T  of which shared with other prompts (default 6000)\n"
+		   "      --templates N        distinct templates (default 64)\n"
+		   "      --count N            decisions per measurement (default 100000)\n"
+		   "      --rounds N           measurements of each kind (default 5)\n"
+		   "      --seed S             (default 1)\n"
+		   "      --json               JSON output\n"
+		   "  -h, --help               this text\n");
 }
 
 static int parse(int argc, char **argv, struct dec_opts *o)
@@ -71,17 +70,24 @@ static int parse(int argc, char **argv, struct dec_opts *o)
 	};
 	int opt;
 
-	*o = (struct dec_opts){ .backends = 7, .prompt_tokens = 8000, .template_tokens = 6000,
-				.templates = 64, .count = 100000, .rounds = 5, .seed = 1 };
+	*o = (struct dec_opts){ .backends = 7,
+				.prompt_tokens = 8000,
+				.template_tokens = 6000,
+				.templates = 64,
+				.count = 100000,
+				.rounds = 5,
+				.seed = 1 };
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'b':
-			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS, &o->backends))
+			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS,
+					&o->backends))
 				return 2;
 			break;
 		case 'p':
-			if (kvs_arg_u32(PROG, "--prompt-tokens", optarg, 16, 200000, &o->prompt_tokens))
+			if (kvs_arg_u32(PROG, "--prompt-tokens", optarg, 16, 200000,
+					&o->prompt_tokens))
 				return 2;
 			break;
 		case 't':
@@ -265,8 +271,8 @@ int bench_decisions(int argc, char **argv)
 		printf("{\"backends\":%u,\"prompt_tokens\":%u,\"template_tokens\":%u,\"templates\":%u,"
 		       "\"count\":%u,\"rounds\":%u,\"full_per_s\":%.0f,\"seen_per_s\":%.0f,"
 		       "\"full_us\":%.3f,\"hash_us\":%.3f,\"decide_us\":%.3f,\"seen_us\":%.3f}\n",
-		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, o.rounds,
-		       f, sn, 1e6 / f, hu, 1e6 / f - hu, 1e6 / sn);
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count,
+		       o.rounds, f, sn, 1e6 / f, hu, 1e6 / f - hu, 1e6 / sn);
 	else
 		printf("%u backends, %u-token prompts (%u shared, %u templates), %u decisions, "
 		       "one core, median of %u:\n"
@@ -274,8 +280,9 @@ int bench_decisions(int argc, char **argv)
 		       "deciding %.2f)\n"
 		       "  seen prompt     %10.0f decisions/s  (%.2f us each)\n"
 		       "  predicted cached blocks: %.0f%% (hash + decide), %.0f%% (seen)\n",
-		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count, o.rounds,
-		       f, 1e6 / f, hu, 1e6 / f - hu, sn, 1e6 / sn, 100 * hit_full, 100 * hit_seen);
+		       o.backends, o.prompt_tokens, o.template_tokens, o.templates, o.count,
+		       o.rounds, f, 1e6 / f, hu, 1e6 / f - hu, sn, 1e6 / sn, 100 * hit_full,
+		       100 * hit_seen);
 	for (t = 0; t < o.templates; t++)
 		free(prompts[t]);
 	free(prompts);

@@ -59,8 +59,8 @@ static size_t build_prompt(const struct run *r, uint64_t id, uint32_t group)
 	if (r->o->trace)
 		return kvs_trace_prompt(&r->trace.reqs[id - 1], (uint32_t)(id - 1), r->prompt);
 	if (r->o->conversations) {
-		size_t len = (size_t)(turn_of(r->o, id) + 1) * r->o->turn_tokens *
-			     KVS_BYTES_PER_TOKEN;
+		size_t len =
+			(size_t)(turn_of(r->o, id) + 1) * r->o->turn_tokens * KVS_BYTES_PER_TOKEN;
 
 		kvs_text_fill(0xc0117000ull + group, r->prompt, len);
 		return len;
@@ -91,7 +91,8 @@ static int send_one(struct run *r, uint32_t ci)
 	struct kvs_msg m;
 
 	/* A trace gives each request's output length; --max-tokens caps it. */
-	if (r->o->trace && (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < max_tokens))
+	if (r->o->trace &&
+	    (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < max_tokens))
 		max_tokens = r->trace.reqs[id - 1].output_tokens;
 	m = (struct kvs_msg){
 		.type = KVS_T_REQUEST,
@@ -175,9 +176,9 @@ static void on_frame(struct run *r, struct bconn *c, const struct kvs_msg *m, co
 		q->prompt_tokens = e.prompt_tokens;
 		q->cached_tokens = e.cached_tokens;
 		q->status = (!q->bad_bytes && q->chunks == q->max_tokens &&
-			     e.output_tokens == q->chunks)
-				    ? RS_OK
-				    : RS_MISMATCH;
+			     e.output_tokens == q->chunks) ?
+				    RS_OK :
+				    RS_MISMATCH;
 		break;
 	case KVS_T_ERROR:
 		q->end_ns = kvs_now_ns();
@@ -243,7 +244,8 @@ static int load_prompt_file(struct run *r, const char *path)
 	}
 	r->prefix_file_len = (size_t)st.st_size;
 	r->prefix_file = malloc(r->prefix_file_len + 1);
-	if (!r->prefix_file || fread(r->prefix_file, 1, r->prefix_file_len, f) != r->prefix_file_len) {
+	if (!r->prefix_file ||
+	    fread(r->prefix_file, 1, r->prefix_file_len, f) != r->prefix_file_len) {
 		fprintf(stderr, PROG ": --prompt-file: cannot read %s\n", path);
 		fclose(f);
 		return -1;
@@ -280,9 +282,9 @@ static int send_due(struct run *r, uint64_t start)
 		else
 			flush(&r->conns[ci]);
 		if (r->o->trace && r->next < r->n) /* the trace's clock, from its first request */
-			r->next_arrival_ns =
-				start + (uint64_t)((r->trace.reqs[r->next].arrival_ms -
-						    r->trace.reqs[0].arrival_ms) * 1e6);
+			r->next_arrival_ns = start + (uint64_t)((r->trace.reqs[r->next].arrival_ms -
+								 r->trace.reqs[0].arrival_ms) *
+								1e6);
 		else
 			r->next_arrival_ns += next_gap_ns(r);
 	}
@@ -319,8 +321,8 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	prompt_cap = prefix_bytes(&r) +
 		     (size_t)(o->suffix_tokens + o->suffix_jitter) * KVS_BYTES_PER_TOKEN +
 		     (o->conversations ? (size_t)(o->requests / o->conversations + 1) *
-						 o->turn_tokens * KVS_BYTES_PER_TOKEN
-				       : 0);
+						 o->turn_tokens * KVS_BYTES_PER_TOKEN :
+					 0);
 	if (o->trace)
 		prompt_cap = (size_t)r.trace.max_input_tokens * KVS_BYTES_PER_TOKEN;
 	r.reqs = calloc(r.n, sizeof(*r.reqs));
@@ -470,7 +472,6 @@ void live_usage(FILE *f)
 		"  -h, --help                this text\n");
 }
 
-
 enum {
 	OPT_PREFIXES = 256,
 	OPT_PREFIX_TOKENS,
@@ -530,20 +531,31 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 	int opt;
 
 	*o = (struct run_opts){
-		.requests = 100, .connections = 4, .depth = 1, .max_tokens = 8,
-		.prefixes = 4, .prefix_tokens = 1024, .suffix_tokens = 64, .timeout_s = 60,
-		.turn_tokens = 512, .seed = 1, .speed = 1, .label = "live",
+		.requests = 100,
+		.connections = 4,
+		.depth = 1,
+		.max_tokens = 8,
+		.prefixes = 4,
+		.prefix_tokens = 1024,
+		.suffix_tokens = 64,
+		.timeout_s = 60,
+		.turn_tokens = 512,
+		.seed = 1,
+		.speed = 1,
+		.label = "live",
 	};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			if (o->naddrs == MAX_TARGETS) {
-				fprintf(stderr, PROG ": at most %d --connect addresses\n", MAX_TARGETS);
+				fprintf(stderr, PROG ": at most %d --connect addresses\n",
+					MAX_TARGETS);
 				return 2;
 			}
 			if (kvs_parse_addr(optarg, &o->addrs[o->naddrs])) {
-				fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n", optarg);
+				fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n",
+					optarg);
 				return 2;
 			}
 			o->naddrs++;
@@ -571,15 +583,18 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 				return 2;
 			break;
 		case OPT_PREFIX_TOKENS:
-			if (kvs_arg_u32(PROG, "--prefix-tokens", optarg, 0, 1u << 20, &o->prefix_tokens))
+			if (kvs_arg_u32(PROG, "--prefix-tokens", optarg, 0, 1u << 20,
+					&o->prefix_tokens))
 				return 2;
 			break;
 		case OPT_SUFFIX_TOKENS:
-			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20, &o->suffix_tokens))
+			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20,
+					&o->suffix_tokens))
 				return 2;
 			break;
 		case OPT_SUFFIX_JITTER:
-			if (kvs_arg_u32(PROG, "--suffix-jitter", optarg, 0, 1u << 20, &o->suffix_jitter))
+			if (kvs_arg_u32(PROG, "--suffix-jitter", optarg, 0, 1u << 20,
+					&o->suffix_jitter))
 				return 2;
 			break;
 		case OPT_PROMPT_FILE:
@@ -591,7 +606,8 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 				return 2;
 			break;
 		case OPT_TURN_TOKENS:
-			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 1, 1u << 20, &o->turn_tokens))
+			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 1, 1u << 20,
+					&o->turn_tokens))
 				return 2;
 			break;
 		case OPT_HINT:
@@ -664,8 +680,9 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 		return 2;
 	}
 	if (o->trace && (o->conversations || o->prompt_file || o->hint || o->rate > 0)) {
-		fprintf(stderr, PROG ": --trace sets the prompts and arrival times: it does not "
-				"combine with --conversations, --prompt-file, --hint or --rate\n");
+		fprintf(stderr,
+			PROG ": --trace sets the prompts and arrival times: it does not "
+			     "combine with --conversations, --prompt-file, --hint or --rate\n");
 		return 2;
 	}
 	if (o->prompt_file)
@@ -677,8 +694,10 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 	if (o->conversations &&
 	    (uint64_t)(o->requests / o->conversations + 1) * o->turn_tokens * 4 >
 		    KVS_MAX_PAYLOAD_LIMIT) {
-		fprintf(stderr, PROG ": the last turns would exceed %u bytes: fewer turns or "
-				"--turn-tokens\n", KVS_MAX_PAYLOAD_LIMIT);
+		fprintf(stderr,
+			PROG ": the last turns would exceed %u bytes: fewer turns or "
+			     "--turn-tokens\n",
+			KVS_MAX_PAYLOAD_LIMIT);
 		return 2;
 	}
 	return 0;

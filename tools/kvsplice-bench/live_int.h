@@ -53,26 +53,26 @@ struct run_opts {
 	bool hint, json, per_request, quiet;
 	uint32_t timeout_s;
 	uint32_t fleet; /* backends behind the target; 0 = those seen */
-	double rate;    /* open loop: Poisson arrivals per second; 0 = closed loop */
-	uint64_t seed;  /* of the arrival times */
+	double rate;	/* open loop: Poisson arrivals per second; 0 = closed loop */
+	uint64_t seed;	/* of the arrival times */
 	const char *prompt_file;
 	const char *plot_dir, *label;
 	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
-	double speed;      /* of the trace's arrivals */
+	double speed;	   /* of the trace's arrivals */
 	bool requests_set, max_tokens_set;
 };
 
 struct run {
 	const struct run_opts *o;
 	struct req *reqs; /* index = req_id - 1 */
-	uint32_t n;       /* requests to send: --requests, or the trace's */
+	uint32_t n;	  /* requests to send: --requests, or the trace's */
 	uint32_t next, done;
 	struct kvs_trace trace;
 	struct bconn *conns;
 	int epfd;
 	uint8_t *prefix_file;
 	size_t prefix_file_len;
-	uint8_t *prompt; /* scratch */
+	uint8_t *prompt;	  /* scratch */
 	uint64_t next_arrival_ns; /* open loop: when the next request is due */
 	uint64_t rng;
 	volatile sig_atomic_t *stop; /* set by the caller's SIGINT/SIGTERM handler */

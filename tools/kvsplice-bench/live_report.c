@@ -136,10 +136,9 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,\"backends\":[",
 		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate,
 		       r->o->trace ? r->o->trace : "", r->o->trace ? r->o->speed : 0, r->n, s->ok,
-		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s,
-		       s->ttft_p50, s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
-		       s->load_max_over_mean, s->load_cv,
-		       live_groups(r), s->groups_split,
+		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s, s->ttft_p50,
+		       s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
+		       s->load_max_over_mean, s->load_cv, live_groups(r), s->groups_split,
 		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
 		       (unsigned long long)s->cached_tokens, (unsigned long long)s->output_tokens);
 		for (i = 0; i < s->nbackends; i++)
@@ -148,8 +147,8 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		printf("]}\n");
 		return;
 	}
-	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->n,
-	       s->ok, s->errors, s->mismatches, s->lost);
+	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->n, s->ok,
+	       s->errors, s->mismatches, s->lost);
 	printf("wall time     %.3f s, %.1f requests/s, %.0f output tokens/s", s->wall_s, s->rps,
 	       s->tok_s);
 	if (r->o->trace)
@@ -183,8 +182,11 @@ int live_plot(const struct run *r, const struct summary *s)
 {
 	double loads[MAX_BACKEND_IDS] = { 0 };
 	uint32_t nloads = r->o->fleet > s->nbackends ? r->o->fleet : s->nbackends, i;
-	struct bench_series ser = { .name = r->o->label, .ttft_ms = s->ttft, .n = s->ok,
-				    .loads = loads, .nloads = nloads };
+	struct bench_series ser = { .name = r->o->label,
+				    .ttft_ms = s->ttft,
+				    .n = s->ok,
+				    .loads = loads,
+				    .nloads = nloads };
 	char title[512];
 
 	for (i = 0; i < s->nbackends; i++)

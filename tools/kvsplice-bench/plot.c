@@ -40,8 +40,7 @@ static int close_checked(const char *prog, FILE *f, const char *name)
 }
 
 /* One gnuplot data block per series (blank-line separated; `index i`). */
-static int write_cdf(const char *prog, const char *dir, const struct bench_series *s,
-		     uint32_t ns)
+static int write_cdf(const char *prog, const char *dir, const struct bench_series *s, uint32_t ns)
 {
 	FILE *f = open_in(prog, dir, "ttft_cdf.dat");
 
@@ -63,8 +62,7 @@ static int write_cdf(const char *prog, const char *dir, const struct bench_serie
 	return close_checked(prog, f, "ttft_cdf.dat");
 }
 
-static int write_load(const char *prog, const char *dir, const struct bench_series *s,
-		      uint32_t ns)
+static int write_load(const char *prog, const char *dir, const struct bench_series *s, uint32_t ns)
 {
 	FILE *f = open_in(prog, dir, "load.dat");
 	uint32_t nb = 0;
@@ -94,40 +92,42 @@ static int write_script(const char *prog, const char *dir, const char *title,
 
 	if (!f)
 		return -errno;
-	fprintf(f, "# gnuplot plot.gp (in this directory) redraws the pictures.\n"
-		   "set datafile commentschars '#'\n"
-		   "set key bottom right\n"
-		   "set grid\n"
-		   "do for [fmt in 'svg png'] {\n"
-		   "  if (fmt eq 'svg') { set terminal svg size 900,560 dynamic font 'sans,12' }\n"
-		   "  else { set terminal pngcairo size 900,560 font 'sans,11' }\n"
-		   "  set output 'ttft_cdf.'.fmt\n"
-		   "  set title \"TTFT CDF: %s\" noenhanced\n"
-		   "  set xlabel 'time to first token (ms, log scale)'\n"
-		   "  set ylabel 'fraction of requests'\n"
-		   "  set logscale x\n"
-		   "  set yrange [0:1]\n"
-		   "  plot ",
+	fprintf(f,
+		"# gnuplot plot.gp (in this directory) redraws the pictures.\n"
+		"set datafile commentschars '#'\n"
+		"set key bottom right\n"
+		"set grid\n"
+		"do for [fmt in 'svg png'] {\n"
+		"  if (fmt eq 'svg') { set terminal svg size 900,560 dynamic font 'sans,12' }\n"
+		"  else { set terminal pngcairo size 900,560 font 'sans,11' }\n"
+		"  set output 'ttft_cdf.'.fmt\n"
+		"  set title \"TTFT CDF: %s\" noenhanced\n"
+		"  set xlabel 'time to first token (ms, log scale)'\n"
+		"  set ylabel 'fraction of requests'\n"
+		"  set logscale x\n"
+		"  set yrange [0:1]\n"
+		"  plot ",
 		title);
 	for (uint32_t i = 0; i < ns; i++)
 		fprintf(f, "%s'ttft_cdf.dat' index %u using 1:2 with lines lw 2 title '%s'",
 			i ? ", \\\n       " : "", i, s[i].name);
-	fprintf(f, "\n"
-		   "  unset logscale x\n"
-		   "  set yrange [0:*]\n"
-		   "  set output 'load.'.fmt\n"
-		   "  set title \"Requests per backend: %s\" noenhanced\n"
-		   "  set xlabel 'backend'\n"
-		   "  set ylabel 'requests served'\n"
-		   "  set style data histograms\n"
-		   "  set style histogram clustered gap 1\n"
-		   "  set style fill solid 0.8 border -1\n"
-		   "  set key outside right top\n"
-		   "  plot for [i=2:%u] 'load.dat' using i:xtic(1) title columnheader(i)\n"
-		   "  set key inside bottom right\n"
-		   "  set style data lines\n"
-		   "  unset output\n"
-		   "}\n",
+	fprintf(f,
+		"\n"
+		"  unset logscale x\n"
+		"  set yrange [0:*]\n"
+		"  set output 'load.'.fmt\n"
+		"  set title \"Requests per backend: %s\" noenhanced\n"
+		"  set xlabel 'backend'\n"
+		"  set ylabel 'requests served'\n"
+		"  set style data histograms\n"
+		"  set style histogram clustered gap 1\n"
+		"  set style fill solid 0.8 border -1\n"
+		"  set key outside right top\n"
+		"  plot for [i=2:%u] 'load.dat' using i:xtic(1) title columnheader(i)\n"
+		"  set key inside bottom right\n"
+		"  set style data lines\n"
+		"  unset output\n"
+		"}\n",
 		title, ns + 1);
 	return close_checked(prog, f, "plot.gp");
 }
@@ -148,8 +148,10 @@ int bench_gnuplot(const char *prog, const char *dir, const char *script)
 	if (waitpid(pid, &st, 0) < 0)
 		return -errno;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-		fprintf(stderr, "%s: --plot: gnuplot not found (apt-get install gnuplot-nox); "
-				"data and %s are in %s\n", prog, script, dir);
+		fprintf(stderr,
+			"%s: --plot: gnuplot not found (apt-get install gnuplot-nox); "
+			"data and %s are in %s\n",
+			prog, script, dir);
 		return -ENOENT;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
@@ -159,8 +161,8 @@ int bench_gnuplot(const char *prog, const char *dir, const char *script)
 	return 0;
 }
 
-int bench_plot(const char *prog, const char *dir, const char *title,
-	       const struct bench_series *s, uint32_t ns)
+int bench_plot(const char *prog, const char *dir, const char *title, const struct bench_series *s,
+	       uint32_t ns)
 {
 	char safe[256];
 	size_t i;

@@ -22,8 +22,8 @@ struct bench_series {
  * DIR/{ttft_cdf,load}.{svg,png}. Returns 0, or -errno with a message on
  * stderr (prog: ...); when gnuplot is missing the data and script are still
  * written and -ENOENT returned. */
-int bench_plot(const char *prog, const char *dir, const char *title,
-	       const struct bench_series *s, uint32_t ns);
+int bench_plot(const char *prog, const char *dir, const char *title, const struct bench_series *s,
+	       uint32_t ns);
 /* Runs gnuplot on DIR/script (in DIR). 0, -ENOENT without gnuplot, or
  * -errno/-EIO, with a message on stderr. */
 int bench_gnuplot(const char *prog, const char *dir, const char *script);

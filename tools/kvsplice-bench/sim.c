@@ -92,8 +92,10 @@ static int parse_policies(const char *s, struct sim_opts *o)
 			if (!strcmp(tok, pol_names[i]))
 				break;
 		if (i == sizeof(pol_names) / sizeof(pol_names[0]) || o->npol == MAX_POLICIES) {
-			fprintf(stderr, PROG ": --policies: unknown policy '%s' (rr, lor, chash, "
-					"kvsplice, sglang, llmd)\n", tok);
+			fprintf(stderr,
+				PROG ": --policies: unknown policy '%s' (rr, lor, chash, "
+				     "kvsplice, sglang, llmd)\n",
+				tok);
 			return -1;
 		}
 		o->pols[o->npol++] = (enum pol)i;
@@ -134,13 +136,23 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	};
 	int opt, system_set = 0;
 
-	*o = (struct sim_opts){ .backends = 7, .kv_blocks = KVS_MODEL_KV_BLOCKS, .requests = 20000,
-				.rate = 14, .context_tokens = 6000, .own_tokens = 2000,
-				.max_tokens = 128, .occupancy = 0.7, .seed = 1,
-				.balance = KVS_POLICY_BALANCE, .speed = 1,
+	*o = (struct sim_opts){ .backends = 7,
+				.kv_blocks = KVS_MODEL_KV_BLOCKS,
+				.requests = 20000,
+				.rate = 14,
+				.context_tokens = 6000,
+				.own_tokens = 2000,
+				.max_tokens = 128,
+				.occupancy = 0.7,
+				.seed = 1,
+				.balance = KVS_POLICY_BALANCE,
+				.speed = 1,
 				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
-				.groups = 256, .question_tokens = 1000, .conversations = 2000,
-				.turn_tokens = 600, .release_early = 1 };
+				.groups = 256,
+				.question_tokens = 1000,
+				.conversations = 2000,
+				.turn_tokens = 600,
+				.release_early = 1 };
 	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -150,7 +162,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 				return 2;
 			break;
 		case 'b':
-			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS, &o->backends))
+			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS,
+					&o->backends))
 				return 2;
 			break;
 		case 'k':
@@ -243,7 +256,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 				return 2;
 			break;
 		case 't':
-			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 16, 1u << 20, &o->turn_tokens))
+			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 16, 1u << 20,
+					&o->turn_tokens))
 				return 2;
 			break;
 		case 'R':
@@ -268,7 +282,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 		o->system_tokens = o->kind == W_GROUPS ? 6000 : 1000;
 	if (o->kind == W_GROUPS && o->per_group) {
 		if ((uint64_t)o->groups * o->per_group > 10000000) {
-			fprintf(stderr, PROG ": --groups x --per-group: at most 10,000,000 requests\n");
+			fprintf(stderr,
+				PROG ": --groups x --per-group: at most 10,000,000 requests\n");
 			return 2;
 		}
 		o->requests = o->groups * o->per_group;
@@ -278,12 +293,10 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 		return 2;
 	}
 	if (!o->contexts)
-		o->contexts = (uint32_t)fmax(1, o->occupancy * o->backends *
-						       (double)o->kv_blocks * KVS_BLOCK_TOKENS /
-						       o->context_tokens);
+		o->contexts = (uint32_t)fmax(1, o->occupancy * o->backends * (double)o->kv_blocks *
+							KVS_BLOCK_TOKENS / o->context_tokens);
 	return 0;
 }
-
 
 int bench_sim(int argc, char **argv)
 {
@@ -314,8 +327,10 @@ int bench_sim(int argc, char **argv)
 		char title[512];
 
 		for (i = 0; i < o.npol; i++)
-			ser[i] = (struct bench_series){ .name = res[i].name, .ttft_ms = res[i].ttft,
-							.n = res[i].done, .loads = res[i].loads,
+			ser[i] = (struct bench_series){ .name = res[i].name,
+							.ttft_ms = res[i].ttft,
+							.n = res[i].done,
+							.loads = res[i].loads,
 							.nloads = o.backends };
 		snprintf(title, sizeof(title), "%s, %u backends, %u requests",
 			 o.trace ? o.trace : workload_names[o.kind], o.backends, w.n);
@@ -330,4 +345,3 @@ int bench_sim(int argc, char **argv)
 	sim_free_workload(&w);
 	return rc;
 }
-

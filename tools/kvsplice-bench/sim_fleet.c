@@ -43,7 +43,7 @@ struct baseline_index {
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
 	uint32_t context, backend;
-	uint64_t work;         /* tokens charged to the backend */
+	uint64_t work;	       /* tokens charged to the backend */
 	uint64_t prefill_work; /* of which prefill, until the first token */
 	uint64_t *h;
 };
@@ -98,7 +98,8 @@ static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseli
 		if (be[b].eng.nwaiting > maxq)
 			maxq = be[b].eng.nwaiting;
 	for (b = 0; b < o->backends; b++) {
-		double prefix = n ? (double)kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n) / n : 0;
+		double prefix =
+			n ? (double)kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n) / n : 0;
 		double queue = maxq ? 1.0 - (double)be[b].eng.nwaiting / maxq : 1.0;
 		double kv = 1.0 - (double)(be[b].eng.cache.used + be[b].eng.reserved_blocks) /
 					  be[b].eng.cache.max_capacity;
@@ -140,7 +141,8 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].outstanding;
 		key_block = n < 64 ? n : 64;
-		return kvs_chash_pick(ring, n ? r->eng.hashes[key_block - 1] : last, load, ok, 1.25);
+		return kvs_chash_pick(ring, n ? r->eng.hashes[key_block - 1] : last, load, ok,
+				      1.25);
 	case P_KVSPLICE:
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].work;

@@ -24,12 +24,12 @@ struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
-	int release_early;                /* prefill charge off at the first token */
-	const char *trace;                /* replay this JSONL trace instead */
+	int release_early;		  /* prefill charge off at the first token */
+	const char *trace;		  /* replay this JSONL trace instead */
 	enum workload_kind kind;
 	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */
-	uint32_t conversations, turn_tokens;                          /* conversations */
-	double speed;                     /* trace arrival-rate factor */
+	uint32_t conversations, turn_tokens;			    /* conversations */
+	double speed;						    /* trace arrival-rate factor */
 	uint64_t seed;
 	int json;
 	const char *plot_dir;
@@ -53,7 +53,7 @@ struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
 	uint32_t done;
-	double *ttft; /* sorted, done of them: for --plot */
+	double *ttft;			/* sorted, done of them: for --plot */
 	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
 };
 
@@ -64,8 +64,7 @@ int sim_make_workload(const struct sim_opts *o, struct workload *w);
 void sim_free_workload(struct workload *w);
 uint32_t sim_prompt_tokens(const struct sim_opts *o, const struct workload *w, uint32_t i);
 /* The block hashes of request i, sim_prompt_tokens() / 16 of them, into h. */
-void sim_fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i,
-		      uint64_t *h);
+void sim_fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i, uint64_t *h);
 /* Hit rate of one LRU cache the size of the whole fleet on the requests. */
 double sim_fleet_lru_ceiling(const struct sim_opts *o, const struct workload *w);
 

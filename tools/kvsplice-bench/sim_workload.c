@@ -18,7 +18,7 @@
 #include "trace.h"
 
 const char *const workload_names[W_UNIQUE + 1] = { "contexts", "groups", "conversations",
-						    "unique" };
+						   "unique" };
 
 static void make_contexts_workload(const struct sim_opts *o, struct workload *w)
 {
@@ -60,7 +60,7 @@ static void blocks_of(uint64_t *ids, uint32_t *n, uint64_t space, uint32_t count
 static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 {
 	uint64_t rng = o->seed;
-	uint32_t nkeys = 0, i; /* groups or conversations; unique has none */
+	uint32_t nkeys = 0, i;	       /* groups or conversations; unique has none */
 	uint32_t *next, *order = NULL; /* turns so far; group order */
 	uint32_t sys = o->system_tokens / KVS_BLOCK_TOKENS;
 	double t = 0;
@@ -93,7 +93,9 @@ static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 	}
 	for (i = 0; i < w->n; i++) {
 		double u = ((double)(kvs_splitmix64(&rng) >> 11) + 0.5) / 9007199254740992.0;
-		uint32_t key = order ? order[i] : nkeys ? (uint32_t)(kvs_splitmix64(&rng) % nkeys) : 0;
+		uint32_t key = order ? order[i] :
+			       nkeys ? (uint32_t)(kvs_splitmix64(&rng) % nkeys) :
+				       0;
 		uint32_t n = 0, len;
 		uint64_t *ids;
 
@@ -106,7 +108,8 @@ static void make_ids_workload(const struct sim_opts *o, struct workload *w)
 			blocks_of(ids, &n, 1 + (uint64_t)key, sys);
 			blocks_of(ids, &n, 1ull << 23 | i, len - sys); /* its own */
 		} else if (o->kind == W_CONVERSATIONS) {
-			uint32_t turn = next[key]++, conv = (turn + 1) * (o->turn_tokens / KVS_BLOCK_TOKENS);
+			uint32_t turn = next[key]++,
+				 conv = (turn + 1) * (o->turn_tokens / KVS_BLOCK_TOKENS);
 
 			len = sys + conv;
 			ids = malloc(sizeof(uint64_t) * len);
@@ -178,8 +181,9 @@ static void fill_hashes(const struct sim_opts *o, uint32_t req, uint32_t ctx, ui
 	uint32_t n = prompt_blocks(o), shared = o->context_tokens / KVS_BLOCK_TOKENS;
 
 	for (uint32_t i = 0; i < n; i++)
-		h[i] = kvs_nonzero(kvs_fmix64(i < shared ? ((uint64_t)ctx << 24 | i) * KVS_P1
-							 : ((uint64_t)(req + 1) << 24 | i) * KVS_P2));
+		h[i] = kvs_nonzero(kvs_fmix64(i < shared ?
+						      ((uint64_t)ctx << 24 | i) * KVS_P1 :
+						      ((uint64_t)(req + 1) << 24 | i) * KVS_P2));
 }
 
 /* A request given as block ids (a trace, or the groups and conversations
@@ -192,15 +196,15 @@ static void fill_id_hashes(const struct workload *w, uint32_t i, uint64_t *h)
 
 	for (j = 0; j < n; j++) {
 		uint32_t k = j / w->id_blocks;
-		uint64_t id = k < w->nids[i] ? w->ids[i][k] : (1ull << 40) + i; /* missing: unique */
+		uint64_t id = k < w->nids[i] ? w->ids[i][k] :
+					       (1ull << 40) + i; /* missing: unique */
 
 		h[j] = kvs_nonzero(
 			kvs_fmix64(kvs_fmix64(id * KVS_P1 + KVS_P4) + (j % w->id_blocks) * KVS_P2));
 	}
 }
 
-void sim_fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i,
-		      uint64_t *h)
+void sim_fill_request(const struct sim_opts *o, const struct workload *w, uint32_t i, uint64_t *h)
 {
 	if (w->ids)
 		fill_id_hashes(w, i, h);

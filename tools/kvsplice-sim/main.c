@@ -31,7 +31,6 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -60,8 +59,9 @@ static void usage(FILE *f)
 		"      --log-level LEVEL    warn, info (default) or debug\n"
 		"  -h, --help               this text\n",
 		(unsigned int)KVS_MODEL_KV_BLOCKS, KVS_MODEL_BASE_MS, KVS_MODEL_PER_TOKEN_MS,
-		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS, (unsigned int)KVS_MODEL_STEP_TOKENS,
-		KVS_DEFAULT_MAX_PAYLOAD, (unsigned int)KVS_ENGINE_MAX_SEQS);
+		KVS_MODEL_PREFILL_ATTN_MS, KVS_MODEL_DECODE_CTX_MS,
+		(unsigned int)KVS_MODEL_STEP_TOKENS, KVS_DEFAULT_MAX_PAYLOAD,
+		(unsigned int)KVS_ENGINE_MAX_SEQS);
 }
 
 enum {
@@ -78,7 +78,6 @@ enum {
 	OPT_MAX_SEQS,
 	OPT_LOG,
 };
-
 
 int main(int argc, char **argv)
 {
@@ -100,7 +99,9 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct sim s = { .time_scale = 1.0, .max_payload = KVS_DEFAULT_MAX_PAYLOAD, .id = UINT32_MAX,
+	struct sim s = { .time_scale = 1.0,
+			 .max_payload = KVS_DEFAULT_MAX_PAYLOAD,
+			 .id = UINT32_MAX,
 			 .max_seqs = KVS_ENGINE_MAX_SEQS };
 	struct sigaction sa = { .sa_handler = on_signal };
 	char listen_buf[64] = "127.0.0.1:0";
@@ -130,7 +131,8 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_KV:
-			if (kvs_arg_u32(PROG, "--kv-blocks", optarg, 1, 1u << 28, &s.model.kv_blocks))
+			if (kvs_arg_u32(PROG, "--kv-blocks", optarg, 1, 1u << 28,
+					&s.model.kv_blocks))
 				return 2;
 			break;
 		case OPT_SCALE:
@@ -206,4 +208,3 @@ int main(int argc, char **argv)
 	sim_stop(&s);
 	return 0;
 }
-

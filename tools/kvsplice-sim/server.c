@@ -220,10 +220,13 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 	if (!kvs_engine_fits(&s->eng, &r->eng)) {
 		/* One request's error, on a connection that stays open (it
 		 * may be a gateway's, shared by many clients). */
-		struct kvs_msg e = { .type = KVS_T_ERROR, .status = KVS_E_TOO_LONG,
-				     .req_id = m->req_id, .gw_conn = m->gw_conn,
+		struct kvs_msg e = { .type = KVS_T_ERROR,
+				     .status = KVS_E_TOO_LONG,
+				     .req_id = m->req_id,
+				     .gw_conn = m->gw_conn,
 				     .gw_backend = m->gw_backend };
-		static const char msg[] = "kvsplice-sim: prompt + max_tokens exceed the KV capacity";
+		static const char msg[] =
+			"kvsplice-sim: prompt + max_tokens exceed the KV capacity";
 
 		kvs_put_frame(&c->tx, &e, msg, sizeof(msg) - 1);
 		conn_flush(s, c);
@@ -290,7 +293,8 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 				.backend_id = s->id,
 			};
 			uint8_t payload[sizeof(struct kvs_load)];
-			struct kvs_msg pong = { .type = KVS_T_PONG, .req_id = m.req_id,
+			struct kvs_msg pong = { .type = KVS_T_PONG,
+						.req_id = m.req_id,
 						.gw_conn = m.gw_conn };
 
 			kvs_load_encode(&li, payload);

@@ -28,9 +28,9 @@ struct sim {
 	uint32_t max_seqs;
 	int epfd, lfd, tfd;
 	struct kvs_engine eng;
-	bool stepping;     /* a step's timer is running */
+	bool stepping;	   /* a step's timer is running */
 	double step_start; /* model ms */
-	uint64_t t0_ns;    /* model time 0 */
+	uint64_t t0_ns;	   /* model time 0 */
 	struct sim_req *live;
 	struct sim_conn *conns; /* open connections */
 	uint64_t served, cached_tokens_total, prompt_tokens_total;

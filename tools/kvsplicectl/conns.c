@@ -56,8 +56,8 @@ static const char *role_name(__u32 role)
 static const char *tcp_state_name(uint8_t st)
 {
 	static const char *const names[] = {
-		"?",         "ESTABLISHED", "SYN-SENT",   "SYN-RECV", "FIN-WAIT-1", "FIN-WAIT-2",
-		"TIME-WAIT", "CLOSE",       "CLOSE-WAIT", "LAST-ACK", "LISTEN",     "CLOSING",
+		"?",	     "ESTABLISHED", "SYN-SENT",	  "SYN-RECV", "FIN-WAIT-1", "FIN-WAIT-2",
+		"TIME-WAIT", "CLOSE",	    "CLOSE-WAIT", "LAST-ACK", "LISTEN",	    "CLOSING",
 	};
 
 	return st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
@@ -174,7 +174,8 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 			       "\"rttvar_us\":%u,\"recv_q\":%u,\"send_q\":%u,\"frames\":%llu,"
 			       "\"bytes\":%llu,\"inflight\":%u}",
 			       i ? "," : "", (unsigned long long)r->cookie, role_name(r->c.role),
-			       r->c.path ? "user" : "kernel", r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.backend : -1,
+			       r->c.path ? "user" : "kernel",
+			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.backend : -1,
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
 			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
 			       r->rttvar_us, r->rqueue, r->wqueue, (unsigned long long)r->c.frames,

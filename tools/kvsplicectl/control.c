@@ -95,8 +95,8 @@ static int show(const char *reply)
 		return 0;
 	}
 	if (!strncmp(reply, "error: ", 7))
-		fprintf(stderr, PROG ": %.*s\n", nl ? (int)(nl - reply - 7) : (int)strlen(reply + 7),
-			reply + 7);
+		fprintf(stderr, PROG ": %.*s\n",
+			nl ? (int)(nl - reply - 7) : (int)strlen(reply + 7), reply + 7);
 	else
 		fprintf(stderr, PROG ": unexpected answer from the controller\n");
 	return 1;
@@ -250,21 +250,23 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 			if (o->json)
 				printf("{\"upgraded\":true,\"pid\":%d,\"old_pid\":%d}\n", pid, old);
 			else
-				printf("upgraded: controller pid %d took over from pid %d\n", pid, old);
+				printf("upgraded: controller pid %d took over from pid %d\n", pid,
+				       old);
 			return 0;
 		}
 		if (strstr(reply, "\"state\":\"failed\"")) {
 			fprintf(stderr,
-				PROG ": upgrade failed: the new controller (pid %d) exited with %d; "
-				     "pid %d carries on (see its log)\n",
+				PROG
+				": upgrade failed: the new controller (pid %d) exited with %d; "
+				"pid %d carries on (see its log)\n",
 				pid, json_int(reply, "status"), old);
 			free(reply);
 			return 1;
 		}
 		free(reply);
 	}
-	fprintf(stderr, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n", pid,
-		timeout_s);
+	fprintf(stderr, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n",
+		pid, timeout_s);
 	return 1;
 }
 

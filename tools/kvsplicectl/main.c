@@ -89,14 +89,13 @@ static void print_cmds(FILE *f, enum cmd_source source)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: " PROG " [--pin-dir DIR] [--socket PATH] [--json] COMMAND [ARGS]\n"
-		"\n"
-		"The operator's view of a kvsplice gateway: state read from its pinned BPF\n"
-		"maps (works while the controller is down), changes asked of the running\n"
-		"controller over its control socket.\n"
-		"\n"
-		"From the maps:\n");
+	fprintf(f, "Usage: " PROG " [--pin-dir DIR] [--socket PATH] [--json] COMMAND [ARGS]\n"
+		   "\n"
+		   "The operator's view of a kvsplice gateway: state read from its pinned BPF\n"
+		   "maps (works while the controller is down), changes asked of the running\n"
+		   "controller over its control socket.\n"
+		   "\n"
+		   "From the maps:\n");
 	print_cmds(f, FROM_MAPS);
 	fprintf(f, "\n"
 		   "From the controller (exit status 3 when none answers):\n");

@@ -23,12 +23,12 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	int fd = kvs_pin_open(o->pin_dir, name);
 
 	if (fd == -EACCES || fd == -EPERM)
-		fprintf(stderr,
-			PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
+		fprintf(stderr, PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
 			o->pin_dir, name, strerror(-fd));
 	else if (fd < 0)
 		fprintf(stderr,
-			PROG ": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
+			PROG
+			": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
 			o->pin_dir, name, strerror(-fd));
 	return fd;
 }
@@ -205,9 +205,10 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
 		close(xfd);
 	}
-	share = k.fast_path_frames + k.slow_path_frames
-			? (double)k.fast_path_frames / (double)(k.fast_path_frames + k.slow_path_frames)
-			: 0;
+	share = k.fast_path_frames + k.slow_path_frames ?
+			(double)k.fast_path_frames /
+				(double)(k.fast_path_frames + k.slow_path_frames) :
+			0;
 
 	if (o->json) {
 		printf("{");
@@ -334,7 +335,8 @@ static int list_routes(const struct ctl_opts *o)
 		key = next;
 		prev = &key;
 		if (n == cap) {
-			struct route_row *nr = realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
+			struct route_row *nr =
+				realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
 
 			if (!nr) {
 				fprintf(stderr, PROG ": out of memory\n");
@@ -357,7 +359,8 @@ static int list_routes(const struct ctl_opts *o)
 	for (i = 0; i < n && i < o->limit; i++) {
 		const struct kvs_route *r = &rows[i].r;
 		struct kvs_backend be;
-		bool cur = bpf_map_lookup_elem(bfd, &r->backend, &be) == 0 && be.route_gen == r->gen;
+		bool cur = bpf_map_lookup_elem(bfd, &r->backend, &be) == 0 &&
+			   be.route_gen == r->gen;
 		double age = now > r->installed_ns ? (double)(now - r->installed_ns) / 1e9 : 0;
 
 		if (o->json)
@@ -367,9 +370,9 @@ static int list_routes(const struct ctl_opts *o)
 			       r->depth_blocks, age, (unsigned long long)r->hits,
 			       cur ? "true" : "false");
 		else
-			printf("%016llx %7u %6u %10.1f %10llu %7s\n", (unsigned long long)rows[i].hash,
-			       r->backend, r->depth_blocks, age, (unsigned long long)r->hits,
-			       cur ? "yes" : "no");
+			printf("%016llx %7u %6u %10.1f %10llu %7s\n",
+			       (unsigned long long)rows[i].hash, r->backend, r->depth_blocks, age,
+			       (unsigned long long)r->hits, cur ? "yes" : "no");
 	}
 	if (o->json)
 		printf("]}\n");

@@ -283,7 +283,7 @@ int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefi
 	}
 	/* Host bits cleared, so that 10.1.2.3/8 means 10.0.0.0/8. */
 	for (i = bits; i < (*family == 4 ? 32u : 128u); i++)
-		addr[i / 8] &= (uint8_t)~(0x80u >> (i % 8));
+		addr[i / 8] &= (uint8_t) ~(0x80u >> (i % 8));
 	*prefixlen = bits;
 	return 0;
 }

@@ -41,7 +41,8 @@ static bool print_token(FILE *f, const struct kvs_optset *set, const struct kvs_
 		case KVS_OPT_T_DOUBLE:
 			return fprintf(f, "%g", *(const double *)def), true;
 		case KVS_OPT_T_STR:
-			return fputs(*(const char *const *)def ? *(const char *const *)def : "none", f),
+			return fputs(*(const char *const *)def ? *(const char *const *)def : "none",
+				     f),
 			       true;
 		case KVS_OPT_T_ENUM:
 			return fputs(o->words[*(const int *)def], f), true;
@@ -96,8 +97,7 @@ void kvs_opts_usage(const struct kvs_optset *set, FILE *f)
 }
 
 /* LIST: appends v, the first time in this source after emptying the list. */
-static int append(const char *who, const struct kvs_opt *o, const char *v, void *target,
-		  bool *seen)
+static int append(const char *who, const struct kvs_opt *o, const char *v, void *target, bool *seen)
 {
 	uint32_t *n = (uint32_t *)((char *)target + o->count_off);
 	_Alignas(max_align_t) unsigned char scratch[256];
@@ -225,8 +225,9 @@ out:
 
 static bool truth(const char *v, bool *out)
 {
-	static const char *const yes[] = { "true", "yes", "on", "1" },
-				 *const no[] = { "false", "no", "off", "0" };
+	static const char *const yes[] = { "true", "yes", "on", "1" }, *const no[] = { "false",
+										       "no", "off",
+										       "0" };
 
 	for (size_t i = 0; i < 4; i++) {
 		if (!strcasecmp(v, yes[i]) || !strcasecmp(v, no[i])) {

@@ -29,70 +29,74 @@
 
 enum kvs_opt_type {
 	KVS_OPT_T_HEADING, /* no option: help is printed as it is */
-	KVS_OPT_T_FLAG,    /* no argument: the int at off becomes 1 */
-	KVS_OPT_T_STR,     /* the const char * at off points to the argument */
-	KVS_OPT_T_U32,     /* a uint32_t in [min, max] (kvs_arg_u32) */
+	KVS_OPT_T_FLAG,	   /* no argument: the int at off becomes 1 */
+	KVS_OPT_T_STR,	   /* the const char * at off points to the argument */
+	KVS_OPT_T_U32,	   /* a uint32_t in [min, max] (kvs_arg_u32) */
 	KVS_OPT_T_DOUBLE,  /* a double in [dmin, dmax] (kvs_arg_double) */
-	KVS_OPT_T_ENUM,    /* one of words: the int at off becomes its index */
-	KVS_OPT_T_LIST,    /* appends to an array of at most max elements */
-	KVS_OPT_T_FUNC,    /* parse(who, row, value, target + off) */
-	KVS_OPT_T_HELP,    /* prints --help */
+	KVS_OPT_T_ENUM,	   /* one of words: the int at off becomes its index */
+	KVS_OPT_T_LIST,	   /* appends to an array of at most max elements */
+	KVS_OPT_T_FUNC,	   /* parse(who, row, value, target + off) */
+	KVS_OPT_T_HELP,	   /* prints --help */
 };
 
 struct kvs_opt;
 
 /* Parses v into dst (FUNC: target + off; LIST: the new element). 0, or -1
  * after a message on stderr that starts with who. */
-typedef int (*kvs_opt_parse_fn)(const char *who, const struct kvs_opt *o, const char *v,
-				void *dst);
+typedef int (*kvs_opt_parse_fn)(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 
 struct kvs_opt {
 	const char *name; /* long option and INI key */
-	int short_name;   /* 'l' for -l, or 0 */
+	int short_name;	  /* 'l' for -l, or 0 */
 	enum kvs_opt_type type;
 	size_t off;
-	uint32_t min, max;    /* U32; LIST: max is the capacity */
-	double dmin, dmax;    /* DOUBLE */
+	uint32_t min, max;	  /* U32; LIST: max is the capacity */
+	double dmin, dmax;	  /* DOUBLE */
 	const char *const *words; /* ENUM: NULL-terminated */
-	size_t count_off;     /* LIST: its uint32_t count */
-	size_t elem_size;     /* LIST */
-	kvs_opt_parse_fn parse; /* FUNC; LIST: each element */
-	const char *unit;     /* LIST: "at most MAX UNIT" (else "--NAME: at most MAX") */
-	bool cli_only;        /* not an INI key */
-	const char *arg;      /* the argument's name in --help; NULL: none */
+	size_t count_off;	  /* LIST: its uint32_t count */
+	size_t elem_size;	  /* LIST */
+	kvs_opt_parse_fn parse;	  /* FUNC; LIST: each element */
+	const char *unit;	  /* LIST: "at most MAX UNIT" (else "--NAME: at most MAX") */
+	bool cli_only;		  /* not an INI key */
+	const char *arg;	  /* the argument's name in --help; NULL: none */
 	const char *help;
 };
 
 /* Row parts: where the value goes and how it is checked. */
 #define KVS_OPT_FLAG(T, m) .type = KVS_OPT_T_FLAG, .off = offsetof(T, m)
 #define KVS_OPT_STR(T, m) .type = KVS_OPT_T_STR, .off = offsetof(T, m)
-#define KVS_OPT_U32(T, m, lo, hi) \
+#define KVS_OPT_U32(T, m, lo, hi)                                                                  \
 	.type = KVS_OPT_T_U32, .off = offsetof(T, m), .min = (lo), .max = (hi)
-#define KVS_OPT_DOUBLE(T, m, lo, hi) \
+#define KVS_OPT_DOUBLE(T, m, lo, hi)                                                               \
 	.type = KVS_OPT_T_DOUBLE, .off = offsetof(T, m), .dmin = (lo), .dmax = (hi)
-#define KVS_OPT_ENUM(T, m, ...) \
-	.type = KVS_OPT_T_ENUM, .off = offsetof(T, m), \
-	.words = (const char *const[]){ __VA_ARGS__, NULL }
+#define KVS_OPT_ENUM(T, m, ...)                                                                    \
+	.type = KVS_OPT_T_ENUM, .off = offsetof(T, m), .words = (const char *const[])              \
+	{                                                                                          \
+		__VA_ARGS__, NULL                                                                  \
+	}
 #define KVS_OPT_FUNC(T, m, fn) .type = KVS_OPT_T_FUNC, .off = offsetof(T, m), .parse = (fn)
 /* An array m of at most cap elements, its count in n. The first time a
  * list is given in a source (the file, the command line) it replaces what
  * earlier sources gave. */
-#define KVS_OPT_LIST(T, m, n, cap, fn) \
-	.type = KVS_OPT_T_LIST, .off = offsetof(T, m), .count_off = offsetof(T, n), \
+#define KVS_OPT_LIST(T, m, n, cap, fn)                                                             \
+	.type = KVS_OPT_T_LIST, .off = offsetof(T, m), .count_off = offsetof(T, n),                \
 	.elem_size = sizeof(((T *)0)->m[0]), .max = (cap), .parse = (fn)
 #define KVS_OPT_HELP .type = KVS_OPT_T_HELP, .cli_only = true
-#define KVS_OPT_HEADING(text) { .type = KVS_OPT_T_HEADING, .help = (text) }
+#define KVS_OPT_HEADING(text)                                                                      \
+	{                                                                                          \
+		.type = KVS_OPT_T_HEADING, .help = (text)                                          \
+	}
 
 /* A program's options. */
 struct kvs_optset {
-	const char *prog;          /* messages start with it */
+	const char *prog; /* messages start with it */
 	const struct kvs_opt *opts;
 	size_t nopts;
-	const void *defaults;      /* a target holding the defaults, for {default} */
-	const char *usage;         /* --help before the options */
-	const char *footer;        /* and after them */
-	const char *file_opt;      /* "--config": what errors reading the file name */
-	const char *bad_key_hint;  /* after "unknown key 'K'", in parentheses */
+	const void *defaults;	  /* a target holding the defaults, for {default} */
+	const char *usage;	  /* --help before the options */
+	const char *footer;	  /* and after them */
+	const char *file_opt;	  /* "--config": what errors reading the file name */
+	const char *bad_key_hint; /* after "unknown key 'K'", in parentheses */
 };
 
 /*

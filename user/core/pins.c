@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 static const char *const pinned_maps[] = {
-	KVS_MAP_SOCKS, KVS_MAP_CONNS, KVS_MAP_BACKENDS, KVS_MAP_ROUTES, KVS_MAP_STATS,
-	KVS_MAP_CTL_STATS, KVS_MAP_CHAIN, KVS_MAP_INFLIGHT, KVS_MAP_XDP_ALLOW_V4,
-	KVS_MAP_XDP_DENY_V4, KVS_MAP_XDP_ALLOW_V6, KVS_MAP_XDP_DENY_V6, KVS_MAP_XDP_SYN,
-	KVS_MAP_XDP_STATS,
+	KVS_MAP_SOCKS,	      KVS_MAP_CONNS,	   KVS_MAP_BACKENDS,	 KVS_MAP_ROUTES,
+	KVS_MAP_STATS,	      KVS_MAP_CTL_STATS,   KVS_MAP_CHAIN,	 KVS_MAP_INFLIGHT,
+	KVS_MAP_XDP_ALLOW_V4, KVS_MAP_XDP_DENY_V4, KVS_MAP_XDP_ALLOW_V6, KVS_MAP_XDP_DENY_V6,
+	KVS_MAP_XDP_SYN,      KVS_MAP_XDP_STATS,
 };
 
 int kvs_bpffs_ensure(void)
@@ -168,7 +168,7 @@ const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, siz
 const char *kvs_backend_state_name(uint32_t state)
 {
 	static const char *const names[KVS_BE_STATES] = {
-		[KVS_BE_ABSENT] = "absent",     [KVS_BE_UP] = "up",
+		[KVS_BE_ABSENT] = "absent",	[KVS_BE_UP] = "up",
 		[KVS_BE_DRAINING] = "draining", [KVS_BE_DOWN] = "down",
 		[KVS_BE_REMOVING] = "removing", [KVS_BE_PROBATION] = "probation",
 	};

@@ -155,7 +155,8 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 
 	/* Only a prefix too short to matter is cached anywhere (a system
 	 * prompt every request shares): a new prefix all the same. */
-	shared = best > 0 && (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
+	shared = best > 0 &&
+		 (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
 	if (best == 0 || shared)
 		placement_room(pol, eligible, load, total, n_ok, room);
 	if (best == 0) {
@@ -191,9 +192,9 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 
 		if (!(shared ? room[b] : eligible[b]))
 			continue;
-		uncached = (uint64_t)prompt_tokens > (uint64_t)cached[b] * KVS_BLOCK_TOKENS
-				   ? prompt_tokens - (uint64_t)cached[b] * KVS_BLOCK_TOKENS
-				   : 0;
+		uncached = (uint64_t)prompt_tokens > (uint64_t)cached[b] * KVS_BLOCK_TOKENS ?
+				   prompt_tokens - (uint64_t)cached[b] * KVS_BLOCK_TOKENS :
+				   0;
 		in_bound = load[b] <= bound;
 		est = (double)load[b] + (shared ? 0 : pol->p.recompute_weight * (double)uncached);
 		/* In-bound backends first; among them the lowest estimate; on
@@ -203,10 +204,9 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		 * tie in everything, and goes to the first scanned. */
 		if (pick < 0 || in_bound > pick_in_bound ||
 		    (in_bound == pick_in_bound &&
-		     (est < best_est ||
-		      (est == best_est && !shared &&
-		       (cached[b] > cached[pick] ||
-			(cached[b] == cached[pick] && load[b] < load[pick])))))) {
+		     (est < best_est || (est == best_est && !shared &&
+					 (cached[b] > cached[pick] ||
+					  (cached[b] == cached[pick] && load[b] < load[pick])))))) {
 			pick = (int)b;
 			pick_in_bound = in_bound;
 			best_est = est;
@@ -332,7 +332,7 @@ void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 const char *kvs_reason_name(enum kvs_reason r)
 {
 	static const char *const names[] = {
-		[KVS_R_NONE] = "none",     [KVS_R_PREFIX] = "prefix", [KVS_R_SPILL] = "spill",
+		[KVS_R_NONE] = "none",	   [KVS_R_PREFIX] = "prefix", [KVS_R_SPILL] = "spill",
 		[KVS_R_SHARED] = "shared", [KVS_R_COLD] = "cold",
 	};
 

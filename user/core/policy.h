@@ -44,8 +44,8 @@
 
 struct kvs_policy_params {
 	uint32_t nbackends;
-	uint32_t index_blocks; /* per-backend index capacity (blocks) */
-	double balance;        /* load bound: at most balance x mean after the pick */
+	uint32_t index_blocks;	/* per-backend index capacity (blocks) */
+	double balance;		/* load bound: at most balance x mean after the pick */
 	double min_match_share; /* a cached prefix below this share of the prompt is not decisive */
 	double recompute_weight; /* cost of a recomputed token vs a queued one */
 };
@@ -62,17 +62,17 @@ struct kvs_policy_params {
 #define KVS_POLICY_RECOMPUTE_WEIGHT 16.0 /* see above */
 
 enum kvs_reason {
-	KVS_R_NONE = 0,   /* no backend eligible */
-	KVS_R_PREFIX,     /* longest cached prefix (or a near tie, by load) */
-	KVS_R_SPILL,      /* a holder was too loaded: a second backend takes it */
-	KVS_R_SHARED,     /* only a short shared prefix is cached: placed by load */
-	KVS_R_COLD,       /* nobody holds it: bounded-load consistent hashing */
+	KVS_R_NONE = 0, /* no backend eligible */
+	KVS_R_PREFIX,	/* longest cached prefix (or a near tie, by load) */
+	KVS_R_SPILL,	/* a holder was too loaded: a second backend takes it */
+	KVS_R_SHARED,	/* only a short shared prefix is cached: placed by load */
+	KVS_R_COLD,	/* nobody holds it: bounded-load consistent hashing */
 };
 
 struct kvs_decision {
-	int backend;            /* -1 when none is eligible */
+	int backend;		/* -1 when none is eligible */
 	uint32_t cached_blocks; /* blocks the chosen backend is believed to hold */
-	uint32_t best_blocks;   /* the longest cached prefix on any backend */
+	uint32_t best_blocks;	/* the longest cached prefix on any backend */
 	enum kvs_reason reason;
 };
 

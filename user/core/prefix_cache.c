@@ -234,7 +234,10 @@ void kvs_pcache_touch(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 		k = c->free_head;
 		c->free_head = c->nodes[k].next;
 		c->nodes[k] = (struct kvs_pcache_node){
-			.hash = hashes[i], .refs = 1, .prev = KVS_PC_NIL, .next = KVS_PC_NIL,
+			.hash = hashes[i],
+			.refs = 1,
+			.prev = KVS_PC_NIL,
+			.next = KVS_PC_NIL,
 		};
 		table_put(c, s, k, hashes[i]);
 		c->used++;
@@ -281,7 +284,10 @@ int kvs_pcache_acquire(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n)
 		k = c->free_head;
 		c->free_head = c->nodes[k].next;
 		c->nodes[k] = (struct kvs_pcache_node){
-			.hash = hashes[i], .refs = 1, .prev = KVS_PC_NIL, .next = KVS_PC_NIL,
+			.hash = hashes[i],
+			.refs = 1,
+			.prev = KVS_PC_NIL,
+			.next = KVS_PC_NIL,
 		};
 		table_put(c, find_slot(c, hashes[i]), k, hashes[i]);
 		c->used++;

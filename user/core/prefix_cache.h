@@ -28,15 +28,15 @@ struct kvs_pcache_slot {
 };
 
 struct kvs_pcache {
-	uint32_t capacity;        /* blocks */
-	uint32_t max_capacity;    /* blocks allocated */
-	uint32_t used;            /* blocks cached (pinned or not) */
-	uint32_t table_mask;      /* table size - 1 (power of two) */
+	uint32_t capacity;     /* blocks */
+	uint32_t max_capacity; /* blocks allocated */
+	uint32_t used;	       /* blocks cached (pinned or not) */
+	uint32_t table_mask;   /* table size - 1 (power of two) */
 	struct kvs_pcache_slot *table;
 	struct kvs_pcache_node *nodes;
-	uint32_t free_head;       /* unused nodes, linked through next */
+	uint32_t free_head; /* unused nodes, linked through next */
 	uint32_t lru_head, lru_tail;
-	uint32_t evictable;       /* blocks on the LRU list (unpinned) */
+	uint32_t evictable; /* blocks on the LRU list (unpinned) */
 	/* Called when a marked block is evicted (not when the cache is freed). */
 	void (*on_evict)(void *ctx, uint64_t hash);
 	void *evict_ctx;

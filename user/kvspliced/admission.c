@@ -40,8 +40,8 @@ static int fill(struct bpf_map *v4, struct bpf_map *v6, const char *const *list,
 			err = bpf_map__update_elem(v6, &k6, sizeof(k6), &one, sizeof(one), BPF_ANY);
 		}
 		if (err) {
-			pr_warn("event=cidr_load_failed list=%s value=\"%s\" err=\"%s\"", what, list[i],
-				strerror(-err));
+			pr_warn("event=cidr_load_failed list=%s value=\"%s\" err=\"%s\"", what,
+				list[i], strerror(-err));
 			return err;
 		}
 	}
@@ -68,7 +68,8 @@ int kvs_adm_open(struct kvs_admission *a, const struct kvs_adm_opts *o)
 	}
 	a->skel->rodata->cfg_port = o->port;
 	a->skel->rodata->cfg_syn_rate = o->syn_rate;
-	a->skel->rodata->cfg_syn_burst = o->syn_burst ? o->syn_burst : (o->syn_rate ? o->syn_rate : 1);
+	a->skel->rodata->cfg_syn_burst = o->syn_burst ? o->syn_burst :
+							(o->syn_rate ? o->syn_rate : 1);
 	a->skel->rodata->cfg_allow_only = o->nallow > 0;
 	err = admission_bpf__load(a->skel);
 	if (err) {

@@ -17,7 +17,7 @@ struct admission_bpf;
 struct kvs_adm_opts {
 	const char *pin_dir;
 	const char *ifname;
-	uint16_t port;      /* the gateway's listening port */
+	uint16_t port;	    /* the gateway's listening port */
 	uint32_t syn_rate;  /* SYNs per source per second; 0 = no limit */
 	uint32_t syn_burst; /* bucket depth; 0 = the rate (one second's worth) */
 	const char *allow[KVS_ADM_MAX_LIST];

@@ -216,7 +216,8 @@ static void backend_removed(struct gw *g, uint32_t b)
 	kvs_dp_clear_backend(&g->dp, b);
 	kvs_policy_forget_backend(&g->policy, b);
 	if (sync_ring(g, g->nslots))
-		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"", name);
+		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
+			name);
 	pr_info("event=backend_removed backend=%s index=%u", name, b);
 }
 

@@ -57,8 +57,8 @@ void gw_client_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 		pr_debug("event=client_closed_before_accept conn=%llu",
 			 (unsigned long long)c->cookie);
 		gw_answer_direct(c->fd, c->cookie, KVS_E_INTERNAL,
-			      "kvsplice: connection shut down before the gateway accepted it; "
-			      "half-close only after the answer has started");
+				 "kvsplice: connection shut down before the gateway accepted it; "
+				 "half-close only after the answer has started");
 		gw_conn_close(g, c);
 		return;
 	}

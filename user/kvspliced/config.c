@@ -21,9 +21,9 @@
  * everything is read. */
 struct settings {
 	struct gw_config cfg;
-	const char *listen;        /* cfg.listen, once parsed (validate) */
+	const char *listen; /* cfg.listen, once parsed (validate) */
 	enum kvs_log_level level;
-	const char *config;        /* --config: read first (config_arg) */
+	const char *config; /* --config: read first (config_arg) */
 };
 
 static const struct settings defaults = {
@@ -116,7 +116,8 @@ static const struct kvs_opt rows[] = {
 	{ "listen", 'l', KVS_OPT_STR(S, listen), .arg = "ADDR:PORT",
 	  .help = "address clients connect to (default {default};\n"
 		  "port 0 picks a free one, see --port-file)" },
-	{ "backend", 'b', KVS_OPT_LIST(S, cfg.backends, cfg.nbackends, KVS_MAX_BACKENDS, parse_addr),
+	{ "backend", 'b',
+	  KVS_OPT_LIST(S, cfg.backends, cfg.nbackends, KVS_MAX_BACKENDS, parse_addr),
 	  .unit = "backends", .arg = "ADDR:PORT",
 	  .help = "a backend; repeat for each (at most {max})" },
 	{ "pool", 0, KVS_OPT_U32(S, cfg.pool_size, 1, KVS_MAX_POOL), .arg = "N",
@@ -194,9 +195,10 @@ static const struct kvs_opt rows[] = {
 	{ "syn-burst", 0, KVS_OPT_U32(S, cfg.adm.syn_burst, 1, 10000000), .arg = "N",
 	  .help = "SYNs a source may send at once (default: N of\n"
 		  "--syn-rate)" },
-	KVS_OPT_HEADING("\n"
-			"Upgrades without dropping a connection ('kvsplicectl upgrade', or SIGUSR2,\n"
-			"starts the program file anew with --takeover; systemd follows it):\n"),
+	KVS_OPT_HEADING(
+		"\n"
+		"Upgrades without dropping a connection ('kvsplicectl upgrade', or SIGUSR2,\n"
+		"starts the program file anew with --takeover; systemd follows it):\n"),
 	{ "handover-socket", 0, KVS_OPT_STR(S, cfg.handover_path), .arg = "PATH",
 	  .help = "a Unix socket (root's) where a new controller can\n"
 		  "ask this one for its sockets (default\n" KVS_CONTROL_DIR

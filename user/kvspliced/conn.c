@@ -127,8 +127,7 @@ void gw_conn_drop(struct gw *g, struct gw_conn *c, const char *why)
 
 void gw_conn_release(struct gw *g, struct gw_conn *c)
 {
-	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->q.pending) &&
-	    !c->in_handler)
+	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->q.pending) && !c->in_handler)
 		gw_conn_free(g, c);
 }
 
@@ -259,7 +258,8 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
 	 * why, on the socket itself. */
 	if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT) {
 		g->ctl.frame_timeouts++;
-		gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT, "kvsplice: frame not complete in time");
+		gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
+				 "kvsplice: frame not complete in time");
 	}
 	pr_debug("event=client_closed conn=%llu reason=\"%s\"", (unsigned long long)c->cookie, why);
 	gw_conn_close(g, c);

@@ -119,15 +119,15 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	}
 	fprintf(out, "ok\n");
 	if (json) {
-		fprintf(out,
-			"{\"controller\":\"running\",\"pid\":%d,\"uptime_s\":%.1f,\"config\":",
+		fprintf(out, "{\"controller\":\"running\",\"pid\":%d,\"uptime_s\":%.1f,\"config\":",
 			(int)getpid(), uptime);
 		if (g->cfg->config_path)
 			json_str(out, g->cfg->config_path);
 		else
 			fprintf(out, "null");
-		fprintf(out, ",\"listen\":\"%s\",\"datapath\":\"%s\",\"bpf\":%s,\"pin_dir\":",
-			listen, g->user_path ? "user" : "kernel", g->dp.in_memory ? "false" : "true");
+		fprintf(out,
+			",\"listen\":\"%s\",\"datapath\":\"%s\",\"bpf\":%s,\"pin_dir\":", listen,
+			g->user_path ? "user" : "kernel", g->dp.in_memory ? "false" : "true");
 		json_str(out, g->cfg->pin_dir);
 		fprintf(out,
 			",\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
@@ -136,10 +136,10 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
 			"\"routes\":%ld,"
 			"\"upgrade\":",
-			total, n[KVS_BE_UP], n[KVS_BE_DRAINING],
-			n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION], g->clients.count,
-			kclients, uclients,
-			(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
+			total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
+			n[KVS_BE_PROBATION], g->clients.count, kclients, uclients,
+			(unsigned long long)k.fast_path_frames,
+			(unsigned long long)g->ctl.slow_frames,
 			(unsigned long long)g->ctl.user_path_frames, routes);
 		if (g->upgrade_pid > 0)
 			fprintf(out, "{\"pid\":%d,\"state\":\"%s\",\"status\":%d}}\n",
@@ -150,7 +150,8 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		return;
 	}
 	fprintf(out, "controller  running, pid %d, up %.1f s\n", (int)getpid(), uptime);
-	fprintf(out, "config      %s\n", g->cfg->config_path ? g->cfg->config_path : "(flags only)");
+	fprintf(out, "config      %s\n",
+		g->cfg->config_path ? g->cfg->config_path : "(flags only)");
 	fprintf(out, "listen      %s\n", listen);
 	fprintf(out, "datapath    %s for new clients (connected: %u kernel, %u user)%s\n",
 		g->user_path ? "user" : "kernel", kclients, uclients,
@@ -205,7 +206,8 @@ static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, co
 		if (b == -EEXIST)
 			reply_error(out, "%s is a backend already", name);
 		else if (b == -ENOSPC)
-			reply_error(out, "no room: all %d backend slots are in use", KVS_MAX_BACKENDS);
+			reply_error(out, "no room: all %d backend slots are in use",
+				    KVS_MAX_BACKENDS);
 		else if (b < 0)
 			reply_error(out, "add failed: %s", strerror(-b));
 		else
@@ -228,7 +230,8 @@ static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, co
 		gw_backend_drain(g, (uint32_t)b, false);
 		backend_reply(g, out, json, (uint32_t)b, "back in service");
 	} else {
-		reply_error(out, "unknown backend command '%s' (add, remove, drain, undrain)", verb);
+		reply_error(out, "unknown backend command '%s' (add, remove, drain, undrain)",
+			    verb);
 	}
 }
 
@@ -328,7 +331,8 @@ static void control_run(struct gw *g, char *line, FILE *out)
 	else if (!strcmp(w[0], "datapath") && n <= 2)
 		cmd_datapath(g, out, json, n == 2 ? w[1] : NULL);
 	else
-		reply_error(out, "unknown command '%s' (status, backend, reload, upgrade, datapath)",
+		reply_error(out,
+			    "unknown command '%s' (status, backend, reload, upgrade, datapath)",
 			    w[0]);
 }
 
@@ -407,8 +411,8 @@ int gw_control_open(struct gw *g)
 		pr_warn("event=control_socket_failed path=%s err=\"%s\"%s", g->control_path,
 			strerror(-err),
 			err == -EADDRINUSE ? " hint=\"another kvspliced answers there: give each "
-					     "its own --pin-dir or --control-socket\""
-					   : "");
+					     "its own --pin-dir or --control-socket\"" :
+					     "");
 		return err;
 	}
 	return gw_arm_accept(g, g->control_fd, OP_CONTROL_ACCEPT);

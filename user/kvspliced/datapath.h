@@ -16,12 +16,12 @@ struct kvsplice_bpf;
 
 struct kvs_dp_opts {
 	const char *pin_dir;
-	uint32_t max_payload;   /* largest payload the kernel frames */
-	uint32_t window_blocks; /* prefix hashing window */
-	uint32_t min_match_pct; /* shallower matches go to the controller */
-	bool release_prefill_early; /* prefill charge off at the first CHUNK */
+	uint32_t max_payload;	      /* largest payload the kernel frames */
+	uint32_t window_blocks;	      /* prefix hashing window */
+	uint32_t min_match_pct;	      /* shallower matches go to the controller */
+	bool release_prefill_early;   /* prefill charge off at the first CHUNK */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
-	bool takeover; /* the pins are a running controller's, handed over */
+	bool takeover;		      /* the pins are a running controller's, handed over */
 };
 
 struct kvs_datapath {
@@ -30,8 +30,8 @@ struct kvs_datapath {
 	int lock_fd;
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd;
 	struct kvs_backend *backends; /* mmap of the backends map */
-	bool handed_over; /* kvs_dp_close leaves programs attached, maps pinned */
-	bool in_memory;   /* no BPF (not permitted): backends in plain memory,
+	bool handed_over;	      /* kvs_dp_close leaves programs attached, maps pinned */
+	bool in_memory;		      /* no BPF (not permitted): backends in plain memory,
 			   * every map fd -1 (their operations fail: EBADF) */
 };
 
@@ -102,7 +102,8 @@ uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
  * requests for backend b to the controller (0: none). */
 uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 /* Work charged and requests sent to backend b over all time. */
-void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens, uint64_t *requests);
+void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens,
+		    uint64_t *requests);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 
 /* At most this many routes per kvs_dp_add_routes (a request installs its
@@ -111,8 +112,8 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
 /* Routes hashes[i] -> backend at depths[i] (0 for a cache key), i < n, in
  * one system call where the kernel takes batches. How many were installed
  * (all of them, unless the map refused one). */
-uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes,
-			   const uint32_t *depths, uint32_t n, uint32_t backend);
+uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
+			   uint32_t n, uint32_t backend);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
 /* The same for b->e[0..b->n), in one system call; how many were removed. */

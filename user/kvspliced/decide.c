@@ -133,8 +133,8 @@ static void count_decision(struct gw *g, enum kvs_reason r)
  * cache key is not a block: it stays until the LRU or a backend leaving
  * (route_gen) retires it.
  */
-static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
-			   const uint64_t *h, uint32_t n, uint32_t b)
+static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed, const uint64_t *h,
+			   uint32_t n, uint32_t b)
 {
 	uint32_t hint = kvs_hint_blocks(m->prefix_len), depth[KVS_DP_MAX_ROUTE_BATCH], k = 0, j;
 	uint64_t key[KVS_DP_MAX_ROUTE_BATCH];
@@ -194,8 +194,8 @@ static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t 
 
 		if (cp > n || cp > g->cfg->window_blocks)
 			break;
-		if (kvs_dp_get_route(&g->dp, h[cp - 1], &r) == 0 && kvs_dp_route_current(&g->dp, &r) &&
-		    cp > known[r.backend])
+		if (kvs_dp_get_route(&g->dp, h[cp - 1], &r) == 0 &&
+		    kvs_dp_route_current(&g->dp, &r) && cp > known[r.backend])
 			known[r.backend] = cp;
 	}
 }
@@ -238,8 +238,8 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
 		gw_send_error(g, c->cookie, m->req_id, why,
-			      why == KVS_E_BUSY ? "kvsplice: every backend is at its limit"
-						: "kvsplice: no backend is up");
+			      why == KVS_E_BUSY ? "kvsplice: every backend is at its limit" :
+						  "kvsplice: no backend is up");
 		return -1;
 	}
 	count_decision(g, d.reason);

@@ -26,33 +26,33 @@ struct gw_config {
 	struct kvs_addr listen;
 	struct kvs_addr backends[KVS_MAX_BACKENDS];
 	uint32_t nbackends;
-	uint32_t pool_size;        /* upstream connections per backend */
-	uint32_t max_outstanding;  /* per backend; 0 = no limit */
+	uint32_t pool_size;	      /* upstream connections per backend */
+	uint32_t max_outstanding;     /* per backend; 0 = no limit */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
 	uint32_t health_interval_ms;  /* PING each backend this often; 0 = never */
 	uint32_t max_payload;
 	uint32_t window_blocks;
 	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */
-	double balance;            /* bounded-load factor, >= 1 */
-	uint32_t index_blocks;     /* per-backend prefix index (their KV blocks) */
-	uint32_t min_match_pct;    /* a shallower prefix match is not decisive */
-	uint32_t kernel_slack;     /* least slack, in tokens, above balance x
+	double balance;		   /* bounded-load factor, >= 1 */
+	uint32_t index_blocks;	   /* per-backend prefix index (their KV blocks) */
+	uint32_t min_match_pct;	   /* a shallower prefix match is not decisive */
+	uint32_t kernel_slack;	   /* least slack, in tokens, above balance x
 				    * mean work before the kernel defers */
 	int release_prefill_early; /* prefill charge off at the first CHUNK */
 	const char *pin_dir;
-	const char *port_file;     /* write the listening port here */
-	int keep_pins;             /* leave maps pinned on exit */
+	const char *port_file;	   /* write the listening port here */
+	int keep_pins;		   /* leave maps pinned on exit */
 	struct kvs_adm_opts adm;   /* XDP admission, when adm.ifname is set */
 	const char *handover_path; /* listen here for a controller taking over */
 	struct kvs_addr metrics;   /* --metrics: Prometheus text endpoint */
 	int metrics_set;
-	int takeover;              /* take over from the one at handover_path */
+	int takeover;		   /* take over from the one at handover_path */
 	uint32_t drain_timeout_ms; /* a removed backend's requests may finish */
 	const char *control_path;  /* kvsplicectl's socket; NULL: the default
 				    * for pin_dir (kvs_control_path) */
 	const char *config_path;   /* --config FILE, for status and reloads */
-	int check_only;            /* --check: validate, do not run */
-	int user_path;             /* --datapath user: the userspace data path */
+	int check_only;		   /* --check: validate, do not run */
+	int user_path;		   /* --datapath user: the userspace data path */
 };
 
 void gw_config_defaults(struct gw_config *c);
@@ -63,9 +63,9 @@ void gw_config_defaults(struct gw_config *c);
  * the operator in msg. */
 struct gw_hooks {
 	volatile sig_atomic_t *stop;
-	volatile sig_atomic_t *reload; /* SIGHUP: re-read the backend list */
+	volatile sig_atomic_t *reload;	/* SIGHUP: re-read the backend list */
 	volatile sig_atomic_t *upgrade; /* SIGUSR2: start a successor (gw_upgrade) */
-	int argc;                       /* the command line, for the successor */
+	int argc;			/* the command line, for the successor */
 	char **argv;
 	int (*load)(void *ctx, struct gw_config *cfg, char *msg, size_t len);
 	void *ctx;

@@ -201,8 +201,14 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		.release_prefill_early = cfg->release_prefill_early,
 		.client_max_inflight = cfg->client_max_inflight,
 	};
-	struct gw g = { .live = *cfg, .hooks = hooks, .listen_fd = -1, .inject_fd = -1, .ho_fd = -1,
-			.metrics_fd = -1, .control_fd = -1, .ho_pending = -1 };
+	struct gw g = { .live = *cfg,
+			.hooks = hooks,
+			.listen_fd = -1,
+			.inject_fd = -1,
+			.ho_fd = -1,
+			.metrics_fd = -1,
+			.control_fd = -1,
+			.ho_pending = -1 };
 	struct gw_taken t = { 0 };
 	char addr[96];
 	uint32_t b;
@@ -349,7 +355,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			goto out;
 		}
 		pr_info("event=metrics_listening addr=%s port=%d",
-			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), kvs_local_port(g.metrics_fd));
+			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)),
+			kvs_local_port(g.metrics_fd));
 	}
 	if (g.metrics_fd >= 0 && gw_arm_accept(&g, g.metrics_fd, OP_METRICS_ACCEPT)) {
 		err = -EBUSY;

@@ -41,8 +41,8 @@
 #define OP_CANCEL 7ull
 #define OP_METRICS_ACCEPT 8ull
 #define OP_CONTROL_ACCEPT 9ull
-#define OP_CSEND 10ull /* a send on a connection of the userspace data path */
-#define GW_OPS 11         /* op codes are below this */
+#define OP_CSEND 10ull	 /* a send on a connection of the userspace data path */
+#define GW_OPS 11	 /* op codes are below this */
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
@@ -55,7 +55,7 @@ struct gw_ureq {
 	uint64_t req_id;
 	uint32_t backend;
 	uint32_t pad;
-	uint64_t held_tokens;    /* work it still charges its backend */
+	uint64_t held_tokens;	 /* work it still charges its backend */
 	uint64_t prefill_tokens; /* of which prefill, until its first CHUNK */
 };
 
@@ -126,14 +126,14 @@ struct gw_conn {
 	bool recv_pending;
 	bool poll_pending;
 	bool in_map;
-	bool closing;         /* torn down; freed when its recv/poll returns */
-	bool half_closed;     /* client sent FIN: closed once its answers are out */
-	bool in_handler;      /* its bytes are being handled: freed after, not during */
-	bool in_conns;        /* userspace path: in the conns map (for operators) */
+	bool closing;		   /* torn down; freed when its recv/poll returns */
+	bool half_closed;	   /* client sent FIN: closed once its answers are out */
+	bool in_handler;	   /* its bytes are being handled: freed after, not during */
+	bool in_conns;		   /* userspace path: in the conns map (for operators) */
 	uint64_t partial_since_ns; /* userspace path: a frame began then, unfinished */
-	uint64_t close_at_ns; /* close once its error frame had time to go */
+	uint64_t close_at_ns;	   /* close once its error frame had time to go */
 	uint64_t half_close_deadline_ns;
-	struct gw_upath *up;  /* on the userspace data path; NULL on the kernel's */
+	struct gw_upath *up; /* on the userspace data path; NULL on the kernel's */
 };
 
 static inline uint64_t ud(uint64_t op, const struct gw_conn *c)
@@ -146,11 +146,11 @@ struct gw_backend {
 	 * kvsplicectl or a reload) to its removal; its index is the one the
 	 * kernel's maps and the gw_backend header field use. */
 	bool present;
-	bool draining;         /* no new requests (operator's drain) */
-	bool removing;         /* draining; removed once nothing is in flight */
+	bool draining;		     /* no new requests (operator's drain) */
+	bool removing;		     /* draining; removed once nothing is in flight */
 	uint64_t remove_deadline_ns; /* then its requests are failed, it goes */
 	struct kvs_addr addr;
-	char name[64];         /* addr as ADDR:PORT */
+	char name[64];				/* addr as ADDR:PORT */
 	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
@@ -169,7 +169,7 @@ struct gw_backend {
 
 struct gw {
 	const struct gw_config *cfg; /* = &live */
-	struct gw_config live; /* as started, with what reloads changed */
+	struct gw_config live;	     /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
 	uint64_t started_ns;
@@ -187,14 +187,14 @@ struct gw {
 	struct gw_backend be[KVS_MAX_BACKENDS];
 	struct kvs_idmap clients; /* cookie -> struct gw_conn */
 	struct kvs_policy policy;
-	struct gw_conn *punt_k;   /* kernel's end of the punt pair */
-	struct gw_conn *punt;     /* controller's end: frames to handle */
-	int inject_fd;          /* the controller's end: it writes here */
-	struct gw_conn *inject; /* the kernel's end, in the SOCKHASH */
+	struct gw_conn *punt_k;	  /* kernel's end of the punt pair */
+	struct gw_conn *punt;	  /* controller's end: frames to handle */
+	int inject_fd;		  /* the controller's end: it writes here */
+	struct gw_conn *inject;	  /* the kernel's end, in the SOCKHASH */
 	struct gw_sendq inject_q; /* frames for the inject socket */
 	struct kvs_ctl_stats ctl;
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
-	uint64_t *hashes; /* scratch: block hashes of the frame being routed */
+	uint64_t *hashes;		    /* scratch: block hashes of the frame being routed */
 	/* Routes the index evicted, withdrawn together after the decision or
 	 * tick that evicted them (gw_withdraw_flush) */
 	struct kvs_withdraw_batch withdraw;
@@ -206,23 +206,26 @@ struct gw {
 	 * is its kernel count plus its unseen ones. */
 	uint64_t inject_queued, inject_seen_last_tick;
 	uint32_t inject_stall_ticks; /* ticks the kernel's count has not moved */
-	struct gw_unseen { uint64_t seq; uint32_t backend; } *unseen_q;
+	struct gw_unseen {
+		uint64_t seq;
+		uint32_t backend;
+	} * unseen_q;
 	uint32_t uq_head, uq_len, uq_cap;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
-	int ho_fd;        /* --handover-socket, listening; -1 if none */
-	int ho_pending;   /* a controller waiting to take over; -1 if none */
-	int metrics_fd;   /* --metrics, listening; -1 if none */
-	int control_fd;   /* kvsplicectl's Unix socket, listening; -1 if none */
+	int ho_fd;		       /* --handover-socket, listening; -1 if none */
+	int ho_pending;		       /* a controller waiting to take over; -1 if none */
+	int metrics_fd;		       /* --metrics, listening; -1 if none */
+	int control_fd;		       /* kvsplicectl's Unix socket, listening; -1 if none */
 	char control_path[256];
-	char ho_path[256]; /* the hand-over socket (--handover-socket or default) */
-	char exe[4096];    /* this program, to start its successor on an upgrade */
-	bool user_path;    /* new clients go on the userspace data path */
-	pid_t upgrade_pid; /* the successor started by the last upgrade; 0: none */
-	int upgrade_status; /* its exit status if it failed; -1 while it runs */
+	char ho_path[256];	       /* the hand-over socket (--handover-socket or default) */
+	char exe[4096];		       /* this program, to start its successor on an upgrade */
+	bool user_path;		       /* new clients go on the userspace data path */
+	pid_t upgrade_pid;	       /* the successor started by the last upgrade; 0: none */
+	int upgrade_status;	       /* its exit status if it failed; -1 while it runs */
 	struct kvs_decide_hist decide; /* slow-path decision latency */
-	bool quiescing;   /* handing over: arm no recv, re-arm no accept */
-	bool accepting;   /* the multishot accept is armed */
-	bool handed_over; /* done: leave the loop, touch no socket or map */
+	bool quiescing;		       /* handing over: arm no recv, re-arm no accept */
+	bool accepting;		       /* the multishot accept is armed */
+	bool handed_over;	       /* done: leave the loop, touch no socket or map */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;

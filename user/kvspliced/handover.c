@@ -47,7 +47,8 @@ int gw_handover_listen(struct gw *g)
 	g->ho_fd = err ? err : kvs_ho_listen(g->ho_path);
 	if (g->ho_fd < 0) {
 		err = g->ho_fd;
-		pr_warn("event=handover_socket_failed path=%s err=\"%s\"", g->ho_path, strerror(-err));
+		pr_warn("event=handover_socket_failed path=%s err=\"%s\"", g->ho_path,
+			strerror(-err));
 		return err;
 	}
 	return arm_handover(g);
@@ -181,8 +182,11 @@ static int give_state(struct gw *g, int s)
 			r->role = KVS_HO_METRICS;
 			fds[nf] = g->metrics_fd;
 		} else if (i < g->conns_cap && handed(c)) {
-			*r = (struct kvs_ho_conn){ .role = c->role, .backend = c->backend,
-						   .slot = c->slot, .cookie = c->cookie, .key = c->key };
+			*r = (struct kvs_ho_conn){ .role = c->role,
+						   .backend = c->backend,
+						   .slot = c->slot,
+						   .cookie = c->cookie,
+						   .key = c->key };
 			r->flags = (c->in_map ? KVS_HO_IN_MAP : 0) |
 				   (c->half_closed ? KVS_HO_HALF_CLOSED : 0);
 			fds[nf] = c->fd;
@@ -194,8 +198,9 @@ static int give_state(struct gw *g, int s)
 		/* A full batch, or the last one (whatever the last slot held). */
 		if (nf && (nf == KVS_HO_BATCH || i + 1 == g->conns_cap + 3)) {
 			batch.h.n = (uint32_t)nf;
-			err = kvs_ho_send(s, &batch, sizeof(batch.h) + sizeof(batch.c[0]) * (size_t)nf,
-					  fds, nf);
+			err = kvs_ho_send(s, &batch,
+					  sizeof(batch.h) + sizeof(batch.c[0]) * (size_t)nf, fds,
+					  nf);
 			nf = 0;
 		}
 	}
@@ -242,7 +247,7 @@ static void give_over(struct gw *g, int s)
 		err = give_state(g, s);
 	if (!err) {
 		kvs_adm_close(&g->adm); /* the new controller attaches its own */
-		gw_control_close(g);    /* and listens for kvsplicectl */
+		gw_control_close(g);	/* and listens for kvsplicectl */
 		kvs_dp_release_lock(&g->dp);
 		err = kvs_ho_send(s, &done, sizeof(done), NULL, 0);
 	}
@@ -259,7 +264,8 @@ static void give_over(struct gw *g, int s)
 		 * the service's end). */
 		if (!getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crlen))
 			kvs_sd_notify("MAINPID=%d", (int)cr.pid);
-		pr_info("event=handed_over slow_frames=%llu", (unsigned long long)g->ctl.slow_frames);
+		pr_info("event=handed_over slow_frames=%llu",
+			(unsigned long long)g->ctl.slow_frames);
 		g->handed_over = true;
 		g->dp.handed_over = true;
 		return;
@@ -504,8 +510,7 @@ void gw_handover_on_poll(struct gw *g, struct io_uring_cqe *cqe)
 {
 	int res = cqe->res, s;
 
-	if (res > 0 && g->ho_pending < 0 &&
-	    (s = accept4(g->ho_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+	if (res > 0 && g->ho_pending < 0 && (s = accept4(g->ho_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
 		g->ho_pending = s;
 	else
 		arm_handover(g);

@@ -31,7 +31,7 @@ int kvs_ho_listen(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path); /* a stale one: the pin lock says we are the only controller */
+	unlink(path);	  /* a stale one: the pin lock says we are the only controller */
 	old = umask(077); /* root's alone: whoever connects gets every socket */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 1)) {
 		err = -errno;
@@ -102,8 +102,9 @@ ssize_t kvs_ho_recv(int sock, void *buf, size_t cap, int *fds, int *nfds, int ma
 {
 	char ctl[CMSG_SPACE(sizeof(int) * KVS_HO_BATCH)];
 	struct iovec iov = { .iov_base = buf, .iov_len = cap };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
+	};
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 	struct cmsghdr *cm;
 	ssize_t n;

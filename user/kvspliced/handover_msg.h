@@ -43,11 +43,11 @@ struct kvs_ho_hdr {
 };
 
 /* A socket handed over: role as in the conns map, or one of these. */
-#define KVS_HO_LISTEN 200       /* the listening socket */
+#define KVS_HO_LISTEN 200	/* the listening socket */
 #define KVS_HO_INJECT_WRITE 201 /* the controller's end of the inject pair */
-#define KVS_HO_METRICS 202      /* --metrics' listening socket */
-#define KVS_HO_IN_MAP 1u        /* flags: it is in the SOCKHASH */
-#define KVS_HO_HALF_CLOSED 2u   /* a client that sent FIN */
+#define KVS_HO_METRICS 202	/* --metrics' listening socket */
+#define KVS_HO_IN_MAP 1u	/* flags: it is in the SOCKHASH */
+#define KVS_HO_HALF_CLOSED 2u	/* a client that sent FIN */
 
 /* A backend slot as the old controller had it. */
 #define KVS_HO_BE_PRESENT 1u

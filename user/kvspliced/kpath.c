@@ -117,7 +117,8 @@ static int send_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t
 		      const char *msg)
 {
 	if (kvs_put_error(out_buf(g), req_id, client, (uint16_t)code, msg)) {
-		pr_warn("event=inject_queue_full dropped=error client=%llu", (unsigned long long)client);
+		pr_warn("event=inject_queue_full dropped=error client=%llu",
+			(unsigned long long)client);
 		return -ENOBUFS;
 	}
 	g->inject_queued++;
@@ -183,7 +184,8 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 		return;
 	if (kvs_put_frame(out_buf(g), m, prompt, m->payload_len)) {
 		g->ctl.no_backend++;
-		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY, "kvsplice: controller queue full");
+		gw_send_error(g, c->cookie, m->req_id, KVS_E_BUSY,
+			      "kvsplice: controller queue full");
 		return;
 	}
 	g->ctl.slow_frames++;
@@ -195,8 +197,7 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 }
 
 /* The slow path, timed for the decision-latency histogram. */
-static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
-			  const uint8_t *frame)
+static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t *frame)
 {
 	uint64_t t0 = kvs_now_ns();
 
@@ -276,7 +277,7 @@ static void inject_frames(struct gw *g, struct gw_conn *c)
 		if (m.type == KVS_T_REQUEST) {
 			g->ctl.no_backend++;
 			gw_send_error(g, m.gw_conn, m.req_id, KVS_E_NO_BACKEND,
-				   "kvsplice: backend connection unavailable");
+				      "kvsplice: backend connection unavailable");
 		}
 		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
 	}
@@ -342,7 +343,8 @@ static const struct gw_conn_ops client_ops = {
 	.inflight = client_inflight,
 };
 static const struct gw_conn_ops upstream_ops = { .on_hangup = upstream_lost };
-static const struct gw_conn_ops punt_reader_ops = { .on_bytes = punt_frames, .on_hangup = pair_lost };
+static const struct gw_conn_ops punt_reader_ops = { .on_bytes = punt_frames,
+						    .on_hangup = pair_lost };
 static const struct gw_conn_ops inject_ops = { .on_bytes = inject_frames, .on_hangup = pair_lost };
 static const struct gw_conn_ops punt_ops = { .on_hangup = pair_lost };
 

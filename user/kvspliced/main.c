@@ -54,9 +54,13 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct kvs_config_store store;
 	struct reloader rl = { argc, argv, { 0 } };
-	struct gw_hooks hooks = { .stop = &stop_flag, .reload = &reload_flag,
-				  .upgrade = &upgrade_flag, .argc = argc, .argv = argv,
-				  .load = reload, .ctx = &rl };
+	struct gw_hooks hooks = { .stop = &stop_flag,
+				  .reload = &reload_flag,
+				  .upgrade = &upgrade_flag,
+				  .argc = argc,
+				  .argv = argv,
+				  .load = reload,
+				  .ctx = &rl };
 	enum kvs_log_level level;
 	struct gw_config cfg;
 	int err = kvs_config_parse(argc, argv, &cfg, &level, &store);

@@ -31,8 +31,8 @@ static void put(struct out *o, const char *fmt, ...)
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(o->len < o->cap ? o->buf + o->len : NULL, o->len < o->cap ? o->cap - o->len : 0,
-		      fmt, ap);
+	n = vsnprintf(o->len < o->cap ? o->buf + o->len : NULL,
+		      o->len < o->cap ? o->cap - o->len : 0, fmt, ap);
 	va_end(ap);
 	if (n > 0)
 		o->len += (size_t)n;
@@ -98,7 +98,8 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	head(&o, "kvsplice_response_frames_total", "counter",
 	     "Response frames spliced back to clients by the kernel.");
 	put(&o, "kvsplice_response_frames_total %llu\n", (unsigned long long)k->resp_frames);
-	head(&o, "kvsplice_decisions_total", "counter", "The controller's routing decisions by reason.");
+	head(&o, "kvsplice_decisions_total", "counter",
+	     "The controller's routing decisions by reason.");
 	put(&o, "kvsplice_decisions_total{reason=\"prefix\"} %llu\n",
 	    (unsigned long long)c->decided_prefix);
 	put(&o, "kvsplice_decisions_total{reason=\"spill\"} %llu\n",
@@ -108,7 +109,8 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	put(&o, "kvsplice_decisions_total{reason=\"cold\"} %llu\n",
 	    (unsigned long long)c->decided_cold);
 	head(&o, "kvsplice_errors_total", "counter", "Errors and refusals by kind.");
-#define E(kind, v) put(&o, "kvsplice_errors_total{kind=\"" kind "\"} %llu\n", (unsigned long long)(v))
+#define E(kind, v)                                                                                 \
+	put(&o, "kvsplice_errors_total{kind=\"" kind "\"} %llu\n", (unsigned long long)(v))
 	E("bad_frame", c->bad_frames);
 	E("no_backend", c->no_backend);
 	E("busy_client", c->busy_client);
@@ -162,8 +164,8 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	for (i = 0; i <= KVS_DECIDE_BUCKETS; i++) {
 		cum += in->decide->count[i];
 		if (i < KVS_DECIDE_BUCKETS)
-			put(&o, "kvsplice_decision_seconds_bucket{le=\"%g\"} %llu\n", kvs_decide_bounds[i],
-			    (unsigned long long)cum);
+			put(&o, "kvsplice_decision_seconds_bucket{le=\"%g\"} %llu\n",
+			    kvs_decide_bounds[i], (unsigned long long)cum);
 		else
 			put(&o, "kvsplice_decision_seconds_bucket{le=\"+Inf\"} %llu\n",
 			    (unsigned long long)cum);

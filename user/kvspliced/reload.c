@@ -32,12 +32,13 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			gw_publish_backend(g, i);
 #define RESTART_IF(cond, key)                                                                      \
 	do {                                                                                       \
-		if ((cond) && off < len) {                                                        \
-			off += (size_t)snprintf(msg + off, len - off, " %s", key);               \
+		if ((cond) && off < len) {                                                         \
+			off += (size_t)snprintf(msg + off, len - off, " %s", key);                 \
 			pr_warn("event=reload_needs_restart key=%s", key);                         \
 		}                                                                                  \
 	} while (0)
-	RESTART_IF(strcmp(kvs_addr_str(&c->listen, a, sizeof(a)), kvs_addr_str(&n->listen, b, sizeof(b))),
+	RESTART_IF(strcmp(kvs_addr_str(&c->listen, a, sizeof(a)),
+			  kvs_addr_str(&n->listen, b, sizeof(b))),
 		   "listen");
 	RESTART_IF(c->pool_size != n->pool_size, "pool");
 	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
@@ -53,7 +54,8 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	RESTART_IF(!c->adm.ifname != !n->adm.ifname ||
 			   (n->adm.ifname && strcmp(c->adm.ifname, n->adm.ifname)) ||
 			   c->adm.nallow != n->adm.nallow || c->adm.ndeny != n->adm.ndeny ||
-			   c->adm.syn_rate != n->adm.syn_rate || c->adm.syn_burst != n->adm.syn_burst,
+			   c->adm.syn_rate != n->adm.syn_rate ||
+			   c->adm.syn_burst != n->adm.syn_burst,
 		   "xdp-iface/allow/deny/syn-rate/syn-burst");
 #undef RESTART_IF
 }
@@ -78,7 +80,8 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 	off = (size_t)snprintf(msg, len, "reloaded %s: %u backends listed, %u added, %u removing",
 			       g->cfg->config_path, n.nbackends, added, removed);
 	if (err && off < len)
-		off += (size_t)snprintf(msg + off, len - off, "; not all added: %s", strerror(-err));
+		off += (size_t)snprintf(msg + off, len - off, "; not all added: %s",
+					strerror(-err));
 	if (off < len) {
 		snprintf(msg + off, len - off, "; unchanged until a restart:");
 		reload_settings(g, &n, msg, len);

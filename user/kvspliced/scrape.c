@@ -22,8 +22,13 @@ static char *render_metrics(struct gw *g, size_t *len)
 	struct kvs_xdp_stats x;
 	struct kvs_stats k;
 	struct kvs_metrics_in in = {
-		.k = &k, .c = &g->ctl, .be = be, .names = names, .nbackends = g->nslots,
-		.clients = g->clients.count, .decide = &g->decide,
+		.k = &k,
+		.c = &g->ctl,
+		.be = be,
+		.names = names,
+		.nbackends = g->nslots,
+		.clients = g->clients.count,
+		.decide = &g->decide,
 	};
 	size_t cap = 65536, need;
 	char *buf;

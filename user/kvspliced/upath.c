@@ -131,8 +131,11 @@ static int put_raw(struct gw *g, struct gw_conn *c, const uint8_t *frame, size_t
 /* In the conns map, for kvsplicectl conns (path 1: never the verdict's). */
 static void show_conn(struct gw *g, struct gw_conn *c)
 {
-	struct kvs_conn kc = { .role = c->role == ROLE_UP_USER ? KVS_ROLE_UPSTREAM : KVS_ROLE_CLIENT,
-			       .backend = c->backend, .slot = c->slot, .path = 1 };
+	struct kvs_conn kc = { .role = c->role == ROLE_UP_USER ? KVS_ROLE_UPSTREAM :
+								 KVS_ROLE_CLIENT,
+			       .backend = c->backend,
+			       .slot = c->slot,
+			       .path = 1 };
 
 	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
 	c->in_conns = kvs_dp_add_conn(&g->dp, c->cookie, &kc) == 0;
@@ -249,7 +252,9 @@ out:
 static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 {
 	uint8_t payload[sizeof(struct kvs_load)];
-	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie,
+	struct kvs_msg m = { .type = KVS_T_PONG,
+			     .req_id = ping->req_id,
+			     .gw_conn = c->cookie,
 			     .payload_len = sizeof(payload) };
 
 	gw_pong_payload(g, payload);
@@ -331,14 +336,14 @@ static void upstream_frames(struct gw *g, struct gw_conn *u)
 			rec = find_req(c, m.req_id, b);
 		if (m.type == KVS_T_CHUNK && rec && rec->prefill_tokens) {
 			kvs_dp_user_release(&g->dp, b, rec->prefill_tokens);
-			rec->held_tokens -= rec->prefill_tokens < rec->held_tokens
-						    ? rec->prefill_tokens
-						    : rec->held_tokens;
+			rec->held_tokens -= rec->prefill_tokens < rec->held_tokens ?
+						    rec->prefill_tokens :
+						    rec->held_tokens;
 			rec->prefill_tokens = 0;
 		}
 		if (ends)
-			release = rec ? rec->held_tokens
-				      : (uint64_t)kvs_gw_charge(m.gw_backend) * KVS_BLOCK_TOKENS;
+			release = rec ? rec->held_tokens :
+					(uint64_t)kvs_gw_charge(m.gw_backend) * KVS_BLOCK_TOKENS;
 		kvs_dp_user_response(&g->dp, b, len, ends, release);
 		if (m.type == KVS_T_END && m.payload_len >= sizeof(struct kvs_end))
 			end_report(g, b, &m, frame + KVS_HDR_LEN);
@@ -495,7 +500,8 @@ int gw_set_datapath(struct gw *g, bool user)
 				continue;
 			err = up_connect(g, b);
 			if (err) {
-				gw_backend_down(g, b, strerror(-err)); /* retried, with both pools */
+				gw_backend_down(g, b,
+						strerror(-err)); /* retried, with both pools */
 				err = 0;
 			}
 		}

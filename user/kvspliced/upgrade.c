@@ -24,7 +24,8 @@ int gw_upgrade(struct gw *g, char *msg, size_t len)
 		return -ENOENT;
 	}
 	if (g->dp.in_memory) {
-		snprintf(msg, len, "running without BPF: a successor takes over through the "
+		snprintf(msg, len,
+			 "running without BPF: a successor takes over through the "
 			 "pinned maps, there are none; restart instead");
 		return -EOPNOTSUPP;
 	}
@@ -64,7 +65,8 @@ int gw_upgrade(struct gw *g, char *msg, size_t len)
 	g->upgrade_pid = pid;
 	g->upgrade_status = -1;
 	pr_info("event=upgrade_started pid=%d exe=%s", (int)pid, g->exe);
-	snprintf(msg, len, "new controller pid %d started from %s; this one (pid %d) hands over and exits",
+	snprintf(msg, len,
+		 "new controller pid %d started from %s; this one (pid %d) hands over and exits",
 		 (int)pid, g->exe, (int)getpid());
 	return pid;
 }

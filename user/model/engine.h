@@ -51,9 +51,9 @@ struct kvs_eng_req {
 	/* kept by the engine */
 	enum kvs_eng_state state;
 	uint32_t cached_tokens; /* served from the prefix cache */
-	uint32_t computed;      /* prompt tokens computed so far (cached included) */
-	uint32_t emitted;       /* tokens generated */
-	uint32_t reserved;      /* KV blocks reserved for its generation */
+	uint32_t computed;	/* prompt tokens computed so far (cached included) */
+	uint32_t emitted;	/* tokens generated */
+	uint32_t reserved;	/* KV blocks reserved for its generation */
 	double start_ms, first_ms, end_ms;
 	struct kvs_eng_req *next; /* waiting queue, or running list */
 };

@@ -13,8 +13,7 @@ void kvs_model_defaults(struct kvs_model_params *p)
 	p->kv_blocks = KVS_MODEL_KV_BLOCKS;
 }
 
-double kvs_model_step_ms(const struct kvs_model_params *p, uint32_t t_step, double attn,
-			 double ctx)
+double kvs_model_step_ms(const struct kvs_model_params *p, uint32_t t_step, double attn, double ctx)
 {
 	return p->base_ms + p->per_token_ms * t_step + p->prefill_attn_ms * attn +
 	       p->decode_ctx_ms * ctx;

@@ -16,12 +16,12 @@
 #include <stdint.h>
 
 struct kvs_model_params {
-	double base_ms;         /* fixed cost of a step */
-	double per_token_ms;    /* per token processed in the step */
+	double base_ms;		/* fixed cost of a step */
+	double per_token_ms;	/* per token processed in the step */
 	double prefill_attn_ms; /* per token x context token of prefill attention */
-	double decode_ctx_ms;   /* per context token of each decoding sequence */
-	uint32_t step_tokens;   /* chunked-prefill token budget per step */
-	uint32_t kv_blocks;     /* KV cache capacity in 16-token blocks */
+	double decode_ctx_ms;	/* per context token of each decoding sequence */
+	uint32_t step_tokens;	/* chunked-prefill token budget per step */
+	uint32_t kv_blocks;	/* KV cache capacity in 16-token blocks */
 };
 
 #define KVS_MODEL_BASE_MS 10.0

@@ -259,8 +259,9 @@ size_t kvs_trace_prompt(const struct kvs_trace_req *r, uint32_t req_index, uint8
 	for (off = 0, k = 0; off < len; off += block, k++) {
 		size_t n = len - off < block ? len - off : block;
 		/* Distinct seed spaces: an id's text never equals a request's own. */
-		uint64_t seed = k < r->nids ? 0x7ace000000000000ull ^ r->ids[k]
-					    : 0x0e1f000000000000ull ^ ((uint64_t)req_index << 20 | k);
+		uint64_t seed = k < r->nids ?
+					0x7ace000000000000ull ^ r->ids[k] :
+					0x0e1f000000000000ull ^ ((uint64_t)req_index << 20 | k);
 
 		kvs_text_fill(seed, buf + off, n);
 	}

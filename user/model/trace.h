@@ -21,7 +21,7 @@ struct kvs_trace_req {
 	double arrival_ms; /* timestamp / speed */
 	uint32_t input_tokens;
 	uint32_t output_tokens; /* at least 1: a request generates something */
-	uint32_t nids;          /* may be fewer than the prompt's blocks */
+	uint32_t nids;		/* may be fewer than the prompt's blocks */
 	uint64_t *ids;
 };
 
