@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvsplice needs to build, test and run, only
 # those missing, and mounts bpffs when it is absent. Idempotent; run by
-# `make deps`, which every other target depends on.
+# `make deps`, which make test, make run and the benchmarks run first.
+#   scripts/deps.sh [PACKAGE...]   (extra packages: the data-path benchmark
+#                                   asks for haproxy)
 set -euo pipefail
 
 PKGS=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config
 	liburing-dev libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
 	libcmocka-dev libxxhash-dev iproute2 jq procps bsdextrautils gawk gnuplot-nox
-	valgrind util-linux
+	valgrind util-linux clang-format
+	"$@"
 )
 
 missing=()
