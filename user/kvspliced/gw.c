@@ -191,6 +191,157 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 	return kvs_policy_init(&g->policy, &pp, names);
 }
 
+/* Taking over: the sockets adopted, the old controller told to go, the
+ * kernel's view of each backend set as this one sees it, then this one's
+ * own backend list applied as a reload would. On failure before the ACK
+ * the old controller carries on, and nothing of its is touched. */
+static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
+{
+	struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
+	uint32_t n = t->n, added, removed;
+	int err = gw_adopt(g, t);
+
+	gw_taken_free(t, false);
+	if (err) {
+		/* The old controller carries on: leave its sockets, map
+		 * entries and pins alone on the way out. */
+		pr_warn("event=takeover_failed err=\"%s\"", strerror(-err));
+		close(ho_sock);
+		g->handed_over = true;
+		g->dp.handed_over = true;
+		return err;
+	}
+	err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
+	close(ho_sock);
+	if (!err)
+		err = gw_start_adopted(g);
+	if (err)
+		return err;
+	pr_info("event=took_over sockets=%u clients=%u", n, g->clients.count);
+	kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
+	/* A probation, say, is not carried over: the health check finds a
+	 * backend that still does not answer. */
+	for (uint32_t b = 0; b < g->nslots; b++)
+		if (g->be[b].present)
+			gw_publish_backend(g, b);
+	/* The old one's backends this one does not list drain and go. */
+	if (gw_backends_apply(g, g->cfg->backends, g->cfg->nbackends, &added, &removed))
+		pr_warn("event=backends_not_all_added");
+	else if (added || removed)
+		pr_info("event=backend_list_applied added=%u removing=%u", added, removed);
+	return 0;
+}
+
+/* Starting afresh: the controller's paths into the kernel (none without
+ * BPF), the backends connected, the listening socket. */
+static int start_fresh(struct gw *g)
+{
+	char addr[96];
+	int err = g->dp.in_memory ? 0 : gw_kpath_setup(g);
+
+	if (err) {
+		pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
+		return err;
+	}
+	for (uint32_t b = 0; b < g->nslots; b++)
+		gw_backend_connect(g, b);
+	g->listen_fd = kvs_listen(&g->cfg->listen, 1024);
+	if (g->listen_fd < 0) {
+		pr_warn("event=listen_failed addr=%s err=\"%s\"",
+			kvs_addr_str(&g->cfg->listen, addr, sizeof(addr)), strerror(-g->listen_fd));
+		return g->listen_fd;
+	}
+	return 0;
+}
+
+/* Clients accepted, the tick, --metrics, the hand-over socket, XDP
+ * admission, the control socket; then READY. */
+static int open_services(struct gw *g)
+{
+	const struct gw_config *cfg = g->cfg;
+	char addr[96];
+	int err;
+
+	gw_clients_accept(g);
+	arm_tick(g);
+	if (cfg->metrics_set && g->metrics_fd < 0) {
+		g->metrics_fd = kvs_listen(&cfg->metrics, 16);
+		if (g->metrics_fd < 0) {
+			pr_warn("event=metrics_listen_failed addr=%s err=\"%s\"",
+				kvs_addr_str(&cfg->metrics, addr, sizeof(addr)),
+				strerror(-g->metrics_fd));
+			return g->metrics_fd;
+		}
+		pr_info("event=metrics_listening addr=%s port=%d",
+			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)),
+			kvs_local_port(g->metrics_fd));
+	}
+	if (g->metrics_fd >= 0 && gw_arm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT))
+		return -EBUSY;
+	err = gw_handover_listen(g);
+	if (err)
+		return err;
+	if (cfg->adm.ifname) {
+		struct kvs_adm_opts ao = cfg->adm;
+
+		ao.pin_dir = cfg->pin_dir;
+		ao.port = (uint16_t)kvs_local_port(g->listen_fd);
+		err = kvs_adm_open(&g->adm, &ao);
+		if (err)
+			return err;
+	}
+	err = gw_control_open(g);
+	if (err)
+		return err;
+	if (cfg->port_file)
+		kvs_write_port_file(cfg->port_file, kvs_local_port(g->listen_fd));
+	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
+		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g->listen_fd),
+		g->nslots, g->control_path);
+	kvs_sd_notify("READY=1");
+	return 0;
+}
+
+/* Until told to stop or handed over: completions dispatched in batches;
+ * between batches a pending hand-over (never from inside a batch: it reaps
+ * completions itself), a reload or an upgrade asked for by a signal, and
+ * the counters published. */
+static int run_loop(struct gw *g, const struct gw_hooks *hooks)
+{
+	while (!*hooks->stop && !g->handed_over) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+		int err = io_uring_submit_and_wait(&g->ring, 1);
+
+		if (err < 0 && err != -EINTR) {
+			pr_warn("event=io_uring_wait_failed err=\"%s\"", strerror(-err));
+			return err;
+		}
+		io_uring_for_each_cqe(&g->ring, head, cqe) {
+			gw_loop_dispatch(g, cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&g->ring, seen);
+		if (g->ho_pending >= 0)
+			gw_handover_run(g);
+		if (hooks->reload && *hooks->reload) {
+			char msg[512];
+
+			*hooks->reload = 0;
+			gw_reload(g, msg, sizeof(msg));
+		}
+		if (hooks->upgrade && *hooks->upgrade) {
+			char msg[512];
+
+			*hooks->upgrade = 0;
+			if (gw_upgrade(g, msg, sizeof(msg)) < 0)
+				pr_warn("event=upgrade_refused reason=\"%s\"", msg);
+		}
+		publish_ctl(g);
+	}
+	return 0;
+}
+
 int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 {
 	struct kvs_dp_opts dpo = {
@@ -210,8 +361,6 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			.control_fd = -1,
 			.ho_pending = -1 };
 	struct gw_taken t = { 0 };
-	char addr[96];
-	uint32_t b;
 	int err, ho_sock = -1;
 
 	g.cfg = &g.live;
@@ -286,136 +435,13 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	err = kvs_idmap_init(&g.clients, 1024);
 	if (err)
 		goto out;
-	if (cfg->takeover) {
-		struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
-		uint32_t n = t.n;
-
-		err = gw_adopt(&g, &t);
-		gw_taken_free(&t, false);
-		if (err) {
-			/* The old controller carries on: leave its sockets, map
-			 * entries and pins alone on the way out. */
-			pr_warn("event=takeover_failed err=\"%s\"", strerror(-err));
-			close(ho_sock);
-			g.handed_over = true;
-			g.dp.handed_over = true;
-			goto out;
-		}
-		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
-		close(ho_sock);
-		if (!err)
-			err = gw_start_adopted(&g);
-		if (err)
-			goto out;
-		pr_info("event=took_over sockets=%u clients=%u", n, g.clients.count);
-		kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
-		/* The kernel's view of each backend, as this one sees it (a
-		 * probation, say, is not carried over: the health check
-		 * finds a backend that still does not answer). */
-		for (b = 0; b < g.nslots; b++)
-			if (g.be[b].present)
-				gw_publish_backend(&g, b);
-		/* Then this one's own list, as a reload would: the old one's
-		 * backends it does not list drain and go, new ones come. */
-		{
-			uint32_t added, removed;
-
-			if (gw_backends_apply(&g, cfg->backends, cfg->nbackends, &added, &removed))
-				pr_warn("event=backends_not_all_added");
-			else if (added || removed)
-				pr_info("event=backend_list_applied added=%u removing=%u", added,
-					removed);
-		}
-	} else {
-		/* The controller's paths into the kernel (none without BPF). */
-		err = g.dp.in_memory ? 0 : gw_kpath_setup(&g);
-		if (err) {
-			pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
-			goto out;
-		}
-		for (b = 0; b < g.nslots; b++)
-			gw_backend_connect(&g, b);
-
-		g.listen_fd = kvs_listen(&cfg->listen, 1024);
-		if (g.listen_fd < 0) {
-			err = g.listen_fd;
-			pr_warn("event=listen_failed addr=%s err=\"%s\"",
-				kvs_addr_str(&cfg->listen, addr, sizeof(addr)), strerror(-err));
-			goto out;
-		}
-	}
-	gw_clients_accept(&g);
-	arm_tick(&g);
-	if (cfg->metrics_set && g.metrics_fd < 0) {
-		g.metrics_fd = kvs_listen(&cfg->metrics, 16);
-		if (g.metrics_fd < 0) {
-			err = g.metrics_fd;
-			pr_warn("event=metrics_listen_failed addr=%s err=\"%s\"",
-				kvs_addr_str(&cfg->metrics, addr, sizeof(addr)), strerror(-err));
-			goto out;
-		}
-		pr_info("event=metrics_listening addr=%s port=%d",
-			kvs_addr_str(&cfg->metrics, addr, sizeof(addr)),
-			kvs_local_port(g.metrics_fd));
-	}
-	if (g.metrics_fd >= 0 && gw_arm_accept(&g, g.metrics_fd, OP_METRICS_ACCEPT)) {
-		err = -EBUSY;
-		goto out;
-	}
-	err = gw_handover_listen(&g);
+	err = cfg->takeover ? start_taken_over(&g, &t, ho_sock) : start_fresh(&g);
+	if (!err)
+		err = open_services(&g);
+	if (!err)
+		err = run_loop(&g, hooks);
 	if (err)
 		goto out;
-	if (cfg->adm.ifname) {
-		struct kvs_adm_opts ao = cfg->adm;
-
-		ao.pin_dir = cfg->pin_dir;
-		ao.port = (uint16_t)kvs_local_port(g.listen_fd);
-		err = kvs_adm_open(&g.adm, &ao);
-		if (err)
-			goto out;
-	}
-	err = gw_control_open(&g);
-	if (err)
-		goto out;
-	if (cfg->port_file)
-		kvs_write_port_file(cfg->port_file, kvs_local_port(g.listen_fd));
-	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
-		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g.listen_fd),
-		g.nslots, g.control_path);
-	kvs_sd_notify("READY=1");
-
-	while (!*hooks->stop && !g.handed_over) {
-		struct io_uring_cqe *cqe;
-		unsigned int head, seen = 0;
-
-		err = io_uring_submit_and_wait(&g.ring, 1);
-		if (err < 0 && err != -EINTR) {
-			pr_warn("event=io_uring_wait_failed err=\"%s\"", strerror(-err));
-			goto out;
-		}
-		io_uring_for_each_cqe(&g.ring, head, cqe) {
-			gw_loop_dispatch(&g, cqe);
-			seen++;
-		}
-		io_uring_cq_advance(&g.ring, seen);
-		if (g.ho_pending >= 0)
-			gw_handover_run(&g);
-		if (hooks->reload && *hooks->reload) {
-			char msg[512];
-
-			*hooks->reload = 0;
-			gw_reload(&g, msg, sizeof(msg));
-		}
-		if (hooks->upgrade && *hooks->upgrade) {
-			char msg[512];
-
-			*hooks->upgrade = 0;
-			if (gw_upgrade(&g, msg, sizeof(msg)) < 0)
-				pr_warn("event=upgrade_refused reason=\"%s\"", msg);
-		}
-		publish_ctl(&g);
-	}
-	err = 0;
 	publish_ctl(&g);
 	if (!g.handed_over)
 		kvs_sd_notify("STOPPING=1");
