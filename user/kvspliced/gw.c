@@ -422,6 +422,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			g.inject_queued = g.inject_seen_last_tick = k.inject_frames;
 	}
 	err = init_slots(&g, &t);
+	if (!err)
+		err = kvs_idmap_init(&g.clients, 1024);
 	if (err) {
 		if (cfg->takeover) { /* the old controller carries on */
 			close(ho_sock);
@@ -432,9 +434,6 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		goto out;
 	}
 	kvs_policy_on_evict(&g.policy, gw_withdraw_route, &g);
-	err = kvs_idmap_init(&g.clients, 1024);
-	if (err)
-		goto out;
 	err = cfg->takeover ? start_taken_over(&g, &t, ho_sock) : start_fresh(&g);
 	if (!err)
 		err = open_services(&g);

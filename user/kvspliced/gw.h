@@ -80,8 +80,10 @@ struct gw;
 struct gw_conn;
 
 /* What a connection's owner does with what happens on it: set by the part
- * that made the connection (kpath.c, backend.c, upath.c, client.c,
- * metrics.c, control.c), called by conn.c's completion handlers. */
+ * that made the connection (kpath.c for the kernel path's clients, pools
+ * and pairs, also when accepted by client.c or adopted by handover.c;
+ * upath.c, scrape.c, control.c for theirs), called by conn.c's completion
+ * handlers. */
 struct gw_conn_ops {
 	/* Bytes arrived in c->rx (connections the controller reads). */
 	void (*on_bytes)(struct gw *g, struct gw_conn *c);
@@ -196,7 +198,7 @@ struct gw {
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes;		    /* scratch: block hashes of the frame being routed */
 	/* Routes the index evicted, withdrawn together after the decision or
-	 * tick that evicted them (gw_withdraw_flush) */
+	 * tick that evicted them (decide.c) */
 	struct kvs_withdraw_batch withdraw;
 	struct __kernel_timespec tick;
 	/* Frames queued for the inject socket (the last one's number), and

@@ -51,7 +51,11 @@ int gw_handover_listen(struct gw *g)
 			strerror(-err));
 		return err;
 	}
-	return arm_handover(g);
+	/* Not armed (a full ring): no successor can take over until a
+	 * restart, but this controller serves. */
+	if (arm_handover(g))
+		pr_warn("event=handover_arm_failed");
+	return 0;
 }
 
 /* Reaps completions until nothing can still read from a socket we hand
@@ -409,8 +413,13 @@ static int prefill(struct kvs_buf *rx, const struct kvs_buf *from)
 
 /* Rebuilds the controller's view of the sockets it took over: they stay in
  * the maps as they are; only the controller's own bookkeeping is new. */
+/* A socket of a role this controller does not know (a predecessor's newer
+ * kind): watched, and closed when it hangs up, as the old controller did. */
+static const struct gw_conn_ops adopted_other = { .on_hangup = gw_conn_drop };
+
 int gw_adopt(struct gw *g, struct gw_taken *t)
 {
+	const struct gw_conn_ops *ops;
 	uint32_t i;
 
 	for (i = 0; i < t->n; i++) {
@@ -430,7 +439,8 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 			g->metrics_fd = t->fds[i];
 			continue;
 		}
-		c = gw_conn_new(g, t->fds[i], r->role, gw_kpath_conn_ops(r->role));
+		ops = gw_kpath_conn_ops(r->role);
+		c = gw_conn_new(g, t->fds[i], r->role, ops ? ops : &adopted_other);
 		if (!c)
 			return -ENOMEM;
 		c->key = r->key;
