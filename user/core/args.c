@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Strict number parsing for command lines: the whole string, in range. */
 #include "args.h"
 
 #include <errno.h>

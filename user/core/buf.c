@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* A growable byte queue with a hard cap (receive and send buffers). */
 #include "buf.h"
 
 #include <errno.h>

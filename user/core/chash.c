@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Consistent hashing with bounded loads: where a new prefix goes. */
 #include "chash.h"
 
 #include <errno.h>

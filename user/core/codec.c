@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* KVS1 encoding, validation of every field, and framing of a stream. */
 #include "codec.h"
 
 #include <endian.h>

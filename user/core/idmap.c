@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* A map from socket cookies to pointers (open addressing). */
 #include "idmap.h"
 
 #include <errno.h>

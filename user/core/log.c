@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Logging in logfmt, one line per event, at a process-wide level. */
 #include "log.h"
 
 #include <stdarg.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Socket helpers: addresses, listen and connect, options, CIDRs. */
 #include "netutil.h"
 
 #include "kvsplice/maps.h"

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* The pin directory: its lock, and read access to the pinned maps. */
 #include "pins.h"
 
 #include <bpf/bpf.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* The routing policy: which backend a request goes to (pure). */
 #include "policy.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* A prefix cache of KV blocks by chained hash, LRU like vLLM's. */
 #include "prefix_cache.h"
 
 #include <errno.h>

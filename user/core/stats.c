@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Summary statistics for reports: percentiles and moments. */
 #include "stats.h"
 
 #include <math.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* XDP admission: CIDR lists loaded, the program attached and pinned. */
 #include "admission.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* The BPF data path: loaded, pinned, attached; its map operations. */
 #include "datapath.h"
 
 #include <bpf/bpf.h>

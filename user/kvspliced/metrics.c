@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* The Prometheus text exposition of a snapshot of the gateway. */
 #include "metrics.h"
 
 #include <stdarg.h>

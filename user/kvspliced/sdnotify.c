@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* systemd's notification protocol, without libsystemd. */
 #include "sdnotify.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* A vLLM-like engine in model time: batching, chunked prefill, caching. */
 #include "engine.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* The backend timing model: the time of one engine step. */
 #include "model.h"
 
 #include "kvsplice/hash.h"

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Deterministic synthetic text for prompts and generated tokens. */
 #include "prompt.h"
 
 #include "kvsplice/hash.h"

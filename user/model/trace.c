@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+/* Request traces (JSONL): reading them, and each request's prompt. */
 #include "trace.h"
 
 #include <ctype.h>
