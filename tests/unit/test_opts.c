@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,12 +246,155 @@ static void ini_file(void **state)
 	kvs_ini_free(&ini);
 }
 
+/* What the tools use: U64, GIVEN, a {default} format, an alias not
+ * listed, a short name not listed, the help column, a help of their own,
+ * --help after a bad option, and operands. */
+struct tool {
+	uint64_t seed;
+	double w;
+	uint32_t n;
+	int n_given, quiet;
+	const char *out;
+};
+
+static int parse_n_alias(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	struct tool *t = KVS_OPT_TARGET(struct tool, n, dst);
+
+	t->n = (uint32_t)atoi(v);
+	t->quiet = 2; /* reached through the target */
+	return 0;
+}
+
+static int helps;
+
+static void tool_help(FILE *f)
+{
+	helps++;
+	fputs("TOOL HELP\n", f);
+}
+
+#define U struct tool
+static const struct kvs_opt tool_rows[] = {
+	{ "seed", 0, KVS_OPT_U64(U, seed, 0, UINT64_MAX), .arg = "S",
+	  .help = "(default {default})" },
+	{ "weight", 0, KVS_OPT_DOUBLE(U, w, 0, 100), .fmt = "%.1f", .arg = "W",
+	  .help = "default {default}" },
+	{ "count", 'c', KVS_OPT_U32(U, n, 1, 9), KVS_OPT_GIVEN(U, n_given), .arg = "N",
+	  .help = "at most {max}" },
+	{ "number", 0, KVS_OPT_FUNC(U, n, parse_n_alias), .arg = "N" }, /* not listed */
+	{ "out", 'o', KVS_OPT_STR(U, out), .short_unlisted = true, .arg = "F", .help = "to F" },
+	{ "quiet", 'q', KVS_OPT_FLAG(U, quiet), .help = "hush" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this" },
+};
+#undef U
+
+static const struct tool tool_defaults = { .seed = 18446744073709551615ull, .w = 16 };
+
+static const struct kvs_optset tool_set = {
+	.prog = "tool",
+	.opts = tool_rows,
+	.nopts = sizeof(tool_rows) / sizeof(tool_rows[0]),
+	.defaults = &tool_defaults,
+	.usage = "Usage: tool\n",
+	.footer = "",
+	.help_col = 18,
+	.help_on_error = true,
+	.operands = true,
+};
+
+static int run_tool(const struct kvs_optset *ts, struct tool *t, const char **args)
+{
+	char *argv[16] = { "tool" };
+	int argc = 1, r;
+
+	while (*args)
+		argv[argc++] = (char *)*args++;
+	*t = tool_defaults;
+	capture();
+	r = kvs_opts_argv(ts, argc, argv, t);
+	captured();
+	return r;
+}
+
+static void tool_options(void **state)
+{
+	static const char want[] = "Usage: tool\n"
+				   "      --seed S    (default 18446744073709551615)\n"
+				   "      --weight W  default 16.0\n"
+				   "  -c, --count N   at most 9\n"
+				   "      --out F     to F\n"
+				   "  -q, --quiet     hush\n"
+				   "  -h, --help      this\n";
+	struct kvs_optset own = tool_set;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct tool t;
+
+	(void)state;
+	assert_non_null(f);
+	kvs_opts_usage(&tool_set, f);
+	fclose(f);
+	assert_string_equal(text, want);
+	free(text);
+
+	assert_int_equal(run_tool(&tool_set, &t,
+				  (const char *[]){ "first", "--seed", "18446744073709551615", "-o",
+						    "x", "second", "-q", NULL }),
+			 0);
+	assert_true(t.seed == UINT64_MAX);
+	assert_string_equal(t.out, "x");
+	assert_int_equal(t.quiet, 1);
+	assert_int_equal(t.n_given, 0);
+	/* operands: permuted to the end, left for the caller */
+	assert_int_equal(optind, 6);
+	assert_int_equal(run_tool(&tool_set, &t, (const char *[]){ "-c", "4", NULL }), 0);
+	assert_int_equal(t.n, 4);
+	assert_int_equal(t.n_given, 1);
+	assert_int_equal(run_tool(&tool_set, &t, (const char *[]){ "-c", "10", NULL }), -1);
+	assert_string_equal(errbuf, "tool: --count: 10 is out of range [1, 9]\n");
+	assert_int_equal(t.n_given, 0); /* not given when it fails */
+	assert_int_equal(run_tool(&tool_set, &t, (const char *[]){ "--seed", "-1", NULL }), -1);
+	assert_string_equal(errbuf, "tool: --seed: '-1' is not a whole number\n");
+	assert_int_equal(run_tool(&tool_set, &t, (const char *[]){ "--number", "7", NULL }), 0);
+	assert_int_equal(t.n, 7);
+	assert_int_equal(t.quiet, 2);
+	/* a bad option: getopt's complaint, then the help on stderr */
+	assert_int_equal(run_tool(&tool_set, &t, (const char *[]){ "--nope", NULL }), -1);
+	assert_non_null(strstr(errbuf, "unrecognized option '--nope'\nUsage: tool\n"));
+	assert_null(strstr(errbuf, "see --help"));
+
+	/* A help of its own, for --help and after a bad option. */
+	own.print_help = tool_help;
+	helps = 0;
+	assert_int_equal(run_tool(&own, &t, (const char *[]){ "-x", NULL }), -1);
+	assert_non_null(strstr(errbuf, "TOOL HELP\n"));
+	assert_int_equal(helps, 1);
+	capture(); /* --help goes to stdout: keep it out of the test's output */
+	fflush(stdout);
+	{
+		int out = dup(1);
+		char *argv[] = { "tool", "--help", NULL };
+
+		dup2(2, 1);
+		assert_int_equal(kvs_opts_argv(&own, 2, argv, &t), 1);
+		fflush(stdout);
+		dup2(out, 1);
+		close(out);
+	}
+	captured();
+	assert_string_equal(errbuf, "TOOL HELP\n");
+	assert_int_equal(helps, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(command_line),
 		cmocka_unit_test(help_text),
 		cmocka_unit_test(ini_file),
+		cmocka_unit_test(tool_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

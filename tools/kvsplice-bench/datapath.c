@@ -28,10 +28,8 @@
  * in datapath_echo.c, datapath_load.c and datapath_gateway.c.
  */
 #include "datapath.h"
-#include "datapath.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,11 +45,13 @@
 #include "args.h"
 #include "datapath_int.h"
 #include "netutil.h"
+#include "opts.h"
 #include "plot.h"
 
-static const char *const cfg_names[NCFG] = { "direct", "kernel", "user", "haproxy",
-					     "haproxy-splice" };
-static const char *const mode_names[NMODES] = { "rr", "pipelined", "stream" };
+/* by C_* and M_*, then NULL (the words of --configs and --modes) */
+static const char *const cfg_names[NCFG + 1] = { "direct",  "kernel",	      "user",
+						 "haproxy", "haproxy-splice", NULL };
+static const char *const mode_names[NMODES + 1] = { "rr", "pipelined", "stream", NULL };
 
 static void print_table(const struct result *rs, int n)
 {
@@ -196,50 +196,10 @@ static void derive(struct result *rs, int n)
 	}
 }
 
-static void usage(FILE *f)
+/* --sizes. */
+static int parse_sizes(const char *who, const struct kvs_opt *row, const char *s, void *dst)
 {
-	fprintf(f,
-		"Usage: kvsplice-bench datapath [options]\n"
-		"\n"
-		"The data-path benchmark: an echo backend and a client of K connections in\n"
-		"this process, with nothing (direct), kvspliced's kernel path, its userspace\n"
-		"path, HAProxy (TCP mode, splice-auto, one thread) and HAProxy with splicing\n"
-		"forced (haproxy-splice) between them, for each frame size, request/response\n"
-		"(rr) and pipelined; and LLM-shaped traffic (stream): a 32 KiB request answered\n"
-		"by a stream of small CHUNKs, each its own write. Prints requests/s, GB/s,\n"
-		"latency added over direct (P50, P99), and the gateway's CPU seconds per GB\n"
-		"and microseconds per request (its own CPU plus the softirq and kworker time\n"
-		"beyond the direct run's). Needs root.\n"
-		"\n"
-		"Options:\n"
-		"  -k, --conns K          client connections (default 8)\n"
-		"  -d, --depth D          requests in flight per connection when pipelined\n"
-		"                         (default 16)\n"
-		"      --sizes LIST       frame payload sizes in bytes (default\n"
-		"                         1024,32768,262144)\n"
-		"      --seconds S        measured seconds per run (default 3; 0.5 s warm-up)\n"
-		"      --modes LIST       of rr,pipelined,stream (default: all three)\n"
-		"      --stream-request B request bytes of a stream run (default 32768)\n"
-		"      --stream-chunks N  CHUNKs answering it (default 256)\n"
-		"      --stream-chunk-bytes B  payload of each (default 32)\n"
-		"      --stream-gap-us G  between two CHUNKs of a stream (default 100: one\n"
-		"                         per decode step of a fast model; 0: back to back,\n"
-		"                         which lets a userspace proxy read many at once)\n"
-		"      --configs LIST     of direct,kernel,user,haproxy,haproxy-splice\n"
-		"                         (default: all; a config whose program is missing\n"
-		"                         is left out, said)\n"
-		"      --kvspliced PATH   the gateway (default: kvspliced beside this program)\n"
-		"      --haproxy PATH     (default: haproxy on PATH)\n"
-		"      --json             the results as JSON: {\"kernel\", \"configs\": [{name,\n"
-		"                         mode, frame_bytes, rps, gbps, p50_added_us,\n"
-		"                         p99_added_us, cpu_s_per_gb, ...}]}\n"
-		"      --plot DIR         GB/s and CPU per GB by frame size, per config\n"
-		"                         (gnuplot: DIR/datapath.{svg,png}, data and script)\n"
-		"  -h, --help             this text\n");
-}
-
-static int parse_sizes(const char *s, struct dp_opts *o)
-{
+	struct dp_opts *o = KVS_OPT_TARGET(struct dp_opts, sizes, dst);
 	char *copy = strdup(s), *save = NULL, *t;
 	int err = copy ? 0 : -1;
 
@@ -247,17 +207,22 @@ static int parse_sizes(const char *s, struct dp_opts *o)
 	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
 	     t = strtok_r(NULL, ",", &save))
 		err = o->nsizes == MAX_SIZES ||
-		      kvs_arg_u32(PROG, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
+		      kvs_arg_u32(who, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
 	free(copy);
 	return err || !o->nsizes ? -1 : 0;
 }
 
-/* A comma-separated list of names into on[]: each must be one of names. */
-static int parse_names(const char *opt, const char *s, const char *const *names, int n, bool *on)
+/* --configs, --modes: a comma-separated list of the row's words into the
+ * bool array at dst, one a word. */
+static int parse_names(const char *who, const struct kvs_opt *row, const char *s, void *dst)
 {
+	const char *const *names = row->words;
 	char *copy = strdup(s), *save = NULL, *t;
-	int err = copy ? 0 : -1;
+	int err = copy ? 0 : -1, n = 0;
+	bool *on = dst;
 
+	while (names[n])
+		n++;
 	memset(on, 0, sizeof(*on) * (size_t)n);
 	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
 	     t = strtok_r(NULL, ",", &save)) {
@@ -266,7 +231,7 @@ static int parse_names(const char *opt, const char *s, const char *const *names,
 		for (c = 0; c < n && strcmp(t, names[c]); c++)
 			;
 		if (c == n) {
-			fprintf(stderr, PROG ": %s: '%s' is not one of", opt, t);
+			fprintf(stderr, "%s: --%s: '%s' is not one of", who, row->name, t);
 			for (c = 0; c < n; c++)
 				fprintf(stderr, "%s %s", c ? "," : "", names[c]);
 			fprintf(stderr, "\n");
@@ -278,6 +243,94 @@ static int parse_names(const char *opt, const char *s, const char *const *names,
 	free(copy);
 	return err;
 }
+
+static int parse_gateway(const char *who, const struct kvs_opt *row, const char *s, void *dst)
+{
+	snprintf(dst, sizeof(((struct dp_opts *)0)->gw_bin), "%s", s);
+	return 0;
+}
+
+static const struct dp_opts defaults = { .conns = 8,
+					 .depth = 16,
+					 .seconds = 3,
+					 .warmup = 0.5,
+					 .sizes = { 1024, 32768, 262144 },
+					 .nsizes = 3,
+					 .stream_request = 32768,
+					 .stream_chunks = 256,
+					 .stream_chunk_bytes = 32,
+					 .stream_gap_us = 100,
+					 .on = { true, true, true, true, true },
+					 .mode_on = { true, true, true },
+					 .haproxy = "haproxy" };
+
+#define O struct dp_opts
+static const struct kvs_opt rows[] = {
+	{ "conns", 'k', KVS_OPT_U32(O, conns, 1, MAX_CONNS), .arg = "K",
+	  .help = "client connections (default {default})" },
+	{ "depth", 'd', KVS_OPT_U32(O, depth, 1, 256), .arg = "D",
+	  .help = "requests in flight per connection when pipelined\n"
+		  "(default {default})" },
+	{ "sizes", 0, KVS_OPT_FUNC(O, sizes, parse_sizes), .arg = "LIST",
+	  .help = "frame payload sizes in bytes (default\n"
+		  "1024,32768,262144)" },
+	{ "seconds", 0, KVS_OPT_DOUBLE(O, seconds, 0.2, 600), .arg = "S",
+	  .help = "measured seconds per run (default {default}; 0.5 s warm-up)" },
+	{ "modes", 0, KVS_OPT_FUNC(O, mode_on, parse_names), .words = mode_names, .arg = "LIST",
+	  .help = "of rr,pipelined,stream (default: all three)" },
+	{ "stream-request", 0, KVS_OPT_U32(O, stream_request, 1, 4u << 20), .arg = "B",
+	  .help = "request bytes of a stream run (default {default})" },
+	/* 2 at least: one CHUNK is the echo answer of rr */
+	{ "stream-chunks", 0, KVS_OPT_U32(O, stream_chunks, 2, 100000), .arg = "N",
+	  .help = "CHUNKs answering it (default {default})" },
+	{ "stream-chunk-bytes", 0, KVS_OPT_U32(O, stream_chunk_bytes, 1, 60000), .arg = "B",
+	  .help = "payload of each (default {default})" },
+	{ "stream-gap-us", 0, KVS_OPT_U32(O, stream_gap_us, 0, 1000000), .arg = "G",
+	  .help = "between two CHUNKs of a stream (default {default}: one\n"
+		  "per decode step of a fast model; 0: back to back,\n"
+		  "which lets a userspace proxy read many at once)" },
+	{ "configs", 0, KVS_OPT_FUNC(O, on, parse_names), .words = cfg_names, .arg = "LIST",
+	  .help = "of direct,kernel,user,haproxy,haproxy-splice\n"
+		  "(default: all; a config whose program is missing\n"
+		  "is left out, said)" },
+	{ "kvspliced", 0, KVS_OPT_FUNC(O, gw_bin, parse_gateway), .arg = "PATH",
+	  .help = "the gateway (default: kvspliced beside this program)" },
+	{ "haproxy", 0, KVS_OPT_STR(O, haproxy), .arg = "PATH",
+	  .help = "(default: haproxy on PATH)" },
+	{ "json", 0, KVS_OPT_FLAG(O, json),
+	  .help = "the results as JSON: {\"kernel\", \"configs\": [{name,\n"
+		  "mode, frame_bytes, rps, gbps, p50_added_us,\n"
+		  "p99_added_us, cpu_s_per_gb, ...}]}" },
+	{ "plot", 0, KVS_OPT_STR(O, plot), .arg = "DIR",
+	  .help = "GB/s and CPU per GB by frame size, per config\n"
+		  "(gnuplot: DIR/datapath.{svg,png}, data and script)" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef O
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	.opts = rows,
+	.nopts = sizeof(rows) / sizeof(rows[0]),
+	.defaults = &defaults,
+	.usage = "Usage: kvsplice-bench datapath [options]\n"
+		 "\n"
+		 "The data-path benchmark: an echo backend and a client of K connections in\n"
+		 "this process, with nothing (direct), kvspliced's kernel path, its userspace\n"
+		 "path, HAProxy (TCP mode, splice-auto, one thread) and HAProxy with splicing\n"
+		 "forced (haproxy-splice) between them, for each frame size, request/response\n"
+		 "(rr) and pipelined; and LLM-shaped traffic (stream): a 32 KiB request answered\n"
+		 "by a stream of small CHUNKs, each its own write. Prints requests/s, GB/s,\n"
+		 "latency added over direct (P50, P99), and the gateway's CPU seconds per GB\n"
+		 "and microseconds per request (its own CPU plus the softirq and kworker time\n"
+		 "beyond the direct run's). Needs root.\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "",
+	.help_col = 25,
+	.help_on_error = true,
+	.operands = true, /* and ignored */
+};
 
 /* Is prog runnable (a path, or on PATH)? */
 static bool runnable(const char *prog)
@@ -292,43 +345,13 @@ static bool runnable(const char *prog)
 
 int bench_datapath(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "conns", required_argument, NULL, 'k' },
-		{ "depth", required_argument, NULL, 'd' },
-		{ "sizes", required_argument, NULL, 's' },
-		{ "seconds", required_argument, NULL, 'S' },
-		{ "configs", required_argument, NULL, 'c' },
-		{ "modes", required_argument, NULL, 'm' },
-		{ "stream-request", required_argument, NULL, 'R' },
-		{ "stream-chunks", required_argument, NULL, 'C' },
-		{ "stream-chunk-bytes", required_argument, NULL, 'B' },
-		{ "stream-gap-us", required_argument, NULL, 'G' },
-		{ "kvspliced", required_argument, NULL, 'g' },
-		{ "haproxy", required_argument, NULL, 'H' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "plot", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	struct dp_opts o = { .conns = 8,
-			     .depth = 16,
-			     .seconds = 3,
-			     .warmup = 0.5,
-			     .sizes = { 1024, 32768, 262144 },
-			     .nsizes = 3,
-			     .stream_request = 32768,
-			     .stream_chunks = 256,
-			     .stream_chunk_bytes = 32,
-			     .stream_gap_us = 100,
-			     .on = { true, true, true, true, true },
-			     .mode_on = { true, true, true },
-			     .haproxy = "haproxy" };
+	struct dp_opts o = defaults;
 	struct result rs[NCFG * (MAX_SIZES * 2 + 1)];
 	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
 	struct kvs_addr la;
 	struct echo el;
 	pthread_t et;
-	int opt, n = 0, lfd, echo, rc = 0;
+	int n = 0, lfd, echo, rc;
 	ssize_t len;
 
 	len = readlink("/proc/self/exe", o.gw_bin, sizeof(o.gw_bin) - 32);
@@ -339,74 +362,9 @@ int bench_datapath(int argc, char **argv)
 		slash = strrchr(o.gw_bin, '/');
 		strcpy(slash ? slash + 1 : o.gw_bin, "kvspliced");
 	}
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "k:d:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'k':
-			if (kvs_arg_u32(PROG, "--conns", optarg, 1, MAX_CONNS, &o.conns))
-				return 2;
-			break;
-		case 'd':
-			if (kvs_arg_u32(PROG, "--depth", optarg, 1, 256, &o.depth))
-				return 2;
-			break;
-		case 's':
-			if (parse_sizes(optarg, &o))
-				return 2;
-			break;
-		case 'S':
-			if (kvs_arg_double(PROG, "--seconds", optarg, 0.2, 600, &o.seconds))
-				return 2;
-			break;
-		case 'c':
-			if (parse_names("--configs", optarg, cfg_names, NCFG, o.on))
-				return 2;
-			break;
-		case 'm':
-			if (parse_names("--modes", optarg, mode_names, NMODES, o.mode_on))
-				return 2;
-			break;
-		case 'R':
-			if (kvs_arg_u32(PROG, "--stream-request", optarg, 1, 4u << 20,
-					&o.stream_request))
-				return 2;
-			break;
-		case 'C':
-			/* 2 at least: one CHUNK is the echo answer of rr */
-			if (kvs_arg_u32(PROG, "--stream-chunks", optarg, 2, 100000,
-					&o.stream_chunks))
-				return 2;
-			break;
-		case 'G':
-			if (kvs_arg_u32(PROG, "--stream-gap-us", optarg, 0, 1000000,
-					&o.stream_gap_us))
-				return 2;
-			break;
-		case 'B':
-			if (kvs_arg_u32(PROG, "--stream-chunk-bytes", optarg, 1, 60000,
-					&o.stream_chunk_bytes))
-				return 2;
-			break;
-		case 'g':
-			snprintf(o.gw_bin, sizeof(o.gw_bin), "%s", optarg);
-			break;
-		case 'H':
-			o.haproxy = optarg;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'p':
-			o.plot = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	rc = kvs_opts_argv(&optset, argc, argv, &o);
+	if (rc)
+		return rc > 0 ? 0 : 2;
 	if ((o.on[C_KERNEL] || o.on[C_USER]) && !runnable(o.gw_bin)) {
 		fprintf(stderr,
 			PROG ": %s not found (--kvspliced PATH): kernel and user left out\n",

@@ -27,7 +27,7 @@ struct dp_opts {
 	uint32_t stream_request, stream_chunks, stream_chunk_bytes, stream_gap_us;
 	bool on[NCFG];
 	bool mode_on[NMODES];
-	bool json;
+	int json;
 	const char *plot; /* --plot DIR */
 	char gw_bin[4096];
 	const char *haproxy;

@@ -11,15 +11,14 @@
  */
 #include "decisions.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
 #include "kvsplice/hash.h"
 #include "netutil.h"
 #include "model.h"
+#include "opts.h"
 #include "policy.h"
 #include "prompt.h"
 
@@ -31,102 +30,70 @@ struct dec_opts {
 	int json;
 };
 
-static void usage(FILE *f)
-{
-	fprintf(f, "Usage: kvsplice-bench decisions [options]\n"
-		   "\n"
-		   "Routing decisions per second of the controller's policy on one core.\n"
-		   "Each decision is a prompt of one of the templates plus its own suffix:\n"
-		   "'hash + decide' hashes it (timed apart) and decides, indexing its new\n"
-		   "blocks; 'seen prompt' decides on a prompt whose hashes were made and\n"
-		   "indexed before. Backend loads change between decisions as requests end.\n"
-		   "Each figure is the median of --rounds alternating measurements.\n"
-		   "\n"
-		   "Options:\n"
-		   "      --backends N         backends (default 7)\n"
-		   "      --prompt-tokens T    tokens per prompt (default 8000)\n"
-		   "      --template-tokens T  of which shared with other prompts (default 6000)\n"
-		   "      --templates N        distinct templates (default 64)\n"
-		   "      --count N            decisions per measurement (default 100000)\n"
-		   "      --rounds N           measurements of each kind (default 5)\n"
-		   "      --seed S             (default 1)\n"
-		   "      --json               JSON output\n"
-		   "  -h, --help               this text\n");
-}
+static const struct dec_opts defaults = { .backends = 7,
+					  .prompt_tokens = 8000,
+					  .template_tokens = 6000,
+					  .templates = 64,
+					  .count = 100000,
+					  .rounds = 5,
+					  .seed = 1 };
 
+#define O struct dec_opts
+static const struct kvs_opt rows[] = {
+	{ "backends", 0, KVS_OPT_U32(O, backends, 1, KVS_MAX_BACKENDS), .arg = "N",
+	  .help = "backends (default {default})" },
+	{ "prompt-tokens", 0, KVS_OPT_U32(O, prompt_tokens, 16, 200000), .arg = "T",
+	  .help = "tokens per prompt (default {default})" },
+	{ "template-tokens", 0, KVS_OPT_U32(O, template_tokens, 0, 200000), .arg = "T",
+	  .help = "of which shared with other prompts (default {default})" },
+	{ "templates", 0, KVS_OPT_U32(O, templates, 1, 100000), .arg = "N",
+	  .help = "distinct templates (default {default})" },
+	{ "count", 0, KVS_OPT_U32(O, count, 1, 100000000), .arg = "N",
+	  .help = "decisions per measurement (default {default})" },
+	{ "rounds", 0, KVS_OPT_U32(O, rounds, 1, 1000), .arg = "N",
+	  .help = "measurements of each kind (default {default})" },
+	{ "seed", 0, KVS_OPT_U64(O, seed, 0, UINT64_MAX), .arg = "S",
+	  .help = "(default {default})" },
+	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON output" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef O
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	.opts = rows,
+	.nopts = sizeof(rows) / sizeof(rows[0]),
+	.defaults = &defaults,
+	.usage = "Usage: kvsplice-bench decisions [options]\n"
+		 "\n"
+		 "Routing decisions per second of the controller's policy on one core.\n"
+		 "Each decision is a prompt of one of the templates plus its own suffix:\n"
+		 "'hash + decide' hashes it (timed apart) and decides, indexing its new\n"
+		 "blocks; 'seen prompt' decides on a prompt whose hashes were made and\n"
+		 "indexed before. Backend loads change between decisions as requests end.\n"
+		 "Each figure is the median of --rounds alternating measurements.\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "",
+	.help_col = 27,
+	.help_on_error = true,
+	.operands = true, /* and ignored */
+};
+
+/* -1 to carry on, or the exit status (--help: 0, bad usage: 2). */
 static int parse(int argc, char **argv, struct dec_opts *o)
 {
-	static const struct option opts[] = {
-		{ "backends", required_argument, NULL, 'b' },
-		{ "prompt-tokens", required_argument, NULL, 'p' },
-		{ "template-tokens", required_argument, NULL, 't' },
-		{ "templates", required_argument, NULL, 'n' },
-		{ "count", required_argument, NULL, 'c' },
-		{ "rounds", required_argument, NULL, 'r' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt;
+	int r;
 
-	*o = (struct dec_opts){ .backends = 7,
-				.prompt_tokens = 8000,
-				.template_tokens = 6000,
-				.templates = 64,
-				.count = 100000,
-				.rounds = 5,
-				.seed = 1 };
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS,
-					&o->backends))
-				return 2;
-			break;
-		case 'p':
-			if (kvs_arg_u32(PROG, "--prompt-tokens", optarg, 16, 200000,
-					&o->prompt_tokens))
-				return 2;
-			break;
-		case 't':
-			if (kvs_arg_u32(PROG, "--template-tokens", optarg, 0, 200000,
-					&o->template_tokens))
-				return 2;
-			break;
-		case 'n':
-			if (kvs_arg_u32(PROG, "--templates", optarg, 1, 100000, &o->templates))
-				return 2;
-			break;
-		case 'c':
-			if (kvs_arg_u32(PROG, "--count", optarg, 1, 100000000, &o->count))
-				return 2;
-			break;
-		case 'r':
-			if (kvs_arg_u32(PROG, "--rounds", optarg, 1, 1000, &o->rounds))
-				return 2;
-			break;
-		case 's':
-			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
-				return 2;
-			break;
-		case 'j':
-			o->json = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	*o = defaults;
+	r = kvs_opts_argv(&optset, argc, argv, o);
+	if (r)
+		return r > 0 ? 0 : 2;
 	if (o->template_tokens > o->prompt_tokens) {
 		fprintf(stderr, PROG ": --template-tokens exceeds --prompt-tokens\n");
 		return 2;
 	}
-	return 0;
+	return -1;
 }
 
 /* Loads in tokens: each decision adds the request's work, and the oldest of
@@ -231,7 +198,7 @@ int bench_decisions(int argc, char **argv)
 	double *full, *hash_us, *seen, hit_full = 0, hit_seen = 0, unused, f, hu, sn;
 	int rc = parse(argc, argv, &o);
 
-	if (rc)
+	if (rc >= 0)
 		return rc;
 	len = (size_t)o.prompt_tokens * KVS_BYTES_PER_TOKEN;
 	tlen = (size_t)o.template_tokens * KVS_BYTES_PER_TOKEN;

@@ -10,7 +10,6 @@
 #include "live.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "live_int.h"
+#include "opts.h"
 #include "prompt.h"
 
 static size_t prefix_bytes(const struct run *r)
@@ -413,268 +413,166 @@ out:
 	return rc;
 }
 
-void live_usage(FILE *f)
+#define MAX_CONNECTIONS 10000
+
+/* --connect: at most MAX_TARGETS, the count checked first. */
+static int parse_connect(const char *who, const struct kvs_opt *row, const char *v, void *dst)
 {
-	fprintf(f,
-		"Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
-		"every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
-		"rate and load per backend. Exit status: 0 if every request succeeded, 1 if\n"
-		"any failed, was answered wrongly or never finished, 2 for bad usage.\n"
-		"\n"
-		"Closed loop by default: each connection keeps --depth requests in flight.\n"
-		"With --rate, open loop: requests are sent at Poisson arrival times over the\n"
-		"connections in turn, however many are still in flight, and TTFT counts from\n"
-		"when each was due.\n"
-		"\n"
-		"Options of live:\n"
-		"  -c, --connect ADDR:PORT   gateway (or backend) address (required); repeat it\n"
-		"                            to spread connections round robin over several\n"
-		"                            backends: the no-gateway baseline\n"
-		"  -n, --requests N          requests to send (default 100)\n"
-		"  -k, --connections K       client connections (default 4); --concurrency is\n"
-		"                            the same\n"
-		"  -d, --depth D             closed loop: requests in flight per connection\n"
-		"                            (default 1)\n"
-		"      --rate R              open loop: R requests per second, Poisson\n"
-		"      --seed S              seed of the arrival times (default 1)\n"
-		"  -m, --max-tokens M        tokens to generate per request (default 8)\n"
-		"      --prefixes P          shared prefix groups; request i uses group i mod P\n"
-		"                            (default 4; 0 = nothing shared)\n"
-		"      --prefix-tokens T     tokens of each shared prefix (default 1024)\n"
-		"      --suffix-tokens S     tokens of each request's own suffix (default 64)\n"
-		"      --suffix-jitter J     add 0..J tokens to each suffix (varied frame sizes)\n"
-		"      --prompt-file FILE    use FILE's bytes as the one shared prefix\n"
-		"      --conversations C     conversation workload: request i is turn i / C of\n"
-		"                            conversation i mod C, its prompt the conversation\n"
-		"                            so far (replaces the prefix options)\n"
-		"      --turn-tokens T       tokens each turn adds (default 512)\n"
-		"      --trace FILE          replay a JSONL request trace (../shared/traces/\n"
-		"                            README.md): arrival times, prompt and output\n"
-		"                            lengths from the trace, open loop; the same hash\n"
-		"                            id is always the same 512 tokens of text, so the\n"
-		"                            backends see exactly the trace's sharing; -n\n"
-		"                            replays the first N requests (default all),\n"
-		"                            --max-tokens caps each request's output\n"
-		"      --speed X             multiply the trace's arrival rate by X (default 1)\n"
-		"      --hint                send the prefix length as the routing hint\n"
-		"      --salt X              cache salt (tenant) for every request (default 0)\n"
-		"      --model ID            model id (default 0)\n"
-		"      --timeout-s S         give up after S seconds (default 60)\n"
-		"      --per-request         print one line per request\n"
-		"      --fleet N             N backends are behind the target: load max/mean\n"
-		"                            counts those that served nothing (default: only\n"
-		"                            the backends that answered)\n"
-		"      --json                print the summary as JSON\n"
-		"      --plot DIR            write this run's TTFT CDF and requests per backend\n"
-		"                            as SVG and PNG (gnuplot), with their data, in DIR\n"
-		"      --label NAME          name of the run in the plots (default live)\n"
-		"  -q, --quiet               no progress lines on stderr\n"
-		"  -h, --help                this text\n");
+	struct run_opts *o = KVS_OPT_TARGET(struct run_opts, addrs, dst);
+
+	if (o->naddrs == MAX_TARGETS) {
+		fprintf(stderr, "%s: at most %d --connect addresses\n", who, MAX_TARGETS);
+		return -1;
+	}
+	if (kvs_parse_addr(v, &o->addrs[o->naddrs])) {
+		fprintf(stderr, "%s: --connect: '%s' is not ADDR:PORT\n", who, v);
+		return -1;
+	}
+	o->naddrs++;
+	return 0;
 }
 
-enum {
-	OPT_PREFIXES = 256,
-	OPT_PREFIX_TOKENS,
-	OPT_SUFFIX_TOKENS,
-	OPT_SUFFIX_JITTER,
-	OPT_PROMPT_FILE,
-	OPT_CONVERSATIONS,
-	OPT_TURN_TOKENS,
-	OPT_HINT,
-	OPT_SALT,
-	OPT_MODEL,
-	OPT_TIMEOUT,
-	OPT_PER_REQUEST,
-	OPT_FLEET,
-	OPT_RATE,
-	OPT_SEED,
-	OPT_JSON,
-	OPT_TRACE,
-	OPT_SPEED,
-	OPT_PLOT,
-	OPT_LABEL,
+/* --concurrency: --connections' other name. */
+static int parse_concurrency(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+{
+	return kvs_arg_u32(who, "--connections", v, 1, MAX_CONNECTIONS, dst);
+}
+
+static int parse_label(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+{
+	if (!*v || strpbrk(v, "'\"\\ ")) {
+		fprintf(stderr, "%s: --label: one word without quotes\n", who);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
+static const struct run_opts defaults = {
+	.requests = 100,
+	.connections = 4,
+	.depth = 1,
+	.max_tokens = 8,
+	.prefixes = 4,
+	.prefix_tokens = 1024,
+	.suffix_tokens = 64,
+	.timeout_s = 60,
+	.turn_tokens = 512,
+	.seed = 1,
+	.speed = 1,
+	.label = "live",
 };
 
+#define O struct run_opts
+static const struct kvs_opt rows[] = {
+	{ "connect", 'c', KVS_OPT_FUNC(O, addrs, parse_connect), .arg = "ADDR:PORT",
+	  .help = "gateway (or backend) address (required); repeat it\n"
+		  "to spread connections round robin over several\n"
+		  "backends: the no-gateway baseline" },
+	{ "requests", 'n', KVS_OPT_U32(O, requests, 1, 10000000), KVS_OPT_GIVEN(O, requests_set),
+	  .arg = "N", .help = "requests to send (default {default})" },
+	{ "connections", 'k', KVS_OPT_U32(O, connections, 1, MAX_CONNECTIONS), .arg = "K",
+	  .help = "client connections (default {default}); --concurrency is\n"
+		  "the same" },
+	{ "concurrency", 0, KVS_OPT_FUNC(O, connections, parse_concurrency), .arg = "K" },
+	{ "depth", 'd', KVS_OPT_U32(O, depth, 1, 100000), .arg = "D",
+	  .help = "closed loop: requests in flight per connection\n"
+		  "(default {default})" },
+	{ "rate", 0, KVS_OPT_DOUBLE(O, rate, 0.001, 1e6), .arg = "R",
+	  .help = "open loop: R requests per second, Poisson" },
+	{ "seed", 0, KVS_OPT_U64(O, seed, 0, UINT64_MAX), .arg = "S",
+	  .help = "seed of the arrival times (default {default})" },
+	{ "max-tokens", 'm', KVS_OPT_U32(O, max_tokens, 0, 1000000),
+	  KVS_OPT_GIVEN(O, max_tokens_set), .arg = "M",
+	  .help = "tokens to generate per request (default {default})" },
+	{ "prefixes", 0, KVS_OPT_U32(O, prefixes, 0, 10000000), .arg = "P",
+	  .help = "shared prefix groups; request i uses group i mod P\n"
+		  "(default {default}; 0 = nothing shared)" },
+	{ "prefix-tokens", 0, KVS_OPT_U32(O, prefix_tokens, 0, 1u << 20), .arg = "T",
+	  .help = "tokens of each shared prefix (default {default})" },
+	{ "suffix-tokens", 0, KVS_OPT_U32(O, suffix_tokens, 0, 1u << 20), .arg = "S",
+	  .help = "tokens of each request's own suffix (default {default})" },
+	{ "suffix-jitter", 0, KVS_OPT_U32(O, suffix_jitter, 0, 1u << 20), .arg = "J",
+	  .help = "add 0..J tokens to each suffix (varied frame sizes)" },
+	{ "prompt-file", 0, KVS_OPT_STR(O, prompt_file), .arg = "FILE",
+	  .help = "use FILE's bytes as the one shared prefix" },
+	{ "conversations", 0, KVS_OPT_U32(O, conversations, 1, 1000000), .arg = "C",
+	  .help = "conversation workload: request i is turn i / C of\n"
+		  "conversation i mod C, its prompt the conversation\n"
+		  "so far (replaces the prefix options)" },
+	{ "turn-tokens", 0, KVS_OPT_U32(O, turn_tokens, 1, 1u << 20), .arg = "T",
+	  .help = "tokens each turn adds (default {default})" },
+	{ "trace", 0, KVS_OPT_STR(O, trace), .arg = "FILE",
+	  .help = "replay a JSONL request trace (../shared/traces/\n"
+		  "README.md): arrival times, prompt and output\n"
+		  "lengths from the trace, open loop; the same hash\n"
+		  "id is always the same 512 tokens of text, so the\n"
+		  "backends see exactly the trace's sharing; -n\n"
+		  "replays the first N requests (default all),\n"
+		  "--max-tokens caps each request's output" },
+	{ "speed", 0, KVS_OPT_DOUBLE(O, speed, 0.001, 1e6), .arg = "X",
+	  .help = "multiply the trace's arrival rate by X (default {default})" },
+	{ "hint", 0, KVS_OPT_FLAG(O, hint), .help = "send the prefix length as the routing hint" },
+	{ "salt", 0, KVS_OPT_U64(O, salt, 0, UINT64_MAX), .arg = "X",
+	  .help = "cache salt (tenant) for every request (default {default})" },
+	{ "model", 0, KVS_OPT_U32(O, model, 0, UINT32_MAX), .arg = "ID",
+	  .help = "model id (default {default})" },
+	{ "timeout-s", 0, KVS_OPT_U32(O, timeout_s, 1, 86400), .arg = "S",
+	  .help = "give up after S seconds (default {default})" },
+	{ "per-request", 0, KVS_OPT_FLAG(O, per_request), .help = "print one line per request" },
+	{ "fleet", 0, KVS_OPT_U32(O, fleet, 1, MAX_BACKEND_IDS), .arg = "N",
+	  .help = "N backends are behind the target: load max/mean\n"
+		  "counts those that served nothing (default: only\n"
+		  "the backends that answered)" },
+	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "print the summary as JSON" },
+	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
+	  .help = "write this run's TTFT CDF and requests per backend\n"
+		  "as SVG and PNG (gnuplot), with their data, in DIR" },
+	{ "label", 0, KVS_OPT_FUNC(O, label, parse_label), .arg = "NAME",
+	  .help = "name of the run in the plots (default live)" },
+	{ "quiet", 'q', KVS_OPT_FLAG(O, quiet), .help = "no progress lines on stderr" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef O
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	.opts = rows,
+	.nopts = sizeof(rows) / sizeof(rows[0]),
+	.defaults = &defaults,
+	.usage = "Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
+		 "every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"
+		 "rate and load per backend. Exit status: 0 if every request succeeded, 1 if\n"
+		 "any failed, was answered wrongly or never finished, 2 for bad usage.\n"
+		 "\n"
+		 "Closed loop by default: each connection keeps --depth requests in flight.\n"
+		 "With --rate, open loop: requests are sent at Poisson arrival times over the\n"
+		 "connections in turn, however many are still in flight, and TTFT counts from\n"
+		 "when each was due.\n"
+		 "\n"
+		 "Options of live:\n",
+	.footer = "",
+	.help_col = 28,
+	.help_on_error = true,
+};
+
+void live_usage(FILE *f)
+{
+	kvs_opts_usage(&optset, f);
+}
+
+/* -1 to carry on, or the exit status (--help: 0, bad usage: 2). usage
+ * prints the whole --help. */
 static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_opts *o)
 {
-	static const struct option opts[] = {
-		{ "connect", required_argument, NULL, 'c' },
-		{ "requests", required_argument, NULL, 'n' },
-		{ "connections", required_argument, NULL, 'k' },
-		{ "concurrency", required_argument, NULL, 'k' },
-		{ "rate", required_argument, NULL, OPT_RATE },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "depth", required_argument, NULL, 'd' },
-		{ "max-tokens", required_argument, NULL, 'm' },
-		{ "prefixes", required_argument, NULL, OPT_PREFIXES },
-		{ "prefix-tokens", required_argument, NULL, OPT_PREFIX_TOKENS },
-		{ "suffix-tokens", required_argument, NULL, OPT_SUFFIX_TOKENS },
-		{ "suffix-jitter", required_argument, NULL, OPT_SUFFIX_JITTER },
-		{ "prompt-file", required_argument, NULL, OPT_PROMPT_FILE },
-		{ "conversations", required_argument, NULL, OPT_CONVERSATIONS },
-		{ "turn-tokens", required_argument, NULL, OPT_TURN_TOKENS },
-		{ "hint", no_argument, NULL, OPT_HINT },
-		{ "salt", required_argument, NULL, OPT_SALT },
-		{ "model", required_argument, NULL, OPT_MODEL },
-		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
-		{ "per-request", no_argument, NULL, OPT_PER_REQUEST },
-		{ "fleet", required_argument, NULL, OPT_FLEET },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "trace", required_argument, NULL, OPT_TRACE },
-		{ "speed", required_argument, NULL, OPT_SPEED },
-		{ "plot", required_argument, NULL, OPT_PLOT },
-		{ "label", required_argument, NULL, OPT_LABEL },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt;
+	struct kvs_optset set = optset;
+	int r;
 
-	*o = (struct run_opts){
-		.requests = 100,
-		.connections = 4,
-		.depth = 1,
-		.max_tokens = 8,
-		.prefixes = 4,
-		.prefix_tokens = 1024,
-		.suffix_tokens = 64,
-		.timeout_s = 60,
-		.turn_tokens = 512,
-		.seed = 1,
-		.speed = 1,
-		.label = "live",
-	};
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "c:n:k:d:m:qh", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			if (o->naddrs == MAX_TARGETS) {
-				fprintf(stderr, PROG ": at most %d --connect addresses\n",
-					MAX_TARGETS);
-				return 2;
-			}
-			if (kvs_parse_addr(optarg, &o->addrs[o->naddrs])) {
-				fprintf(stderr, PROG ": --connect: '%s' is not ADDR:PORT\n",
-					optarg);
-				return 2;
-			}
-			o->naddrs++;
-			break;
-		case 'n':
-			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
-				return 2;
-			o->requests_set = true;
-			break;
-		case 'k':
-			if (kvs_arg_u32(PROG, "--connections", optarg, 1, 10000, &o->connections))
-				return 2;
-			break;
-		case 'd':
-			if (kvs_arg_u32(PROG, "--depth", optarg, 1, 100000, &o->depth))
-				return 2;
-			break;
-		case 'm':
-			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 0, 1000000, &o->max_tokens))
-				return 2;
-			o->max_tokens_set = true;
-			break;
-		case OPT_PREFIXES:
-			if (kvs_arg_u32(PROG, "--prefixes", optarg, 0, 10000000, &o->prefixes))
-				return 2;
-			break;
-		case OPT_PREFIX_TOKENS:
-			if (kvs_arg_u32(PROG, "--prefix-tokens", optarg, 0, 1u << 20,
-					&o->prefix_tokens))
-				return 2;
-			break;
-		case OPT_SUFFIX_TOKENS:
-			if (kvs_arg_u32(PROG, "--suffix-tokens", optarg, 0, 1u << 20,
-					&o->suffix_tokens))
-				return 2;
-			break;
-		case OPT_SUFFIX_JITTER:
-			if (kvs_arg_u32(PROG, "--suffix-jitter", optarg, 0, 1u << 20,
-					&o->suffix_jitter))
-				return 2;
-			break;
-		case OPT_PROMPT_FILE:
-			o->prompt_file = optarg;
-			break;
-		case OPT_CONVERSATIONS:
-			if (kvs_arg_u32(PROG, "--conversations", optarg, 1, 1000000,
-					&o->conversations))
-				return 2;
-			break;
-		case OPT_TURN_TOKENS:
-			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 1, 1u << 20,
-					&o->turn_tokens))
-				return 2;
-			break;
-		case OPT_HINT:
-			o->hint = true;
-			break;
-		case OPT_SALT:
-			if (kvs_arg_u64(PROG, "--salt", optarg, 0, UINT64_MAX, &o->salt))
-				return 2;
-			break;
-		case OPT_MODEL:
-			if (kvs_arg_u32(PROG, "--model", optarg, 0, UINT32_MAX, &o->model))
-				return 2;
-			break;
-		case OPT_TIMEOUT:
-			if (kvs_arg_u32(PROG, "--timeout-s", optarg, 1, 86400, &o->timeout_s))
-				return 2;
-			break;
-		case OPT_RATE:
-			if (kvs_arg_double(PROG, "--rate", optarg, 0.001, 1e6, &o->rate))
-				return 2;
-			break;
-		case OPT_SEED:
-			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
-				return 2;
-			break;
-		case OPT_FLEET:
-			if (kvs_arg_u32(PROG, "--fleet", optarg, 1, MAX_BACKEND_IDS, &o->fleet))
-				return 2;
-			break;
-		case OPT_PER_REQUEST:
-			o->per_request = true;
-			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_TRACE:
-			o->trace = optarg;
-			break;
-		case OPT_PLOT:
-			o->plot_dir = optarg;
-			break;
-		case OPT_LABEL:
-			if (!*optarg || strpbrk(optarg, "'\"\\ ")) {
-				fprintf(stderr, PROG ": --label: one word without quotes\n");
-				return 2;
-			}
-			o->label = optarg;
-			break;
-		case OPT_SPEED:
-			if (kvs_arg_double(PROG, "--speed", optarg, 0.001, 1e6, &o->speed))
-				return 2;
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
-		return 2;
-	}
+	set.print_help = usage;
+	*o = defaults;
+	r = kvs_opts_argv(&set, argc, argv, o);
+	if (r)
+		return r > 0 ? 0 : 2;
 	if (!o->naddrs) {
 		fprintf(stderr, PROG ": live: --connect ADDR:PORT is required (see --help)\n");
 		return 2;
@@ -700,7 +598,7 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 			KVS_MAX_PAYLOAD_LIMIT);
 		return 2;
 	}
-	return 0;
+	return -1;
 }
 
 int bench_live(int argc, char **argv, void (*usage)(FILE *f), volatile sig_atomic_t *stop)
@@ -708,5 +606,5 @@ int bench_live(int argc, char **argv, void (*usage)(FILE *f), volatile sig_atomi
 	static struct run_opts o;
 	int rc = parse_live(argc, argv, usage, &o);
 
-	return rc ? rc : run_live(&o, stop);
+	return rc >= 0 ? rc : run_live(&o, stop);
 }

@@ -50,7 +50,7 @@ struct run_opts {
 	uint32_t conversations, turn_tokens; /* conversation workload */
 	uint64_t salt;
 	uint32_t model;
-	bool hint, json, per_request, quiet;
+	int hint, json, per_request, quiet;
 	uint32_t timeout_s;
 	uint32_t fleet; /* backends behind the target; 0 = those seen */
 	double rate;	/* open loop: Poisson arrivals per second; 0 = closed loop */
@@ -59,7 +59,7 @@ struct run_opts {
 	const char *plot_dir, *label;
 	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
 	double speed;	   /* of the trace's arrivals */
-	bool requests_set, max_tokens_set;
+	int requests_set, max_tokens_set;
 };
 
 struct run {

@@ -19,7 +19,6 @@
  */
 #include "sim.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,57 +26,10 @@
 
 #include "args.h"
 #include "model.h"
+#include "opts.h"
 #include "plot.h"
 #include "policy.h"
 #include "sim_int.h"
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: kvsplice-bench sim [options]\n"
-		"\n"
-		"Discrete-event simulation of a fleet of batching backends behind each\n"
-		"routing policy, in virtual time, same requests for every policy.\n"
-		"\n"
-		"Options:\n"
-		"      --policies LIST     comma-separated: rr, lor, chash, sglang, llmd,\n"
-		"                          kvsplice (default: all, in that order)\n"
-		"      --backends N        instances (default 7)\n"
-		"      --kv-blocks N       KV capacity per instance, 16-token blocks\n"
-		"                          (default 81250, ~1.3 M tokens)\n"
-		"      --requests N        requests (default 20000)\n"
-		"      --rate R            Poisson arrivals per second (default 14)\n"
-		"      --context-tokens T  shared context per request (default 6000)\n"
-		"      --own-tokens T      tokens of its own (default 2000)\n"
-		"      --max-tokens T      tokens generated (default 128)\n"
-		"      --occupancy F       contexts total F x the fleet's KV (default 0.7)\n"
-		"      --contexts N        number of contexts (default: from --occupancy)\n"
-		"      --seed S            (default 1)\n"
-		"      --workload W        contexts (default: the brief's scenario, above),\n"
-		"                          groups, conversations or unique (nothing shared)\n"
-		"      --groups G          groups: prompt groups (default 256)\n"
-		"      --per-group P       groups: prompts per group; sets --requests to G x P\n"
-		"                          (default: --requests over random groups)\n"
-		"      --system-tokens T   groups: each group's system prompt; conversations:\n"
-		"                          the one everybody shares (default 6000 / 1000)\n"
-		"      --question-tokens T groups: each prompt's own part (default 1000)\n"
-		"      --conversations C   conversations (default 2000)\n"
-		"      --turn-tokens T     conversations: tokens each turn adds (default 600)\n"
-		"      --trace FILE        replay a JSONL trace (timestamp ms, input_length,\n"
-		"                          output_length, hash_ids of 512-token blocks) instead\n"
-		"                          of the generated workload; --requests caps it\n"
-		"      --speed X           multiply the trace's arrival rate by X (default 1)\n"
-		"      --balance F         kvsplice: load bound (default %.2f)\n"
-		"      --recompute-weight W  kvsplice: cost of a recomputed token (default %.1f)\n"
-		"      --release-prefill WHEN  when a request's prefill work stops counting as\n"
-		"                          load: 'first-token' (default) or 'end', as the\n"
-		"                          gateway's option of the same name\n"
-		"      --json              JSON: a top-level \"policies\" list\n"
-		"      --plot DIR          write TTFT CDFs and requests per backend as SVG\n"
-		"                          and PNG (gnuplot), with their data, into DIR\n"
-		"  -h, --help              this text\n",
-		KVS_POLICY_BALANCE, KVS_POLICY_RECOMPUTE_WEIGHT);
-}
 
 static int parse_policies(const char *s, struct sim_opts *o)
 {
@@ -103,182 +55,129 @@ static int parse_policies(const char *s, struct sim_opts *o)
 	return o->npol ? 0 : -1;
 }
 
+static int policies_opt(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+{
+	return parse_policies(v, KVS_OPT_TARGET(struct sim_opts, pols, dst));
+}
+
+static int release_opt(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+{
+	return kvs_arg_release_prefill(who, v, dst);
+}
+
+static const struct sim_opts defaults = { .backends = 7,
+					  .kv_blocks = KVS_MODEL_KV_BLOCKS,
+					  .requests = 20000,
+					  .rate = 14,
+					  .context_tokens = 6000,
+					  .own_tokens = 2000,
+					  .max_tokens = 128,
+					  .occupancy = 0.7,
+					  .seed = 1,
+					  .balance = KVS_POLICY_BALANCE,
+					  .speed = 1,
+					  .recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
+					  .groups = 256,
+					  .question_tokens = 1000,
+					  .conversations = 2000,
+					  .turn_tokens = 600,
+					  .release_early = 1 };
+
+#define O struct sim_opts
+static const struct kvs_opt rows[] = {
+	{ "policies", 0, KVS_OPT_FUNC(O, pols, policies_opt), .arg = "LIST",
+	  .help = "comma-separated: rr, lor, chash, sglang, llmd,\n"
+		  "kvsplice (default: all, in that order)" },
+	{ "backends", 0, KVS_OPT_U32(O, backends, 1, KVS_MAX_BACKENDS), .arg = "N",
+	  .help = "instances (default {default})" },
+	{ "kv-blocks", 0, KVS_OPT_U32(O, kv_blocks, 64, 1u << 26), .arg = "N",
+	  .help = "KV capacity per instance, 16-token blocks\n"
+		  "(default {default}, ~1.3 M tokens)" },
+	{ "requests", 0, KVS_OPT_U32(O, requests, 1, 10000000), .arg = "N",
+	  .help = "requests (default {default})" },
+	{ "rate", 0, KVS_OPT_DOUBLE(O, rate, 0.001, 1e6), .arg = "R",
+	  .help = "Poisson arrivals per second (default {default})" },
+	{ "context-tokens", 0, KVS_OPT_U32(O, context_tokens, 16, 1u << 20), .arg = "T",
+	  .help = "shared context per request (default {default})" },
+	{ "own-tokens", 0, KVS_OPT_U32(O, own_tokens, 0, 1u << 20), .arg = "T",
+	  .help = "tokens of its own (default {default})" },
+	{ "max-tokens", 0, KVS_OPT_U32(O, max_tokens, 1, 1u << 20), .arg = "T",
+	  .help = "tokens generated (default {default})" },
+	{ "occupancy", 0, KVS_OPT_DOUBLE(O, occupancy, 0.001, 100), .arg = "F",
+	  .help = "contexts total F x the fleet's KV (default {default})" },
+	{ "contexts", 0, KVS_OPT_U32(O, contexts, 1, 10000000), .arg = "N",
+	  .help = "number of contexts (default: from --occupancy)" },
+	{ "seed", 0, KVS_OPT_U64(O, seed, 0, UINT64_MAX), .arg = "S",
+	  .help = "(default {default})" },
+	{ "workload", 0, .type = KVS_OPT_T_ENUM, .off = offsetof(O, kind), .words = workload_names,
+	  .arg = "W",
+	  .help = "contexts (default: the brief's scenario, above),\n"
+		  "groups, conversations or unique (nothing shared)" },
+	{ "groups", 0, KVS_OPT_U32(O, groups, 1, 1u << 20), .arg = "G",
+	  .help = "groups: prompt groups (default {default})" },
+	{ "per-group", 0, KVS_OPT_U32(O, per_group, 1, 1u << 20), .arg = "P",
+	  .help = "groups: prompts per group; sets --requests to G x P\n"
+		  "(default: --requests over random groups)" },
+	{ "system-tokens", 0, KVS_OPT_U32(O, system_tokens, 0, 1u << 20),
+	  KVS_OPT_GIVEN(O, system_set), .arg = "T",
+	  .help = "groups: each group's system prompt; conversations:\n"
+		  "the one everybody shares (default 6000 / 1000)" },
+	{ "question-tokens", 0, KVS_OPT_U32(O, question_tokens, 16, 1u << 20), .arg = "T",
+	  .help = "groups: each prompt's own part (default {default})" },
+	{ "conversations", 0, KVS_OPT_U32(O, conversations, 1, 1u << 24), .arg = "C",
+	  .help = "conversations (default {default})" },
+	{ "turn-tokens", 0, KVS_OPT_U32(O, turn_tokens, 16, 1u << 20), .arg = "T",
+	  .help = "conversations: tokens each turn adds (default {default})" },
+	{ "trace", 0, KVS_OPT_STR(O, trace), .arg = "FILE",
+	  .help = "replay a JSONL trace (timestamp ms, input_length,\n"
+		  "output_length, hash_ids of 512-token blocks) instead\n"
+		  "of the generated workload; --requests caps it" },
+	{ "speed", 0, KVS_OPT_DOUBLE(O, speed, 0.001, 1000), .arg = "X",
+	  .help = "multiply the trace's arrival rate by X (default {default})" },
+	{ "balance", 0, KVS_OPT_DOUBLE(O, balance, 1, 100), .fmt = "%.2f", .arg = "F",
+	  .help = "kvsplice: load bound (default {default})" },
+	{ "recompute-weight", 0, KVS_OPT_DOUBLE(O, recompute_weight, 0, 1000), .fmt = "%.1f",
+	  .arg = "W", .help = "kvsplice: cost of a recomputed token (default {default})" },
+	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, release_opt), .arg = "WHEN",
+	  .help = "when a request's prefill work stops counting as\n"
+		  "load: 'first-token' (default) or 'end', as the\n"
+		  "gateway's option of the same name" },
+	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON: a top-level \"policies\" list" },
+	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
+	  .help = "write TTFT CDFs and requests per backend as SVG\n"
+		  "and PNG (gnuplot), with their data, into DIR" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef O
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	.opts = rows,
+	.nopts = sizeof(rows) / sizeof(rows[0]),
+	.defaults = &defaults,
+	.usage = "Usage: kvsplice-bench sim [options]\n"
+		 "\n"
+		 "Discrete-event simulation of a fleet of batching backends behind each\n"
+		 "routing policy, in virtual time, same requests for every policy.\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "",
+	.help_col = 26,
+	.help_on_error = true,
+	.operands = true, /* and ignored */
+};
+
+/* -1 to carry on, or the exit status (--help: 0, bad usage: 2). */
 static int parse(int argc, char **argv, struct sim_opts *o)
 {
-	static const struct option opts[] = {
-		{ "policies", required_argument, NULL, 'P' },
-		{ "backends", required_argument, NULL, 'b' },
-		{ "kv-blocks", required_argument, NULL, 'k' },
-		{ "requests", required_argument, NULL, 'n' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "context-tokens", required_argument, NULL, 'c' },
-		{ "own-tokens", required_argument, NULL, 'o' },
-		{ "max-tokens", required_argument, NULL, 'm' },
-		{ "occupancy", required_argument, NULL, 'O' },
-		{ "contexts", required_argument, NULL, 'C' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "balance", required_argument, NULL, 'B' },
-		{ "trace", required_argument, NULL, 'T' },
-		{ "speed", required_argument, NULL, 'S' },
-		{ "recompute-weight", required_argument, NULL, 'W' },
-		{ "release-prefill", required_argument, NULL, 'R' },
-		{ "workload", required_argument, NULL, 'w' },
-		{ "groups", required_argument, NULL, 'g' },
-		{ "per-group", required_argument, NULL, 'p' },
-		{ "system-tokens", required_argument, NULL, 'y' },
-		{ "question-tokens", required_argument, NULL, 'q' },
-		{ "conversations", required_argument, NULL, 'v' },
-		{ "turn-tokens", required_argument, NULL, 't' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "plot", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt, system_set = 0;
+	int r;
 
-	*o = (struct sim_opts){ .backends = 7,
-				.kv_blocks = KVS_MODEL_KV_BLOCKS,
-				.requests = 20000,
-				.rate = 14,
-				.context_tokens = 6000,
-				.own_tokens = 2000,
-				.max_tokens = 128,
-				.occupancy = 0.7,
-				.seed = 1,
-				.balance = KVS_POLICY_BALANCE,
-				.speed = 1,
-				.recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
-				.groups = 256,
-				.question_tokens = 1000,
-				.conversations = 2000,
-				.turn_tokens = 600,
-				.release_early = 1 };
+	*o = defaults;
 	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'P':
-			if (parse_policies(optarg, o))
-				return 2;
-			break;
-		case 'b':
-			if (kvs_arg_u32(PROG, "--backends", optarg, 1, KVS_MAX_BACKENDS,
-					&o->backends))
-				return 2;
-			break;
-		case 'k':
-			if (kvs_arg_u32(PROG, "--kv-blocks", optarg, 64, 1u << 26, &o->kv_blocks))
-				return 2;
-			break;
-		case 'n':
-			if (kvs_arg_u32(PROG, "--requests", optarg, 1, 10000000, &o->requests))
-				return 2;
-			break;
-		case 'r':
-			if (kvs_arg_double(PROG, "--rate", optarg, 0.001, 1e6, &o->rate))
-				return 2;
-			break;
-		case 'c':
-			if (kvs_arg_u32(PROG, "--context-tokens", optarg, 16, 1u << 20,
-					&o->context_tokens))
-				return 2;
-			break;
-		case 'o':
-			if (kvs_arg_u32(PROG, "--own-tokens", optarg, 0, 1u << 20, &o->own_tokens))
-				return 2;
-			break;
-		case 'm':
-			if (kvs_arg_u32(PROG, "--max-tokens", optarg, 1, 1u << 20, &o->max_tokens))
-				return 2;
-			break;
-		case 'O':
-			if (kvs_arg_double(PROG, "--occupancy", optarg, 0.001, 100, &o->occupancy))
-				return 2;
-			break;
-		case 'C':
-			if (kvs_arg_u32(PROG, "--contexts", optarg, 1, 10000000, &o->contexts))
-				return 2;
-			break;
-		case 's':
-			if (kvs_arg_u64(PROG, "--seed", optarg, 0, UINT64_MAX, &o->seed))
-				return 2;
-			break;
-		case 'B':
-			if (kvs_arg_double(PROG, "--balance", optarg, 1, 100, &o->balance))
-				return 2;
-			break;
-		case 'T':
-			o->trace = optarg;
-			break;
-		case 'S':
-			if (kvs_arg_double(PROG, "--speed", optarg, 0.001, 1000, &o->speed))
-				return 2;
-			break;
-		case 'W':
-			if (kvs_arg_double(PROG, "--recompute-weight", optarg, 0, 1000,
-					   &o->recompute_weight))
-				return 2;
-			break;
-		case 'w':
-			for (o->kind = 0; o->kind <= W_UNIQUE; o->kind++)
-				if (!strcmp(optarg, workload_names[o->kind]))
-					break;
-			if (o->kind > W_UNIQUE) {
-				fprintf(stderr,
-					PROG ": --workload: '%s' is not contexts, groups, "
-					     "conversations or unique\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'g':
-			if (kvs_arg_u32(PROG, "--groups", optarg, 1, 1u << 20, &o->groups))
-				return 2;
-			break;
-		case 'p':
-			if (kvs_arg_u32(PROG, "--per-group", optarg, 1, 1u << 20, &o->per_group))
-				return 2;
-			break;
-		case 'y':
-			if (kvs_arg_u32(PROG, "--system-tokens", optarg, 0, 1u << 20,
-					&o->system_tokens))
-				return 2;
-			system_set = 1;
-			break;
-		case 'q':
-			if (kvs_arg_u32(PROG, "--question-tokens", optarg, 16, 1u << 20,
-					&o->question_tokens))
-				return 2;
-			break;
-		case 'v':
-			if (kvs_arg_u32(PROG, "--conversations", optarg, 1, 1u << 24,
-					&o->conversations))
-				return 2;
-			break;
-		case 't':
-			if (kvs_arg_u32(PROG, "--turn-tokens", optarg, 16, 1u << 20,
-					&o->turn_tokens))
-				return 2;
-			break;
-		case 'R':
-			if (kvs_arg_release_prefill(PROG, optarg, &o->release_early))
-				return 2;
-			break;
-		case 'j':
-			o->json = 1;
-			break;
-		case 'L':
-			o->plot_dir = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!system_set)
+	r = kvs_opts_argv(&optset, argc, argv, o);
+	if (r)
+		return r > 0 ? 0 : 2;
+	if (!o->system_set)
 		o->system_tokens = o->kind == W_GROUPS ? 6000 : 1000;
 	if (o->kind == W_GROUPS && o->per_group) {
 		if ((uint64_t)o->groups * o->per_group > 10000000) {
@@ -295,7 +194,7 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	if (!o->contexts)
 		o->contexts = (uint32_t)fmax(1, o->occupancy * o->backends * (double)o->kv_blocks *
 							KVS_BLOCK_TOKENS / o->context_tokens);
-	return 0;
+	return -1;
 }
 
 int bench_sim(int argc, char **argv)
@@ -307,8 +206,9 @@ int bench_sim(int argc, char **argv)
 	uint32_t i, base;
 	int rc = parse(argc, argv, &o);
 
-	if (rc)
+	if (rc >= 0)
 		return rc;
+	rc = 0;
 	if (sim_make_workload(&o, &w))
 		return 1;
 	ceiling = sim_fleet_lru_ceiling(&o, &w);

@@ -18,7 +18,8 @@ enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD };
 extern const char *const pol_names[P_LLMD + 1]; /* by enum pol; sim_fleet.c */
 
 enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
-extern const char *const workload_names[W_UNIQUE + 1]; /* sim_workload.c */
+/* by enum workload_kind, then NULL (--workload's words); sim_workload.c */
+extern const char *const workload_names[W_UNIQUE + 2];
 
 struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
@@ -28,6 +29,7 @@ struct sim_opts {
 	const char *trace;		  /* replay this JSONL trace instead */
 	enum workload_kind kind;
 	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */
+	int system_set;						    /* --system-tokens given */
 	uint32_t conversations, turn_tokens;			    /* conversations */
 	double speed;						    /* trace arrival-rate factor */
 	uint64_t seed;

@@ -17,8 +17,8 @@
 #include "sim_int.h"
 #include "trace.h"
 
-const char *const workload_names[W_UNIQUE + 1] = { "contexts", "groups", "conversations",
-						   "unique" };
+const char *const workload_names[W_UNIQUE + 2] = { "contexts", "groups", "conversations", "unique",
+						   NULL };
 
 static void make_contexts_workload(const struct sim_opts *o, struct workload *w)
 {

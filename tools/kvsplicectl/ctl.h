@@ -16,7 +16,7 @@
 struct ctl_opts {
 	const char *pin_dir;
 	const char *socket; /* control socket; NULL: the pin dir's default */
-	bool json;
+	int json;
 	uint32_t limit; /* routes: how many to list */
 };
 

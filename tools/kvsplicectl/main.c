@@ -6,14 +6,15 @@
  * can do it asks over the controller's socket (control.c). See usage() and
  * docs/RUNBOOK.md.
  */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* optind */
 
 #include "ctl.h"
 #include "kvsplice/maps.h"
+#include "opts.h"
 #include "pins.h"
 
 enum cmd_source { FROM_MAPS, FROM_CONTROLLER };
@@ -87,6 +88,57 @@ static void print_cmds(FILE *f, enum cmd_source source)
 			fputs(cmds[i].help, f);
 }
 
+static void usage(FILE *f);
+
+/* --limit: its own check (base 10, 1..1000000). */
+static int parse_limit(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+{
+	char *end;
+	unsigned long n = strtoul(v, &end, 10);
+
+	if (*end || !*v || n == 0 || n > 1000000) {
+		fprintf(stderr, "%s: --limit: '%s' is not 1..1000000\n", who, v);
+		return -1;
+	}
+	*(uint32_t *)dst = (uint32_t)n;
+	return 0;
+}
+
+static const struct ctl_opts defaults = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
+
+/* -p, -s and -l work too; --help does not say so. */
+#define O struct ctl_opts
+static const struct kvs_opt rows[] = {
+	{ "pin-dir", 'p', KVS_OPT_STR(O, pin_dir), .short_unlisted = true, .arg = "DIR",
+	  .help = "the gateway's pin directory (default {default})" },
+	{ "socket", 's', KVS_OPT_STR(O, socket), .short_unlisted = true, .arg = "PATH",
+	  .help = "the controller's control socket (default\n" KVS_CONTROL_DIR
+		  "/<last part of the pin dir>.sock)" },
+	{ "json", 'j', KVS_OPT_FLAG(O, json), .help = "machine-readable output" },
+	{ "limit", 'l', KVS_OPT_FUNC(O, limit, parse_limit), .short_unlisted = true, .arg = "N",
+	  .help = "routes: how many to list" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef O
+
+/* Options anywhere: kvsplicectl stats --json, kvsplicectl --json stats. */
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	.opts = rows,
+	.nopts = sizeof(rows) / sizeof(rows[0]),
+	.defaults = &defaults,
+	.usage = "  Changes last until the next reload or restart: put them in the config file\n"
+		 "  to keep them.\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "\n"
+		  "Root is needed: the maps and the socket are root's.\n",
+	.help_col = 22,
+	.print_help = usage,
+	.help_on_error = true,
+	.operands = true,
+};
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: " PROG " [--pin-dir DIR] [--socket PATH] [--json] COMMAND [ARGS]\n"
@@ -100,79 +152,18 @@ static void usage(FILE *f)
 	fprintf(f, "\n"
 		   "From the controller (exit status 3 when none answers):\n");
 	print_cmds(f, FROM_CONTROLLER);
-	fprintf(f,
-		"  Changes last until the next reload or restart: put them in the config file\n"
-		"  to keep them.\n"
-		"\n"
-		"Options:\n"
-		"      --pin-dir DIR   the gateway's pin directory (default %s)\n"
-		"      --socket PATH   the controller's control socket (default\n"
-		"                      " KVS_CONTROL_DIR "/<last part of the pin dir>.sock)\n"
-		"  -j, --json          machine-readable output\n"
-		"      --limit N       routes: how many to list\n"
-		"  -h, --help          this text\n"
-		"\n"
-		"Root is needed: the maps and the socket are root's.\n",
-		KVS_DEFAULT_PIN_DIR);
-}
-
-/* The options into *o: -1 to carry on, or the exit status (--help: 0, bad
- * usage: 2). */
-static int parse_opts(int argc, char **argv, struct ctl_opts *o)
-{
-	static const struct option opts[] = {
-		{ "pin-dir", required_argument, NULL, 'p' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "limit", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt;
-
-	/* Options anywhere: kvsplicectl stats --json, kvsplicectl --json stats. */
-	while ((opt = getopt_long(argc, argv, "p:s:jl:h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			o->pin_dir = optarg;
-			break;
-		case 's':
-			o->socket = optarg;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'l': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-
-			if (*end || !*optarg || v == 0 || v > 1000000) {
-				fprintf(stderr, PROG ": --limit: '%s' is not 1..1000000\n", optarg);
-				return 2;
-			}
-			o->limit = (uint32_t)v;
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	return -1;
+	kvs_opts_usage(&optset, f);
 }
 
 int main(int argc, char **argv)
 {
-	struct ctl_opts o = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
+	struct ctl_opts o = defaults;
 	const struct cmd *c;
 	int rc, nargs;
 
-	rc = parse_opts(argc, argv, &o);
-	if (rc >= 0)
-		return rc;
+	rc = kvs_opts_argv(&optset, argc, argv, &o);
+	if (rc)
+		return rc > 0 ? 0 : 2;
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;

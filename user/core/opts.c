@@ -4,13 +4,14 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "args.h"
 
-#define HELP_COL 29 /* where --help's text column starts */
+#define HELP_COL 29 /* where --help's text column starts, unless the set says */
 
 static bool takes_arg(const struct kvs_opt *o)
 {
@@ -38,8 +39,10 @@ static bool print_token(FILE *f, const struct kvs_optset *set, const struct kvs_
 		switch (o->type) {
 		case KVS_OPT_T_U32:
 			return fprintf(f, "%u", *(const uint32_t *)def), true;
+		case KVS_OPT_T_U64:
+			return fprintf(f, "%" PRIu64, *(const uint64_t *)def), true;
 		case KVS_OPT_T_DOUBLE:
-			return fprintf(f, "%g", *(const double *)def), true;
+			return fprintf(f, o->fmt ? o->fmt : "%g", *(const double *)def), true;
 		case KVS_OPT_T_STR:
 			return fputs(*(const char *const *)def ? *(const char *const *)def : "none",
 				     f),
@@ -58,7 +61,7 @@ static bool print_token(FILE *f, const struct kvs_optset *set, const struct kvs_
 		if (o->type == KVS_OPT_T_DOUBLE)
 			fprintf(f, "%g", max ? o->dmax : o->dmin);
 		else
-			fprintf(f, "%u", max ? o->max : o->min);
+			fprintf(f, "%" PRIu64, max ? o->max : o->min);
 		return true;
 	}
 	return false;
@@ -66,6 +69,8 @@ static bool print_token(FILE *f, const struct kvs_optset *set, const struct kvs_
 
 void kvs_opts_usage(const struct kvs_optset *set, FILE *f)
 {
+	int col = set->help_col ? set->help_col : HELP_COL;
+
 	fputs(set->usage, f);
 	for (size_t i = 0; i < set->nopts; i++) {
 		const struct kvs_opt *o = &set->opts[i];
@@ -75,18 +80,20 @@ void kvs_opts_usage(const struct kvs_optset *set, FILE *f)
 			fputs(o->help, f);
 			continue;
 		}
-		if (o->short_name)
+		if (!o->help)
+			continue;
+		if (o->short_name && !o->short_unlisted)
 			n = fprintf(f, "  -%c, --%s", o->short_name, o->name);
 		else
 			n = fprintf(f, "      --%s", o->name);
 		if (o->arg)
 			n += fprintf(f, " %s", o->arg);
-		fprintf(f, "%*s", n < HELP_COL ? HELP_COL - n : 2, "");
+		fprintf(f, "%*s", n < col ? col - n : 2, "");
 		for (const char *p = o->help; *p;) {
 			if (*p == '{' && print_token(f, set, o, &p))
 				continue;
 			if (*p == '\n')
-				fprintf(f, "\n%*s", HELP_COL, "");
+				fprintf(f, "\n%*s", col, "");
 			else
 				fputc(*p, f);
 			p++;
@@ -115,19 +122,28 @@ static int append(const char *who, const struct kvs_opt *o, const char *v, void 
 		return -1;
 	if (*n >= o->max) {
 		if (o->unit)
-			fprintf(stderr, "%s: at most %u %s\n", who, o->max, o->unit);
+			fprintf(stderr, "%s: at most %" PRIu64 " %s\n", who, o->max, o->unit);
 		else
-			fprintf(stderr, "%s: --%s: at most %u\n", who, o->name, o->max);
+			fprintf(stderr, "%s: --%s: at most %" PRIu64 "\n", who, o->name, o->max);
 		return -1;
 	}
 	(*n)++;
 	return 0;
 }
 
+/* --help, or after a bad option (on stderr). */
+static void help(const struct kvs_optset *set, FILE *f)
+{
+	if (set->print_help)
+		set->print_help(f);
+	else
+		kvs_opts_usage(set, f);
+}
+
 /* Sets row o from v (NULL: a flag). 0, 1 (help printed) or -1 after a
  * message. seen: o has been given in this source already. */
-static int apply(const struct kvs_optset *set, const struct kvs_opt *o, const char *who,
-		 const char *v, void *target, bool *seen)
+static int set_value(const struct kvs_optset *set, const struct kvs_opt *o, const char *who,
+		     const char *v, void *target, bool *seen)
 {
 	void *dst = (char *)target + o->off;
 	char flag[80];
@@ -141,7 +157,9 @@ static int apply(const struct kvs_optset *set, const struct kvs_opt *o, const ch
 		*(const char **)dst = v;
 		return 0;
 	case KVS_OPT_T_U32:
-		return kvs_arg_u32(who, flag, v, o->min, o->max, dst);
+		return kvs_arg_u32(who, flag, v, (uint32_t)o->min, (uint32_t)o->max, dst);
+	case KVS_OPT_T_U64:
+		return kvs_arg_u64(who, flag, v, o->min, o->max, dst);
 	case KVS_OPT_T_DOUBLE:
 		return kvs_arg_double(who, flag, v, o->dmin, o->dmax, dst);
 	case KVS_OPT_T_ENUM:
@@ -160,12 +178,23 @@ static int apply(const struct kvs_optset *set, const struct kvs_opt *o, const ch
 	case KVS_OPT_T_FUNC:
 		return o->parse(who, o, v, dst);
 	case KVS_OPT_T_HELP:
-		kvs_opts_usage(set, stdout);
+		help(set, stdout);
 		return 1;
 	case KVS_OPT_T_HEADING:
 		break;
 	}
 	return 0;
+}
+
+/* set_value, then the row's mark that it was given. */
+static int apply(const struct kvs_optset *set, const struct kvs_opt *o, const char *who,
+		 const char *v, void *target, bool *seen)
+{
+	int r = set_value(set, o, who, v, target, seen);
+
+	if (!r && o->given)
+		*(int *)((char *)target + o->given_off) = 1;
+	return r;
 }
 
 int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *target)
@@ -205,13 +234,16 @@ int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *tar
 			while (i < set->nopts && set->opts[i].short_name != c)
 				i++;
 		if (c == '?' || i == set->nopts) { /* getopt said what */
-			fprintf(stderr, "%s: see --help\n", set->prog);
+			if (set->help_on_error)
+				help(set, stderr);
+			else
+				fprintf(stderr, "%s: see --help\n", set->prog);
 			r = -1;
 			break;
 		}
 		r = apply(set, &set->opts[i], set->prog, optarg, target, &seen[i]);
 	}
-	if (!r && optind < argc) {
+	if (!r && optind < argc && !set->operands) {
 		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", set->prog,
 			argv[optind]);
 		r = -1;

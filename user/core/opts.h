@@ -17,7 +17,11 @@
  *
  * Help text: a '\n' breaks the line where --help breaks it (continuation
  * lines are indented under the text); {default}, {min} and {max} print the
- * row's default (from the set's defaults struct) and bounds.
+ * row's default (from the set's defaults struct) and bounds. A row without
+ * help (an alias) is not listed.
+ *
+ * A program without a config file (the tools) leaves file_opt and
+ * bad_key_hint out and never calls kvs_ini_read.
  */
 #ifndef KVS_OPTS_H
 #define KVS_OPTS_H
@@ -32,6 +36,7 @@ enum kvs_opt_type {
 	KVS_OPT_T_FLAG,	   /* no argument: the int at off becomes 1 */
 	KVS_OPT_T_STR,	   /* the const char * at off points to the argument */
 	KVS_OPT_T_U32,	   /* a uint32_t in [min, max] (kvs_arg_u32) */
+	KVS_OPT_T_U64,	   /* a uint64_t in [min, max] (kvs_arg_u64) */
 	KVS_OPT_T_DOUBLE,  /* a double in [dmin, dmax] (kvs_arg_double) */
 	KVS_OPT_T_ENUM,	   /* one of words: the int at off becomes its index */
 	KVS_OPT_T_LIST,	   /* appends to an array of at most max elements */
@@ -46,18 +51,22 @@ struct kvs_opt;
 typedef int (*kvs_opt_parse_fn)(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 
 struct kvs_opt {
-	const char *name; /* long option and INI key */
-	int short_name;	  /* 'l' for -l, or 0 */
+	const char *name;    /* long option and INI key */
+	int short_name;	     /* 'l' for -l, or 0 */
+	bool short_unlisted; /* --help shows only the long name */
 	enum kvs_opt_type type;
 	size_t off;
-	uint32_t min, max;	  /* U32; LIST: max is the capacity */
+	uint64_t min, max;	  /* U32, U64; LIST: max is the capacity */
 	double dmin, dmax;	  /* DOUBLE */
+	const char *fmt;	  /* DOUBLE: how {default} prints (NULL: "%g") */
 	const char *const *words; /* ENUM: NULL-terminated */
 	size_t count_off;	  /* LIST: its uint32_t count */
 	size_t elem_size;	  /* LIST */
 	kvs_opt_parse_fn parse;	  /* FUNC; LIST: each element */
 	const char *unit;	  /* LIST: "at most MAX UNIT" (else "--NAME: at most MAX") */
 	bool cli_only;		  /* not an INI key */
+	bool given;		  /* the int at given_off becomes 1 when it is set */
+	size_t given_off;	  /* (KVS_OPT_GIVEN) */
 	const char *arg;	  /* the argument's name in --help; NULL: none */
 	const char *help;
 };
@@ -67,6 +76,8 @@ struct kvs_opt {
 #define KVS_OPT_STR(T, m) .type = KVS_OPT_T_STR, .off = offsetof(T, m)
 #define KVS_OPT_U32(T, m, lo, hi)                                                                  \
 	.type = KVS_OPT_T_U32, .off = offsetof(T, m), .min = (lo), .max = (hi)
+#define KVS_OPT_U64(T, m, lo, hi)                                                                  \
+	.type = KVS_OPT_T_U64, .off = offsetof(T, m), .min = (lo), .max = (hi)
 #define KVS_OPT_DOUBLE(T, m, lo, hi)                                                               \
 	.type = KVS_OPT_T_DOUBLE, .off = offsetof(T, m), .dmin = (lo), .dmax = (hi)
 #define KVS_OPT_ENUM(T, m, ...)                                                                    \
@@ -81,6 +92,10 @@ struct kvs_opt {
 #define KVS_OPT_LIST(T, m, n, cap, fn)                                                             \
 	.type = KVS_OPT_T_LIST, .off = offsetof(T, m), .count_off = offsetof(T, n),                \
 	.elem_size = sizeof(((T *)0)->m[0]), .max = (cap), .parse = (fn)
+/* In a FUNC's parse: the T whose member m dst is. */
+#define KVS_OPT_TARGET(T, m, dst) ((T *)(void *)((char *)(dst)-offsetof(T, m)))
+/* Added to a row: the int m of T becomes 1 when the option is given. */
+#define KVS_OPT_GIVEN(T, m) .given = true, .given_off = offsetof(T, m)
 #define KVS_OPT_HELP .type = KVS_OPT_T_HELP, .cli_only = true
 #define KVS_OPT_HEADING(text)                                                                      \
 	{                                                                                          \
@@ -97,11 +112,20 @@ struct kvs_optset {
 	const char *footer;	  /* and after them */
 	const char *file_opt;	  /* "--config": what errors reading the file name */
 	const char *bad_key_hint; /* after "unknown key 'K'", in parentheses */
+	int help_col;		  /* --help's text column (0: 29) */
+	/* --help prints this instead of kvs_opts_usage (a program whose help
+	 * says more than its options, and calls kvs_opts_usage for them) */
+	void (*print_help)(FILE *f);
+	bool help_on_error; /* after getopt's complaint, --help on stderr (else
+			     * "PROG: see --help") */
+	bool operands;	    /* words that are not options are the caller's */
 };
 
 /*
  * Applies argv[1..argc) to target (getopt_long; argv may be permuted).
- * 0, 1 when --help was printed, or -1 after a message.
+ * 0, 1 when --help was printed, or -1 after a message. With operands, the
+ * words that are not options are left in argv[optind..argc); else the
+ * first of them is an error.
  */
 int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *target);
 
