@@ -99,4 +99,13 @@ echo "ok: unique: nothing cached"
 if out=$("$B/kvsplice-bench" sim --workload nope 2>&1); then fail "--workload nope accepted"; fi
 grep -q "is not contexts, groups" <<<"$out" || fail "unexpected error: $out"
 echo "ok: an unknown workload is refused"
+# Prompts larger than a backend's whole KV cache: refused up front, as a
+# server refuses them (it once waited for ever and grew without bound).
+rc=0
+out=$( (ulimit -v 4000000; timeout 60 "$B/kvsplice-bench" sim --requests 20 --backends 2 \
+	--kv-blocks 64) 2>&1) || rc=$?
+[ "$rc" = 2 ] || fail "a workload no backend can hold: exit $rc, want 2: $out"
+grep -q "needs 508 KV blocks .*more than a backend holds (--kv-blocks 64)" <<<"$out" ||
+	fail "unexpected message: $out"
+echo "ok: a prompt larger than a backend's KV cache is refused, naming the request"
 echo "PASS test_sim"

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "engine.h"
 #include "model.h"
 #include "opts.h"
 #include "plot.h"
@@ -197,6 +198,31 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	return -1;
 }
 
+/* A request no backend could ever hold (its prompt and output past the
+ * whole KV cache) would wait for ever in the engine, where a server refuses
+ * it (kvsplice-sim answers too_long): such a workload is refused before
+ * anything runs. 0 or -1 after saying which request and why. */
+static int check_fits(const struct sim_opts *o, const struct workload *w)
+{
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct kvs_eng_req r = { .prompt_tokens = sim_prompt_tokens(o, w, i),
+					 .max_tokens = w->max_tokens ? w->max_tokens[i] :
+								       o->max_tokens };
+		uint32_t need = kvs_engine_blocks_needed(&r);
+
+		if (need > o->kv_blocks) {
+			fprintf(stderr,
+				PROG
+				": request %u needs %u KV blocks (%u prompt and %u generated "
+				"tokens), more than a backend holds (--kv-blocks %u): a server "
+				"would refuse it; raise --kv-blocks or shorten the prompts\n",
+				i, need, r.prompt_tokens, r.max_tokens, o->kv_blocks);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int bench_sim(int argc, char **argv)
 {
 	struct result res[MAX_POLICIES];
@@ -211,6 +237,10 @@ int bench_sim(int argc, char **argv)
 	rc = 0;
 	if (sim_make_workload(&o, &w))
 		return 1;
+	if (check_fits(&o, &w)) {
+		sim_free_workload(&w);
+		return 2;
+	}
 	ceiling = sim_fleet_lru_ceiling(&o, &w);
 	for (i = 0; i < o.npol; i++)
 		sim_run_policy(&o, &w, o.pols[i], &res[i]);

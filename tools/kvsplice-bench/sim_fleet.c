@@ -201,6 +201,15 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				t_step = be[b].step_end;
 				sb = (int)b;
 			}
+		if (next == w->n && sb < 0) {
+			/* Nothing to arrive, no engine stepping, requests
+			 * waiting: none of them can be admitted. bench_sim
+			 * refuses such workloads first; stop, never read past
+			 * the requests. */
+			fprintf(stderr, "kvsplice-bench sim: %u requests never served\n",
+				w->n - done);
+			break;
+		}
 		if (t_arr <= t_step) { /* an arrival: route it */
 			struct sreq *r = calloc(1, sizeof(*r));
 			uint32_t cb;
