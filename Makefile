@@ -42,7 +42,7 @@ GW_LIB    := $(BUILD)/libkvspliced.a
 
 PROGS     :=
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format format-check lint layering bench \
+.PHONY: all deps test unit integration run clean format format-check lint layering llama-server bench \
 	bench-datapath \
 	fuzz soak install
 
@@ -114,6 +114,13 @@ bench-datapath:
 	@$(MAKE) --no-print-directory all
 	@systemctl stop haproxy 2>/dev/null || true
 	$(BUILD)/kvsplice-bench datapath $(DATAPATH_ARGS)
+
+# A real inference server for tests: llama-server built from the llama.cpp
+# source node-llama-cpp carries, and a tiny random-weight model made here
+# (scripts/llama-server.sh; ~11 minutes the first time, into BUILD/llama).
+llama-server: deps
+	@$(MAKE) --no-print-directory all
+	scripts/llama-server.sh $(BUILD)
 
 SRC_DIRS  := bpf include/kvsplice user/core user/model user/kvspliced tools/kvsplicectl \
 	tools/kvsplice-sim tools/kvsplice-bench tests/unit tests/helpers tests/fuzz

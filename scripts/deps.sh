@@ -10,7 +10,7 @@ PKGS=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config
 	liburing-dev libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
 	libcmocka-dev libxxhash-dev iproute2 jq procps bsdextrautils gawk gnuplot-nox
-	valgrind util-linux clang-format
+	valgrind util-linux clang-format cmake g++ git
 	"$@"
 )
 
