@@ -15,7 +15,10 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 # --- a client that stops reading --------------------------------------
-kvs_start_sim A --time-scale 5 # slow: nothing completes while the client is away
+# Slow, so that nothing completes while the 300 requests arrive (a request
+# that completes frees its place for another): at --time-scale 5 (about a
+# second a request) a loaded machine once let 64 through a limit of 32.
+kvs_start_sim A --time-scale 25
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --max-client-inflight 32
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss "$GW_PID")
