@@ -310,8 +310,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Usage: kvsplice-bench datapath [options]\n"
 		 "\n"

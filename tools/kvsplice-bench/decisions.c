@@ -61,8 +61,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Usage: kvsplice-bench decisions [options]\n"
 		 "\n"

@@ -537,8 +537,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Sends requests through a kvsplice gateway (or straight to a backend), checks\n"
 		 "every response byte for byte, and reports TTFT, end-to-end latency, cache hit\n"

@@ -61,11 +61,6 @@ static int policies_opt(const char *who, const struct kvs_opt *row, const char *
 	return parse_policies(v, KVS_OPT_TARGET(struct sim_opts, pols, dst));
 }
 
-static int release_opt(const char *who, const struct kvs_opt *row, const char *v, void *dst)
-{
-	return kvs_arg_release_prefill(who, v, dst);
-}
-
 static const struct sim_opts defaults = { .backends = 7,
 					  .kv_blocks = KVS_MODEL_KV_BLOCKS,
 					  .requests = 20000,
@@ -139,7 +134,8 @@ static const struct kvs_opt rows[] = {
 	  .help = "kvsplice: load bound (default {default})" },
 	{ "recompute-weight", 0, KVS_OPT_DOUBLE(O, recompute_weight, 0, 1000), .fmt = "%.1f",
 	  .arg = "W", .help = "kvsplice: cost of a recomputed token (default {default})" },
-	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, release_opt), .arg = "WHEN",
+	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
+	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"
 		  "load: 'first-token' (default) or 'end', as the\n"
 		  "gateway's option of the same name" },
@@ -153,8 +149,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Usage: kvsplice-bench sim [options]\n"
 		 "\n"

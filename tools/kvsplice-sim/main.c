@@ -63,11 +63,6 @@ static int parse_port(const char *who, const struct kvs_opt *o, const char *v, v
 	return 0;
 }
 
-static int parse_level(const char *who, const struct kvs_opt *o, const char *v, void *dst)
-{
-	return kvs_arg_log_level(who, v, dst);
-}
-
 #define S struct settings
 static const struct kvs_opt rows[] = {
 	{ "listen", 'l', KVS_OPT_STR(S, listen), .arg = "ADDR:PORT",
@@ -97,7 +92,7 @@ static const struct kvs_opt rows[] = {
 	  .help = "largest payload accepted (default {default})" },
 	{ "max-seqs", 0, KVS_OPT_U32(S, s.max_seqs, 1, 65536), .arg = "N",
 	  .help = "requests batched at once (default {default})" },
-	{ "log-level", 0, KVS_OPT_FUNC(S, level, parse_level), .arg = "LEVEL",
+	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
 	  .help = "warn, info (default) or debug" },
 	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
 };
@@ -105,8 +100,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Usage: " PROG " [--listen ADDR:PORT] [options]\n"
 		 "\n"

@@ -124,8 +124,7 @@ static const struct kvs_opt rows[] = {
 /* Options anywhere: kvsplicectl stats --json, kvsplicectl --json stats. */
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "  Changes last until the next reload or restart: put them in the config file\n"
 		 "  to keep them.\n"

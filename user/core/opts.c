@@ -401,3 +401,13 @@ int kvs_ini_apply(const struct kvs_optset *set, const struct kvs_ini *ini, const
 	free(seen);
 	return r;
 }
+
+int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	return kvs_arg_log_level(who, v, dst);
+}
+
+int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	return kvs_arg_release_prefill(who, v, dst);
+}

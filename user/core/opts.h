@@ -71,6 +71,15 @@ struct kvs_opt {
 	const char *help;
 };
 
+/* Parse callbacks for values several programs take (KVS_OPT_FUNC): a
+ * --log-level word into an enum kvs_log_level, a --release-prefill word
+ * ('first-token' or 'end') into an int. */
+int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+
+/* An option set's rows: .opts and .nopts from one array. */
+#define KVS_OPT_ROWS(r) .opts = (r), .nopts = sizeof(r) / sizeof((r)[0])
+
 /* Row parts: where the value goes and how it is checked. */
 #define KVS_OPT_FLAG(T, m) .type = KVS_OPT_T_FLAG, .off = offsetof(T, m)
 #define KVS_OPT_STR(T, m) .type = KVS_OPT_T_STR, .off = offsetof(T, m)

@@ -88,16 +88,6 @@ static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, v
 	return 0;
 }
 
-static int parse_release(const char *who, const struct kvs_opt *o, const char *v, void *dst)
-{
-	return kvs_arg_release_prefill(who, v, dst);
-}
-
-static int parse_level(const char *who, const struct kvs_opt *o, const char *v, void *dst)
-{
-	return kvs_arg_log_level(who, v, dst);
-}
-
 /* The help text below says so. */
 _Static_assert(KVS_BLOCK_BYTES == 64, "--window-blocks' help: blocks of 64 bytes");
 
@@ -170,7 +160,7 @@ static const struct kvs_opt rows[] = {
 		  "is within balance x mean + one typical request's work\n"
 		  "(at least N tokens); past that the controller\n"
 		  "decides, and may spill (default {default})" },
-	{ "release-prefill", 0, KVS_OPT_FUNC(S, cfg.release_prefill_early, parse_release),
+	{ "release-prefill", 0, KVS_OPT_FUNC(S, cfg.release_prefill_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "a request's prefill work stops counting as its\n"
 		  "backend's load at its 'first-token' (default) or\n"
@@ -226,7 +216,7 @@ static const struct kvs_opt rows[] = {
 	  .help = "write the listening port to FILE once listening" },
 	{ "metrics", 0, KVS_OPT_FUNC(S, cfg.metrics, parse_metrics), .arg = "ADDR:PORT",
 	  .help = "serve Prometheus metrics at http://ADDR:PORT/metrics" },
-	{ "log-level", 0, KVS_OPT_FUNC(S, level, parse_level), .arg = "LEVEL",
+	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
 	  .help = "warn, info (default) or debug; logs are logfmt on stderr" },
 	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
 };
@@ -234,8 +224,7 @@ static const struct kvs_opt rows[] = {
 
 static const struct kvs_optset optset = {
 	.prog = PROG,
-	.opts = rows,
-	.nopts = sizeof(rows) / sizeof(rows[0]),
+	KVS_OPT_ROWS(rows),
 	.defaults = &defaults,
 	.usage = "Usage: " PROG " --listen ADDR:PORT --backend ADDR:PORT [--backend ...] "
 		 "[options]\n"
