@@ -32,7 +32,8 @@ enum kvs_type {
 	KVS_T_ERROR = 4,   /* either way: status = code, payload = message */
 	KVS_T_PING = 5,	   /* health probe */
 	KVS_T_PONG = 6,	   /* reply to PING: struct kvs_load payload */
-	KVS_T_MAX = KVS_T_PONG,
+	KVS_T_CANCEL = 7,  /* client -> backend: stop request req_id; empty */
+	KVS_T_MAX = KVS_T_CANCEL,
 };
 
 /* Header flags: none are defined in version 1. Set flags are rejected so
@@ -56,7 +57,9 @@ enum kvs_status {
 	KVS_E_TIMEOUT = 11,
 	KVS_E_INTERNAL = 12,
 	KVS_E_TOO_LONG = 13, /* prompt + max_tokens exceed the backend's capacity */
-	KVS_E_MAX = KVS_E_TOO_LONG,
+	KVS_E_CANCELLED = 14, /* ended by a CANCEL */
+	KVS_E_REJECTED = 15,  /* the inference server refused this request (HTTP 4xx) */
+	KVS_E_MAX = KVS_E_REJECTED,
 };
 
 struct kvs_hdr {
@@ -99,8 +102,13 @@ struct kvs_load {
 	__be32 kv_used_blocks;
 	__be32 kv_total_blocks;
 	__be32 backend_id;
-	__be32 reserved;
+	__be32 flags; /* KVS_LOAD_F_* */
 };
+
+/* PONG flags. NOT_READY: the backend is up but cannot serve (its inference
+ * server is down, loading, or failing its health check); the gateway treats
+ * it as a backend that did not answer. */
+#define KVS_LOAD_F_NOT_READY 1u
 
 /*
  * Each type's own rules for a header whose common fields are valid (host
@@ -118,7 +126,8 @@ static inline int kvs_type_rules(__u8 type, __u16 status, __u32 payload_len, __u
 	case KVS_T_PONG:
 		return payload_len == 24 ? KVS_E_OK : KVS_E_BAD_FIELD;
 	case KVS_T_PING:
-		return payload_len == 0 ? KVS_E_OK : KVS_E_BAD_FIELD;
+	case KVS_T_CANCEL:
+		return payload_len == 0 && !status ? KVS_E_OK : KVS_E_BAD_FIELD;
 	case KVS_T_ERROR:
 		return status > 0 && status <= KVS_E_MAX ? KVS_E_OK : KVS_E_BAD_FIELD;
 	case KVS_T_CHUNK:

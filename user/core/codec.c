@@ -155,6 +155,7 @@ void kvs_load_encode(const struct kvs_load_info *l, void *out)
 	put32(p + 8, l->kv_used_blocks);
 	put32(p + 12, l->kv_total_blocks);
 	put32(p + 16, l->backend_id);
+	put32(p + 20, l->flags);
 }
 
 void kvs_load_decode(const void *in, struct kvs_load_info *l)
@@ -166,6 +167,7 @@ void kvs_load_decode(const void *in, struct kvs_load_info *l)
 	l->kv_used_blocks = get32(p + 8);
 	l->kv_total_blocks = get32(p + 12);
 	l->backend_id = get32(p + 16);
+	l->flags = get32(p + 20);
 }
 
 const char *kvs_status_name(int status)
@@ -185,6 +187,8 @@ const char *kvs_status_name(int status)
 		[KVS_E_TIMEOUT] = "timeout",
 		[KVS_E_INTERNAL] = "internal",
 		[KVS_E_TOO_LONG] = "too_long",
+		[KVS_E_CANCELLED] = "cancelled",
+		[KVS_E_REJECTED] = "rejected",
 	};
 
 	if (status < 0 || status > KVS_E_MAX)
@@ -197,6 +201,7 @@ const char *kvs_type_name(int type)
 	static const char *const names[] = {
 		[KVS_T_REQUEST] = "request", [KVS_T_CHUNK] = "chunk", [KVS_T_END] = "end",
 		[KVS_T_ERROR] = "error",     [KVS_T_PING] = "ping",   [KVS_T_PONG] = "pong",
+		[KVS_T_CANCEL] = "cancel",
 	};
 
 	if (type < KVS_T_REQUEST || type > KVS_T_MAX)

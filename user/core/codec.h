@@ -44,6 +44,7 @@ struct kvs_load_info {
 	uint32_t kv_used_blocks;
 	uint32_t kv_total_blocks;
 	uint32_t backend_id;
+	uint32_t flags; /* KVS_LOAD_F_* */
 };
 
 /* Writes KVS_HDR_LEN bytes (magic, version and hdr_len are filled in). */
