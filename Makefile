@@ -42,7 +42,7 @@ GW_LIB    := $(BUILD)/libkvspliced.a
 
 PROGS     :=
 .SECONDARY:
-.PHONY: all deps test unit integration run clean format format-check lint layering llama-server bench \
+.PHONY: all deps test unit integration run clean format format-check lint layering llama llama-server bench \
 	bench-datapath \
 	fuzz soak install
 
@@ -86,7 +86,7 @@ fuzz: $(FUZZ)
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ) -max_total_time=$(FUZZ_TIME) -print_final_stats=1 $(BUILD)/fuzz/corpus tests/fuzz/corpus
 
-test: deps
+test: deps llama
 	@$(MAKE) --no-print-directory all
 	tests/run.sh $(BUILD)
 
@@ -115,12 +115,19 @@ bench-datapath:
 	@systemctl stop haproxy 2>/dev/null || true
 	$(BUILD)/kvsplice-bench datapath $(DATAPATH_ARGS)
 
-# A real inference server for tests: llama-server built from the llama.cpp
-# source node-llama-cpp carries, and a tiny random-weight model made here
-# (scripts/llama-server.sh; ~11 minutes the first time, into BUILD/llama).
-llama-server: deps
-	@$(MAKE) --no-print-directory all
-	scripts/llama-server.sh $(BUILD)
+# A real inference server, for tests (make test runs this first) and by hand:
+# llama-server built from the llama.cpp source node-llama-cpp ships, installed
+# as LLAMA_PREFIX/bin/llama-server (the converter and vocabulary the model
+# needs in LLAMA_PREFIX/lib/kvsplice/llama), and a tiny random-weight model,
+# BUILD/llama/tiny.gguf (scripts/llama.sh). Seconds when that build is
+# installed; ~12 minutes on two cores when not. LLAMA_FORCE=1 builds anyway,
+# LLAMA_JOBS=N sets the build's jobs.
+LLAMA_PREFIX ?= /usr/local
+llama: deps
+	@$(MAKE) --no-print-directory $(BUILD)/tests/helpers/llama2c_ckpt
+	@scripts/llama.sh $(BUILD) $(LLAMA_PREFIX)
+
+llama-server: llama
 
 SRC_DIRS  := bpf include/kvsplice user/core user/model user/kvspliced tools/kvsplicectl \
 	tools/kvsplice-sim tools/kvsplice-bench tests/unit tests/helpers tests/fuzz
