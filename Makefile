@@ -55,6 +55,7 @@ include user/kvspliced/module.mk
 include tools/kvsplicectl/module.mk
 include tools/kvsplice-sim/module.mk
 include tools/kvsplice-bench/module.mk
+include tools/kvsplice-adapter/module.mk
 include tests/module.mk
 
 all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
@@ -130,7 +131,7 @@ llama: deps
 llama-server: llama
 
 SRC_DIRS  := bpf include/kvsplice user/core user/model user/kvspliced tools/kvsplicectl \
-	tools/kvsplice-sim tools/kvsplice-bench tests/unit tests/helpers tests/fuzz
+	tools/kvsplice-sim tools/kvsplice-bench tools/kvsplice-adapter tests/unit tests/helpers tests/fuzz
 FORMAT_SRCS = $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c $(d)/*.h))
 # .clang-format is the kernel's style; the tree was formatted with it once,
 # and tests/integration/test_format.sh (make test) keeps it so.
@@ -150,6 +151,7 @@ install: $(PROGS)
 	install -D -m 0755 $(BUILD)/kvsplicectl $(DESTDIR)$(SBINDIR)/kvsplicectl
 	install -D -m 0755 $(BUILD)/kvsplice-sim $(DESTDIR)$(BINDIR)/kvsplice-sim
 	install -D -m 0755 $(BUILD)/kvsplice-bench $(DESTDIR)$(BINDIR)/kvsplice-bench
+	install -D -m 0755 $(BUILD)/kvsplice-adapter $(DESTDIR)$(BINDIR)/kvsplice-adapter
 	install -d $(DESTDIR)$(DOCDIR)
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 dist/kvspliced.conf $(DESTDIR)$(DOCDIR)/kvspliced.conf.example

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvsplice-adapter: the types its files share. One adapter sits in front of
+ * one inference server. Gateways (or clients) connect over KVS1 ("links");
+ * each REQUEST becomes a "job": a streamed HTTP request to the server,
+ * over libcurl's multi interface (keep-alive connections reused across
+ * jobs). The server's state, read on an interval, answers PINGs.
+ *
+ * Files: main.c (options, the loop), link.c (KVS1 side: accept, frames in,
+ * close), job.c (one request through HTTP), tx.c (frames out), state.c (the
+ * server's load and health), and the pure parsers sse.c, openai.c,
+ * promtext.c. Calls run one way: main -> link -> job -> tx, state.
+ */
+#ifndef KVS_ADAPTER_H
+#define KVS_ADAPTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "log.h"
+#include "openai.h"
+#include "sse.h"
+
+/* A link's send queue above this pauses its jobs' transfers (the server's
+ * TCP window then holds what the gateway cannot take yet); below the low
+ * mark they resume. */
+#define ADAPTER_TX_HIGH (4u << 20)
+#define ADAPTER_TX_LOW (1u << 20)
+#define ADAPTER_JOB_BUCKETS 4096
+
+struct adapter_config {
+	const char *listen;
+	const char *server; /* http://HOST:PORT, no trailing slash */
+	const char *model;  /* NULL: the first of the server's /v1/models */
+	const char *port_file;
+	const char *extra_body; /* a JSON object merged into every request */
+	uint32_t id;
+	enum oai_kind kind;
+	uint32_t max_payload;
+	uint32_t max_conns;  /* HTTP connections to the server */
+	uint32_t poll_ms;    /* how often the server's state is read */
+	uint32_t stall_s;    /* a stream silent this long fails with timeout */
+	uint32_t connect_ms; /* to the server */
+	enum kvs_log_level level;
+};
+
+/* The server's state as last read (state.c). */
+struct server_state {
+	bool ready;  /* /health said ok, and requests connect */
+	bool polled; /* a poll has completed */
+	enum oai_kind kind;
+	char model[256];  /* from /v1/models when --model is not given */
+	char why[160];	  /* why not ready, for the log */
+	uint32_t running; /* from /metrics or /slots */
+	uint32_t waiting;
+	uint32_t kv_used, kv_total; /* per mille of the KV cache, or 0/0 */
+	uint64_t polls, poll_failures;
+	bool logged_not_ready;
+};
+
+struct job;
+
+/* A KVS1 connection from a gateway or a client. */
+struct link {
+	int fd;
+	uint64_t id;
+	struct kvs_buf rx, tx;
+	struct job *jobs; /* this link's requests, a list through link_next */
+	uint32_t njobs;
+	bool paused; /* its jobs' transfers are paused (tx above high) */
+	bool eof;    /* the peer half-closed: answer what it asked, then close */
+	bool dead;
+};
+
+/* Figures of one adapter, for its log line at exit and --stats. */
+struct adapter_stats {
+	uint64_t requests, ends, cancels, errors[KVS_E_MAX + 1];
+	uint64_t chunks, chunk_bytes, links;
+};
+
+struct adapter {
+	struct adapter_config cfg;
+	int lfd;
+	CURLM *multi;
+	struct link **links;
+	uint32_t nlinks, links_cap;
+	uint64_t next_link_id;
+	struct job *buckets[ADAPTER_JOB_BUCKETS]; /* jobs by (conn key, req_id) */
+	uint32_t njobs;
+	struct server_state st;
+	struct state_poll *poll; /* the poll in progress, or NULL */
+	uint64_t next_poll_ns;
+	char completions_url[512];
+	json_t *extra; /* cfg.extra_body, parsed */
+	struct adapter_stats stats;
+};
+
+/* link.c */
+int link_accept(struct adapter *a);
+/* Reads and serves what arrived; -1 when the link is to be closed. */
+int link_on_readable(struct adapter *a, struct link *l);
+/* Closes it, stops its jobs, and frees it (removed from a->links). */
+void link_close(struct adapter *a, struct link *l);
+
+/* tx.c */
+/* Appends one frame about request req (its req_id, gw_conn and gw_backend
+ * echoed); false if the link is gone or its queue is at its cap (the link
+ * is then marked dead). */
+bool link_send(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
+	       const void *payload, uint32_t len);
+/* Writes what the socket takes; -1 on a socket error (marked dead). */
+int link_flush(struct link *l);
+
+/* job.c */
+/* Starts REQUEST m (prompt p) from link l; answers an ERROR itself when it
+ * cannot. */
+void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const uint8_t *p);
+/* CANCEL: the job's transfer aborted, ERROR cancelled sent; unknown ids are
+ * ignored. */
+void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m);
+/* A transfer finished (curl_multi_info_read): the END or the ERROR. */
+void job_done(struct adapter *a, CURL *h, CURLcode res);
+/* The link is closing: its jobs stop without an answer. */
+void job_drop_link(struct adapter *a, struct link *l);
+/* The link drained: its paused transfers resume. */
+void job_resume_link(struct adapter *a, struct link *l);
+
+/* state.c */
+/* Starts a poll when one is due; returns ms until the next is due. */
+int state_tick(struct adapter *a, uint64_t now_ns);
+/* A poll transfer finished; false if h is not one of the poll's. */
+bool state_done(struct adapter *a, CURL *h, CURLcode res);
+/* A request could not reach the server: not ready until a poll says so. */
+void state_unreachable(struct adapter *a, const char *why);
+void state_free(struct adapter *a);
+/* The PONG payload's figures. */
+void state_load(const struct adapter *a, struct kvs_load_info *li);
+
+#endif

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One REQUEST as one streamed HTTP request to the inference server: the
+ * body built, the stream split into events, each piece of text sent on as a
+ * CHUNK, the usage turned into the END, every failure into one ERROR.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapter.h"
+#include "log.h"
+#include "netutil.h"
+
+/* An HTTP error body kept for its message; the rest is dropped. */
+#define ERRBODY_MAX (64u << 10)
+
+struct job {
+	struct adapter *a;
+	struct link *l;
+	struct job *link_next, *link_prev; /* in l->jobs */
+	struct job *hnext;		   /* in a->buckets */
+	uint64_t key;			   /* the gateway's connection (gw_conn), or the link's */
+	struct kvs_msg req;		   /* the REQUEST header: what replies echo */
+	CURL *h;
+	struct curl_slist *hdrs;
+	char *body;
+	struct kvs_sse sse;
+	uint64_t t_start, t_first, t_last;
+	uint32_t chunks;
+	struct oai_event usage; /* the figures seen so far (root unused) */
+	bool done_marker;
+	long http_status;
+	struct kvs_buf errbody;
+	int fail_code; /* set by a callback: the ERROR to send */
+	char fail_msg[320];
+	bool paused;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Requests are found by the gateway's connection and the client's req_id,
+ * whichever link carries the frame: a gateway's pooled connections are
+ * shared, and a CANCEL may come on another than its REQUEST did. A client
+ * without a gateway (gw_conn 0) has its link's id instead. */
+static uint64_t key_of(const struct link *l, const struct kvs_msg *m)
+{
+	return m->gw_conn ? m->gw_conn : (1ULL << 63) | l->id;
+}
+
+static struct job **bucket(struct adapter *a, uint64_t key, uint64_t req_id)
+{
+	uint64_t h = (key * 0x9e3779b97f4a7c15ULL) ^ (req_id * 0xc2b2ae3d27d4eb4fULL);
+
+	return &a->buckets[(h >> 40) % ADAPTER_JOB_BUCKETS];
+}
+
+static struct job *find(struct adapter *a, uint64_t key, uint64_t req_id)
+{
+	struct job *j;
+
+	for (j = *bucket(a, key, req_id); j; j = j->hnext)
+		if (j->key == key && j->req.req_id == req_id)
+			return j;
+	return NULL;
+}
+
+static void job_free(struct job *j)
+{
+	struct adapter *a = j->a;
+	struct job **pp;
+
+	for (pp = bucket(a, j->key, j->req.req_id); *pp; pp = &(*pp)->hnext)
+		if (*pp == j) {
+			*pp = j->hnext;
+			break;
+		}
+	if (j->link_prev)
+		j->link_prev->link_next = j->link_next;
+	else
+		j->l->jobs = j->link_next;
+	if (j->link_next)
+		j->link_next->link_prev = j->link_prev;
+	j->l->njobs--;
+	a->njobs--;
+	if (j->h) {
+		curl_multi_remove_handle(a->multi, j->h);
+		curl_easy_cleanup(j->h);
+	}
+	curl_slist_free_all(j->hdrs);
+	free(j->body);
+	kvs_sse_free(&j->sse);
+	kvs_buf_free(&j->errbody);
+	free(j);
+}
+
+static void send_error(struct job *j, int code, const char *msg)
+{
+	j->a->stats.errors[code]++;
+	link_send(j->l, &j->req, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
+	pr_debug("event=request_error req=%llu status=%s msg=\"%s\"",
+		 (unsigned long long)j->req.req_id, kvs_status_name(code), msg);
+}
+
+/* An ERROR for a request that never became a job. */
+static void refuse(struct adapter *a, struct link *l, const struct kvs_msg *m, int code,
+		   const char *msg)
+{
+	a->stats.errors[code]++;
+	link_send(l, m, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
+}
+
+static void fail(struct job *j, int code, const char *fmt, const char *detail)
+{
+	if (j->fail_code)
+		return;
+	j->fail_code = code;
+	snprintf(j->fail_msg, sizeof(j->fail_msg), fmt, detail);
+}
+
+/* Generated text as CHUNKs, each at most the largest frame. */
+static void send_text(struct job *j, const char *t, size_t n)
+{
+	uint32_t max = j->a->cfg.max_payload;
+
+	while (n) {
+		uint32_t k = n > max ? max : (uint32_t)n;
+
+		link_send(j->l, &j->req, KVS_T_CHUNK, 0, t, k);
+		j->a->stats.chunks++;
+		j->a->stats.chunk_bytes += k;
+		t += k;
+		n -= k;
+	}
+	j->chunks++;
+	j->t_last = kvs_now_ns();
+	if (!j->t_first)
+		j->t_first = j->t_last;
+}
+
+static int on_event(void *ctx, const char *event, const char *data, size_t len)
+{
+	struct job *j = ctx;
+	struct oai_event ev;
+	char shown[72];
+
+	if (oai_parse_event(data, len, &ev)) {
+		oai_event_free(&ev);
+		snprintf(shown, sizeof(shown), "%.64s", data);
+		fail(j, KVS_E_INTERNAL, "kvsplice-adapter: malformed event from the server: %s",
+		     shown);
+		return 1;
+	}
+	if (ev.is_error || !strcmp(event, "error")) {
+		if (!ev.is_error)
+			snprintf(ev.error, sizeof(ev.error), "%.200s", data);
+		fail(j, oai_error_code(ev.error_status, ev.error), "inference server: %s",
+		     ev.error);
+		oai_event_free(&ev);
+		return 1;
+	}
+	if (ev.done)
+		j->done_marker = true;
+	if (ev.text_len)
+		send_text(j, ev.text, ev.text_len);
+	if (ev.has_usage) {
+		j->usage.has_usage = true;
+		j->usage.prompt_tokens = ev.prompt_tokens;
+		j->usage.completion_tokens = ev.completion_tokens;
+		if (ev.has_cached) {
+			j->usage.has_cached = true;
+			j->usage.cached_tokens = ev.cached_tokens;
+		}
+	}
+	if (ev.has_timings) {
+		j->usage.has_timings = true;
+		j->usage.prompt_ms = ev.prompt_ms;
+		j->usage.predicted_ms = ev.predicted_ms;
+		j->usage.cache_n = ev.cache_n;
+	}
+	oai_event_free(&ev);
+	return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
+{
+	struct job *j = ctx;
+	size_t n = size * nmemb;
+	int r;
+
+	if (j->l->tx.len > ADAPTER_TX_HIGH) {
+		/* The gateway is behind: leave the bytes with curl (and the
+		 * server's socket) until the link drains. */
+		j->paused = j->l->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (!j->http_status)
+		curl_easy_getinfo(j->h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	if (j->http_status >= 300) {
+		if (j->errbody.len < ERRBODY_MAX)
+			kvs_buf_append(&j->errbody, p,
+				       n < ERRBODY_MAX - j->errbody.len ?
+					       n :
+					       ERRBODY_MAX - j->errbody.len);
+		return n;
+	}
+	r = kvs_sse_feed(&j->sse, p, n, on_event, j);
+	if (r == -E2BIG)
+		fail(j, KVS_E_INTERNAL,
+		     "kvsplice-adapter: the server sent an event larger than %s bytes",
+		     "the largest frame");
+	else if (r < 0)
+		fail(j, KVS_E_INTERNAL, "kvsplice-adapter: %s", "out of memory");
+	return r ? 0 : n; /* 0 aborts the transfer: job_done sends fail_msg */
+}
+
+void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const uint8_t *p)
+{
+	const char *model = a->cfg.model ? a->cfg.model : a->st.model[0] ? a->st.model : NULL;
+	uint64_t key = key_of(l, m);
+	struct job *j, **b;
+
+	a->stats.requests++;
+	if (find(a, key, m->req_id)) {
+		refuse(a, l, m, KVS_E_REJECTED, "kvsplice-adapter: req_id already in flight");
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		refuse(a, l, m, KVS_E_INTERNAL, "kvsplice-adapter: out of memory");
+		return;
+	}
+	j->a = a;
+	j->l = l;
+	j->key = key;
+	j->req = *m;
+	kvs_sse_init(&j->sse, a->cfg.max_payload);
+	kvs_buf_init(&j->errbody, ERRBODY_MAX);
+	j->body =
+		oai_completion_body(model, p, m->payload_len, m->max_tokens, a->st.kind, a->extra);
+	if (!j->body) {
+		refuse(a, l, m, KVS_E_REJECTED,
+		       "kvsplice-adapter: the prompt is not UTF-8 text (JSON cannot carry it)");
+		kvs_sse_free(&j->sse);
+		free(j);
+		return;
+	}
+	b = bucket(a, key, m->req_id);
+	j->hnext = *b;
+	*b = j;
+	j->link_next = l->jobs;
+	if (l->jobs)
+		l->jobs->link_prev = j;
+	l->jobs = j;
+	l->njobs++;
+	a->njobs++;
+
+	j->h = curl_easy_init();
+	j->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	j->hdrs = curl_slist_append(j->hdrs, "Accept: text/event-stream");
+	/* Without this, curl waits for a 100 Continue before a large body. */
+	j->hdrs = curl_slist_append(j->hdrs, "Expect:");
+	if (!j->h || !j->hdrs) {
+		send_error(j, KVS_E_INTERNAL, "kvsplice-adapter: out of memory");
+		job_free(j);
+		return;
+	}
+	curl_easy_setopt(j->h, CURLOPT_URL, a->completions_url);
+	curl_easy_setopt(j->h, CURLOPT_HTTPHEADER, j->hdrs);
+	curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, j->body);
+	curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(j->body));
+	curl_easy_setopt(j->h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(j->h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(j->h, CURLOPT_WRITEDATA, j);
+	curl_easy_setopt(j->h, CURLOPT_PRIVATE, j);
+	curl_easy_setopt(j->h, CURLOPT_ERRORBUFFER, j->errbuf);
+	curl_easy_setopt(j->h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(j->h, CURLOPT_CONNECTTIMEOUT_MS, (long)a->cfg.connect_ms);
+	/* A stream silent for stall_s fails: a server that stalls must not
+	 * hold a request, and the gateway's load count, for ever. */
+	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_TIME, (long)a->cfg.stall_s);
+	j->t_start = kvs_now_ns();
+	if (curl_multi_add_handle(a->multi, j->h) != CURLM_OK) {
+		send_error(j, KVS_E_INTERNAL, "kvsplice-adapter: cannot start the HTTP request");
+		curl_easy_cleanup(j->h);
+		j->h = NULL;
+		job_free(j);
+	}
+}
+
+static uint32_t us_between(uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+
+	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static uint32_t ms_to_us(double ms)
+{
+	return ms > 0 && ms < 4e6 ? (uint32_t)(ms * 1000.0) : 0;
+}
+
+/* The END: the server's usage, and its own timings where it reports them
+ * (llama.cpp), else the adapter's view: sent to first token to last. */
+static void send_end(struct job *j)
+{
+	struct oai_event *u = &j->usage;
+	uint64_t last = j->t_last ? j->t_last : kvs_now_ns();
+	uint64_t first = j->t_first ? j->t_first : last;
+	struct kvs_end_info e = {
+		.prompt_tokens = u->prompt_tokens,
+		.cached_tokens = u->has_cached ? u->cached_tokens : u->cache_n,
+		.output_tokens = u->has_usage ? u->completion_tokens : j->chunks,
+		.prefill_us = us_between(j->t_start, first),
+		.decode_us = us_between(first, last),
+		.backend_id = j->a->cfg.id,
+	};
+	uint8_t payload[sizeof(struct kvs_end)];
+
+	if (e.cached_tokens > e.prompt_tokens)
+		e.cached_tokens = e.prompt_tokens;
+	if (u->has_timings) {
+		uint32_t ttft = e.prefill_us;
+
+		e.prefill_us = ms_to_us(u->prompt_ms);
+		e.decode_us = ms_to_us(u->predicted_ms);
+		/* What the server does not report as prompt time, of the
+		 * time to first token, it spent queued (or in transit). */
+		e.queue_us = ttft > e.prefill_us ? ttft - e.prefill_us : 0;
+	}
+	kvs_end_encode(&e, payload);
+	link_send(j->l, &j->req, KVS_T_END, 0, payload, sizeof(payload));
+	j->a->stats.ends++;
+}
+
+void job_done(struct adapter *a, CURL *h, CURLcode res)
+{
+	struct job *j = NULL;
+	char msg[400];
+
+	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&j);
+	if (!j)
+		return;
+	if (j->fail_code) {
+		send_error(j, j->fail_code, j->fail_msg);
+	} else if (res != CURLE_OK) {
+		const char *why = j->errbuf[0] ? j->errbuf : curl_easy_strerror(res);
+
+		if (res == CURLE_OPERATION_TIMEDOUT) {
+			snprintf(
+				msg, sizeof(msg),
+				"kvsplice-adapter: the inference server sent nothing for %u s (%s)",
+				a->cfg.stall_s, why);
+			send_error(j, KVS_E_TIMEOUT, msg);
+		} else {
+			snprintf(msg, sizeof(msg), "kvsplice-adapter: inference server %s: %s",
+				 a->cfg.server, why);
+			if (res == CURLE_COULDNT_CONNECT)
+				state_unreachable(a, msg);
+			send_error(j, KVS_E_BACKEND_GONE, msg);
+		}
+	} else if (j->http_status >= 300) {
+		char m[256];
+
+		oai_error_message((const char *)kvs_buf_head(&j->errbody), j->errbody.len, m,
+				  sizeof(m));
+		snprintf(msg, sizeof(msg), "inference server: HTTP %ld: %s", j->http_status, m);
+		send_error(j, oai_error_code(j->http_status, m), msg);
+	} else if (!j->done_marker && !j->usage.has_usage) {
+		send_error(j, KVS_E_BACKEND_GONE,
+			   "kvsplice-adapter: the server's stream ended before the response was "
+			   "complete");
+	} else {
+		send_end(j);
+	}
+	job_free(j);
+}
+
+void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m)
+{
+	struct job *j = find(a, key_of(l, m), m->req_id);
+
+	if (!j) /* finished already, or never ours: nothing to stop */
+		return;
+	a->stats.cancels++;
+	/* Removing the handle closes its connection: llama.cpp and vLLM stop
+	 * generating when the client goes. */
+	send_error(j, KVS_E_CANCELLED, "kvsplice-adapter: cancelled");
+	job_free(j);
+}
+
+void job_drop_link(struct adapter *a, struct link *l)
+{
+	while (l->jobs)
+		job_free(l->jobs);
+}
+
+void job_resume_link(struct adapter *a, struct link *l)
+{
+	struct job *j, *next;
+
+	l->paused = false;
+	for (j = l->jobs; j; j = next) {
+		next = j->link_next;
+		if (j->paused) {
+			j->paused = false;
+			curl_easy_pause(j->h, CURLPAUSE_CONT);
+		}
+	}
+}

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-adapter: puts an inference server with an OpenAI-compatible API
+ * (vLLM, SGLang, llama.cpp's llama-server) behind the kvsplice gateway. It
+ * speaks KVS1 to gateways and HTTP to one server, normally on the server's
+ * host: the kernel splices KVS1 frames between sockets, and HTTP begins
+ * here (docs/ARCHITECTURE.md, "Real servers").
+ *
+ * This file: the options, startup and the loop, which waits on the KVS1
+ * sockets and libcurl's together (curl_multi_poll with extra descriptors).
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "adapter.h"
+#include "args.h"
+#include "log.h"
+#include "netutil.h"
+#include "opts.h"
+
+#define PROG "kvsplice-adapter"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static const struct adapter_config defaults = {
+	.listen = "127.0.0.1:0",
+	.id = UINT32_MAX,
+	.kind = OAI_AUTO,
+	.max_payload = KVS_DEFAULT_MAX_PAYLOAD,
+	.max_conns = 64,
+	.poll_ms = 500,
+	.stall_s = 120,
+	.connect_ms = 2000,
+	.level = KVS_LOG_INFO,
+};
+
+#define S struct adapter_config
+static const struct kvs_opt rows[] = {
+	{ "listen", 'l', KVS_OPT_STR(S, listen), .arg = "ADDR:PORT",
+	  .help = "where gateways connect, KVS1 (default {default}: a free\n"
+		  "port, see --port-file)" },
+	{ "server", 's', KVS_OPT_STR(S, server), .arg = "URL",
+	  .help = "the inference server, http://HOST:PORT (required)" },
+	{ "id", 0, KVS_OPT_U32(S, id, 0, UINT32_MAX - 1), .arg = "N",
+	  .help = "backend_id in END and PONG frames (default: the listening\n"
+		  "port)" },
+	{ "model", 'm', KVS_OPT_STR(S, model), .arg = "NAME",
+	  .help = "the model field of requests (default: the first model the\n"
+		  "server lists at /v1/models)" },
+	{ "server-kind", 0, KVS_OPT_ENUM(S, kind, "auto", "llama.cpp", "vllm", "sglang", "openai"),
+	  .arg = "KIND",
+	  .help = "auto (default: from its /metrics and /slots), llama.cpp,\n"
+		  "vllm, sglang, or openai (any other OpenAI-compatible server:\n"
+		  "load is the adapter's own count)" },
+	{ "extra-body", 0, KVS_OPT_STR(S, extra_body), .arg = "JSON",
+	  .help = "a JSON object whose keys are added to every request body\n"
+		  "(sampling, priority, ...: '{\"temperature\":0}'); the\n"
+		  "adapter's own keys (prompt, model, max_tokens, stream,\n"
+		  "stream_options) win" },
+	{ "max-connections", 0, KVS_OPT_U32(S, max_conns, 1, 4096), .arg = "N",
+	  .help = "HTTP/1.1 keep-alive connections to the server, at most\n"
+		  "(default {default}; more requests wait in the adapter)" },
+	{ "poll-ms", 0, KVS_OPT_U32(S, poll_ms, 50, 600000), .arg = "MS",
+	  .help = "how often the server's health and load are read\n"
+		  "(default {default})" },
+	{ "stall-timeout", 0, KVS_OPT_U32(S, stall_s, 1, 86400), .arg = "S",
+	  .help = "a stream that sends nothing for S seconds fails with\n"
+		  "ERROR timeout (default {default})" },
+	{ "connect-timeout-ms", 0, KVS_OPT_U32(S, connect_ms, 1, 600000), .arg = "MS",
+	  .help = "connecting to the server (default {default})" },
+	{ "max-frame", 0, KVS_OPT_U32(S, max_payload, 1, KVS_MAX_PAYLOAD_LIMIT), .arg = "BYTES",
+	  .help = "largest KVS1 payload accepted or sent (default {default})" },
+	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
+	  .help = "write the listening port to FILE once listening" },
+	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
+	  .help = "warn, info (default) or debug" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef S
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	KVS_OPT_ROWS(rows),
+	.defaults = &defaults,
+	.usage = "Usage: " PROG " --server http://HOST:PORT [--listen ADDR:PORT] [options]\n"
+		 "\n"
+		 "Puts an inference server with an OpenAI-compatible API (vLLM, SGLang,\n"
+		 "llama.cpp's llama-server) behind the kvsplice gateway: each KVS1 REQUEST\n"
+		 "becomes a streamed POST /v1/completions, each piece of generated text a\n"
+		 "CHUNK, the server's usage (cached_tokens included) the END; PINGs are\n"
+		 "answered from the server's /health and /metrics. Point the gateway's\n"
+		 "--backend at --listen.\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "\n"
+		  "Server flags that matter (docs/RUNBOOK.md, \"Real inference servers\"):\n"
+		  "  vLLM       --enable-prefix-caching --enable-prompt-tokens-details\n"
+		  "  SGLang     --enable-cache-report (radix cache is on by default)\n"
+		  "  llama.cpp  --metrics, and -np N slots (prefix reuse is on by default)\n",
+	.help_col = 27,
+	.help_on_error = true,
+};
+
+/* http://HOST:PORT with no trailing '/' or "/v1": paths are added to it. */
+static int check_server(struct adapter_config *c, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!c->server) {
+		fprintf(stderr, PROG ": --server http://HOST:PORT is required\n");
+		return -1;
+	}
+	if (strncmp(c->server, "http://", 7) && strncmp(c->server, "https://", 8)) {
+		fprintf(stderr, PROG ": --server: '%s' is not an http:// or https:// URL\n",
+			c->server);
+		return -1;
+	}
+	snprintf(buf, len, "%s", c->server);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	if (n >= 3 && !strcmp(buf + n - 3, "/v1"))
+		buf[n - 3] = '\0';
+	c->server = buf;
+	return 0;
+}
+
+/* The descriptors to wait on: the listener, then each link. */
+static uint32_t wait_set(struct adapter *a, struct curl_waitfd *w, struct link **who)
+{
+	uint32_t i, n = 0;
+
+	w[n++] = (struct curl_waitfd){ .fd = a->lfd, .events = CURL_WAIT_POLLIN };
+	for (i = 0; i < a->nlinks; i++) {
+		struct link *l = a->links[i];
+
+		who[n] = l;
+		w[n++] = (struct curl_waitfd){
+			.fd = l->fd,
+			.events = (short)((l->eof ? 0 : CURL_WAIT_POLLIN) |
+					  (l->tx.len ? CURL_WAIT_POLLOUT : 0)),
+		};
+	}
+	return n;
+}
+
+/* After a turn: what queued goes out, drained links resume their jobs, and
+ * links that are done close. */
+static void settle(struct adapter *a)
+{
+	uint32_t i = 0;
+
+	while (i < a->nlinks) {
+		struct link *l = a->links[i];
+
+		link_flush(l);
+		if (!l->dead && l->paused && l->tx.len < ADAPTER_TX_LOW)
+			job_resume_link(a, l);
+		if (l->dead || (l->eof && !l->njobs && !l->tx.len)) {
+			link_close(a, l); /* moves the last link to i */
+			continue;
+		}
+		i++;
+	}
+}
+
+static int serve(struct adapter *a)
+{
+	struct curl_waitfd *w = NULL;
+	struct link **who = NULL;
+	uint32_t cap = 0, n, i;
+	CURLMsg *msg;
+	int running, left, timeout;
+
+	while (!stop_flag) {
+		if (a->nlinks + 1 > cap) {
+			cap = (a->nlinks + 1) * 2;
+			w = realloc(w, cap * sizeof(*w));
+			who = realloc(who, cap * sizeof(*who));
+			if (!w || !who) {
+				pr_warn("event=fatal err=ENOMEM");
+				break;
+			}
+		}
+		timeout = state_tick(a, kvs_now_ns());
+		n = wait_set(a, w, who);
+		if (curl_multi_poll(a->multi, w, n, timeout, NULL) != CURLM_OK)
+			break;
+		curl_multi_perform(a->multi, &running);
+		while ((msg = curl_multi_info_read(a->multi, &left)))
+			if (msg->msg == CURLMSG_DONE &&
+			    !state_done(a, msg->easy_handle, msg->data.result))
+				job_done(a, msg->easy_handle, msg->data.result);
+		if (w[0].revents & CURL_WAIT_POLLIN)
+			for (i = 0; i < 64 && a->nlinks < 100000; i++)
+				if (link_accept(a) || a->nlinks == 0 || !a->links[a->nlinks - 1])
+					break;
+		for (i = 1; i < n; i++)
+			if ((w[i].revents & CURL_WAIT_POLLIN) && !who[i]->dead &&
+			    link_on_readable(a, who[i]))
+				who[i]->dead = true;
+		/* Requests started above go out in this turn, not after the
+		 * next poll's timeout. */
+		curl_multi_perform(a->multi, &running);
+		settle(a);
+	}
+	free(w);
+	free(who);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct adapter *a = calloc(1, sizeof(*a));
+	char server[512];
+	struct kvs_addr addr;
+	int r, port, rc = 1;
+
+	if (!a)
+		return 1;
+	a->cfg = defaults;
+	r = kvs_opts_argv(&optset, argc, argv, &a->cfg);
+	if (r) {
+		free(a);
+		return r > 0 ? 0 : 2;
+	}
+	if (check_server(&a->cfg, server, sizeof(server)) || kvs_parse_addr(a->cfg.listen, &addr)) {
+		if (a->cfg.server)
+			fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", a->cfg.listen);
+		free(a);
+		return 2;
+	}
+	if (a->cfg.extra_body) {
+		json_error_t err;
+
+		a->extra = json_loads(a->cfg.extra_body, 0, &err);
+		if (!json_is_object(a->extra)) {
+			fprintf(stderr, PROG ": --extra-body: not a JSON object (%s)\n",
+				a->extra ? "another JSON value" : err.text);
+			json_decref(a->extra);
+			free(a);
+			return 2;
+		}
+	}
+	kvs_log_init(PROG, a->cfg.level);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(a->completions_url, sizeof(a->completions_url), "%s/v1/completions",
+		 a->cfg.server);
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		goto out;
+	a->multi = curl_multi_init();
+	if (!a->multi)
+		goto out;
+	curl_multi_setopt(a->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)a->cfg.max_conns);
+	curl_multi_setopt(a->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)a->cfg.max_conns);
+	curl_multi_setopt(a->multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.max_conns);
+	a->lfd = kvs_listen(&addr, 512);
+	if (a->lfd < 0) {
+		pr_warn("event=listen_failed listen=%s err=%s", a->cfg.listen, strerror(-a->lfd));
+		goto out;
+	}
+	kvs_set_nonblock(a->lfd, 1);
+	port = kvs_local_port(a->lfd);
+	if (a->cfg.id == UINT32_MAX)
+		a->cfg.id = (uint32_t)port;
+	if (a->cfg.port_file)
+		kvs_write_port_file(a->cfg.port_file, port);
+	pr_info("event=listening port=%d id=%u server=%s kind=%s max_connections=%u", port,
+		a->cfg.id, a->cfg.server, oai_kind_name(a->cfg.kind), a->cfg.max_conns);
+
+	rc = serve(a);
+	while (a->nlinks)
+		link_close(a, a->links[0]);
+	pr_info("event=stopped requests=%llu ends=%llu cancels=%llu errors=%llu links=%llu",
+		(unsigned long long)a->stats.requests, (unsigned long long)a->stats.ends,
+		(unsigned long long)a->stats.cancels,
+		(unsigned long long)(a->stats.requests - a->stats.ends),
+		(unsigned long long)a->stats.links);
+out:
+	if (a->lfd > 0)
+		close(a->lfd);
+	state_free(a);
+	if (a->multi)
+		curl_multi_cleanup(a->multi);
+	curl_global_cleanup();
+	json_decref(a->extra);
+	free(a->links);
+	free(a);
+	return rc;
+}

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server's state, read every --poll-ms: /health for liveness, /metrics
+ * for its load (vLLM, SGLang and llama.cpp name theirs differently), /slots
+ * where llama.cpp serves no /metrics, /v1/models for the model name when
+ * --model is not given. PINGs are answered from the last reading.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "adapter.h"
+#include "log.h"
+#include "netutil.h"
+#include "promtext.h"
+
+#define POLL_BODY_MAX (8u << 20)
+
+enum { X_HEALTH, X_METRICS, X_SLOTS, X_MODELS, X_N };
+
+static const char *const paths[X_N] = { "/health", "/metrics", "/slots", "/v1/models" };
+
+struct xfer {
+	CURL *h;
+	struct kvs_buf body;
+	long status;
+	CURLcode res;
+	bool used, done;
+};
+
+struct state_poll {
+	struct xfer x[X_N];
+	int pending;
+};
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
+{
+	struct xfer *x = ctx;
+	size_t n = size * nmemb;
+
+	return kvs_buf_append(&x->body, p, n) ? 0 : n;
+}
+
+static void poll_free(struct adapter *a, struct state_poll *sp)
+{
+	int i;
+
+	for (i = 0; i < X_N; i++) {
+		if (sp->x[i].h) {
+			curl_multi_remove_handle(a->multi, sp->x[i].h);
+			curl_easy_cleanup(sp->x[i].h);
+		}
+		kvs_buf_free(&sp->x[i].body);
+	}
+	free(sp);
+}
+
+static int start(struct adapter *a, struct state_poll *sp, int i)
+{
+	struct xfer *x = &sp->x[i];
+	char url[600];
+
+	snprintf(url, sizeof(url), "%s%s", a->cfg.server, paths[i]);
+	kvs_buf_init(&x->body, POLL_BODY_MAX);
+	x->h = curl_easy_init();
+	if (!x->h)
+		return -1;
+	x->used = true;
+	curl_easy_setopt(x->h, CURLOPT_URL, url);
+	curl_easy_setopt(x->h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(x->h, CURLOPT_PRIVATE, NULL);
+	curl_easy_setopt(x->h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, (long)a->cfg.connect_ms);
+	/* A poll never outlives the next: a hung server reads as not ready. */
+	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS,
+			 (long)(a->cfg.poll_ms > 2000 ? a->cfg.poll_ms : 2000));
+	if (curl_multi_add_handle(a->multi, x->h) != CURLM_OK)
+		return -1;
+	sp->pending++;
+	return 0;
+}
+
+int state_tick(struct adapter *a, uint64_t now_ns)
+{
+	struct state_poll *sp;
+	enum oai_kind k = a->cfg.kind ? a->cfg.kind : a->st.kind;
+
+	if (now_ns < a->next_poll_ns)
+		return (int)((a->next_poll_ns - now_ns) / 1000000) + 1;
+	a->next_poll_ns = now_ns + (uint64_t)a->cfg.poll_ms * 1000000;
+	if (a->poll) /* the last one still runs: its timeout ends it */
+		return (int)a->cfg.poll_ms;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return (int)a->cfg.poll_ms;
+	a->poll = sp;
+	if (start(a, sp, X_HEALTH) || start(a, sp, X_METRICS) ||
+	    ((k == OAI_AUTO || k == OAI_LLAMA_CPP) && start(a, sp, X_SLOTS)) ||
+	    (!a->cfg.model && !a->st.model[0] && start(a, sp, X_MODELS))) {
+		pr_warn("event=poll_failed why=\"cannot start a transfer\"");
+		a->poll = NULL;
+		poll_free(a, sp);
+	}
+	return (int)a->cfg.poll_ms;
+}
+
+static void not_ready(struct adapter *a, const char *why)
+{
+	struct server_state *st = &a->st;
+
+	st->ready = false;
+	if (strcmp(st->why, why) || !st->logged_not_ready)
+		pr_warn("event=server_not_ready server=%s why=\"%s\"", a->cfg.server, why);
+	snprintf(st->why, sizeof(st->why), "%s", why);
+	st->logged_not_ready = true;
+}
+
+void state_unreachable(struct adapter *a, const char *why)
+{
+	not_ready(a, why);
+}
+
+static uint32_t u32(double v)
+{
+	return v > 0 && v < 4e9 ? (uint32_t)(v + 0.5) : 0;
+}
+
+static const char *text_of(const struct xfer *x, size_t *len)
+{
+	*len = x->body.len;
+	return (const char *)kvs_buf_head(&x->body);
+}
+
+static bool ok(const struct xfer *x)
+{
+	return x->used && x->res == CURLE_OK && x->status == 200;
+}
+
+/* Which server, from what its /metrics and /slots look like. */
+static enum oai_kind kind_of(const struct state_poll *sp)
+{
+	size_t n;
+	const char *t = text_of(&sp->x[X_METRICS], &n);
+
+	if (ok(&sp->x[X_METRICS])) {
+		if (kvs_prom_has_prefix(t, n, "vllm:"))
+			return OAI_VLLM;
+		if (kvs_prom_has_prefix(t, n, "sglang:"))
+			return OAI_SGLANG;
+		if (kvs_prom_has_prefix(t, n, "llamacpp:"))
+			return OAI_LLAMA_CPP;
+	}
+	if (ok(&sp->x[X_SLOTS]) && sp->x[X_SLOTS].body.len &&
+	    kvs_buf_head(&sp->x[X_SLOTS].body)[0] == '[')
+		return OAI_LLAMA_CPP;
+	return OAI_OTHER;
+}
+
+/* Running and waiting requests, KV use in per mille, from /metrics. */
+static void load_from_metrics(struct server_state *st, enum oai_kind k, const char *t, size_t n)
+{
+	static const char *const names[][4] = {
+		/* running, waiting, KV use (0..1), its older name */
+		[OAI_VLLM] = { "vllm:num_requests_running", "vllm:num_requests_waiting",
+			       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc" },
+		[OAI_SGLANG] = { "sglang:num_running_reqs", "sglang:num_queue_reqs",
+				 "sglang:token_usage", NULL },
+		[OAI_LLAMA_CPP] = { "llamacpp:requests_processing", "llamacpp:requests_deferred",
+				    NULL, NULL },
+	};
+	double v;
+
+	if (k != OAI_VLLM && k != OAI_SGLANG && k != OAI_LLAMA_CPP)
+		return;
+	if (kvs_prom_sum(t, n, names[k][0], &v))
+		st->running = u32(v);
+	if (kvs_prom_sum(t, n, names[k][1], &v))
+		st->waiting = u32(v);
+	if ((names[k][2] && kvs_prom_sum(t, n, names[k][2], &v)) ||
+	    (names[k][3] && kvs_prom_sum(t, n, names[k][3], &v))) {
+		st->kv_used = u32(v * 1000);
+		st->kv_total = 1000;
+	}
+}
+
+/* llama.cpp without --metrics: slots that are processing. */
+static void load_from_slots(struct server_state *st, const struct xfer *x)
+{
+	json_t *root = json_loadb((const char *)kvs_buf_head(&x->body), x->body.len, 0, NULL);
+	size_t i;
+	json_t *s;
+
+	if (json_is_array(root)) {
+		st->running = 0;
+		json_array_foreach(root, i,
+				   s) if (json_is_true(json_object_get(s, "is_processing")))
+			st->running++;
+		st->waiting = 0;
+	}
+	json_decref(root);
+}
+
+static void model_from(struct server_state *st, const struct xfer *x)
+{
+	json_t *root = json_loadb((const char *)kvs_buf_head(&x->body), x->body.len, 0, NULL);
+	const char *id = json_string_value(
+		json_object_get(json_array_get(json_object_get(root, "data"), 0), "id"));
+
+	if (id && strlen(id) < sizeof(st->model)) {
+		snprintf(st->model, sizeof(st->model), "%s", id);
+		pr_info("event=model name=\"%s\" from=/v1/models", st->model);
+	}
+	json_decref(root);
+}
+
+static void finish(struct adapter *a, struct state_poll *sp)
+{
+	struct server_state *st = &a->st;
+	const struct xfer *hx = &sp->x[X_HEALTH];
+	enum oai_kind k;
+	size_t n;
+	const char *t;
+	char why[160];
+
+	st->polls++;
+	st->polled = true;
+	if (!ok(hx)) {
+		st->poll_failures++;
+		if (hx->res != CURLE_OK)
+			snprintf(why, sizeof(why), "GET /health: %s", curl_easy_strerror(hx->res));
+		else
+			snprintf(why, sizeof(why), "GET /health: HTTP %ld (loading, or failing)",
+				 hx->status);
+		not_ready(a, why);
+		return;
+	}
+	k = a->cfg.kind ? a->cfg.kind : kind_of(sp);
+	if (k != st->kind)
+		pr_info("event=server_kind kind=%s detected=%d", oai_kind_name(k), !a->cfg.kind);
+	st->kind = k;
+	t = text_of(&sp->x[X_METRICS], &n);
+	if (ok(&sp->x[X_METRICS]))
+		load_from_metrics(st, k, t, n);
+	if (k == OAI_LLAMA_CPP &&
+	    !(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")) &&
+	    ok(&sp->x[X_SLOTS]))
+		load_from_slots(st, &sp->x[X_SLOTS]);
+	if (ok(&sp->x[X_MODELS]))
+		model_from(st, &sp->x[X_MODELS]);
+	if (!st->ready)
+		pr_info("event=server_ready server=%s kind=%s running=%u waiting=%u", a->cfg.server,
+			oai_kind_name(k), st->running, st->waiting);
+	st->ready = true;
+	st->logged_not_ready = false;
+	st->why[0] = '\0';
+}
+
+bool state_done(struct adapter *a, CURL *h, CURLcode res)
+{
+	struct state_poll *sp = a->poll;
+	int i;
+
+	if (!sp)
+		return false;
+	for (i = 0; i < X_N; i++) {
+		struct xfer *x = &sp->x[i];
+
+		if (x->h != h)
+			continue;
+		x->res = res;
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
+		curl_multi_remove_handle(a->multi, h);
+		curl_easy_cleanup(h);
+		x->h = NULL;
+		x->done = true;
+		if (--sp->pending == 0) {
+			finish(a, sp);
+			a->poll = NULL;
+			poll_free(a, sp);
+		}
+		return true;
+	}
+	return false;
+}
+
+void state_free(struct adapter *a)
+{
+	if (a->poll)
+		poll_free(a, a->poll);
+	a->poll = NULL;
+}
+
+void state_load(const struct adapter *a, struct kvs_load_info *li)
+{
+	const struct server_state *st = &a->st;
+	uint32_t own = a->njobs;
+
+	memset(li, 0, sizeof(*li));
+	li->running = st->running;
+	li->waiting = st->waiting;
+	li->kv_used_blocks = st->kv_used;
+	li->kv_total_blocks = st->kv_total;
+	li->backend_id = a->cfg.id;
+	/* The server's figures lag by up to a poll; the adapter's own count of
+	 * what it has sent is current. */
+	if (st->kind == OAI_OTHER || st->kind == OAI_AUTO)
+		li->running = own;
+	else if (own > li->running + li->waiting)
+		li->waiting += own - (li->running + li->waiting);
+	if (!st->ready)
+		li->flags |= KVS_LOAD_F_NOT_READY;
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+/* Frames out to a link: queued, then written as the socket takes them. */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "adapter.h"
+
+bool link_send(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
+	       const void *payload, uint32_t len)
+{
+	struct kvs_msg m = {
+		.type = type,
+		.status = status,
+		.req_id = req->req_id,
+		.gw_conn = req->gw_conn,
+		.gw_backend = req->gw_backend,
+	};
+
+	if (l->dead)
+		return false;
+	if (kvs_put_frame(&l->tx, &m, payload, len)) {
+		/* The peer stopped reading for longer than the cap holds. */
+		l->dead = true;
+		return false;
+	}
+	return true;
+}
+
+int link_flush(struct link *l)
+{
+	while (l->tx.len && !l->dead) {
+		ssize_t n =
+			send(l->fd, kvs_buf_head(&l->tx), l->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			l->dead = true;
+			return -1;
+		}
+		kvs_buf_consume(&l->tx, (size_t)n);
+	}
+	return l->dead ? -1 : 0;
+}
