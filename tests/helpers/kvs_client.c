@@ -11,6 +11,8 @@
  *   cancel  send CANCEL for request 1, then wait for every answer
  *   close   close the connection and exit (prints "closed")
  * Exit status 0 when every request ended (END or ERROR), 1 otherwise.
+ * "kvs_client ADDR:PORT ping" sends one PING and prints its PONG:
+ *   pong running=R waiting=W kv=U/T backend=ID flags=F
  *
  *   kvs_client ADDR:PORT PROMPT_FILE COUNT MAX_TOKENS ACTION [SUFFIX]
  */
@@ -74,6 +76,29 @@ static void print_end(uint64_t id, const struct answer *a, const uint8_t *p, uin
 	       a->first_ns ? (double)(a->first_ns - t0) / 1e6 : -1.0);
 }
 
+static int ping(int fd)
+{
+	struct kvs_load_info li;
+	const uint8_t *frame;
+	struct kvs_msg m;
+	struct kvs_buf rx;
+
+	if (send_frame(fd, KVS_T_PING, 7, 0, NULL, 0))
+		return 1;
+	kvs_buf_init(&rx, 0);
+	while (kvs_buf_recv(&rx, fd, 4096) > 0)
+		if (kvs_next_frame(&rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame) > 0) {
+			if (m.type != KVS_T_PONG)
+				return 1;
+			kvs_load_decode(frame + KVS_HDR_LEN, &li);
+			printf("pong running=%u waiting=%u kv=%u/%u backend=%u flags=%u\n",
+			       li.running, li.waiting, li.kv_used_blocks, li.kv_total_blocks,
+			       li.backend_id, li.flags);
+			return 0;
+		}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct kvs_addr addr;
@@ -88,6 +113,10 @@ int main(int argc, char **argv)
 	uint64_t t0;
 	int fd, st;
 
+	if (argc == 3 && !strcmp(argv[2], "ping") && !kvs_parse_addr(argv[1], &addr)) {
+		fd = kvs_connect(&addr, 5000);
+		return fd < 0 ? 1 : ping(fd);
+	}
 	if (argc < 6 || kvs_parse_addr(argv[1], &addr)) {
 		fprintf(stderr, "usage: kvs_client ADDR:PORT PROMPT_FILE COUNT MAX_TOKENS "
 				"none|cancel|close [SUFFIX]\n");

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fake_openai: an OpenAI-compatible server that misbehaves on request, for
+ * the adapter's fault tests. The prompt of a POST /v1/completions names
+ * what it does ("mode:NAME" anywhere in the body):
+ *   ok         three text events, the usage, [DONE]
+ *   malformed  an event that is not JSON
+ *   oversize   an event of 2 MiB
+ *   cut        one text event, then half an event, then EOF
+ *   stall      one text event, then silence until the client leaves
+ *   errevent   one text event, then an error event
+ *   http400    HTTP 400 with an OpenAI error body
+ *   http500    HTTP 500 with a text body
+ *   ctx        HTTP 400 "maximum context length" (vLLM's words)
+ *   reset      the connection reset after the request
+ * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
+ * serves vLLM-style gauges (running 2, waiting 1, KV 50%); /v1/models one
+ * model, "fake". Every stalled client is counted in STALL_FILE (one line
+ * per stalled request that its client then left), so a test can see that
+ * a cancelled transfer really closed its connection.
+ *
+ *   fake_openai PORT_FILE HEALTH_FILE STALL_FILE
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "netutil.h"
+
+static const char *health_file, *stall_file;
+
+static void put(int fd, const char *s)
+{
+	kvs_write_all(fd, s, strlen(s));
+}
+
+static void respond(int fd, int status, const char *type, const char *body)
+{
+	char h[256];
+
+	snprintf(h, sizeof(h),
+		 "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		 "Connection: close\r\n\r\n",
+		 status, type, strlen(body));
+	put(fd, h);
+	put(fd, body);
+}
+
+static void stream_head(int fd)
+{
+	put(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+}
+
+static const char text_event[] = "data: {\"choices\":[{\"text\":\"tok \",\"index\":0}]}\n\n";
+
+static void serve_completion(int fd, const char *req)
+{
+	const char *m = strstr(req, "mode:");
+	char mode[16] = "ok";
+	int i;
+
+	if (m)
+		sscanf(m + 5, "%15[a-z0-9]", mode);
+	if (!strcmp(mode, "http400")) {
+		respond(fd, 400, "application/json",
+			"{\"error\":{\"message\":\"'n' must be 1\",\"code\":400}}");
+	} else if (!strcmp(mode, "http500")) {
+		respond(fd, 500, "text/plain", "Internal Server Error\n");
+	} else if (!strcmp(mode, "ctx")) {
+		respond(fd, 400, "application/json",
+			"{\"object\":\"error\",\"message\":\"This model's maximum context length is "
+			"4096 tokens.\",\"code\":400}");
+	} else if (!strcmp(mode, "reset")) {
+		struct linger lg = { 1, 0 };
+
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	} else {
+		stream_head(fd);
+		put(fd, text_event);
+		if (!strcmp(mode, "ok")) {
+			put(fd, text_event);
+			put(fd, text_event);
+			put(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,"
+				"\"completion_tokens\":3,\"prompt_tokens_details\":"
+				"{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n");
+		} else if (!strcmp(mode, "malformed")) {
+			put(fd, "data: {\"choices\": [nope\n\n");
+		} else if (!strcmp(mode, "oversize")) {
+			put(fd, "data: \"");
+			for (i = 0; i < 2048; i++) {
+				char k[1024];
+
+				memset(k, 'x', sizeof(k));
+				if (kvs_write_all(fd, k, sizeof(k)))
+					break;
+			}
+		} else if (!strcmp(mode, "cut")) {
+			put(fd, "data: {\"choi");
+		} else if (!strcmp(mode, "stall")) {
+			char c;
+
+			/* Until the client closes: then it is counted. */
+			while (recv(fd, &c, 1, 0) > 0)
+				;
+			if (stall_file) {
+				FILE *f = fopen(stall_file, "a");
+
+				if (f) {
+					fputs("left\n", f);
+					fclose(f);
+				}
+			}
+		} else if (!strcmp(mode, "errevent")) {
+			put(fd, "data: {\"error\":{\"code\":500,\"message\":\"The model produced "
+				"output that does not match\",\"type\":\"server_error\"}}\n\n");
+		}
+	}
+}
+
+static void serve(int fd)
+{
+	char req[65536];
+	size_t n = 0;
+	char *end;
+	long clen = 0;
+
+	for (;;) {
+		ssize_t r = recv(fd, req + n, sizeof(req) - 1 - n, 0);
+
+		if (r <= 0)
+			return;
+		n += (size_t)r;
+		req[n] = '\0';
+		end = strstr(req, "\r\n\r\n");
+		if (!end)
+			continue;
+		if (strcasestr(req, "Content-Length:"))
+			clen = atol(strcasestr(req, "Content-Length:") + 15);
+		if ((size_t)(end + 4 - req) + (size_t)clen <= n || n == sizeof(req) - 1)
+			break;
+	}
+	if (!strncmp(req, "GET /health", 11))
+		respond(fd, access(health_file, F_OK) ? 503 : 200, "application/json",
+			access(health_file, F_OK) ? "{\"error\":{\"message\":\"Loading model\"}}" :
+						    "{\"status\":\"ok\"}");
+	else if (!strncmp(req, "GET /metrics", 12))
+		respond(fd, 200, "text/plain",
+			"# TYPE vllm:num_requests_running gauge\n"
+			"vllm:num_requests_running{model_name=\"fake\"} 2\n"
+			"vllm:num_requests_waiting{model_name=\"fake\"} 1\n"
+			"vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.5\n");
+	else if (!strncmp(req, "GET /v1/models", 14))
+		respond(fd, 200, "application/json", "{\"data\":[{\"id\":\"fake\"}]}");
+	else if (!strncmp(req, "POST /v1/completions", 20))
+		serve_completion(fd, req);
+	else
+		respond(fd, 404, "text/plain", "not found\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct kvs_addr addr;
+	int lfd;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: fake_openai PORT_FILE HEALTH_FILE STALL_FILE\n");
+		return 2;
+	}
+	health_file = argv[2];
+	stall_file = argv[3];
+	signal(SIGCHLD, SIG_IGN); /* children reaped by the kernel */
+	signal(SIGPIPE, SIG_IGN);
+	if (kvs_parse_addr("127.0.0.1:0", &addr))
+		return 1;
+	lfd = kvs_listen(&addr, 128);
+	if (lfd < 0)
+		return 1;
+	kvs_write_port_file(argv[1], kvs_local_port(lfd));
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		if (fork() == 0) {
+			close(lfd);
+			serve(fd);
+			close(fd);
+			_exit(0);
+		}
+		close(fd);
+	}
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# kvsplice-adapter in front of a server that misbehaves (tests/helpers/
+# fake_openai): every fault becomes exactly one ERROR with the right code
+# and the server's message, nothing hangs, the link stays usable; CANCEL
+# and a client that leaves close the HTTP transfer (the server sees its
+# client go); PONG reports the server's /metrics, and "not ready" while its
+# /health fails or it cannot be reached.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+C="$KVS_BUILD/tests/helpers/kvs_client"
+"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake.port" "$KVS_TMP/healthy" \
+	"$KVS_TMP/stalls" 2>"$KVS_TMP/fake.log" &
+KVS_PIDS+=($!)
+FAKE_PID=$!
+kvs_wait_file "$KVS_TMP/fake.port"
+touch "$KVS_TMP/healthy"
+"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")/v1/" \
+	--port-file "$KVS_TMP/ad.port" --stall-timeout 1 --poll-ms 100 --id 41 \
+	--log-level debug 2>"$KVS_TMP/adapter.log" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/ad.port"
+AD=127.0.0.1:$(cat "$KVS_TMP/ad.port")
+
+# wait_pong FLAGS: until the adapter's PONG carries FLAGS (the poll runs
+# every 100 ms; bounded at 20 s for a loaded machine).
+wait_pong() {
+	local i p
+	for i in $(seq 1 200); do
+		p=$("$C" "$AD" ping) || kvs_fail "no PONG from the adapter"
+		[[ $p == *"flags=$1" ]] && { echo "$p"; return 0; }
+		sleep 0.1
+	done
+	kvs_fail "PONG never said flags=$1 (last: $p)"
+}
+
+p=$(wait_pong 0)
+assert_eq "PONG from vLLM-style /metrics" "$p" "pong running=2 waiting=1 kv=500/1000 backend=41 flags=0"
+
+# ask MODE [ACTION]: one request whose prompt names the fault; prints the
+# client's line for it.
+ask() {
+	echo "a prompt mode:$1" >"$KVS_TMP/prompt"
+	timeout 30 "$C" "$AD" "$KVS_TMP/prompt" 1 8 "${2:-none}" || kvs_fail "mode $1: client failed"
+}
+
+out=$(ask ok)
+[[ $out == "req=1 end prompt=9 cached=4 output=3 chunks=3 bytes=12 backend=41 "* ]] ||
+	kvs_fail "a good stream: $out"
+echo "ok: $out"
+
+expect() { # MODE CODE TEXT
+	local out
+	out=$(ask "$1")
+	[[ $out == "req=1 error code=$2 msg="*"$3"* ]] || kvs_fail "mode $1: got '$out', want $2 ... $3"
+	echo "ok: $1 -> $out"
+}
+expect malformed internal "malformed event from the server"
+expect oversize internal "larger than"
+expect cut backend_gone "stream ended before the response was complete"
+expect stall timeout "sent nothing for 1 s"
+expect errevent internal "does not match"
+expect http400 rejected "HTTP 400: 'n' must be 1"
+expect http500 internal "HTTP 500: Internal Server Error"
+expect ctx too_long "maximum context length"
+expect reset backend_gone "inference server http://127.0.0.1:"
+
+# Not JSON-able: refused before any HTTP.
+printf 'bad \xff\xfe prompt' >"$KVS_TMP/prompt"
+out=$("$C" "$AD" "$KVS_TMP/prompt" 1 8 none)
+[[ $out == *"error code=rejected"*"not UTF-8"* ]] || kvs_fail "non-UTF-8 prompt: $out"
+echo "ok: non-UTF-8 prompt -> $out"
+
+# CANCEL: the client gets ERROR cancelled at once, the server sees its
+# client leave (the adapter closed the transfer), the other request of the
+# same connection completes.
+left_before=$(wc -l <"$KVS_TMP/stalls" 2>/dev/null || echo 0)
+echo "a prompt mode:stall" >"$KVS_TMP/prompt"
+out=$(timeout 30 "$C" "$AD" "$KVS_TMP/prompt" 1 8 cancel)
+assert_eq "CANCEL answer" "$out" 'req=1 error code=cancelled msg="kvsplice-adapter: cancelled"'
+for i in $(seq 1 200); do
+	[ "$(wc -l <"$KVS_TMP/stalls")" -gt "$left_before" ] && break
+	sleep 0.05
+done
+assert_ge "server saw the cancelled transfer close" "$(wc -l <"$KVS_TMP/stalls")" $((left_before + 1))
+
+# A client that leaves mid-stream: the transfer closes too.
+out=$(ask stall close)
+assert_eq "client closed" "$out" closed
+for i in $(seq 1 200); do
+	[ "$(wc -l <"$KVS_TMP/stalls")" -gt $((left_before + 1)) ] && break
+	sleep 0.05
+done
+assert_ge "server saw the dropped client's transfer close" "$(wc -l <"$KVS_TMP/stalls")" \
+	$((left_before + 2))
+
+# Not ready while /health fails; ready again after.
+rm "$KVS_TMP/healthy"
+wait_pong 1 >/dev/null
+echo "ok: PONG not ready while /health says 503"
+grep -q 'event=server_not_ready.*HTTP 503' "$KVS_TMP/adapter.log" || kvs_fail "no not-ready log line"
+touch "$KVS_TMP/healthy"
+wait_pong 0 >/dev/null
+echo "ok: ready again"
+
+# The server gone: requests fail with backend_gone at once, PONG not ready.
+kill "$FAKE_PID"
+wait "$FAKE_PID" 2>/dev/null || true
+expect ok backend_gone "inference server"
+wait_pong 1 >/dev/null
+echo "ok: server gone -> not ready"
+echo "PASS test_adapter_faults"

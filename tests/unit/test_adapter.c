@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-adapter's parsers: the SSE splitter (line ends, fields, events
+ * across feeds, limits), the OpenAI events and bodies of vLLM, SGLang and
+ * llama.cpp (as they send them), error mapping, and /metrics reading.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kvsplice/proto.h"
+#include "openai.h"
+#include "promtext.h"
+#include "sse.h"
+
+struct seen {
+	int n;
+	char event[8][32];
+	char data[8][128];
+	int stop_at; /* return 1 from the n-th event (1-based), 0: never */
+};
+
+static int collect(void *ctx, const char *event, const char *data, size_t len)
+{
+	struct seen *s = ctx;
+
+	assert_int_equal(strlen(data), len);
+	if (s->n < 8) {
+		snprintf(s->event[s->n], sizeof(s->event[0]), "%s", event);
+		snprintf(s->data[s->n], sizeof(s->data[0]), "%s", data);
+	}
+	s->n++;
+	return s->stop_at && s->n == s->stop_at;
+}
+
+static void sse_all(const char *in, size_t step, struct seen *s, size_t max)
+{
+	struct kvs_sse p;
+	size_t i, n = strlen(in);
+
+	kvs_sse_init(&p, max);
+	for (i = 0; i < n; i += step)
+		assert_int_equal(kvs_sse_feed(&p, in + i, n - i < step ? n - i : step, collect, s),
+				 0);
+	kvs_sse_free(&p);
+}
+
+static void test_sse_line_ends(void **state)
+{
+	static const char *const ins[] = {
+		"data: a\n\ndata: b\n\n",
+		"data: a\r\n\r\ndata: b\r\n\r\n",
+		"data: a\r\rdata: b\r\r",
+		": keep-alive\ndata:a\n\nid: 3\ndata:b\n\n",
+	};
+	size_t i, step;
+
+	for (i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+		for (step = 1; step <= strlen(ins[i]); step++) {
+			struct seen s = { 0 };
+
+			sse_all(ins[i], step, &s, 1024);
+			assert_int_equal(s.n, 2);
+			assert_string_equal(s.data[0], "a");
+			assert_string_equal(s.data[1], "b");
+			assert_string_equal(s.event[0], "message");
+		}
+}
+
+static void test_sse_fields(void **state)
+{
+	struct seen s = { 0 };
+
+	/* Data lines join with LF; event names the event, once. */
+	sse_all("event: error\ndata: {\"x\":\ndata: 1}\n\ndata:  two spaces\n\n", 7, &s, 1024);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.event[0], "error");
+	assert_string_equal(s.data[0], "{\"x\":\n1}");
+	assert_string_equal(s.event[1], "message");
+	assert_string_equal(s.data[1], " two spaces");
+}
+
+static void test_sse_cut_and_limits(void **state)
+{
+	struct kvs_sse p;
+	struct seen s = { 0 };
+	char big[200];
+
+	/* An event cut off mid-way is not dispatched, and is pending. */
+	kvs_sse_init(&p, 64);
+	assert_int_equal(kvs_sse_feed(&p, "data: whole\n\ndata: cut", 22, collect, &s), 0);
+	assert_int_equal(s.n, 1);
+	assert_true(kvs_sse_pending(&p));
+	/* A line above the limit is refused, whether it comes whole or in
+	 * pieces, and so is an event of many small lines. */
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(kvs_sse_feed(&p, big, sizeof(big), collect, &s), -E2BIG);
+	kvs_sse_free(&p);
+	kvs_sse_init(&p, 64);
+	memcpy(big, "data: ", 6);
+	big[100] = '\n';
+	assert_int_equal(kvs_sse_feed(&p, big, 101, collect, &s), -E2BIG);
+	kvs_sse_free(&p);
+	kvs_sse_init(&p, 64);
+	for (int i = 0; i < 20; i++) {
+		int r = kvs_sse_feed(&p, "data: 12345\n", 12, collect, &s);
+
+		if (r) {
+			assert_int_equal(r, -E2BIG);
+			assert_true(i >= 9);
+			break;
+		}
+		assert_true(i < 11);
+	}
+	kvs_sse_free(&p);
+	/* The callback's answer stops the feed. */
+	kvs_sse_init(&p, 64);
+	s = (struct seen){ .stop_at = 1 };
+	assert_int_equal(kvs_sse_feed(&p, "data: 1\n\ndata: 2\n\n", 18, collect, &s), 1);
+	assert_int_equal(s.n, 1);
+	kvs_sse_free(&p);
+}
+
+/* A chunk and the final usage chunk of llama.cpp's /v1/completions stream. */
+static void test_event_llama(void **state)
+{
+	static const char chunk[] =
+		"{\"choices\":[{\"text\":\" Tat\",\"index\":0,\"logprobs\":null,\"finish_reason\":null}],"
+		"\"created\":1,\"model\":\"m\",\"object\":\"text_completion\",\"id\":\"c\"}";
+	static const char last[] =
+		"{\"choices\":[],\"created\":1,\"model\":\"m\",\"object\":\"text_completion\","
+		"\"usage\":{\"completion_tokens\":8,\"prompt_tokens\":1321,\"total_tokens\":1329,"
+		"\"prompt_tokens_details\":{\"cached_tokens\":1320}},\"timings\":{\"cache_n\":1320,"
+		"\"prompt_n\":1,\"prompt_ms\":1.5,\"predicted_n\":8,\"predicted_ms\":7.25}}";
+	struct oai_event ev;
+
+	assert_int_equal(oai_parse_event(chunk, strlen(chunk), &ev), 0);
+	assert_int_equal(ev.text_len, 4);
+	assert_memory_equal(ev.text, " Tat", 4);
+	assert_false(ev.has_usage);
+	oai_event_free(&ev);
+	assert_int_equal(oai_parse_event(last, strlen(last), &ev), 0);
+	assert_int_equal(ev.text_len, 0);
+	assert_true(ev.has_usage && ev.has_cached && ev.has_timings);
+	assert_int_equal(ev.prompt_tokens, 1321);
+	assert_int_equal(ev.completion_tokens, 8);
+	assert_int_equal(ev.cached_tokens, 1320);
+	assert_int_equal(ev.cache_n, 1320);
+	assert_true(ev.prompt_ms == 1.5 && ev.predicted_ms == 7.25);
+	oai_event_free(&ev);
+	assert_int_equal(oai_parse_event("[DONE]", 6, &ev), 0);
+	assert_true(ev.done);
+	oai_event_free(&ev);
+}
+
+/* vLLM: usage with prompt_tokens_details null when the server was started
+ * without --enable-prompt-tokens-details; a chat delta. */
+static void test_event_vllm(void **state)
+{
+	static const char usage[] =
+		"{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[],\"usage\":"
+		"{\"prompt_tokens\":12,\"total_tokens\":14,\"completion_tokens\":2,"
+		"\"prompt_tokens_details\":null}}";
+	static const char delta[] = "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}";
+	struct oai_event ev;
+
+	assert_int_equal(oai_parse_event(usage, strlen(usage), &ev), 0);
+	assert_true(ev.has_usage);
+	assert_false(ev.has_cached);
+	assert_int_equal(ev.prompt_tokens, 12);
+	oai_event_free(&ev);
+	assert_int_equal(oai_parse_event(delta, strlen(delta), &ev), 0);
+	assert_int_equal(ev.text_len, 2);
+	oai_event_free(&ev);
+}
+
+static void test_event_errors(void **state)
+{
+	static const char oai[] = "{\"error\":{\"message\":\"bad\\nthing\",\"code\":400}}";
+	static const char old[] = "{\"object\":\"error\",\"message\":\"busy\",\"code\":503}";
+	static const char *const bad[] = { "", "{", "[1]", "\"s\"", "{\"a\":1,\"a\":2}", "nul" };
+	struct oai_event ev;
+	size_t i;
+
+	assert_int_equal(oai_parse_event(oai, strlen(oai), &ev), 0);
+	assert_true(ev.is_error);
+	assert_string_equal(ev.error, "bad?thing"); /* no control bytes in a message */
+	assert_int_equal(ev.error_status, 400);
+	oai_event_free(&ev);
+	assert_int_equal(oai_parse_event(old, strlen(old), &ev), 0);
+	assert_true(ev.is_error);
+	assert_int_equal(ev.error_status, 503);
+	oai_event_free(&ev);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(oai_parse_event(bad[i], strlen(bad[i]), &ev), -EINVAL);
+		oai_event_free(&ev);
+	}
+}
+
+static void test_error_mapping(void **state)
+{
+	char m[64];
+
+	assert_int_equal(oai_error_code(400, "This model's maximum context length is 4096 tokens"),
+			 KVS_E_TOO_LONG);
+	assert_int_equal(oai_error_code(400, "the request exceeds the available context size"),
+			 KVS_E_TOO_LONG);
+	assert_int_equal(oai_error_code(400, "'temperature' must be positive"), KVS_E_REJECTED);
+	assert_int_equal(oai_error_code(404, "model not found"), KVS_E_REJECTED);
+	assert_int_equal(oai_error_code(429, "slow down"), KVS_E_BUSY);
+	assert_int_equal(oai_error_code(503, "Loading model"), KVS_E_BUSY);
+	assert_int_equal(oai_error_code(504, "x"), KVS_E_TIMEOUT);
+	assert_int_equal(oai_error_code(500, "x"), KVS_E_INTERNAL);
+	assert_int_equal(oai_error_code(0, "The model produced output that does not match"),
+			 KVS_E_INTERNAL);
+	oai_error_message("{\"error\":{\"message\":\"no\"}}", 26, m, sizeof(m));
+	assert_string_equal(m, "no");
+	oai_error_message("Internal Server Error\r\n", 23, m, sizeof(m));
+	assert_string_equal(m, "Internal Server Error");
+	oai_error_message("", 0, m, sizeof(m));
+	assert_string_equal(m, "(empty body)");
+	oai_error_message("\x01\x02long", 6, m, 4);
+	assert_string_equal(m, "??l");
+}
+
+static void test_body(void **state)
+{
+	json_t *extra = json_loads("{\"temperature\":0,\"prompt\":\"not this\"}", 0, NULL);
+	char *b;
+
+	b = oai_completion_body("m", "hi \"there\"", 10, 16, OAI_LLAMA_CPP, extra);
+	assert_non_null(b);
+	/* The prompt leads; the adapter's keys win over extra's. */
+	assert_string_equal(b, "{\"prompt\":\"hi \\\"there\\\"\",\"model\":\"m\",\"max_tokens\":16,"
+			       "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+			       "\"cache_prompt\":true,\"temperature\":0}");
+	free(b);
+	b = oai_completion_body(NULL, "x", 1, 0, OAI_VLLM, NULL);
+	assert_string_equal(b, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":"
+			       "{\"include_usage\":true}}");
+	free(b);
+	/* JSON carries text only. */
+	assert_null(oai_completion_body(NULL, "\xff\xfe", 2, 1, OAI_VLLM, NULL));
+	json_decref(extra);
+}
+
+static void test_metrics(void **state)
+{
+	static const char vllm[] =
+		"# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+		"# TYPE vllm:num_requests_running gauge\n"
+		"vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0\n"
+		"vllm:num_requests_running{engine=\"1\",model_name=\"a}b \\\"q\\\"\"} 2.0\n"
+		"vllm:num_requests_waiting{model_name=\"m\"} 7\n"
+		"vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25 1700000000\n"
+		"vllm:num_requests_running_total 99\n"
+		"broken{ 1\n";
+	double v;
+
+	assert_true(kvs_prom_sum(vllm, strlen(vllm), "vllm:num_requests_running", &v));
+	assert_true(v == 5.0);
+	assert_true(kvs_prom_sum(vllm, strlen(vllm), "vllm:num_requests_waiting", &v));
+	assert_true(v == 7.0);
+	assert_true(kvs_prom_sum(vllm, strlen(vllm), "vllm:kv_cache_usage_perc", &v));
+	assert_true(v == 0.25);
+	assert_false(kvs_prom_sum(vllm, strlen(vllm), "llamacpp:requests_processing", &v));
+	assert_false(kvs_prom_sum(vllm, strlen(vllm), "broken", &v));
+	assert_true(kvs_prom_has_prefix(vllm, strlen(vllm), "vllm:"));
+	assert_false(kvs_prom_has_prefix(vllm, strlen(vllm), "sglang:"));
+	assert_true(kvs_prom_sum("llamacpp:requests_processing 1", 30,
+				 "llamacpp:requests_processing", &v));
+	assert_true(v == 1.0);
+	assert_false(kvs_prom_sum("x NaN\n", 6, "x", &v));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sse_line_ends),
+		cmocka_unit_test(test_sse_fields),
+		cmocka_unit_test(test_sse_cut_and_limits),
+		cmocka_unit_test(test_event_llama),
+		cmocka_unit_test(test_event_vllm),
+		cmocka_unit_test(test_event_errors),
+		cmocka_unit_test(test_error_mapping),
+		cmocka_unit_test(test_body),
+		cmocka_unit_test(test_metrics),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
