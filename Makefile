@@ -89,7 +89,7 @@ fuzz: $(FUZZ)
 
 test: deps llama
 	@$(MAKE) --no-print-directory all
-	tests/run.sh $(BUILD)
+	KVS_REQUIRE_LLAMA=1 tests/run.sh $(BUILD)
 
 unit: $(UNIT_TESTS)
 	tests/run.sh $(BUILD) unit
@@ -159,6 +159,9 @@ install: $(PROGS)
 	sed 's|@SBINDIR@|$(SBINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvspliced.service \
 		> $(DESTDIR)$(UNITDIR)/kvspliced.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/kvspliced.service
+	sed 's|@BINDIR@|$(BINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvsplice-adapter@.service \
+		> $(DESTDIR)$(UNITDIR)/kvsplice-adapter@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/kvsplice-adapter@.service
 
 clean:
 	rm -rf $(BUILD)

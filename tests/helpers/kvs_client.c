@@ -82,21 +82,26 @@ static int ping(int fd)
 	const uint8_t *frame;
 	struct kvs_msg m;
 	struct kvs_buf rx;
+	int rc = 1;
 
-	if (send_frame(fd, KVS_T_PING, 7, 0, NULL, 0))
-		return 1;
 	kvs_buf_init(&rx, 0);
+	if (send_frame(fd, KVS_T_PING, 7, 0, NULL, 0))
+		goto out;
 	while (kvs_buf_recv(&rx, fd, 4096) > 0)
 		if (kvs_next_frame(&rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame) > 0) {
-			if (m.type != KVS_T_PONG)
-				return 1;
-			kvs_load_decode(frame + KVS_HDR_LEN, &li);
-			printf("pong running=%u waiting=%u kv=%u/%u backend=%u flags=%u\n",
-			       li.running, li.waiting, li.kv_used_blocks, li.kv_total_blocks,
-			       li.backend_id, li.flags);
-			return 0;
+			if (m.type == KVS_T_PONG) {
+				kvs_load_decode(frame + KVS_HDR_LEN, &li);
+				printf("pong running=%u waiting=%u kv=%u/%u backend=%u flags=%u\n",
+				       li.running, li.waiting, li.kv_used_blocks,
+				       li.kv_total_blocks, li.backend_id, li.flags);
+				rc = 0;
+			}
+			break;
 		}
-	return 1;
+out:
+	kvs_buf_free(&rx);
+	close(fd);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -111,7 +116,7 @@ int main(int argc, char **argv)
 	char *prompt;
 	size_t plen;
 	uint64_t t0;
-	int fd, st;
+	int fd, st, rc = 1;
 
 	if (argc == 3 && !strcmp(argv[2], "ping") && !kvs_parse_addr(argv[1], &addr)) {
 		fd = kvs_connect(&addr, 5000);
@@ -127,11 +132,12 @@ int main(int argc, char **argv)
 	max_tokens = (uint32_t)atoi(argv[4]);
 	action = argv[5];
 	ans = calloc(count + 1, sizeof(*ans));
-	if (!prompt || !count || !ans)
-		return 2;
-	fd = kvs_connect(&addr, 5000);
+	fd = prompt && count && ans ? kvs_connect(&addr, 5000) : -EINVAL;
 	if (fd < 0) {
-		fprintf(stderr, "kvs_client: connect: %s\n", strerror(-fd));
+		fprintf(stderr, "kvs_client: %s: %s\n", prompt ? "connect" : argv[2],
+			strerror(-fd));
+		free(ans);
+		free(prompt);
 		return 1;
 	}
 	t0 = kvs_now_ns();
@@ -141,7 +147,7 @@ int main(int argc, char **argv)
 		if (argc > 6)
 			n += (size_t)snprintf(prompt + plen, 32, " #%u", i);
 		if (send_frame(fd, KVS_T_REQUEST, i, max_tokens, prompt, (uint32_t)n))
-			return 1;
+			break;
 	}
 	kvs_buf_init(&rx, 0);
 	while (ended < count) {
@@ -150,7 +156,7 @@ int main(int argc, char **argv)
 		if (n <= 0) {
 			fprintf(stderr, "kvs_client: connection ended with %u of %u answered\n",
 				ended, count);
-			return 1;
+			goto out;
 		}
 		while ((st = kvs_next_frame(&rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame)) > 0) {
 			struct answer *a = m.req_id >= 1 && m.req_id <= count ? &ans[m.req_id] :
@@ -164,9 +170,9 @@ int main(int argc, char **argv)
 					a->first_ns = kvs_now_ns();
 				a->bytes += m.payload_len;
 				if (m.req_id == 1 && a->chunks == 1 && !strcmp(action, "close")) {
-					close(fd);
 					printf("closed\n");
-					return 0;
+					rc = 0;
+					goto out;
 				}
 				if (m.req_id == 1 && a->chunks == 1 && !strcmp(action, "cancel"))
 					send_frame(fd, KVS_T_CANCEL, 1, 0, NULL, 0);
@@ -185,9 +191,15 @@ int main(int argc, char **argv)
 		}
 		if (st < 0) {
 			fprintf(stderr, "kvs_client: bad frame: %s\n", kvs_status_name(-st));
-			return 1;
+			goto out;
 		}
 		fflush(stdout);
 	}
-	return 0;
+	rc = 0;
+out:
+	close(fd);
+	kvs_buf_free(&rx);
+	free(ans);
+	free(prompt);
+	return rc;
 }
