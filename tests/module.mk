@@ -21,17 +21,17 @@ $(FUZZ): tests/fuzz/fuzz_codec.c user/core/codec.c user/core/buf.c $(wildcard in
 		$(filter %.c,$^) -o $@
 
 # The adapter's parsers: their own unit test and fuzzer (libcurl-free).
-ADAPTER_PARSE_SRCS := tools/kvsplice-adapter/sse.c tools/kvsplice-adapter/openai.c \
-	tools/kvsplice-adapter/promtext.c
+ADAPTER_PARSE_SRCS := tools/kvsplice-adapter/openai.c tools/kvsplice-adapter/promtext.c
 $(BUILD)/tests/unit/test_adapter.o: INC := $(CORE_INC) -Itools/kvsplice-adapter
 $(BUILD)/tests/test_adapter: $(BUILD)/tests/unit/test_adapter.o $(ADAPTER_PARSE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -ljansson
 
 FUZZ_ADAPTER := $(BUILD)/fuzz/fuzz_adapter
-$(FUZZ_ADAPTER): tests/fuzz/fuzz_adapter.c $(ADAPTER_PARSE_SRCS) $(wildcard tools/kvsplice-adapter/*.h)
+$(FUZZ_ADAPTER): tests/fuzz/fuzz_adapter.c $(ADAPTER_PARSE_SRCS) user/core/sse.c user/core/sse.h \
+		$(wildcard tools/kvsplice-adapter/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -Itools/kvsplice-adapter \
+	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude $(CORE_INC) -Itools/kvsplice-adapter \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(filter %.c,$^) -o $@ -ljansson
 all: $(FUZZ_ADAPTER)

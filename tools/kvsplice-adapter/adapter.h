@@ -8,8 +8,8 @@
  *
  * Files: main.c (options, the loop), link.c (KVS1 side: accept, frames in,
  * close), job.c (one request through HTTP), tx.c (frames out), state.c (the
- * server's load and health), and the pure parsers sse.c, openai.c,
- * promtext.c. Calls run one way: main -> link -> job -> tx, state.
+ * server's load and health), and the pure parsers openai.c and promtext.c
+ * (SSE splitting is user/core/sse.c). Calls run one way: main -> link -> job -> tx, state.
  */
 #ifndef KVS_ADAPTER_H
 #define KVS_ADAPTER_H

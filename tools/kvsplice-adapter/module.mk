@@ -1,9 +1,6 @@
 # kvsplice-adapter: a real inference server (vLLM, SGLang, llama.cpp) behind
 # the gateway, over its OpenAI-compatible HTTP API (libcurl, jansson).
 ADAPTER_SRCS := $(wildcard tools/kvsplice-adapter/*.c)
-# The parsers, which the unit tests and the fuzzer take apart from the rest.
-ADAPTER_PARSE := $(BUILD)/tools/kvsplice-adapter/sse.o $(BUILD)/tools/kvsplice-adapter/openai.o \
-	$(BUILD)/tools/kvsplice-adapter/promtext.o
 $(BUILD)/tools/kvsplice-adapter/%.o: INC := $(CORE_INC)
 $(BUILD)/kvsplice-adapter: $(ADAPTER_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcurl -ljansson
