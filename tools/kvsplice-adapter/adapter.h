@@ -78,7 +78,7 @@ struct link {
 
 /* Figures of one adapter, for its log line at exit and --stats. */
 struct adapter_stats {
-	uint64_t requests, ends, cancels, errors[KVS_E_MAX + 1];
+	uint64_t requests, ends, cancels, retries, errors[KVS_E_MAX + 1];
 	uint64_t chunks, chunk_bytes, links;
 };
 

@@ -286,9 +286,10 @@ int main(int argc, char **argv)
 	rc = serve(a);
 	while (a->nlinks)
 		link_close(a, a->links[0]);
-	pr_info("event=stopped requests=%llu ends=%llu cancels=%llu errors=%llu links=%llu",
+	pr_info("event=stopped requests=%llu ends=%llu cancels=%llu retries=%llu errors=%llu "
+		"links=%llu",
 		(unsigned long long)a->stats.requests, (unsigned long long)a->stats.ends,
-		(unsigned long long)a->stats.cancels,
+		(unsigned long long)a->stats.cancels, (unsigned long long)a->stats.retries,
 		(unsigned long long)(a->stats.requests - a->stats.ends),
 		(unsigned long long)a->stats.links);
 out:

@@ -3,7 +3,7 @@
  * kvsplice-bench: load generator, fleet simulator and benchmarks for
  * kvsplice. The command table and the top-level --help; each command's
  * options and work are in its own files (live*.c, sim*.c, decisions.c,
- * datapath*.c).
+ * datapath*.c, http.c).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "datapath.h"
 #include "decisions.h"
+#include "http.h"
 #include "live.h"
 #include "sim.h"
 
@@ -38,6 +39,10 @@ static const struct cmd cmds[] = {
 	  " [options]    (bytes through the kernel path, the\n"
 	  "                                       userspace path and HAProxy; see\n"
 	  "                                       datapath --help)\n" },
+	{ "http", bench_http,
+	  " --url URL [options]   (straight to an OpenAI-compatible\n"
+	  "                                       server: the adapter's baseline;\n"
+	  "                                       see http --help)\n" },
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
