@@ -560,6 +560,63 @@ static __always_inline int punt_error(struct __sk_buff *skb, struct kvs_stats *s
 	return punt(skb, st);
 }
 
+/*
+ * A CANCEL to the backend its request went to, found in the request's
+ * record (client cookie, req_id): stamped as a request is (its charge 0),
+ * on the pool slot the client's requests to that backend take, so that it
+ * follows the request it names. 0 when sent; -1 when there is no record
+ * (the request is unknown, has ended, or has not reached a backend yet) or
+ * no upstream socket.
+ */
+static __always_inline int send_cancel(struct __sk_buff *skb, struct kvs_stats *st,
+				       const struct kvs_hdr *h, __u32 off, __u64 client)
+{
+	struct kvs_req_key rk = { .conn = client, .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct kvs_inflight *rec = bpf_map_lookup_elem(&inflight, &rk);
+	struct kvs_backend *be;
+	struct gw_fields gw;
+	__u32 b;
+	__u64 key;
+
+	if (!rec)
+		return -1;
+	b = rec->backend;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be || be->pool_size == 0 || be->pool_size > KVS_MAX_POOL)
+		return -1;
+	gw.backend = bpf_htonl(kvs_gw_pack(b, 0));
+	gw.conn = bpf_cpu_to_be64(client);
+	key = kvs_upstream_key(b, client % be->pool_size);
+	if (bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &gw, sizeof(gw), 0) ||
+	    bpf_sk_redirect_hash(skb, &socks, &key, 0) != SK_PASS)
+		return -1;
+	st->cancel_frames++;
+	return 0;
+}
+
+/*
+ * A client's CANCEL. With no record of its request, the request may still
+ * be with the controller (punted, not yet injected; the client's in-flight
+ * count says so): the CANCEL follows it through the punt socket, in order,
+ * and the controller injects it after the request. A client with nothing
+ * in flight has nothing to cancel: dropped here.
+ */
+static __always_inline int client_cancel(struct __sk_buff *skb, struct kvs_stats *st,
+					 const struct kvs_hdr *h, __u32 off, __u64 cookie,
+					 const struct kvs_conn *conn)
+{
+	if (send_cancel(skb, st, h, off, cookie) == 0)
+		return SK_PASS;
+	if (conn->inflight == 0) {
+		st->drop_cancel++;
+		return SK_DROP;
+	}
+	st->pass_other++;
+	if (stamp_client(skb, off, cookie, ~0u))
+		return SK_DROP;
+	return punt(skb, st);
+}
+
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
@@ -574,6 +631,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 			return SK_DROP;
 		return punt(skb, st);
 	}
+	if (h->type == KVS_T_CANCEL)
+		return client_cancel(skb, st, h, off, cookie, conn);
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
 	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
@@ -786,6 +845,15 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 		if (bpf_sk_redirect_hash(skb, &socks, &key, 0) == SK_PASS)
 			return SK_PASS;
 		st->pass_no_upstream++;
+		return SK_DROP;
+	}
+	/* The controller's CANCELs: a client's that came through it, and its
+	 * own for clients that went away. Dropped if the request has ended. */
+	if (h->type == KVS_T_CANCEL) {
+		st->inject_frames++;
+		if (send_cancel(skb, st, h, off, bpf_be64_to_cpu(h->gw_conn)) == 0)
+			return SK_PASS;
+		st->drop_cancel++;
 		return SK_DROP;
 	}
 	/* Every ERROR of the controller's ends a request it was handed or

@@ -241,13 +241,17 @@ struct kvs_stats {
 	__u64 pass_stale;	 /* route to a backend that left since */
 	__u64 routes_learned;	 /* deeper routes the kernel installed itself */
 	__u64 pass_bad_frame;	 /* malformed client frame: punted as ERROR */
-	__u64 pass_other;	 /* other frames punted (client PING) */
+	__u64 pass_other;	 /* other frames punted (client PING; CANCEL of a
+				  * request the controller may still hold) */
 	__u64 drop_bad_upstream; /* malformed or non-response from a backend */
 	__u64 drop_punt;	 /* punt socket missing: frame lost */
 	__u64 frames_at_offset;	 /* frames not at the start of their skb */
 	__u64 inflight_lost;	 /* END with no inflight record: echoed charge used */
 	__u64 pass_client_limit; /* a client at its in-flight limit: punted, the
 				  * controller answers busy */
+	__u64 cancel_frames;	 /* CANCELs sent to the backend of their request
+				  * (a client's, or the controller's) */
+	__u64 drop_cancel;	 /* CANCELs for no request in flight: dropped */
 };
 
 /* chain map value (per CPU): the block hashes of the last request frame the
@@ -297,6 +301,11 @@ struct kvs_ctl_stats {
 	__u64 user_path_bytes;	    /* bytes of them it copied */
 	__u64 user_path_no_client;  /* responses on the userspace path whose
 				    * client had gone: dropped */
+	__u64 cancels_sent;	    /* CANCELs the controller sent of its own: for
+				    * requests of clients that went away, and for
+				    * those it ended itself (their backend went) */
+	__u64 user_path_cancels;    /* clients' CANCELs the userspace path sent on */
+	__u64 user_cancels_dropped; /* ... and dropped: no such request in flight */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -56,7 +56,7 @@ enum kvs_status {
 	KVS_E_BUSY = 10,	/* in-flight limit reached */
 	KVS_E_TIMEOUT = 11,
 	KVS_E_INTERNAL = 12,
-	KVS_E_TOO_LONG = 13, /* prompt + max_tokens exceed the backend's capacity */
+	KVS_E_TOO_LONG = 13,  /* prompt + max_tokens exceed the backend's capacity */
 	KVS_E_CANCELLED = 14, /* ended by a CANCEL */
 	KVS_E_REJECTED = 15,  /* the inference server refused this request (HTTP 4xx) */
 	KVS_E_MAX = KVS_E_REJECTED,

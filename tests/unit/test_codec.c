@@ -44,6 +44,15 @@ static const uint8_t vec_error[] = {
 	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 	0x00, 0x00, 0x00, 0x00, 'b',  'a',  'd',
 };
+/* docs/PROTOCOL.md, vector 4: a CANCEL of the request of vector 1, as a
+ * backend receives it (client connection 42, backend index 3). */
+static const uint8_t vec_cancel[] = {
+	0x4b, 0x56, 0x53, 0x31, 0x01, 0x07, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x2a,
+};
 /* clang-format on */
 
 static void encode_request_matches_vector(void **state)
@@ -119,6 +128,39 @@ static void error_vector(void **state)
 	kvs_buf_free(&b);
 }
 
+static void cancel_vector(void **state)
+{
+	struct kvs_msg m = {
+		.type = KVS_T_CANCEL,
+		.req_id = 0x0102030405060708ull,
+		.gw_backend = 3,
+		.gw_conn = 42,
+	};
+	uint8_t h[KVS_HDR_LEN];
+	struct kvs_buf b;
+
+	(void)state;
+	kvs_buf_init(&b, 0);
+	assert_int_equal(kvs_put_frame(&b, &m, NULL, 0), 0);
+	assert_int_equal(b.len, sizeof(vec_cancel));
+	assert_memory_equal(kvs_buf_head(&b), vec_cancel, sizeof(vec_cancel));
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(kvs_hdr_decode(vec_cancel, 1024, &m), KVS_E_OK);
+	assert_int_equal(m.type, KVS_T_CANCEL);
+	assert_int_equal(m.payload_len, 0);
+	assert_true(m.req_id == 0x0102030405060708ull);
+	assert_int_equal(m.gw_backend, 3);
+	assert_true(m.gw_conn == 42);
+	/* Empty, no status: a CANCEL with a payload or a status is refused. */
+	memcpy(h, vec_cancel, sizeof(h));
+	h[15] = 1;
+	assert_int_equal(kvs_hdr_decode(h, 1024, &m), KVS_E_BAD_FIELD);
+	memcpy(h, vec_cancel, sizeof(h));
+	h[11] = KVS_E_CANCELLED;
+	assert_int_equal(kvs_hdr_decode(h, 1024, &m), KVS_E_BAD_FIELD);
+	kvs_buf_free(&b);
+}
+
 /* Each rule, by corrupting one field of the request vector. */
 static int decode_with(size_t off, uint8_t val, uint32_t max_payload)
 {
@@ -138,7 +180,9 @@ static void validation_rules(void **state)
 	assert_int_equal(decode_with(4, 2, 1024), KVS_E_BAD_VERSION);
 	assert_int_equal(decode_with(4, 0, 1024), KVS_E_BAD_VERSION);
 	assert_int_equal(decode_with(5, 0, 1024), KVS_E_BAD_TYPE);
-	assert_int_equal(decode_with(5, 7, 1024), KVS_E_BAD_TYPE);
+	assert_int_equal(decode_with(5, KVS_T_MAX + 1, 1024), KVS_E_BAD_TYPE);
+	/* a CANCEL is empty: this one has the request's payload */
+	assert_int_equal(decode_with(5, KVS_T_CANCEL, 1024), KVS_E_BAD_FIELD);
 	assert_int_equal(decode_with(5, 0xff, 1024), KVS_E_BAD_TYPE);
 	assert_int_equal(decode_with(7, 1, 1024), KVS_E_BAD_FLAGS);
 	assert_int_equal(decode_with(6, 0x80, 1024), KVS_E_BAD_FLAGS);
@@ -176,6 +220,12 @@ static void type_rules(void **state)
 	assert_int_equal(kvs_msg_check(&m), KVS_E_BAD_FIELD);
 	m.status = KVS_E_BUSY;
 	assert_int_equal(kvs_msg_check(&m), KVS_E_OK);
+	m.status = KVS_E_REJECTED; /* the last code */
+	assert_int_equal(kvs_msg_check(&m), KVS_E_OK);
+	m = (struct kvs_msg){ .type = KVS_T_CANCEL };
+	assert_int_equal(kvs_msg_check(&m), KVS_E_OK);
+	m.payload_len = 1;
+	assert_int_equal(kvs_msg_check(&m), KVS_E_BAD_FIELD);
 }
 
 /* Frames split at every byte boundary, and several per buffer. */
@@ -247,6 +297,9 @@ static void names(void **state)
 	assert_string_equal(kvs_status_name(999), "unknown");
 	assert_string_equal(kvs_type_name(KVS_T_PONG), "pong");
 	assert_string_equal(kvs_type_name(0), "unknown");
+	assert_string_equal(kvs_type_name(KVS_T_CANCEL), "cancel");
+	assert_string_equal(kvs_status_name(KVS_E_CANCELLED), "cancelled");
+	assert_string_equal(kvs_status_name(KVS_E_REJECTED), "rejected");
 }
 
 int main(void)
@@ -256,6 +309,7 @@ int main(void)
 		cmocka_unit_test(decode_request_vector),
 		cmocka_unit_test(end_vector_roundtrip),
 		cmocka_unit_test(error_vector),
+		cmocka_unit_test(cancel_vector),
 		cmocka_unit_test(validation_rules),
 		cmocka_unit_test(type_rules),
 		cmocka_unit_test(framing),

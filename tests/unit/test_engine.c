@@ -262,6 +262,68 @@ static void requests_that_cannot_fit(void **state)
 	kvs_engine_free(&e);
 }
 
+/* A request cancelled anywhere - waiting, part-way through its prefill,
+ * decoding with its token of the last step not yet delivered - leaves the
+ * engine at once: its reservation returned, its blocks unpinned (those it
+ * computed stay cached), its events gone, and the others go on. */
+static void cancel_anywhere(void **state)
+{
+	struct kvs_engine e;
+	struct kvs_eng_req a, b, c;
+	struct kvs_eng_event *ev;
+	uint32_t n;
+
+	(void)state;
+	init(&e, 1000);
+	mkchain(H[0], 6, 0, 0, 600);
+	mkchain(H[1], 6, 0, 1, 600);
+	mkchain(H[2], 6, 0, 2, 600);
+	mkreq(&a, H[0], 9600, 100); /* 600 blocks + 7: two chunks of prefill */
+	mkreq(&b, H[1], 1600, 100);
+	mkreq(&c, H[2], 4800, 100); /* does not fit beside a: waits */
+	kvs_engine_submit(&e, &a);
+	kvs_engine_submit(&e, &b);
+	kvs_engine_submit(&e, &c);
+	kvs_engine_step(&e, 0, &ev, &n);
+	assert_int_equal(a.state, KVS_ENG_PREFILL);
+	assert_int_equal(c.state, KVS_ENG_WAITING);
+
+	assert_int_equal(b.state, KVS_ENG_PREFILL); /* admitted, no budget left */
+
+	/* The waiting one: out of the queue, nothing else moves. */
+	kvs_engine_cancel(&e, &c);
+	assert_int_equal(e.nwaiting, 0);
+	assert_null(e.wait_head);
+	assert_null(e.wait_tail);
+	assert_int_equal(e.nrunning, 2);
+
+	/* The prefilling one: out of the batch, its reservation back, what it
+	 * computed cached and unpinned. */
+	kvs_engine_cancel(&e, &a);
+	assert_int_equal(e.nrunning, 1);
+	assert_int_equal(e.reserved_blocks, b.reserved);
+	assert_int_equal(e.cache.used, e.cache.evictable); /* nothing pinned */
+	assert_int_equal(kvs_pcache_match(&e.cache, H[0], 600), 8192 / 16);
+
+	/* The decoding one, with its first token produced by the last step. */
+	kvs_engine_step(&e, 10, &ev, &n);
+	assert_int_equal(b.state, KVS_ENG_DECODE);
+	assert_int_equal(e.nevents_last, 1);
+	kvs_engine_cancel(&e, &b);
+	assert_int_equal(e.nevents_last, 0);
+	assert_int_equal(e.nrunning, 0);
+	assert_int_equal(e.reserved_blocks, 0);
+	assert_true(kvs_engine_idle(&e));
+	assert_int_equal(kvs_pcache_match(&e.cache, H[1], 100), 100);
+
+	/* The engine goes on: a new request runs to its end. */
+	mkreq(&c, H[2], 4800, 2);
+	kvs_engine_submit(&e, &c);
+	run_until_done(&e, &c, 20);
+	assert_int_equal(e.reserved_blocks, 0);
+	kvs_engine_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +335,7 @@ int main(void)
 		cmocka_unit_test(kv_capacity_and_eviction),
 		cmocka_unit_test(uncomputed_blocks_are_not_hits),
 		cmocka_unit_test(requests_that_cannot_fit),
+		cmocka_unit_test(cancel_anywhere),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -266,6 +266,40 @@ static void send_error_close(struct sim *s, struct sim_conn *c, uint64_t req_id,
 	conn_close(s, c);
 }
 
+/*
+ * A CANCEL: the request it names stops at once (out of the engine's queue or
+ * batch, its KV returned) and ends with one ERROR cancelled, sent where the
+ * rest of its answer would have gone. It is found by (gw_conn, req_id) among
+ * the requests of every connection: a gateway's pooled connections are
+ * shared, and it may send a CANCEL on another one than the request's (a
+ * fresh one, once the request's is gone). Without a gateway (gw_conn 0) only
+ * this connection's requests are candidates. An unknown or answered request
+ * is ignored.
+ */
+static void cancel(struct sim *s, struct sim_conn *c, const struct kvs_msg *m)
+{
+	static const char msg[] = "kvsplice-sim: cancelled";
+	struct kvs_msg e = { .type = KVS_T_ERROR, .status = KVS_E_CANCELLED };
+	struct sim_req *r;
+
+	for (r = s->live; r; r = r->next_live)
+		if (r->req_id == m->req_id && r->gw_conn == m->gw_conn &&
+		    (m->gw_conn || r->conn == c))
+			break;
+	if (!r) {
+		s->cancels_ignored++;
+		pr_debug("event=cancel_ignored req=%llu gw_conn=%llu",
+			 (unsigned long long)m->req_id, (unsigned long long)m->gw_conn);
+		return;
+	}
+	kvs_engine_cancel(&s->eng, &r->eng);
+	s->cancelled++;
+	pr_debug("event=cancelled req=%llu gw_conn=%llu output_tokens=%u",
+		 (unsigned long long)r->req_id, (unsigned long long)r->gw_conn, r->eng.emitted);
+	reply(s, r, &e, msg, sizeof(msg) - 1);
+	req_free(s, r);
+}
+
 /* Serves every whole frame buffered on c. Returns -1 when it closed c
  * (which may have freed it). */
 static int on_frames(struct sim *s, struct sim_conn *c)
@@ -300,6 +334,8 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 			kvs_load_encode(&li, payload);
 			kvs_put_frame(&c->tx, &pong, payload, sizeof(payload));
 			conn_flush(s, c);
+		} else if (m.type == KVS_T_CANCEL) {
+			cancel(s, c, &m);
 		} else {
 			send_error_close(s, c, m.req_id, KVS_E_BAD_TYPE);
 			return -1;
@@ -408,8 +444,10 @@ void sim_serve(struct sim *s, volatile sig_atomic_t *stop)
 
 void sim_stop(struct sim *s)
 {
-	pr_info("event=stopping served=%llu prompt_tokens=%llu cached_tokens=%llu",
-		(unsigned long long)s->served, (unsigned long long)s->prompt_tokens_total,
+	pr_info("event=stopping served=%llu cancelled=%llu cancels_ignored=%llu prompt_tokens=%llu "
+		"cached_tokens=%llu",
+		(unsigned long long)s->served, (unsigned long long)s->cancelled,
+		(unsigned long long)s->cancels_ignored, (unsigned long long)s->prompt_tokens_total,
 		(unsigned long long)s->cached_tokens_total);
 	/* Free what is queued and open, so leak checkers see a clean exit. */
 	while (s->live)

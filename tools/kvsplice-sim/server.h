@@ -34,6 +34,7 @@ struct sim {
 	struct sim_req *live;
 	struct sim_conn *conns; /* open connections */
 	uint64_t served, cached_tokens_total, prompt_tokens_total;
+	uint64_t cancelled, cancels_ignored; /* CANCELs that stopped a request; for none */
 };
 
 /* Allocates the engine, listens on addr (listen: how the user wrote it, for

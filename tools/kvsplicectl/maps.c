@@ -53,7 +53,9 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(drop_punt)                                                                               \
 	X(frames_at_offset)                                                                        \
 	X(inflight_lost)                                                                           \
-	X(pass_client_limit)
+	X(pass_client_limit)                                                                       \
+	X(cancel_frames)                                                                           \
+	X(drop_cancel)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \
@@ -78,7 +80,10 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(health_failures)                                                                         \
 	X(user_path_frames)                                                                        \
 	X(user_path_bytes)                                                                         \
-	X(user_path_no_client)
+	X(user_path_no_client)                                                                     \
+	X(cancels_sent)                                                                            \
+	X(user_path_cancels)                                                                       \
+	X(user_cancels_dropped)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

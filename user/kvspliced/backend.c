@@ -9,8 +9,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "conn.h"
 #include "log.h"
 
@@ -41,6 +43,8 @@ void gw_publish_backend(struct gw *g, uint32_t b)
 struct fail_ctx {
 	struct gw *g;
 	const char *backend;
+	struct gw_ended *ended; /* for their CANCELs (cancel.c) */
+	uint32_t n, cap;
 };
 
 static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
@@ -51,6 +55,16 @@ static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
 	snprintf(msg, sizeof(msg), "kvsplice: backend %s failed while serving the request",
 		 f->backend);
 	gw_send_error(f->g, client, req_id, KVS_E_BACKEND_GONE, msg);
+	if (f->n == f->cap) {
+		uint32_t ncap = f->cap ? f->cap * 2 : 64;
+		struct gw_ended *e = realloc(f->ended, ncap * sizeof(*e));
+
+		if (!e)
+			return; /* that one is not cancelled: it runs to its end */
+		f->ended = e;
+		f->cap = ncap;
+	}
+	f->ended[f->n++] = (struct gw_ended){ client, req_id };
 }
 
 void gw_backend_down(struct gw *g, uint32_t b, const char *why)
@@ -79,6 +93,10 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 		g->ctl.failed_inflight += (uint64_t)n;
 		pr_warn("event=backend_down backend=%s reason=\"%s\" failed_requests=%d", be->name,
 			why, n);
+		/* It may still be working on them (hung, cut off, or only one
+		 * connection lost): tell it to stop. */
+		gw_cancel_ended(g, b, f.ended, f.n);
+		free(f.ended);
 	}
 	be->backoff_ms = be->backoff_ms ? be->backoff_ms * 2 : 100;
 	if (be->backoff_ms > BACKOFF_MAX_MS)

@@ -103,6 +103,8 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	if (c->ops && c->ops->on_close)
+		c->ops->on_close(g, c);
 	if (c->in_map) {
 		kvs_dp_del_sock(&g->dp, c->key, c->cookie);
 		c->in_map = false;

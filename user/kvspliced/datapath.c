@@ -466,6 +466,33 @@ int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fai
 	return n;
 }
 
+struct inflight_walk {
+	kvs_dp_inflight_fn fn;
+	void *ctx;
+	int n;
+};
+
+static int each_inflight(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	const struct kvs_req_key *k = keys;
+	const struct kvs_inflight *v = vals;
+	struct inflight_walk *w = ctx;
+
+	for (uint32_t i = 0; i < n; i++)
+		w->fn(w->ctx, &k[i], &v[i]);
+	w->n += (int)n;
+	return 0;
+}
+
+int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *ctx)
+{
+	struct inflight_walk w = { fn, ctx, 0 };
+	int err = walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key),
+			       sizeof(struct kvs_inflight), 1024, each_inflight, &w);
+
+	return err ? err : w.n;
+}
+
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
 {
 	__atomic_fetch_add(&dp->backends[b].route_gen, 1, __ATOMIC_RELEASE);

@@ -127,6 +127,11 @@ uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b
  */
 typedef void (*kvs_dp_fail_fn)(void *ctx, uint64_t conn, uint64_t req_id);
 int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fail, void *ctx);
+/* Calls fn(ctx, key, record) for each record of the inflight map (read in
+ * batches). How many records were read, or -errno. */
+typedef void (*kvs_dp_inflight_fn)(void *ctx, const struct kvs_req_key *k,
+				   const struct kvs_inflight *rec);
+int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *ctx);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether a route read from the map is current. */

@@ -143,6 +143,7 @@ static void gw_teardown(struct gw *g)
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
 	free(g->unseen_q);
+	free(g->gone);
 	free(g->hashes);
 	kvs_adm_close(&g->adm);
 	kvs_dp_close(&g->dp, !g->cfg->keep_pins);

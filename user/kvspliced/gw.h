@@ -94,6 +94,9 @@ struct gw_conn_ops {
 	bool (*on_fin)(struct gw *g, struct gw_conn *c);
 	/* Answers a client is still owed (half-closed clients wait for 0). */
 	uint32_t (*inflight)(struct gw *g, const struct gw_conn *c);
+	/* The connection is being closed, whoever closes it, while it is
+	 * still in the maps: a client's requests in flight are cancelled. */
+	void (*on_close)(struct gw *g, struct gw_conn *c);
 };
 
 /* What differs between the kernel's data path (kpath.c) and the userspace
@@ -213,6 +216,11 @@ struct gw {
 		uint32_t backend;
 	} * unseen_q;
 	uint32_t uq_head, uq_len, uq_cap;
+	/* Kernel-path clients gone since the last tick with requests in
+	 * flight: their requests are cancelled on the tick, in one walk of
+	 * the inflight map for all of them (kpath.c). */
+	uint64_t *gone;
+	uint32_t ngone, capgone;
 	uint64_t next_partial_scan_ns; /* of clients with an unfinished frame */
 	int ho_fd;		       /* --handover-socket, listening; -1 if none */
 	int ho_pending;		       /* a controller waiting to take over; -1 if none */

@@ -260,6 +260,8 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 			route_request(g, c, &m, frame);
 		else if (m.type == KVS_T_PING)
 			pong_client(g, c, &m);
+		else if (m.type == KVS_T_CANCEL) /* after its request: see client_cancel() */
+			gw_kpath_put(g, &m, NULL, 0);
 		else if (m.type == KVS_T_ERROR)
 			reject_client(g, c, m.req_id, m.status);
 		kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)m.payload_len);
@@ -337,10 +339,77 @@ static uint32_t client_inflight(struct gw *g, const struct gw_conn *c)
 	return kvs_dp_client_inflight(&g->dp, c->cookie);
 }
 
+/*
+ * A client leaves (closed, reset, or closed by the gateway) with requests
+ * in flight: its backends should stop working on them. Noted here, while
+ * the kernel's count for it can still be read (a client that leaves idle
+ * costs that one lookup), and cancelled on the tick, with one walk of the
+ * inflight map for every client gone since (cancel_gone()).
+ */
+static void client_closing(struct gw *g, struct gw_conn *c)
+{
+	if (!c->in_map || kvs_dp_client_inflight(&g->dp, c->cookie) == 0)
+		return;
+	if (g->ngone == g->capgone) {
+		uint32_t ncap = g->capgone ? g->capgone * 2 : 64;
+		uint64_t *n = realloc(g->gone, ncap * sizeof(*n));
+
+		if (!n)
+			return; /* its requests run to their end, as before CANCEL */
+		g->gone = n;
+		g->capgone = ncap;
+	}
+	g->gone[g->ngone++] = c->cookie;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A record of a gone client's request: a CANCEL for it, injected, so the
+ * kernel sends it to the backend the record names, on the connection its
+ * request took. */
+static void cancel_record(void *ctx, const struct kvs_req_key *k, const struct kvs_inflight *rec)
+{
+	struct gw *g = ctx;
+	struct kvs_msg m = {
+		.type = KVS_T_CANCEL,
+		.req_id = k->req_id,
+		.gw_backend = kvs_gw_pack(rec->backend, 0),
+		.gw_conn = k->conn,
+	};
+
+	if (!bsearch(&k->conn, g->gone, g->ngone, sizeof(*g->gone), cmp_u64))
+		return;
+	if (gw_kpath_put(g, &m, NULL, 0) == 0)
+		g->ctl.cancels_sent++;
+}
+
+/* The requests of the clients gone since the last tick, still in flight,
+ * are cancelled. Requests the controller injected for them just before
+ * they went have their records by now; those that ended meanwhile have
+ * none, and are left alone. */
+static void cancel_gone(struct gw *g)
+{
+	uint64_t before = g->ctl.cancels_sent;
+
+	if (!g->ngone)
+		return;
+	qsort(g->gone, g->ngone, sizeof(*g->gone), cmp_u64);
+	kvs_dp_walk_inflight(&g->dp, cancel_record, g);
+	pr_debug("event=clients_gone_cancelled clients=%u requests=%llu", g->ngone,
+		 (unsigned long long)(g->ctl.cancels_sent - before));
+	g->ngone = 0;
+}
+
 static const struct gw_conn_ops client_ops = {
 	.on_hangup = gw_client_lost,
 	.on_fin = client_fin,
 	.inflight = client_inflight,
+	.on_close = client_closing,
 };
 static const struct gw_conn_ops upstream_ops = { .on_hangup = upstream_lost };
 static const struct gw_conn_ops punt_reader_ops = { .on_bytes = punt_frames,
@@ -432,6 +501,7 @@ void gw_kpath_tick(struct gw *g)
 {
 	struct kvs_stats k;
 
+	cancel_gone(g);
 	if (kvs_read_kstats(g->dp.stats_fd, &k))
 		return;
 	if (k.inject_frames != g->inject_seen_last_tick)

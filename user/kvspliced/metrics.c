@@ -122,7 +122,19 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	E("drop_no_client", k->drop_no_client);
 	E("drop_bad_upstream", k->drop_bad_upstream);
 	E("drop_punt", k->drop_punt);
+	E("cancel_unknown", k->drop_cancel + c->user_cancels_dropped);
 #undef E
+	head(&o, "kvsplice_cancels_total", "counter",
+	     "CANCELs sent to backends by path: the kernel's (clients' and the controller's own "
+	     "for clients gone), the userspace path's (clients').");
+	put(&o, "kvsplice_cancels_total{path=\"kernel\"} %llu\n",
+	    (unsigned long long)k->cancel_frames);
+	put(&o, "kvsplice_cancels_total{path=\"user\"} %llu\n",
+	    (unsigned long long)c->user_path_cancels);
+	head(&o, "kvsplice_gateway_cancels_total", "counter",
+	     "CANCELs the gateway sent of its own: for requests of clients that went away, and "
+	     "for those it ended itself when their backend went.");
+	put(&o, "kvsplice_gateway_cancels_total %llu\n", (unsigned long long)c->cancels_sent);
 	head(&o, "kvsplice_clients", "gauge", "Client connections open.");
 	put(&o, "kvsplice_clients %u\n", in->clients);
 	head(&o, "kvsplice_clients_accepted_total", "counter", "Client connections accepted.");

@@ -249,6 +249,47 @@ out:
 	kvs_decide_observe(&g->decide, (double)(kvs_now_ns() - t0) / 1e9);
 }
 
+/* A CANCEL for request r of client c, to its backend, on the upstream
+ * connection its request took (so it follows it). 0 or -errno. */
+static int send_cancel(struct gw *g, struct gw_conn *c, const struct gw_ureq *r)
+{
+	struct kvs_msg m = { .type = KVS_T_CANCEL,
+			     .req_id = r->req_id,
+			     .gw_backend = kvs_gw_pack(r->backend, 0),
+			     .gw_conn = c->cookie };
+	struct gw_conn *u = pick_upstream(g, r->backend, c->cookie);
+
+	return u ? up_put(g, u, &m, NULL) : -ENOTCONN;
+}
+
+/* A client's CANCEL: to the backend of its request, if it is in flight;
+ * otherwise (unknown, or ended) dropped, as the kernel does. The record
+ * stays until the backend's ERROR cancelled (or END) passes back. */
+static void client_cancel(struct gw *g, struct gw_conn *c, const struct kvs_msg *m)
+{
+	for (uint32_t i = 0; i < c->up->nreqs; i++) {
+		if (c->up->reqs[i].req_id == m->req_id) {
+			if (send_cancel(g, c, &c->up->reqs[i]) == 0) {
+				g->ctl.user_path_cancels++;
+				return;
+			}
+			break;
+		}
+	}
+	g->ctl.user_cancels_dropped++;
+}
+
+/* A client of this path leaves (closed, reset, or closed by the gateway)
+ * with requests in flight: each is cancelled at its backend. Their answers
+ * still come (the ERROR cancelled at least), and are dropped as any answer
+ * for a client that has gone. */
+static void client_closing(struct gw *g, struct gw_conn *c)
+{
+	for (uint32_t i = 0; c->up && i < c->up->nreqs; i++)
+		if (send_cancel(g, c, &c->up->reqs[i]) == 0)
+			g->ctl.cancels_sent++;
+}
+
 static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 {
 	uint8_t payload[sizeof(struct kvs_load)];
@@ -274,6 +315,8 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 			route(g, c, &m, frame);
 		} else if (m.type == KVS_T_PING) {
 			pong(g, c, &m);
+		} else if (m.type == KVS_T_CANCEL) {
+			client_cancel(g, c, &m);
 		} else {
 			r = -KVS_E_BAD_TYPE;
 			break;
@@ -397,6 +440,7 @@ static const struct gw_conn_ops client_ops = {
 	.on_hangup = gw_client_lost,
 	.on_fin = client_fin,
 	.inflight = client_inflight,
+	.on_close = client_closing,
 };
 static const struct gw_conn_ops upstream_ops = {
 	.on_bytes = upstream_frames,

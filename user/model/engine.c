@@ -131,6 +131,41 @@ static void finish(struct kvs_engine *e, struct kvs_eng_req *r, double end_ms)
 	r->end_ms = end_ms;
 }
 
+/* Unlinks r from the list at *head; whether it was there. */
+static bool unlink_req(struct kvs_eng_req **head, struct kvs_eng_req *r)
+{
+	for (struct kvs_eng_req **pp = head; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			r->next = NULL;
+			return true;
+		}
+	}
+	return false;
+}
+
+void kvs_engine_cancel(struct kvs_engine *e, struct kvs_eng_req *r)
+{
+	uint32_t i, n = 0;
+
+	if (r->state == KVS_ENG_WAITING && unlink_req(&e->wait_head, r)) {
+		e->nwaiting--;
+		/* the tail is the last of the list, if any is left */
+		for (e->wait_tail = e->wait_head; e->wait_tail && e->wait_tail->next;
+		     e->wait_tail = e->wait_tail->next)
+			;
+	} else if (r->state != KVS_ENG_WAITING && r->state != KVS_ENG_DONE &&
+		   unlink_req(&e->running, r)) {
+		e->nrunning--;
+		finish(e, r, r->start_ms);
+	}
+	/* What the last step produced for it is not delivered. */
+	for (i = 0; i < e->nevents_last; i++)
+		if (e->events[i].req != r)
+			e->events[n++] = e->events[i];
+	e->nevents_last = n;
+}
+
 static void emit(struct kvs_engine *e, uint32_t *n, struct kvs_eng_req *r, bool done)
 {
 	if (*n < e->events_cap)

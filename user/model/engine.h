@@ -116,4 +116,14 @@ double kvs_engine_step(struct kvs_engine *e, double now_ms, struct kvs_eng_event
 
 bool kvs_engine_idle(const struct kvs_engine *e);
 
+/*
+ * Stop r at once, wherever it is (waiting, prefilling, decoding, or done
+ * in the last step and not yet delivered): it leaves the queue or the
+ * batch, its pinned blocks are released (those it computed stay cached, as
+ * when it finishes) and its reservation returned, and its events of the
+ * last step are removed (nevents_last shrinks). The caller may free r
+ * afterwards. A request the engine does not hold is left alone.
+ */
+void kvs_engine_cancel(struct kvs_engine *e, struct kvs_eng_req *r);
+
 #endif
