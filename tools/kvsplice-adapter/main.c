@@ -48,41 +48,47 @@ static const struct adapter_config defaults = {
 #define S struct adapter_config
 static const struct kvs_opt rows[] = {
 	{ "listen", 'l', KVS_OPT_STR(S, listen), .arg = "ADDR:PORT",
-	  .help = "where gateways connect, KVS1 (default {default}: a free\n"
-		  "port, see --port-file)" },
+	  .help = "where gateways connect, KVS1 (default\n"
+		  "{default}: a free port, see --port-file)" },
 	{ "server", 's', KVS_OPT_STR(S, server), .arg = "URL",
-	  .help = "the inference server, http://HOST:PORT (required)" },
+	  .help = "the inference server, http://HOST:PORT\n"
+		  "(required)" },
 	{ "id", 0, KVS_OPT_U32(S, id, 0, UINT32_MAX - 1), .arg = "N",
-	  .help = "backend_id in END and PONG frames (default: the listening\n"
-		  "port)" },
+	  .help = "backend_id in END and PONG frames\n"
+		  "(default: the listening port)" },
 	{ "model", 'm', KVS_OPT_STR(S, model), .arg = "NAME",
-	  .help = "the model field of requests (default: the first model the\n"
-		  "server lists at /v1/models)" },
+	  .help = "the model field of requests (default: the\n"
+		  "first model of the server's /v1/models)" },
 	{ "server-kind", 0, KVS_OPT_ENUM(S, kind, "auto", "llama.cpp", "vllm", "sglang", "openai"),
 	  .arg = "KIND",
-	  .help = "auto (default: from its /metrics and /slots), llama.cpp,\n"
-		  "vllm, sglang, or openai (any other OpenAI-compatible server:\n"
-		  "load is the adapter's own count)" },
+	  .help = "auto (default: from its /metrics and\n"
+		  "/slots), llama.cpp, vllm, sglang, or openai\n"
+		  "(another OpenAI-compatible server: load is\n"
+		  "the adapter's own count)" },
 	{ "extra-body", 0, KVS_OPT_STR(S, extra_body), .arg = "JSON",
-	  .help = "a JSON object whose keys are added to every request body\n"
-		  "(sampling, priority, ...: '{\"temperature\":0}'); the\n"
-		  "adapter's own keys (prompt, model, max_tokens, stream,\n"
-		  "stream_options) win" },
+	  .help = "a JSON object whose keys are added to every\n"
+		  "request body ('{\"temperature\":0}'); the\n"
+		  "adapter's own keys (prompt, model,\n"
+		  "max_tokens, stream, stream_options) win" },
 	{ "max-connections", 0, KVS_OPT_U32(S, max_conns, 1, 4096), .arg = "N",
-	  .help = "HTTP/1.1 keep-alive connections to the server, at most\n"
-		  "(default {default}; more requests wait in the adapter)" },
+	  .help = "HTTP/1.1 connections to the server, at\n"
+		  "most (default {default}; more requests wait\n"
+		  "in the adapter)" },
 	{ "poll-ms", 0, KVS_OPT_U32(S, poll_ms, 50, 600000), .arg = "MS",
-	  .help = "how often the server's health and load are read\n"
-		  "(default {default})" },
+	  .help = "how often the server's health and load are\n"
+		  "read (default {default})" },
 	{ "stall-timeout", 0, KVS_OPT_U32(S, stall_s, 1, 86400), .arg = "S",
-	  .help = "a stream that sends nothing for S seconds fails with\n"
-		  "ERROR timeout (default {default})" },
+	  .help = "a stream that sends nothing for S seconds\n"
+		  "fails with ERROR timeout (default {default})" },
 	{ "connect-timeout-ms", 0, KVS_OPT_U32(S, connect_ms, 1, 600000), .arg = "MS",
-	  .help = "connecting to the server (default {default})" },
+	  .help = "connecting to the server (default\n"
+		  "{default})" },
 	{ "max-frame", 0, KVS_OPT_U32(S, max_payload, 1, KVS_MAX_PAYLOAD_LIMIT), .arg = "BYTES",
-	  .help = "largest KVS1 payload accepted or sent (default {default})" },
+	  .help = "largest KVS1 payload accepted or sent\n"
+		  "(default {default})" },
 	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
-	  .help = "write the listening port to FILE once listening" },
+	  .help = "write the listening port to FILE once\n"
+		  "listening" },
 	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
 	  .help = "warn, info (default) or debug" },
 	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
@@ -106,7 +112,7 @@ static const struct kvs_optset optset = {
 	.footer = "\n"
 		  "Server flags that matter (docs/RUNBOOK.md, \"Real inference servers\"):\n"
 		  "  vLLM       --enable-prefix-caching --enable-prompt-tokens-details\n"
-		  "  SGLang     --enable-cache-report (radix cache is on by default)\n"
+		  "  SGLang     --enable-cache-report --enable-metrics (radix cache: on)\n"
 		  "  llama.cpp  --metrics, and -np N slots (prefix reuse is on by default)\n",
 	.help_col = 27,
 	.help_on_error = true,
@@ -236,9 +242,12 @@ int main(int argc, char **argv)
 		free(a);
 		return r > 0 ? 0 : 2;
 	}
-	if (check_server(&a->cfg, server, sizeof(server)) || kvs_parse_addr(a->cfg.listen, &addr)) {
-		if (a->cfg.server)
-			fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", a->cfg.listen);
+	if (check_server(&a->cfg, server, sizeof(server))) {
+		free(a);
+		return 2;
+	}
+	if (kvs_parse_addr(a->cfg.listen, &addr)) {
+		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", a->cfg.listen);
 		free(a);
 		return 2;
 	}

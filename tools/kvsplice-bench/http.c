@@ -42,7 +42,7 @@ static const struct kvs_opt rows[] = {
 	{ "max-tokens", 'm', KVS_OPT_U32(O, max_tokens, 1, 1000000), .arg = "M",
 	  .help = "max_tokens of each (default {default})" },
 	{ "extra-body", 0, KVS_OPT_STR(O, extra), .arg = "JSON",
-	  .help = "keys added to every body, as kvsplice-adapter's option" },
+	  .help = "keys added to every body (as the adapter's)" },
 	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON output" },
 	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
 };
