@@ -99,7 +99,7 @@ fetch_source() {
 	(cd "$tmp" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null) ||
 		die "npm pack node-llama-cpp@$NLC_VERSION failed"
 	tar -xzf "$tmp/node-llama-cpp-$NLC_VERSION.tgz" -C "$tmp" package/llama/gitRelease.bundle
-	git clone -q "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp"
+	git -c advice.detachedHead=false clone -q "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp"
 	head=$(git -C "$tmp/llama.cpp" rev-parse HEAD)
 	[ "$head" = "$LLAMA_COMMIT" ] ||
 		die "node-llama-cpp@$NLC_VERSION ships llama.cpp $head, not $LLAMA_COMMIT: update the pin"
