@@ -92,6 +92,9 @@ static const struct kvs_opt rows[] = {
 	  .help = "largest payload accepted (default {default})" },
 	{ "max-seqs", 0, KVS_OPT_U32(S, s.max_seqs, 1, 65536), .arg = "N",
 	  .help = "requests batched at once (default {default})" },
+	{ "not-ready-file", 0, KVS_OPT_STR(S, s.not_ready_file), .arg = "FILE",
+	  .help = "while FILE exists, answer PINGs NOT_READY (as an inference\n"
+		  "server that is down or loading would)" },
 	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
 	  .help = "warn, info (default) or debug" },
 	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },

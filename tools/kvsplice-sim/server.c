@@ -325,6 +325,11 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 				.kv_used_blocks = s->eng.cache.used + s->eng.reserved_blocks,
 				.kv_total_blocks = s->eng.cache.max_capacity,
 				.backend_id = s->id,
+				/* A stand-in for an inference server that is
+				 * down or still loading: up, but not ready. */
+				.flags = s->not_ready_file && !access(s->not_ready_file, F_OK) ?
+						 KVS_LOAD_F_NOT_READY :
+						 0,
 			};
 			uint8_t payload[sizeof(struct kvs_load)];
 			struct kvs_msg pong = { .type = KVS_T_PONG,

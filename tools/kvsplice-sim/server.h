@@ -26,6 +26,7 @@ struct sim {
 	uint32_t id;
 	uint32_t max_payload;
 	uint32_t max_seqs;
+	const char *not_ready_file; /* while it exists, PONGs say NOT_READY */
 	int epfd, lfd, tfd;
 	struct kvs_engine eng;
 	bool stepping;	   /* a step's timer is running */

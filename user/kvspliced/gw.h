@@ -170,6 +170,11 @@ struct gw_backend {
 	uint64_t next_ping_ns;
 	uint32_t ping_seq;
 	bool probation; /* ejected by the health check: no work until a PONG */
+	/* Its PONGs say NOT_READY: since the PING its first such answer
+	 * replied to (0: its last answer was ready). Three intervals of that
+	 * and it is ejected, as if it had not answered. */
+	uint64_t unready_since_ns;
+	bool said_not_ready; /* logged; logged again only after a ready answer */
 };
 
 struct gw {

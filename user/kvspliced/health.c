@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Health checks: a PING to each backend through the kernel, ejection of one
- * that stops answering, readmission at its next PONG. */
+ * that stops answering, or answers that it is not ready, readmission at its
+ * next ready PONG. */
 #include "health.h"
 
 #include <stdio.h>
@@ -25,10 +26,34 @@ static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
 	be->ping_sent_ns = now;
 }
 
+/*
+ * A PONG with NOT_READY: the backend is there but cannot serve (its
+ * inference server is down or loading). It counts as no answer: the clock
+ * of the first such answer in a row runs on, and three intervals of it eject
+ * the backend as silence would (gw_health_tick). The next PING goes at the
+ * next interval, so a backend that turns ready is seen at once.
+ */
+static void not_ready(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (!be->unready_since_ns)
+		be->unready_since_ns = be->ping_sent_ns;
+	be->ping_sent_ns = 0;
+	if (be->said_not_ready)
+		return;
+	be->said_not_ready = true;
+	pr_warn("event=backend_not_ready backend=%s index=%u hint=\"it answers PINGs but says it "
+		"cannot serve (its inference server down, loading or failing); taken out after "
+		"%u ms of that, back once it answers ready\"",
+		be->name, b, 3 * g->cfg->health_interval_ms);
+}
+
 void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payload)
 {
 	uint32_t b = (uint32_t)(m->req_id >> 32);
 	struct gw_backend *be;
+	bool ready = true;
 
 	if (b >= g->nslots || !g->be[b].present)
 		return;
@@ -45,7 +70,16 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 							   .kv_used_blocks = li.kv_used_blocks,
 							   .kv_total_blocks = li.kv_total_blocks,
 							   .at_ns = kvs_now_ns() });
+		ready = !(li.flags & KVS_LOAD_F_NOT_READY);
 	}
+	if (!ready) {
+		not_ready(g, b);
+		return;
+	}
+	if (be->said_not_ready)
+		pr_info("event=backend_ready backend=%s index=%u", be->name, b);
+	be->said_not_ready = false;
+	be->unready_since_ns = 0;
 	if (be->probation && be->up) {
 		be->probation = false;
 		be->backoff_ms = 0;
@@ -63,8 +97,22 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 	be->ping_sent_ns = 0;
 }
 
+/* b is ejected by the health check (why, for the log): down, and on
+ * probation once it reconnects. */
+static void eject(struct gw *g, uint32_t b, const char *why)
+{
+	struct gw_backend *be = &g->be[b];
+
+	g->ctl.health_failures++;
+	be->ping_sent_ns = 0;
+	be->unready_since_ns = 0;
+	be->probation = true;
+	gw_backend_down(g, b, why);
+}
+
 /* On the tick: check every backend that is up; eject one that has not
- * answered for three intervals (it may hang with its connections open). */
+ * answered, or has answered only that it is not ready, for three intervals
+ * (it may hang with its connections open). */
 void gw_health_tick(struct gw *g, uint64_t now)
 {
 	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
@@ -78,15 +126,19 @@ void gw_health_tick(struct gw *g, uint64_t now)
 
 		if (!be->present || !be->up) {
 			be->ping_sent_ns = 0;
+			be->unready_since_ns = 0;
 			continue;
 		}
 		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
-			g->ctl.health_failures++;
 			snprintf(why, sizeof(why), "no PONG in %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));
-			be->ping_sent_ns = 0;
-			be->probation = true;
-			gw_backend_down(g, b, why);
+			eject(g, b, why);
+			continue;
+		}
+		if (be->unready_since_ns && now - be->unready_since_ns > 3 * interval) {
+			snprintf(why, sizeof(why), "reported not ready for %llu ms",
+				 (unsigned long long)(3 * interval / 1000000));
+			eject(g, b, why);
 			continue;
 		}
 		if (!be->ping_sent_ns && now >= be->next_ping_ns) {
