@@ -120,8 +120,12 @@ build() {
 		tail -n 30 "$DIR/cmake.log" >&2
 		die "cmake failed (all of it: $DIR/cmake.log)"
 	}
-	say "building llama-server and llama-convert-llama2c-to-ggml ($JOBS jobs;" \
-		"~12 minutes on two cores; log: $DIR/build.log)"
+	if [ -x "$bdir/bin/llama-server" ]; then
+		say "updating the build in $bdir (log: $DIR/build.log)"
+	else
+		say "building llama-server and llama-convert-llama2c-to-ggml ($JOBS jobs;" \
+			"~12 minutes on two cores; log: $DIR/build.log)"
+	fi
 	if ! cmake --build "$bdir" -j"$JOBS" --target llama-server llama-convert-llama2c-to-ggml \
 		2>&1 | tee "$DIR/build.log" | progress; then
 		tail -n 30 "$DIR/build.log" >&2
