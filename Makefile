@@ -89,7 +89,7 @@ fuzz: $(FUZZ)
 
 test: deps llama
 	@$(MAKE) --no-print-directory all
-	KVS_REQUIRE_LLAMA=1 tests/run.sh $(BUILD)
+	KVS_REQUIRE_LLAMA=1 LLAMA_SERVER=$(LLAMA_PREFIX)/bin/llama-server tests/run.sh $(BUILD)
 
 unit: $(UNIT_TESTS)
 	tests/run.sh $(BUILD) unit
