@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the files of kvsplice-bench live share: a run's options, its
- * requests and connections (live.c sends and reads them), and the summary
- * live_report.c makes of them.
+ * requests and connections (live.c sends and reads them, live_verify.c
+ * checks what comes back), and the summary live_report.c makes of them.
  */
 #ifndef KVS_BENCH_LIVE_INT_H
 #define KVS_BENCH_LIVE_INT_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "codec.h"
 #include "netutil.h"
 #include "trace.h"
 
@@ -20,18 +21,42 @@
 #define MAX_BACKEND_IDS 256
 #define MAX_TARGETS 64
 
+/* RS_MISMATCH: answered, but the answer broke a check of --verify. */
 enum req_status { RS_PENDING = 0, RS_OK, RS_ERROR, RS_MISMATCH };
+
+/* --verify: what a response must be. FRAMING holds for any KVS1 server
+ * (kvsplice-adapter in front of a real one: CHUNKs of generated text, any
+ * number, an early stop); SIM adds kvsplice-sim's exact output on top. */
+enum live_verify { LIVE_VERIFY_SIM = 0, LIVE_VERIFY_FRAMING };
+
+/* Frames that break the framing rules, by kind (live_verify.c says each
+ * rule). Counted in both modes; any of them fails the run. */
+enum live_fault {
+	LF_BAD_FRAME,	/* a header the codec refuses: the connection is lost */
+	LF_BAD_TYPE,	/* a type no server sends a client */
+	LF_UNKNOWN_REQ, /* a req_id this run never sent */
+	LF_WRONG_CONN,	/* a req_id sent on another connection */
+	LF_AFTER_END,	/* a CHUNK after its request's END or ERROR */
+	LF_DUP_END,	/* a second END or ERROR for a request */
+	LF_BAD_END,	/* END figures that cannot be: output 0 after CHUNKs, cached > prompt */
+	LF_MAX,
+};
+
+extern const char *const live_fault_names[LF_MAX];
 
 struct req {
 	uint32_t conn;
 	uint32_t group;
 	uint32_t chunks;
 	uint32_t backend_id;
-	uint32_t max_tokens; /* asked for: the chunks the response must hold */
-	uint32_t prompt_tokens, cached_tokens;
+	uint32_t max_tokens; /* asked for: the chunks kvsplice-sim must send */
+	uint32_t prompt_tokens, cached_tokens, output_tokens; /* END's figures */
 	uint16_t error;
 	uint8_t status;
-	bool bad_bytes; /* a chunk differed from what the backend must send */
+	bool sent;	/* on the wire: only then may frames name it */
+	bool bad_bytes; /* --verify sim: a chunk differed from what the backend must send */
+	bool gone;	/* ended by the gateway's backend_gone: stragglers may follow */
+	bool got_end;	/* ended by an END (else by an ERROR, or not yet) */
 	uint64_t send_ns, first_ns, end_ns;
 };
 
@@ -59,6 +84,7 @@ struct run_opts {
 	const char *plot_dir, *label;
 	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
 	double speed;	   /* of the trace's arrivals */
+	int verify;	   /* enum live_verify */
 	int requests_set, max_tokens_set;
 };
 
@@ -76,10 +102,17 @@ struct run {
 	uint64_t next_arrival_ns; /* open loop: when the next request is due */
 	uint64_t rng;
 	volatile sig_atomic_t *stop; /* set by the caller's SIGINT/SIGTERM handler */
+	uint32_t faults[LF_MAX];     /* framing violations seen, by kind */
+	uint32_t late;		     /* frames after a backend_gone ERROR, ignored */
+	uint32_t conn_errors;	     /* ERRORs with req_id 0: about a connection */
+	bool sim_hinted;	     /* told once that another server needs --verify framing */
 };
 
 struct summary {
 	uint32_t ok, errors, mismatches, lost;
+	uint32_t errors_by_code[KVS_E_MAX + 1]; /* the requests' ERROR codes */
+	uint32_t framing_errors;		/* sum of the run's faults */
+	uint32_t ends;				/* requests ended by an END */
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90;
 	double rps, tok_s, hit_rate, load_max_over_mean, load_cv;
 	uint64_t prompt_tokens, cached_tokens, output_tokens;
@@ -102,6 +135,14 @@ static inline uint32_t live_groups(const struct run *r)
 		return 0;
 	return r->o->conversations ? r->o->conversations : r->o->prefixes;
 }
+
+/* live_verify.c */
+/* A frame read on connection ci (p: its payload): checks it against
+ * --verify and records it. True when it ended one of ci's requests. */
+bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const uint8_t *p);
+/* A header the codec refused (status: why) on connection ci: the stream
+ * cannot be framed past it. */
+void live_bad_header(struct run *r, uint32_t ci, int status);
 
 /* live_report.c */
 /* The run's figures; s->ttft is the caller's to free. */

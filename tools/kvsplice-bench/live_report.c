@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvsplice-bench live's report: the summary of a run (latency percentiles,
- * hit rate, load per backend, prefix groups split), printed as text or
- * JSON, per request, and plotted.
+ * hit rate, load per backend, prefix groups split, framing errors, errors
+ * by code), printed as text or JSON, per request, and plotted. The figures
+ * are the server's own (END's tokens and backend id), so they mean the same
+ * under either --verify.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,11 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 		const struct req *q = &r->reqs[i];
 		int slot;
 
+		/* The codes of the ERRORs that ended requests (an answer that
+		 * broke the framing afterwards still had one). */
+		if (q->error)
+			s->errors_by_code[q->error]++;
+		s->ends += q->got_end;
 		switch (q->status) {
 		case RS_OK:
 			ttft[s->ok] = (double)(q->first_ns - q->send_ns) / 1e6;
@@ -47,7 +54,7 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 			s->ok++;
 			prompt += q->prompt_tokens;
 			cached += q->cached_tokens;
-			s->output_tokens += q->chunks;
+			s->output_tokens += q->output_tokens;
 			slot = backend_slot(s, q->backend_id);
 			if (slot >= 0)
 				s->backend_reqs[slot]++;
@@ -71,6 +78,8 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 	}
 	for (g = 0; g < ngroups; g++)
 		s->groups_split += group_split[g];
+	for (i = 0; i < LF_MAX; i++)
+		s->framing_errors += r->faults[i];
 	/* Conversations: request id's previous turn is id - conversations. */
 	for (i = r->o->conversations; ngroups && r->o->conversations && i < n; i++) {
 		const struct req *q = &r->reqs[i], *prev = &r->reqs[i - r->o->conversations];
@@ -112,12 +121,72 @@ void live_print_per_request(const struct run *r)
 		const struct req *q = &r->reqs[i];
 
 		printf("req=%u conn=%u group=%u status=%s backend=%u ttft_ms=%.3f e2e_ms=%.3f "
-		       "prompt_tokens=%u cached_tokens=%u chunks=%u\n",
+		       "prompt_tokens=%u cached_tokens=%u chunks=%u output_tokens=%u error=%s\n",
 		       i + 1, q->conn, q->group, names[q->status], q->backend_id,
 		       q->first_ns ? (double)(q->first_ns - q->send_ns) / 1e6 : 0.0,
 		       q->end_ns ? (double)(q->end_ns - q->send_ns) / 1e6 : 0.0, q->prompt_tokens,
-		       q->cached_tokens, q->chunks);
+		       q->cached_tokens, q->chunks, q->output_tokens,
+		       q->error ? kvs_status_name(q->error) : "none");
 	}
+}
+
+static const char *const verify_names[] = {
+	[LIVE_VERIFY_SIM] = "sim",
+	[LIVE_VERIFY_FRAMING] = "framing",
+};
+
+/* JSON: "verify", the requests ended by an END, the framing errors in all
+ * and by kind, the frames ignored after backend_gone, the connections' and
+ * the requests' errors (by code name, only the codes seen). */
+static void json_checks(const struct run *r, const struct summary *s)
+{
+	const char *sep = "";
+	int i;
+
+	printf("\"verify\":\"%s\",\"ends\":%u,\"framing_errors\":%u,\"framing\":{",
+	       verify_names[r->o->verify], s->ends, s->framing_errors);
+	for (i = 0; i < LF_MAX; i++)
+		printf("%s\"%s\":%u", i ? "," : "", live_fault_names[i], r->faults[i]);
+	printf("},\"late_frames\":%u,\"conn_errors\":%u,\"errors_by_code\":{", r->late,
+	       r->conn_errors);
+	for (i = 1; i <= KVS_E_MAX; i++) {
+		if (!s->errors_by_code[i])
+			continue;
+		printf("%s\"%s\":%u", sep, kvs_status_name(i), s->errors_by_code[i]);
+		sep = ",";
+	}
+	printf("},");
+}
+
+/* Text: the checks' line and the errors' line. */
+static void text_checks(const struct run *r, const struct summary *s)
+{
+	const char *sep = " (";
+	int i, n = 0;
+
+	printf("verify        %s: %u ended by END, %u framing errors", verify_names[r->o->verify],
+	       s->ends, s->framing_errors);
+	for (i = 0; i < LF_MAX; i++) {
+		if (!r->faults[i])
+			continue;
+		printf("%s%s %u", sep, live_fault_names[i], r->faults[i]);
+		sep = ", ";
+	}
+	if (s->framing_errors)
+		printf(")");
+	if (r->late)
+		printf("; %u frames after backend_gone, ignored", r->late);
+	printf("\nerrors        ");
+	for (i = 1; i <= KVS_E_MAX; i++) {
+		if (!s->errors_by_code[i])
+			continue;
+		printf("%s%s %u", n++ ? ", " : "", kvs_status_name(i), s->errors_by_code[i]);
+	}
+	if (!n)
+		printf("none");
+	if (r->conn_errors)
+		printf("; %u on a connection (req_id 0)", r->conn_errors);
+	printf("\n");
 }
 
 void live_print_summary(const struct run *r, const struct summary *s)
@@ -133,7 +202,7 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
 		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
 		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
-		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,\"backends\":[",
+		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,",
 		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate,
 		       r->o->trace ? r->o->trace : "", r->o->trace ? r->o->speed : 0, r->n, s->ok,
 		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s, s->ttft_p50,
@@ -141,6 +210,8 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       s->load_max_over_mean, s->load_cv, live_groups(r), s->groups_split,
 		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
 		       (unsigned long long)s->cached_tokens, (unsigned long long)s->output_tokens);
+		json_checks(r, s);
+		printf("\"backends\":[");
 		for (i = 0; i < s->nbackends; i++)
 			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
 			       s->backend_reqs[i]);
@@ -149,6 +220,7 @@ void live_print_summary(const struct run *r, const struct summary *s)
 	}
 	printf("requests      %u sent, %u ok, %u errors, %u mismatched, %u lost\n", r->n, s->ok,
 	       s->errors, s->mismatches, s->lost);
+	text_checks(r, s);
 	printf("wall time     %.3f s, %.1f requests/s, %.0f output tokens/s", s->wall_s, s->rps,
 	       s->tok_s);
 	if (r->o->trace)
