@@ -198,6 +198,7 @@ struct kvs_backend {
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
+	char reason[128];	     /* why it is not up (the last failure); "" while up */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */

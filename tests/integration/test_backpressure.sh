@@ -6,7 +6,8 @@
 #    the count), the others are answered busy; when it reads at last, it
 #    finds those answers whole and the errors, nothing lost. The
 #    controller's RSS stays flat.
-#  - A backend that stops reading (accepts, never reads), with
+#  - A backend that stops reading (answers the probe of each connection,
+#    then never reads), with
 #    --max-outstanding 64: 32 to 64 (+1 per CPU) requests go to it, the rest of 300 are
 #    answered busy at once; when it dies, those it held get backend_gone.
 #    Kernel socket memory of the gateway's sockets is sampled and printed.
@@ -83,8 +84,12 @@ ls.listen(16)
 with open(sys.argv[1], "w") as f:
     f.write(str(ls.getsockname()[1]))
 conns = []
-while True:  # accept, never read
+while True:  # accept, answer the gateway's probe (its first PING), never read again
     c, _ = ls.accept()
+    ping = b''
+    while len(ping) < 64:
+        ping += c.recv(64 - len(ping))
+    c.sendall(ping[:5] + b'\x06' + ping[6:12] + b'\x00\x00\x00\x18' + ping[16:] + bytes(24))
     conns.append(c)
 PY
 STUCK=$!

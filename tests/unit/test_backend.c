@@ -146,15 +146,44 @@ static void down_backoff_retry_probation(void **state)
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
 	assert_int_equal(be->backoff_ms, 0);
 
-	/* Ejected by the health check: back up, but on probation until a
-	 * PONG; the kernel sends it nothing meanwhile. */
+	/* Ejected by the health check: reconnected, it is on probation while
+	 * its new connections' probes run (here two, as if it had them; this
+	 * fixture's data path needs none), and the kernel sends it nothing;
+	 * up once both have answered. */
 	be->probation = true;
 	gw_backend_down(g, 0, "no PONG");
-	gw_backends_tick(g, be->retry_at_ns);
-	assert_true(be->up);
+	assert_string_equal(g->dp.backends[0].reason, "no PONG");
+	be->probing = 2;
+	gw_publish_backend(g, 0);
+	assert_false(be->up);
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_PROBATION);
 	assert_int_equal(kstate(g, 0), KVS_BE_PROBATION);
 	assert_int_not_equal(be->backoff_ms, 0);
+	gw_backend_probed(g, 0, 0, "ready");
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_PROBATION);
+	gw_backend_probed(g, 0, 0, "ready");
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_int_equal(kstate(g, 0), KVS_BE_UP);
+	assert_false(be->probation);
+	assert_int_equal(be->backoff_ms, 0);
+	assert_string_equal(g->dp.backends[0].reason, "");
+
+	/* A connection that answers with something else than KVS1: down,
+	 * with why, said once however often it is retried. */
+	be->up = false;
+	be->probing = 2;
+	gw_backend_probed(g, 0, -EPROTO, "HTTP/1.1 400 Bad Request");
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_DOWN);
+	assert_int_equal(be->probing, 0);
+	assert_true(be->said_not_kvs1);
+	assert_string_equal(g->dp.backends[0].reason,
+			    "not KVS1, put kvsplice-adapter in front of "
+			    "it; it answered \"HTTP/1.1 400 Bad Request\"");
+
+	/* No connection to wait for (this data path): up at its retry. */
+	gw_backends_tick(g, be->retry_at_ns);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_false(be->said_not_kvs1);
 }
 
 static void apply_list(void **state)

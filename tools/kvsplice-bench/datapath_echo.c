@@ -2,7 +2,7 @@
 /*
  * kvsplice-bench datapath's echo backend: each REQUEST answered by a CHUNK
  * carrying its payload back, then an END; a stream request (max_tokens > 1)
- * by CHUNKs paced as a serving engine's decode steps. A thread per
+ * by CHUNKs paced as a serving engine's decode steps; a PING by a PONG. A thread per
  * connection, and one more for its streams.
  */
 #include <errno.h>
@@ -177,6 +177,21 @@ static void echo_requests(struct echo_conn *c, pthread_t *stepper, bool *steppin
 		}
 		if (kvs_read_all(c->fd, buf + KVS_HDR_LEN, m.payload_len))
 			break;
+		if (m.type == KVS_T_PING) {
+			/* The gateway probes each new connection with one (and
+			 * its health checks): a PONG, no load to report. */
+			struct kvs_load_info li = { 0 };
+
+			r = (struct kvs_msg){ .type = KVS_T_PONG,
+					      .req_id = m.req_id,
+					      .gw_conn = m.gw_conn,
+					      .payload_len = sizeof(struct kvs_load) };
+			kvs_hdr_encode(&r, buf);
+			kvs_load_encode(&li, buf + KVS_HDR_LEN);
+			if (echo_write(c, buf, KVS_HDR_LEN + sizeof(struct kvs_load)))
+				break;
+			continue;
+		}
 		if (m.max_tokens > 1) {
 			if (!*stepping && pthread_create(stepper, NULL, echo_stepper, c))
 				break;

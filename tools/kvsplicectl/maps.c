@@ -134,6 +134,22 @@ int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t ns
 	return 0;
 }
 
+/* s as a JSON string, quotes included (a backend's answer, escaped for the
+ * log, may hold quotes and backslashes). */
+static void json_str(const char *s, size_t max)
+{
+	putchar('"');
+	for (size_t i = 0; i < max && s[i]; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			printf("\\%c", s[i]);
+		else if ((unsigned char)s[i] < 0x20)
+			printf("\\u%04x", (unsigned char)s[i]);
+		else
+			putchar(s[i]);
+	}
+	putchar('"');
+}
+
 /* The backends that are configured, as a JSON array. */
 static void print_backends_json(int fd)
 {
@@ -157,7 +173,7 @@ static void print_backends_json(int fd)
 		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
 		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
 		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
-		       "\"kv_total_blocks\":%u,\"age_s\":%.3f}}",
+		       "\"kv_total_blocks\":%u,\"age_s\":%.3f},\"reason\":",
 		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
 		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
 		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
@@ -169,6 +185,8 @@ static void print_backends_json(int fd)
 		       (unsigned long long)be.charged_tokens, be.report.running, be.report.waiting,
 		       be.report.kv_used_blocks, be.report.kv_total_blocks,
 		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
+		json_str(be.reason, sizeof(be.reason));
+		printf("}");
 	}
 	printf("]");
 }
@@ -290,9 +308,9 @@ int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 		close(fd);
 		return 0;
 	}
-	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s\n", "index", "backend", "state",
-	       "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
-	       "run/wait");
+	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s  %s\n", "index", "backend",
+	       "state", "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
+	       "run/wait", "reason");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		char addr[80], load[24] = "-";
 
@@ -301,11 +319,13 @@ int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
 		if (be.report.at_ns)
 			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
-		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s\n", i, addr,
-		       kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
+		/* why it is not up: the last failure, for a backend that is not */
+		be.reason[sizeof(be.reason) - 1] = '\0';
+		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s  %s\n", i,
+		       addr, kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
 		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
 		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
-		       load);
+		       load, be.state == KVS_BE_UP ? "" : be.reason);
 	}
 	close(fd);
 	return 0;

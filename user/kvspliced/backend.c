@@ -15,6 +15,7 @@
 #include "cancel.h"
 #include "conn.h"
 #include "log.h"
+#include "probe.h"
 
 #define BACKOFF_MAX_MS 5000
 
@@ -24,8 +25,8 @@ enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b)
 
 	if (!be->present)
 		return KVS_BE_ABSENT;
-	if (!be->up)
-		return KVS_BE_DOWN;
+	if (!be->up) /* reconnected after a failed health check: its probes run */
+		return be->probation && be->probing ? KVS_BE_PROBATION : KVS_BE_DOWN;
 	if (be->probation)
 		return KVS_BE_PROBATION;
 	if (be->removing)
@@ -73,6 +74,8 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 	bool was_up = be->up;
 
 	be->up = false;
+	be->probing = 0; /* its connections close below, probed or not */
+	kvs_dp_set_reason(&g->dp, b, why);
 	gw_publish_backend(g, b);
 	/* It comes back empty (or not at all): what it held is gone, and so
 	 * are the routes that promised it. */
@@ -104,35 +107,113 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 	be->retry_at_ns = kvs_now_ns() + be->backoff_ms * 1000000ull;
 }
 
-int gw_backend_connect(struct gw *g, uint32_t b)
+void gw_backend_readiness(struct gw *g, uint32_t b, bool ready)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (ready && be->said_not_ready)
+		pr_info("event=backend_ready backend=%s index=%u", be->name, b);
+	else if (!ready && !be->said_not_ready)
+		pr_warn("event=backend_not_ready backend=%s index=%u hint=\"it answers PINGs but "
+			"says it cannot serve (its inference server down, loading or failing); "
+			"kept out while it says so (after %u ms of it, if it was up)\"",
+			be->name, b, 3 * g->cfg->health_interval_ms);
+	be->said_not_ready = !ready;
+}
+
+/* Every new connection of b has answered its probe: it takes work. */
+static void backend_ready(struct gw *g, uint32_t b)
+{
+	struct gw_backend *be = &g->be[b];
+	bool readmitted = be->probation;
+
+	be->up = true;
+	be->probation = false;
+	be->backoff_ms = 0;
+	be->next_ping_ns = 0;
+	be->said_not_kvs1 = false;
+	kvs_dp_set_reason(&g->dp, b, "");
+	gw_publish_backend(g, b);
+	if (readmitted)
+		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
+	else
+		pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b,
+			g->cfg->pool_size);
+}
+
+void gw_backend_probed(struct gw *g, uint32_t b, int err, const char *why)
+{
+	struct gw_backend *be = &g->be[b];
+	char reason[sizeof(g->dp.backends[b].reason)];
+
+	if (be->probing)
+		be->probing--;
+	if (!err) {
+		gw_backend_readiness(g, b, true);
+		if (!be->probing && !be->up)
+			backend_ready(g, b);
+		return;
+	}
+	g->ctl.upstream_failures++;
+	if (err == -EPROTO) {
+		/* An HTTP server, a TLS port, something else: said once, with
+		 * what it answered; retried quietly (it may be replaced). */
+		if (!be->said_not_kvs1)
+			pr_warn("event=backend_not_kvs1 backend=%s index=%u answer=\"%s\" "
+				"hint=\"this is not a KVS1 backend (an inference server's HTTP "
+				"port?): run kvsplice-adapter next to the server "
+				"(kvsplice-adapter --listen ADDR:PORT --server http://%s) and "
+				"give the gateway the adapter's ADDR:PORT\"",
+				be->name, b, why, be->name);
+		be->said_not_kvs1 = true;
+		snprintf(reason, sizeof(reason),
+			 "not KVS1, put kvsplice-adapter in front of it; it answered \"%s\"", why);
+		why = reason;
+	} else if (err == -EAGAIN) {
+		gw_backend_readiness(g, b, false);
+	}
+	gw_backend_down(g, b, why);
+}
+
+int gw_backend_dial(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 	/* The kernel's pool (none without BPF); the userspace path's own
 	 * connections while it takes clients (gw_set_datapath() makes them
-	 * when it starts to). */
-	int err = g->dp.in_memory ? 0 : g->kpath->connect(g, b);
+	 * when it starts to). Each is probed with a PING first: the backend
+	 * is up once all have answered (gw_backend_probed). */
+	int err;
 
+	be->probing = 0;
+	err = g->dp.in_memory ? 0 : g->kpath->connect(g, b);
 	if (!err && g->user_path)
 		err = g->upath->connect(g, b);
-	if (err)
-		goto fail;
-	be->up = true;
-	be->next_ping_ns = 0;
-	gw_publish_backend(g, b);
-	if (be->probation) {
-		/* Ejected by the health check: connections alone do not prove
-		 * it works (a hung process still completes handshakes). It
-		 * takes no request until it answers a PING (health.c). */
-		pr_info("event=backend_probation backend=%s index=%u", be->name, b);
+	if (err) {
+		g->ctl.upstream_failures++;
+		gw_backend_down(g, b, strerror(-err));
+		return err;
+	}
+	if (!be->probing) { /* no data path needs a connection (no BPF, none
+			     * on the userspace path yet): nothing to wait for */
+		backend_ready(g, b);
 		return 0;
 	}
-	be->backoff_ms = 0;
-	pr_info("event=backend_up backend=%s index=%u pool=%u", be->name, b, g->cfg->pool_size);
+	gw_publish_backend(g, b);
+	/* Ejected by the health check: connections alone do not prove it
+	 * works (a hung process still completes handshakes); its probes do. */
+	if (be->probation)
+		pr_info("event=backend_probation backend=%s index=%u", be->name, b);
 	return 0;
-fail:
-	g->ctl.upstream_failures++;
-	gw_backend_down(g, b, strerror(-err));
-	return err;
+}
+
+int gw_backend_connect(struct gw *g, uint32_t b, uint32_t wait_ms)
+{
+	int err = gw_backend_dial(g, b);
+
+	if (err)
+		return err;
+	gw_probe_settle(g, (int)b, wait_ms);
+	return g->be[b].up ? 0 : g->be[b].probing ? -EINPROGRESS : -ECONNREFUSED;
 }
 
 int gw_backend_find(const struct gw *g, const char *name)
@@ -190,7 +271,7 @@ int gw_backend_add(struct gw *g, const struct kvs_addr *a)
 	gw_slot_fill(g, b, a);
 	g->nslots = n;
 	pr_info("event=backend_added backend=%s index=%u", name, b);
-	gw_backend_connect(g, b);
+	gw_backend_connect(g, b, GW_PROBE_WAIT_MS);
 	return (int)b;
 }
 
@@ -284,8 +365,8 @@ void gw_backends_tick(struct gw *g, uint64_t now)
 		if (g->be[i].removing && (kvs_dp_outstanding(&g->dp, i) == 0 || !g->be[i].up ||
 					  now >= g->be[i].remove_deadline_ns))
 			backend_removed(g, i);
-		else if (!g->be[i].up && now >= g->be[i].retry_at_ns)
-			gw_backend_connect(g, i);
+		else if (!g->be[i].up && !g->be[i].probing && now >= g->be[i].retry_at_ns)
+			gw_backend_connect(g, i, 0);
 	}
 }
 

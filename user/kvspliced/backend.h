@@ -15,9 +15,22 @@ enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b);
 void gw_publish_backend(struct gw *g, uint32_t b);
 /* Takes slot b for the backend at a (no connection yet). */
 void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a);
-/* Connects both paths' connections to b; on failure b is down (retried
- * with back-off). 0 or -errno. */
-int gw_backend_connect(struct gw *g, uint32_t b);
+/* Connects both paths' connections to b and writes each its probe's PING;
+ * b is up once every one has answered ready (gw_backend_probed), the
+ * answers read by whoever calls gw_probe_settle(). On failure b is down
+ * (retried with back-off). 0 or -errno. */
+int gw_backend_dial(struct gw *g, uint32_t b);
+/* The same, then the answers waited for in place, up to wait_ms (0: left
+ * to the event loop). 0 once b is up; -EINPROGRESS while its probes run;
+ * another -errno when it is down. */
+int gw_backend_connect(struct gw *g, uint32_t b, uint32_t wait_ms);
+/* One of b's new connections answered its probe (err 0) or failed it
+ * (probe.h says how; why says it for the log and kvsplicectl): all of them
+ * answered, b is up; one failed, b is down (retried with back-off). */
+void gw_backend_probed(struct gw *g, uint32_t b, int err, const char *why);
+/* b said it is ready, or not (its PONG's NOT_READY flag): logged when that
+ * changes. */
+void gw_backend_readiness(struct gw *g, uint32_t b, bool ready);
 /* b is down (why, for the log): its connections closed, its routes and
  * index forgotten, every request it owed answered backend_gone; retried
  * after a back-off. */

@@ -362,6 +362,8 @@ void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 	}
 	if (c->close_at_ns) /* rejected, or a one-request service: read no more */
 		return;
+	if (!c->ops->on_bytes) /* its owner reads no more (a probe done, spliced) */
+		return;
 	if (gw_arm_recv(g, c)) {
 		pr_warn("event=recv_arm_failed role=%u", c->role);
 		c->ops->on_hangup(g, c, "recv");

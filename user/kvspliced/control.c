@@ -179,15 +179,22 @@ static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const 
 {
 	const char *st = kvs_backend_state_name(gw_backend_state(g, b));
 	unsigned long long outstanding = (unsigned long long)kvs_dp_outstanding(&g->dp, b);
+	/* Why it is not up (it refused, did not answer its probe, is not
+	 * KVS1): what an operator adding it needs to know. */
+	const char *why = g->be[b].up ? "" : g->dp.backends[b].reason;
 
 	fprintf(out, "ok\n");
-	if (json)
+	if (json) {
 		fprintf(out,
-			"{\"backend\":\"%s\",\"index\":%u,\"state\":\"%s\",\"outstanding\":%llu}\n",
+			"{\"backend\":\"%s\",\"index\":%u,\"state\":\"%s\",\"outstanding\":%llu,"
+			"\"reason\":",
 			g->be[b].name, b, st, outstanding);
-	else
-		fprintf(out, "backend %s (index %u) %s: now %s, %llu requests in flight\n",
-			g->be[b].name, b, done, st, outstanding);
+		json_str(out, why);
+		fprintf(out, "}\n");
+	} else {
+		fprintf(out, "backend %s (index %u) %s: now %s%s%s, %llu requests in flight\n",
+			g->be[b].name, b, done, st, *why ? ": " : "", why, outstanding);
+	}
 }
 
 static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, const char *arg)

@@ -229,6 +229,12 @@ void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_
 	dp->backends[b].report = *r;
 }
 
+void kvs_dp_set_reason(struct kvs_datapath *dp, uint32_t b, const char *why)
+{
+	/* The kernel never reads it; a reader may see it half written. */
+	snprintf(dp->backends[b].reason, sizeof(dp->backends[b].reason), "%s", why);
+}
+
 void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b)
 {
 	struct kvs_backend *be = &dp->backends[b];

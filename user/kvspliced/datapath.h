@@ -78,6 +78,8 @@ void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uin
  * last PONG. */
 void kvs_dp_set_backend_addr(struct kvs_datapath *dp, uint32_t b, const struct kvs_endpoint *a);
 void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_report *r);
+/* Why it is not up, for operators ("" once it is). */
+void kvs_dp_set_reason(struct kvs_datapath *dp, uint32_t b, const char *why);
 /* Backend b was removed: its record is emptied (ABSENT, counters zero) for
  * the next backend that takes the slot; its routes stay void (route_gen
  * moves on). Only once none of its sockets is in the SOCKHASH. */

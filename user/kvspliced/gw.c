@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "pins.h"
 #include "policy.h"
+#include "probe.h"
 #include "reload.h"
 #include "scrape.h"
 #include "sdnotify.h"
@@ -55,6 +56,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	uint64_t now = kvs_now_ns();
 
 	gw_feedback(g);
+	gw_probe_tick(g, now);
 	gw_health_tick(g, now);
 	gw_upgrade_reap(g);
 	gw_kpath_tick(g);
@@ -244,8 +246,12 @@ static int start_fresh(struct gw *g)
 		pr_warn("event=controller_sockets_failed err=\"%s\"", strerror(-err));
 		return err;
 	}
+	/* Every backend's probes at once, then waited for (up to their
+	 * timeout): clients are accepted once the backends that answer are
+	 * up. */
 	for (uint32_t b = 0; b < g->nslots; b++)
-		gw_backend_connect(g, b);
+		gw_backend_dial(g, b);
+	gw_probe_settle(g, -1, gw_probe_timeout_ms(g));
 	g->listen_fd = kvs_listen(&g->cfg->listen, 1024);
 	if (g->listen_fd < 0) {
 		pr_warn("event=listen_failed addr=%s err=\"%s\"",

@@ -138,6 +138,11 @@ struct gw_conn {
 	uint64_t partial_since_ns; /* userspace path: a frame began then, unfinished */
 	uint64_t close_at_ns;	   /* close once its error frame had time to go */
 	uint64_t half_close_deadline_ns;
+	/* A new upstream connection whose first PING is not answered yet
+	 * (probe.c): in no data path until it is. */
+	bool probing;
+	uint64_t probe_id, probe_deadline_ns;
+	void (*probed)(struct gw *g, struct gw_conn *c, int err, const char *why);
 	struct gw_upath *up; /* on the userspace data path; NULL on the kernel's */
 };
 
@@ -175,6 +180,8 @@ struct gw_backend {
 	 * and it is ejected, as if it had not answered. */
 	uint64_t unready_since_ns;
 	bool said_not_ready; /* logged; logged again only after a ready answer */
+	uint32_t probing;    /* its new connections not through their probe yet */
+	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
 };
 
 struct gw {

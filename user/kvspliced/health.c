@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* Health checks: a PING to each backend through the kernel, ejection of one
- * that stops answering, or answers that it is not ready, readmission at its
- * next ready PONG. */
+/* Health checks: a PING to each backend through the kernel, and ejection of
+ * one that stops answering, or answers that it is not ready (its
+ * reconnections are probed, probe.c: readmitted once they answer ready). */
 #include "health.h"
 
 #include <stdio.h>
@@ -40,13 +40,7 @@ static void not_ready(struct gw *g, uint32_t b)
 	if (!be->unready_since_ns)
 		be->unready_since_ns = be->ping_sent_ns;
 	be->ping_sent_ns = 0;
-	if (be->said_not_ready)
-		return;
-	be->said_not_ready = true;
-	pr_warn("event=backend_not_ready backend=%s index=%u hint=\"it answers PINGs but says it "
-		"cannot serve (its inference server down, loading or failing); taken out after "
-		"%u ms of that, back once it answers ready\"",
-		be->name, b, 3 * g->cfg->health_interval_ms);
+	gw_backend_readiness(g, b, false);
 }
 
 void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payload)
@@ -76,16 +70,8 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 		not_ready(g, b);
 		return;
 	}
-	if (be->said_not_ready)
-		pr_info("event=backend_ready backend=%s index=%u", be->name, b);
-	be->said_not_ready = false;
+	gw_backend_readiness(g, b, true);
 	be->unready_since_ns = 0;
-	if (be->probation && be->up) {
-		be->probation = false;
-		be->backoff_ms = 0;
-		gw_publish_backend(g, b);
-		pr_info("event=backend_readmitted backend=%s index=%u", be->name, b);
-	}
 	{
 		/* The last report, as operators see it in the backends map. */
 		const struct kvs_be_report *rep = &g->dp.backends[b].report;

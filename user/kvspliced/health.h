@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Health checks: a PING to each backend through the kernel, ejection of one
- * that stops answering, readmission at its next PONG. */
+ * that stops answering or says it is not ready. */
 #ifndef KVS_GW_HEALTH_H
 #define KVS_GW_HEALTH_H
 

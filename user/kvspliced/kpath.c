@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pins.h"
 #include "loop.h"
+#include "probe.h"
 #include "sendq.h"
 
 #define INJECT_STALL_TICKS 50 /* 5 s without the kernel reading the inject socket */
@@ -441,7 +442,23 @@ int gw_kpath_client(struct gw *g, struct gw_conn *c)
 	return gw_conn_splice(g, c, c->cookie, 0, 0);
 }
 
-/* Backend b's pool: --pool connections, each spliced under its own key. */
+/* A pool connection answered its probe (or did not): spliced under its
+ * key, the kernel's from then on; either way its backend hears of it. */
+static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *why)
+{
+	uint32_t b = c->backend, s = c->slot;
+
+	if (!err) {
+		c->ops = &upstream_ops;
+		err = gw_conn_splice(g, c, kvs_upstream_key(b, s), b, s);
+		if (err)
+			why = "its connection could not be spliced";
+	}
+	gw_backend_probed(g, b, err, why);
+}
+
+/* Backend b's pool: --pool connections, each probed with a PING before it
+ * is spliced (pool_probed). */
 static int connect_pool(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
@@ -457,10 +474,13 @@ static int connect_pool(struct gw *g, uint32_t b)
 			close(fd);
 			return -ENOMEM;
 		}
+		c->backend = b;
+		c->slot = s;
 		be->pool[s] = c;
-		err = gw_conn_splice(g, c, kvs_upstream_key(b, s), b, s);
+		err = gw_probe_start(g, c, pool_probed);
 		if (err)
 			return err;
+		be->probing++;
 	}
 	return 0;
 }

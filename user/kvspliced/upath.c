@@ -27,6 +27,7 @@
 #include "kvsplice/hash.h"
 #include "log.h"
 #include "loop.h"
+#include "probe.h"
 #include "sendq.h"
 
 /* What a connection may have queued and not yet sent, per buffer (two): a
@@ -198,7 +199,7 @@ static struct gw_conn *pick_upstream(struct gw *g, uint32_t b, uint64_t cookie)
 	for (uint32_t i = 0; i < n; i++) {
 		struct gw_conn *u = g->be[b].upool[(s + i) % n];
 
-		if (u && !u->closing)
+		if (u && !u->closing && !u->probing)
 			return u;
 	}
 	return NULL;
@@ -459,6 +460,24 @@ int gw_up_client(struct gw *g, struct gw_conn *c)
 	return gw_arm_recv(g, c);
 }
 
+/* One of this path's connections answered its probe (or did not): read
+ * as a backend's from then on; either way its backend hears of it. */
+static void up_probed(struct gw *g, struct gw_conn *u, int err, const char *why)
+{
+	uint32_t b = u->backend;
+
+	if (!err) {
+		u->ops = &upstream_ops;
+		show_conn(g, u);
+		err = gw_arm_recv(g, u);
+		if (err)
+			why = "its connection could not be read";
+	}
+	gw_backend_probed(g, b, err, why);
+}
+
+/* Backend b's connections for this path, each probed with a PING before
+ * it takes requests (up_probed). */
 static int up_connect(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
@@ -482,11 +501,11 @@ static int up_connect(struct gw *g, uint32_t b)
 		err = gw_conn_attach_upath(u, UP_OUT_LIMIT);
 		be->upool[s] = u;
 		kvs_set_nodelay(fd);
-		show_conn(g, u);
 		if (!err)
-			err = gw_arm_recv(g, u);
+			err = gw_probe_start(g, u, up_probed);
 		if (err)
 			return err;
+		be->probing++;
 	}
 	return 0;
 }
@@ -549,6 +568,9 @@ int gw_set_datapath(struct gw *g, bool user)
 				err = 0;
 			}
 		}
+		/* Their probes, answered before the switch returns (a healthy
+		 * backend answers in well under GW_PROBE_WAIT_MS). */
+		gw_probe_settle(g, -1, GW_PROBE_WAIT_MS);
 	}
 	if (user != g->user_path)
 		pr_info("event=datapath_switched datapath=%s", user ? "user" : "kernel");
