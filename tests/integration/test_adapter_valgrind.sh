@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# kvsplice-adapter under valgrind (memcheck) in front of a server that
+# misbehaves (tests/helpers/fake_openai): good streams, every fault mode,
+# CANCEL, a client gone mid-stream and a server gone, then a clean stop:
+# no invalid read or write, nothing definitely or indirectly lost.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+command -v valgrind >/dev/null || kvs_fail "valgrind is not installed (make deps)"
+if grep -q __asan_init <<<"$(nm -D "$KVS_BUILD/kvsplice-adapter" 2>/dev/null)"; then
+	echo "PASS test_adapter_valgrind (skipped: $KVS_BUILD is an ASan build)"
+	exit 0
+fi
+
+C="$KVS_BUILD/tests/helpers/kvs_client"
+"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake.port" "$KVS_TMP/healthy" \
+	"$KVS_TMP/stalls" 2>"$KVS_TMP/fake.log" &
+KVS_PIDS+=($!)
+FAKE_PID=$!
+kvs_wait_file "$KVS_TMP/fake.port"
+touch "$KVS_TMP/healthy"
+valgrind --leak-check=full --show-leak-kinds=definite,indirect \
+	--errors-for-leak-kinds=definite,indirect --error-exitcode=3 \
+	"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")" \
+	--port-file "$KVS_TMP/ad.port" --stall-timeout 1 --poll-ms 100 2>"$KVS_TMP/valgrind.log" &
+VG=$!
+for i in $(seq 1 600); do [ -s "$KVS_TMP/ad.port" ] && break; sleep 0.05; done
+[ -s "$KVS_TMP/ad.port" ] || kvs_fail "the adapter did not start under valgrind"
+AD=127.0.0.1:$(cat "$KVS_TMP/ad.port")
+
+ask() { # MODE COUNT ACTION
+	echo "a prompt mode:$1" >"$KVS_TMP/prompt"
+	timeout 60 "$C" "$AD" "$KVS_TMP/prompt" "$2" 8 "$3" suffix || true
+}
+ends=$(ask ok 50 none | grep -c ' end ' || true)
+assert_eq "good streams under valgrind" "$ends" 50
+for m in malformed oversize cut stall errevent http400 http500 ctx reset; do
+	n=$(ask "$m" 2 none | grep -c ' error ' || true)
+	assert_eq "mode $m: one ERROR per request" "$n" 2
+done
+ask stall 3 cancel | grep -q 'req=1 error code=cancelled' || kvs_fail "no cancelled answer"
+ask stall 3 close >/dev/null
+"$C" "$AD" ping >/dev/null || kvs_fail "no PONG"
+kill "$FAKE_PID"
+wait "$FAKE_PID" 2>/dev/null || true
+ask ok 2 none | grep -q 'error code=backend_gone' || kvs_fail "server gone: no backend_gone"
+
+kill "$VG"
+rc=0
+wait "$VG" || rc=$?
+if [ "$rc" -ne 0 ]; then
+	tail -n 40 "$KVS_TMP/valgrind.log" >&2
+	kvs_fail "valgrind reported errors (exit $rc)"
+fi
+grep -q "ERROR SUMMARY: 0 errors" "$KVS_TMP/valgrind.log" || kvs_fail "valgrind found errors"
+echo "ok: $(grep 'ERROR SUMMARY' "$KVS_TMP/valgrind.log" | sed 's/==[0-9]*== //')"
+echo "PASS test_adapter_valgrind"
