@@ -13,13 +13,20 @@
  *   http500    HTTP 500 with a text body
  *   ctx        HTTP 400 "maximum context length" (vLLM's words)
  *   reset      the connection reset after the request
+ *   e503       HTTP 503 with an empty body
+ *   e400       HTTP 400 with an empty body
+ *   json200    HTTP 200 with a JSON body, not a stream
+ *   doneopen   a whole stream, [DONE], then the connection held open
+ *   slow       as ok, 2 ms between events (transfers end at any moment)
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%); /v1/models one
  * model, "fake". Every stalled client is counted in STALL_FILE (one line
  * per stalled request that its client then left), so a test can see that
  * a cancelled transfer really closed its connection.
  *
- *   fake_openai PORT_FILE HEALTH_FILE STALL_FILE
+ * A prompt that names no mode gets DEFAULT_MODE (default ok).
+ *
+ *   fake_openai PORT_FILE HEALTH_FILE STALL_FILE [DEFAULT_MODE]
  */
 #include <errno.h>
 #include <signal.h>
@@ -32,7 +39,7 @@
 
 #include "netutil.h"
 
-static const char *health_file, *stall_file;
+static const char *health_file, *stall_file, *default_mode = "ok";
 
 static void put(int fd, const char *s)
 {
@@ -61,9 +68,10 @@ static const char text_event[] = "data: {\"choices\":[{\"text\":\"tok \",\"index
 static void serve_completion(int fd, const char *req)
 {
 	const char *m = strstr(req, "mode:");
-	char mode[16] = "ok";
+	char mode[16];
 	int i;
 
+	snprintf(mode, sizeof(mode), "%s", default_mode);
 	if (m)
 		sscanf(m + 5, "%15[a-z0-9]", mode);
 	if (!strcmp(mode, "http400")) {
@@ -75,6 +83,12 @@ static void serve_completion(int fd, const char *req)
 		respond(fd, 400, "application/json",
 			"{\"object\":\"error\",\"message\":\"This model's maximum context length is "
 			"4096 tokens.\",\"code\":400}");
+	} else if (!strcmp(mode, "e503")) {
+		respond(fd, 503, "text/plain", "");
+	} else if (!strcmp(mode, "e400")) {
+		respond(fd, 400, "text/plain", "");
+	} else if (!strcmp(mode, "json200")) {
+		respond(fd, 200, "application/json", "{\"choices\":[{\"text\":\"all at once\"}]}");
 	} else if (!strcmp(mode, "reset")) {
 		struct linger lg = { 1, 0 };
 
@@ -82,12 +96,21 @@ static void serve_completion(int fd, const char *req)
 	} else {
 		stream_head(fd);
 		put(fd, text_event);
-		if (!strcmp(mode, "ok")) {
+		if (!strcmp(mode, "ok") || !strcmp(mode, "doneopen") || !strcmp(mode, "slow")) {
+			int gap = strcmp(mode, "slow") ? 0 : 2000;
+			char c;
+
+			usleep(gap);
 			put(fd, text_event);
+			usleep(gap);
 			put(fd, text_event);
+			usleep(gap);
 			put(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,"
 				"\"completion_tokens\":3,\"prompt_tokens_details\":"
 				"{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n");
+			if (!strcmp(mode, "doneopen")) /* until the client closes */
+				while (recv(fd, &c, 1, 0) > 0)
+					;
 		} else if (!strcmp(mode, "malformed")) {
 			put(fd, "data: {\"choices\": [nope\n\n");
 		} else if (!strcmp(mode, "oversize")) {
@@ -167,12 +190,15 @@ int main(int argc, char **argv)
 	struct kvs_addr addr;
 	int lfd;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: fake_openai PORT_FILE HEALTH_FILE STALL_FILE\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr,
+			"usage: fake_openai PORT_FILE HEALTH_FILE STALL_FILE [DEFAULT_MODE]\n");
 		return 2;
 	}
 	health_file = argv[2];
 	stall_file = argv[3];
+	if (argc == 5)
+		default_mode = argv[4];
 	signal(SIGCHLD, SIG_IGN); /* children reaped by the kernel */
 	signal(SIGPIPE, SIG_IGN);
 	if (kvs_parse_addr("127.0.0.1:0", &addr))

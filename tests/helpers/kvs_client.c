@@ -10,6 +10,10 @@
  *   none    wait for every answer
  *   cancel  send CANCEL for request 1, then wait for every answer
  *   close   close the connection and exit (prints "closed")
+ *   hup     shut down the sending side, then reset the connection (a
+ *           half-close, then RST) and exit (prints "reset")
+ *   dup     (at once) send request 1 again while it is in flight, then
+ *           wait for every answer
  * Exit status 0 when every request ended (END or ERROR), 1 otherwise.
  * "kvs_client ADDR:PORT ping" sends one PING and prints its PONG:
  *   pong running=R waiting=W kv=U/T backend=ID flags=F
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "codec.h"
@@ -148,6 +153,8 @@ int main(int argc, char **argv)
 			n += (size_t)snprintf(prompt + plen, 32, " #%u", i);
 		if (send_frame(fd, KVS_T_REQUEST, i, max_tokens, prompt, (uint32_t)n))
 			break;
+		if (i == 1 && !strcmp(action, "dup"))
+			send_frame(fd, KVS_T_REQUEST, i, max_tokens, prompt, (uint32_t)n);
 	}
 	kvs_buf_init(&rx, 0);
 	while (ended < count) {
@@ -169,6 +176,15 @@ int main(int argc, char **argv)
 				if (!a->chunks++)
 					a->first_ns = kvs_now_ns();
 				a->bytes += m.payload_len;
+				if (m.req_id == 1 && a->chunks == 1 && !strcmp(action, "hup")) {
+					struct linger lg = { 1, 0 };
+
+					shutdown(fd, SHUT_WR);
+					setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+					printf("reset\n");
+					rc = 0;
+					goto out;
+				}
 				if (m.req_id == 1 && a->chunks == 1 && !strcmp(action, "close")) {
 					printf("closed\n");
 					rc = 0;

@@ -64,6 +64,22 @@ expect http400 rejected "HTTP 400: 'n' must be 1"
 expect http500 internal "HTTP 500: Internal Server Error"
 expect ctx too_long "maximum context length"
 expect reset backend_gone "inference server http://127.0.0.1:"
+expect e503 busy "HTTP 503: (empty body)"
+expect e400 rejected "HTTP 400: (empty body)"
+expect json200 internal "not a stream"
+
+# [DONE], then the server holds the connection open: the END goes at
+# [DONE], not a timeout when the stall timer fires.
+out=$(ask doneopen)
+[[ $out == "req=1 end prompt=9 cached=4 output=3 chunks=3 "* ]] || kvs_fail "[DONE] held open: $out"
+echo "ok: [DONE] then held open -> $out"
+
+# A req_id sent again while it is in flight is dropped, not answered: an
+# answer would end the first one too.
+echo "a prompt mode:doneopen" >"$KVS_TMP/prompt"
+out=$(timeout 30 "$C" "$AD" "$KVS_TMP/prompt" 1 8 dup)
+assert_eq "answers to a duplicated req_id" "$(grep -c '^req=1 ' <<<"$out")" 1
+grep -q 'event=duplicate_req_id' "$KVS_TMP/adapter.log" || kvs_fail "duplicate not logged"
 
 # Not JSON-able: refused before any HTTP.
 printf 'bad \xff\xfe prompt' >"$KVS_TMP/prompt"
@@ -93,6 +109,65 @@ for i in $(seq 1 200); do
 done
 assert_ge "server saw the dropped client's transfer close" "$(wc -l <"$KVS_TMP/stalls")" \
 	$((left_before + 2))
+
+# A half-closed link that is then reset (a client gone with an answer
+# owed) is closed, and its stalled transfer with it, not left to the
+# stall timeout (60 s here) while the adapter spins on the hang-up.
+"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")" \
+	--port-file "$KVS_TMP/ad2.port" --stall-timeout 60 --max-connections 1 --poll-ms 100 \
+	2>"$KVS_TMP/adapter2.log" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/ad2.port"
+AD2=127.0.0.1:$(cat "$KVS_TMP/ad2.port")
+before=$(wc -l <"$KVS_TMP/stalls")
+echo "a prompt mode:stall" >"$KVS_TMP/prompt"
+assert_eq "client half-closes, then resets" "$(timeout 30 "$C" "$AD2" "$KVS_TMP/prompt" 1 8 hup)" reset
+for i in $(seq 1 400); do
+	[ "$(wc -l <"$KVS_TMP/stalls")" -gt "$before" ] && break
+	sleep 0.05
+done
+assert_ge "the reset link's transfer closed" "$(wc -l <"$KVS_TMP/stalls")" $((before + 1))
+
+# Busy is not down: with one connection to the server (--max-connections
+# 1) held by a stalled stream, two more requests wait in the adapter; the
+# health polls do not queue behind them, PONG stays ready for 40 polls and
+# counts the two as waiting (the server's 1 + 2).
+echo "a prompt mode:stall" >"$KVS_TMP/prompt"
+timeout 60 "$C" "$AD2" "$KVS_TMP/prompt" 3 8 none >/dev/null &
+busy=$!
+for i in $(seq 1 200); do
+	p=$("$C" "$AD2" ping)
+	[[ $p == *"waiting=3 "* ]] && break
+	sleep 0.05
+done
+assert_eq "PONG while busy" "$p" "pong running=2 waiting=3 kv=500/1000 backend=$(cat "$KVS_TMP/ad2.port") flags=0"
+for i in $(seq 1 40); do
+	p=$("$C" "$AD2" ping)
+	[[ $p == *"flags=0" ]] || kvs_fail "busy adapter said not ready: $p"
+	sleep 0.1
+done
+echo "ok: busy, still ready after 40 polls"
+kill "$busy" 2>/dev/null || true
+
+# Answers go as transfers finish, not at the next poll: 50 requests in a
+# row through an adapter that polls its server every 10 s take well under
+# one poll interval (a finished transfer left unread waited for it). The
+# server sends its events 2 ms apart, so transfers end at any point of
+# the adapter's loop.
+"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/slow.port" "$KVS_TMP/healthy" \
+	"$KVS_TMP/stalls" slow 2>"$KVS_TMP/slow.log" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/slow.port"
+"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/slow.port")" \
+	--port-file "$KVS_TMP/ad3.port" --poll-ms 10000 2>"$KVS_TMP/adapter3.log" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/ad3.port"
+out=$("$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$KVS_TMP/ad3.port")" --quiet \
+	--verify framing -n 50 -k 1 --prefixes 1 --prefix-tokens 16 --suffix-tokens 4 \
+	--max-tokens 3 --json) || kvs_fail "sequential run: $out"
+assert_eq "sequential requests answered" "$(jget "$out" .ok)" 50
+assert_le "50 sequential requests, seconds (a poll interval is 10)" \
+	"$(jget "$out" '.wall_s | floor')" 5
 
 # Not ready while /health fails; ready again after.
 rm "$KVS_TMP/healthy"

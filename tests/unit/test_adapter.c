@@ -74,8 +74,15 @@ static void test_sse_line_ends(void **state)
 
 static void test_sse_fields(void **state)
 {
-	struct seen s = { 0 };
+	struct seen s;
 
+	/* An event with empty data is not dispatched (the spec); two empty
+	 * data lines make one LF. */
+	s = (struct seen){ 0 };
+	sse_all("data:\n\ndata\n\ndata:\ndata:\n\n", 3, &s, 1024);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.data[0], "\n");
+	s = (struct seen){ 0 };
 	/* Data lines join with LF; event names the event, once. */
 	sse_all("event: error\ndata: {\"x\":\ndata: 1}\n\ndata:  two spaces\n\n", 7, &s, 1024);
 	assert_int_equal(s.n, 2);
@@ -152,6 +159,11 @@ static void test_event_llama(void **state)
 	assert_int_equal(ev.cached_tokens, 1320);
 	assert_int_equal(ev.cache_n, 1320);
 	assert_true(ev.prompt_ms == 1.5 && ev.predicted_ms == 7.25);
+	oai_event_free(&ev);
+	/* A generated NUL (\u0000) is text like any other. */
+	assert_int_equal(oai_parse_event("{\"choices\":[{\"text\":\"a\\u0000b\"}]}", 33, &ev), 0);
+	assert_int_equal(ev.text_len, 3);
+	assert_memory_equal(ev.text, "a\0b", 3);
 	oai_event_free(&ev);
 	assert_int_equal(oai_parse_event("[DONE]", 6, &ev), 0);
 	assert_true(ev.done);
@@ -260,6 +272,7 @@ static void test_metrics(void **state)
 		"vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25 1700000000\n"
 		"vllm:num_requests_running_total 99\n"
 		"broken{ 1\n";
+	static const char crlf[] = "x 3\r\ny{a=\"1\"} 0.5\r\ny{a=\"2\"} 0.25\r\n";
 	double v;
 
 	assert_true(kvs_prom_sum(vllm, strlen(vllm), "vllm:num_requests_running", &v));
@@ -276,6 +289,11 @@ static void test_metrics(void **state)
 				 "llamacpp:requests_processing", &v));
 	assert_true(v == 1.0);
 	assert_false(kvs_prom_sum("x NaN\n", 6, "x", &v));
+	/* Through a proxy that writes CRLF; a ratio per engine is averaged. */
+	assert_true(kvs_prom_sum(crlf, strlen(crlf), "x", &v));
+	assert_true(v == 3.0);
+	assert_true(kvs_prom_mean(crlf, strlen(crlf), "y", &v));
+	assert_true(v == 0.375);
 }
 
 int main(void)

@@ -9,7 +9,9 @@
  * Files: main.c (options, the loop), link.c (KVS1 side: accept, frames in,
  * close), job.c (one request through HTTP), tx.c (frames out), state.c (the
  * server's load and health), and the pure parsers openai.c and promtext.c
- * (SSE splitting is user/core/sse.c). Calls run one way: main -> link -> job -> tx, state.
+ * (SSE splitting is user/core/sse.c). Calls run one way: main calls link,
+ * job and state; link calls job, tx and state; job calls tx and state;
+ * tx and state call none of them.
  */
 #ifndef KVS_ADAPTER_H
 #define KVS_ADAPTER_H
@@ -59,7 +61,7 @@ struct server_state {
 	uint32_t waiting;
 	uint32_t kv_used, kv_total; /* per mille of the KV cache, or 0/0 */
 	uint64_t polls, poll_failures;
-	bool logged_not_ready;
+	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
 };
 
 struct job;
@@ -68,6 +70,7 @@ struct job;
 struct link {
 	int fd;
 	uint64_t id;
+	uint64_t peer; /* a hash of the peer's address (not its port): which host */
 	struct kvs_buf rx, tx;
 	struct job *jobs; /* this link's requests, a list through link_next */
 	uint32_t njobs;
@@ -76,9 +79,9 @@ struct link {
 	bool dead;
 };
 
-/* Figures of one adapter, for its log line at exit and --stats. */
+/* Figures of one adapter, for its log line at exit. */
 struct adapter_stats {
-	uint64_t requests, ends, cancels, retries, errors[KVS_E_MAX + 1];
+	uint64_t requests, ends, cancels, retries, duplicates, errors[KVS_E_MAX + 1];
 	uint64_t chunks, chunk_bytes, links;
 };
 
@@ -91,6 +94,11 @@ struct adapter {
 	uint64_t next_link_id;
 	struct job *buckets[ADAPTER_JOB_BUCKETS]; /* jobs by (conn key, req_id) */
 	uint32_t njobs;
+	uint32_t active;		     /* jobs in the multi handle: at most max_conns */
+	uint32_t queued;		     /* jobs waiting for one of those */
+	struct job *queue_head, *queue_tail; /* in arrival order */
+	uint64_t accept_paused_until_ns;     /* out of descriptors: the listener rests */
+	uint64_t accept_failures;
 	struct server_state st;
 	struct state_poll *poll; /* the poll in progress, or NULL */
 	uint64_t next_poll_ns;
@@ -100,6 +108,7 @@ struct adapter {
 };
 
 /* link.c */
+/* 1 when a link was accepted, 0 when none is waiting, or -errno. */
 int link_accept(struct adapter *a);
 /* Reads and serves what arrived; -1 when the link is to be closed. */
 int link_on_readable(struct adapter *a, struct link *l);
@@ -110,10 +119,10 @@ void link_close(struct adapter *a, struct link *l);
 /* Appends one frame about request req (its req_id, gw_conn and gw_backend
  * echoed); false if the link is gone or its queue is at its cap (the link
  * is then marked dead). */
-bool link_send(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
-	       const void *payload, uint32_t len);
+bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
+	      const void *payload, uint32_t len);
 /* Writes what the socket takes; -1 on a socket error (marked dead). */
-int link_flush(struct link *l);
+int tx_flush(struct link *l);
 
 /* job.c */
 /* Starts REQUEST m (prompt p) from link l; answers an ERROR itself when it

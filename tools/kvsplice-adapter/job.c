@@ -20,16 +20,20 @@ struct job {
 	struct link *l;
 	struct job *link_next, *link_prev; /* in l->jobs */
 	struct job *hnext;		   /* in a->buckets */
-	uint64_t key;			   /* the gateway's connection (gw_conn), or the link's */
+	struct job *qnext, *qprev;	   /* in a->queue while waiting for a connection */
+	uint64_t peer, key;		   /* who asked (see key_of) */
 	struct kvs_msg req;		   /* the REQUEST header: what replies echo */
 	CURL *h;
 	struct curl_slist *hdrs;
 	char *body;
 	struct kvs_sse sse;
-	uint64_t t_start, t_first, t_last;
+	uint64_t t_start, t_sent, t_first, t_last;
 	uint32_t chunks;
 	struct oai_event usage; /* the figures seen so far (root unused) */
+	bool active;		/* in the multi handle; else queued */
 	bool done_marker;
+	bool answered;	 /* the END went at [DONE]; the transfer may still run */
+	bool not_stream; /* a 2xx that is not text/event-stream */
 	long http_status;
 	struct kvs_buf errbody;
 	int fail_code; /* set by a callback: the ERROR to send */
@@ -39,30 +43,78 @@ struct job {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
-/* Requests are found by the gateway's connection and the client's req_id,
- * whichever link carries the frame: a gateway's pooled connections are
- * shared, and a CANCEL may come on another than its REQUEST did. A client
- * without a gateway (gw_conn 0) has its link's id instead. */
-static uint64_t key_of(const struct link *l, const struct kvs_msg *m)
+/*
+ * Requests are found by who asked and the client's req_id, whichever link
+ * carries the frame: a gateway's pooled connections are shared, and a
+ * CANCEL may come on another than its REQUEST did. Who asked: the
+ * gateway's client connection (gw_conn, a socket cookie, unique on its
+ * host) on the gateway's host (the link's peer address: two gateways in
+ * front of one adapter have the same cookies); a client without a gateway
+ * (gw_conn 0) is its link.
+ */
+static void key_of(const struct link *l, const struct kvs_msg *m, uint64_t *peer, uint64_t *key)
 {
-	return m->gw_conn ? m->gw_conn : (1ULL << 63) | l->id;
+	*peer = m->gw_conn ? l->peer : 0;
+	*key = m->gw_conn ? m->gw_conn : l->id;
 }
 
-static struct job **bucket(struct adapter *a, uint64_t key, uint64_t req_id)
+static struct job **bucket(struct adapter *a, uint64_t peer, uint64_t key, uint64_t req_id)
 {
-	uint64_t h = (key * 0x9e3779b97f4a7c15ULL) ^ (req_id * 0xc2b2ae3d27d4eb4fULL);
+	uint64_t h = (key * 0x9e3779b97f4a7c15ULL) ^ (req_id * 0xc2b2ae3d27d4eb4fULL) ^ peer;
 
 	return &a->buckets[(h >> 40) % ADAPTER_JOB_BUCKETS];
 }
 
-static struct job *find(struct adapter *a, uint64_t key, uint64_t req_id)
+static struct job *find(struct adapter *a, const struct link *l, const struct kvs_msg *m)
 {
+	uint64_t peer, key;
 	struct job *j;
 
-	for (j = *bucket(a, key, req_id); j; j = j->hnext)
-		if (j->key == key && j->req.req_id == req_id)
+	key_of(l, m, &peer, &key);
+	for (j = *bucket(a, peer, key, m->req_id); j; j = j->hnext)
+		if (j->peer == peer && j->key == key && j->req.req_id == m->req_id)
 			return j;
 	return NULL;
+}
+
+/* Jobs go to the server at most --max-connections at once, in arrival
+ * order; the rest wait here, where the PONG counts them as waiting. curl's
+ * own queue would hold them too, but the health polls would then wait
+ * behind them and time out on a server that is only busy. */
+static void queue_remove(struct adapter *a, struct job *j)
+{
+	if (j->qprev)
+		j->qprev->qnext = j->qnext;
+	else
+		a->queue_head = j->qnext;
+	if (j->qnext)
+		j->qnext->qprev = j->qprev;
+	else
+		a->queue_tail = j->qprev;
+	j->qnext = j->qprev = NULL;
+	a->queued--;
+}
+
+static void send_error(struct job *j, int code, const char *msg);
+static void job_free(struct job *j);
+
+/* Starts queued jobs while connections are free. */
+static void dispatch(struct adapter *a)
+{
+	while (a->queue_head && a->active < a->cfg.max_conns) {
+		struct job *j = a->queue_head;
+
+		queue_remove(a, j);
+		j->t_sent = kvs_now_ns();
+		if (curl_multi_add_handle(a->multi, j->h) != CURLM_OK) {
+			send_error(j, KVS_E_INTERNAL,
+				   "kvsplice-adapter: cannot start the HTTP request");
+			job_free(j);
+			continue;
+		}
+		j->active = true;
+		a->active++;
+	}
 }
 
 static void job_free(struct job *j)
@@ -70,7 +122,7 @@ static void job_free(struct job *j)
 	struct adapter *a = j->a;
 	struct job **pp;
 
-	for (pp = bucket(a, j->key, j->req.req_id); *pp; pp = &(*pp)->hnext)
+	for (pp = bucket(a, j->peer, j->key, j->req.req_id); *pp; pp = &(*pp)->hnext)
 		if (*pp == j) {
 			*pp = j->hnext;
 			break;
@@ -83,10 +135,14 @@ static void job_free(struct job *j)
 		j->link_next->link_prev = j->link_prev;
 	j->l->njobs--;
 	a->njobs--;
-	if (j->h) {
+	if (j->active) {
 		curl_multi_remove_handle(a->multi, j->h);
-		curl_easy_cleanup(j->h);
+		a->active--;
+	} else if (a->queue_head == j || j->qprev) {
+		queue_remove(a, j);
 	}
+	if (j->h)
+		curl_easy_cleanup(j->h);
 	curl_slist_free_all(j->hdrs);
 	free(j->body);
 	kvs_sse_free(&j->sse);
@@ -97,17 +153,17 @@ static void job_free(struct job *j)
 static void send_error(struct job *j, int code, const char *msg)
 {
 	j->a->stats.errors[code]++;
-	link_send(j->l, &j->req, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
+	tx_frame(j->l, &j->req, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
 	pr_debug("event=request_error req=%llu status=%s msg=\"%s\"",
 		 (unsigned long long)j->req.req_id, kvs_status_name(code), msg);
 }
 
 /* An ERROR for a request that never became a job. */
-static void refuse(struct adapter *a, struct link *l, const struct kvs_msg *m, int code,
-		   const char *msg)
+static void refuse_request(struct adapter *a, struct link *l, const struct kvs_msg *m, int code,
+			   const char *msg)
 {
 	a->stats.errors[code]++;
-	link_send(l, m, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
+	tx_frame(l, m, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
 }
 
 static void fail(struct job *j, int code, const char *fmt, const char *detail)
@@ -126,7 +182,7 @@ static void send_text(struct job *j, const char *t, size_t n)
 	while (n) {
 		uint32_t k = n > max ? max : (uint32_t)n;
 
-		link_send(j->l, &j->req, KVS_T_CHUNK, 0, t, k);
+		tx_frame(j->l, &j->req, KVS_T_CHUNK, 0, t, k);
 		j->a->stats.chunks++;
 		j->a->stats.chunk_bytes += k;
 		t += k;
@@ -138,12 +194,62 @@ static void send_text(struct job *j, const char *t, size_t n)
 		j->t_first = j->t_last;
 }
 
+/* The END: the server's usage, and its own timings where it reports them
+ * (llama.cpp), else the adapter's view: sent to first token to last. Time
+ * in the adapter's queue is queue time. */
+static uint32_t us_between(uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+
+	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static uint32_t ms_to_us(double ms)
+{
+	return ms > 0 && ms < 4e6 ? (uint32_t)(ms * 1000.0) : 0;
+}
+
+static void send_end(struct job *j)
+{
+	struct oai_event *u = &j->usage;
+	uint64_t last = j->t_last ? j->t_last : kvs_now_ns();
+	uint64_t first = j->t_first ? j->t_first : last;
+	struct kvs_end_info e = {
+		.prompt_tokens = u->prompt_tokens,
+		.cached_tokens = u->has_cached ? u->cached_tokens : u->cache_n,
+		.output_tokens = u->has_usage ? u->completion_tokens : j->chunks,
+		.queue_us = us_between(j->t_start, j->t_sent),
+		.prefill_us = us_between(j->t_sent, first),
+		.decode_us = us_between(first, last),
+		.backend_id = j->a->cfg.id,
+	};
+	uint8_t payload[sizeof(struct kvs_end)];
+
+	if (e.cached_tokens > e.prompt_tokens)
+		e.cached_tokens = e.prompt_tokens;
+	if (u->has_timings) {
+		uint32_t ttft = e.prefill_us;
+
+		e.prefill_us = ms_to_us(u->prompt_ms);
+		e.decode_us = ms_to_us(u->predicted_ms);
+		/* What the server does not report as prompt time, of the
+		 * time to first token, it spent queued (or in transit). */
+		e.queue_us += ttft > e.prefill_us ? ttft - e.prefill_us : 0;
+	}
+	kvs_end_encode(&e, payload);
+	tx_frame(j->l, &j->req, KVS_T_END, 0, payload, sizeof(payload));
+	j->a->stats.ends++;
+	j->answered = true;
+}
+
 static int on_event(void *ctx, const char *event, const char *data, size_t len)
 {
 	struct job *j = ctx;
 	struct oai_event ev;
 	char shown[72];
 
+	if (j->answered) /* after [DONE]: nothing more is owed */
+		return 0;
 	if (oai_parse_event(data, len, &ev)) {
 		oai_event_free(&ev);
 		snprintf(shown, sizeof(shown), "%.64s", data);
@@ -159,8 +265,6 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 		oai_event_free(&ev);
 		return 1;
 	}
-	if (ev.done)
-		j->done_marker = true;
 	if (ev.text_len)
 		send_text(j, ev.text, ev.text_len);
 	if (ev.has_usage) {
@@ -178,8 +282,28 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 		j->usage.predicted_ms = ev.predicted_ms;
 		j->usage.cache_n = ev.cache_n;
 	}
+	/* [DONE] is the end of the answer: the END goes now, whatever the
+	 * server then does with the connection. */
+	if (ev.done) {
+		j->done_marker = true;
+		send_end(j);
+	}
 	oai_event_free(&ev);
 	return 0;
+}
+
+/* The response's status, and whether a 2xx is a stream at all. */
+static void read_status(struct job *j)
+{
+	const char *ct = NULL;
+
+	if (j->http_status)
+		return;
+	curl_easy_getinfo(j->h, CURLINFO_RESPONSE_CODE, &j->http_status);
+	curl_easy_getinfo(j->h, CURLINFO_CONTENT_TYPE, &ct);
+	if (j->http_status >= 200 && j->http_status < 300 &&
+	    (!ct || strncasecmp(ct, "text/event-stream", 17)))
+		j->not_stream = true;
 }
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
@@ -194,9 +318,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 		j->paused = j->l->paused = true;
 		return CURL_WRITEFUNC_PAUSE;
 	}
-	if (!j->http_status)
-		curl_easy_getinfo(j->h, CURLINFO_RESPONSE_CODE, &j->http_status);
-	if (j->http_status >= 300) {
+	read_status(j);
+	if (j->http_status >= 300 || j->not_stream) {
 		if (j->errbody.len < ERRBODY_MAX)
 			kvs_buf_append(&j->errbody, p,
 				       n < ERRBODY_MAX - j->errbody.len ?
@@ -205,47 +328,57 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 		return n;
 	}
 	r = kvs_sse_feed(&j->sse, p, n, on_event, j);
-	if (r == -E2BIG)
+	if (r == -E2BIG) {
+		char max[16];
+
+		snprintf(max, sizeof(max), "%u", j->a->cfg.max_payload);
 		fail(j, KVS_E_INTERNAL,
-		     "kvsplice-adapter: the server sent an event larger than %s bytes",
-		     "the largest frame");
-	else if (r < 0)
+		     "kvsplice-adapter: the server sent an event larger than %s bytes (--max-frame)",
+		     max);
+	} else if (r < 0) {
 		fail(j, KVS_E_INTERNAL, "kvsplice-adapter: %s", "out of memory");
+	}
 	return r ? 0 : n; /* 0 aborts the transfer: job_done sends fail_msg */
 }
 
 void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const uint8_t *p)
 {
 	const char *model = a->cfg.model ? a->cfg.model : a->st.model[0] ? a->st.model : NULL;
-	uint64_t key = key_of(l, m);
 	struct job *j, **b;
 
 	a->stats.requests++;
-	if (find(a, key, m->req_id)) {
-		refuse(a, l, m, KVS_E_REJECTED, "kvsplice-adapter: req_id already in flight");
+	if (find(a, l, m)) {
+		/* Answering it would end the request in flight under the same
+		 * id too (the gateway's record, the client's view): dropped. */
+		a->stats.duplicates++;
+		if (a->stats.duplicates == 1 || !(a->stats.duplicates % 1000))
+			pr_warn("event=duplicate_req_id req=%llu link=%llu count=%llu",
+				(unsigned long long)m->req_id, (unsigned long long)l->id,
+				(unsigned long long)a->stats.duplicates);
 		return;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		refuse(a, l, m, KVS_E_INTERNAL, "kvsplice-adapter: out of memory");
+		refuse_request(a, l, m, KVS_E_INTERNAL, "kvsplice-adapter: out of memory");
 		return;
 	}
 	j->a = a;
 	j->l = l;
-	j->key = key;
+	key_of(l, m, &j->peer, &j->key);
 	j->req = *m;
 	kvs_sse_init(&j->sse, a->cfg.max_payload);
 	kvs_buf_init(&j->errbody, ERRBODY_MAX);
 	j->body =
 		oai_completion_body(model, p, m->payload_len, m->max_tokens, a->st.kind, a->extra);
 	if (!j->body) {
-		refuse(a, l, m, KVS_E_REJECTED,
-		       "kvsplice-adapter: the prompt is not UTF-8 text (JSON cannot carry it)");
+		refuse_request(a, l, m, KVS_E_REJECTED,
+			       "kvsplice-adapter: the prompt is not UTF-8 text (JSON cannot carry "
+			       "it)");
 		kvs_sse_free(&j->sse);
 		free(j);
 		return;
 	}
-	b = bucket(a, key, m->req_id);
+	b = bucket(a, j->peer, j->key, m->req_id);
 	j->hnext = *b;
 	*b = j;
 	j->link_next = l->jobs;
@@ -276,74 +409,38 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	curl_easy_setopt(j->h, CURLOPT_ERRORBUFFER, j->errbuf);
 	curl_easy_setopt(j->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(j->h, CURLOPT_CONNECTTIMEOUT_MS, (long)a->cfg.connect_ms);
-	/* A stream silent for stall_s fails: a server that stalls must not
-	 * hold a request, and the gateway's load count, for ever. */
+	/* A stream silent for about stall_s fails (curl averages the rate
+	 * over the window, so it may take a few seconds more): a server that
+	 * stalls must not hold a request, and the gateway's load count, for
+	 * ever. */
 	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_TIME, (long)a->cfg.stall_s);
 	j->t_start = kvs_now_ns();
-	if (curl_multi_add_handle(a->multi, j->h) != CURLM_OK) {
-		send_error(j, KVS_E_INTERNAL, "kvsplice-adapter: cannot start the HTTP request");
-		curl_easy_cleanup(j->h);
-		j->h = NULL;
-		job_free(j);
+	if (a->queue_tail) {
+		a->queue_tail->qnext = j;
+		j->qprev = a->queue_tail;
+	} else {
+		a->queue_head = j;
 	}
-}
-
-static uint32_t us_between(uint64_t from_ns, uint64_t to_ns)
-{
-	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
-
-	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-}
-
-static uint32_t ms_to_us(double ms)
-{
-	return ms > 0 && ms < 4e6 ? (uint32_t)(ms * 1000.0) : 0;
-}
-
-/* The END: the server's usage, and its own timings where it reports them
- * (llama.cpp), else the adapter's view: sent to first token to last. */
-static void send_end(struct job *j)
-{
-	struct oai_event *u = &j->usage;
-	uint64_t last = j->t_last ? j->t_last : kvs_now_ns();
-	uint64_t first = j->t_first ? j->t_first : last;
-	struct kvs_end_info e = {
-		.prompt_tokens = u->prompt_tokens,
-		.cached_tokens = u->has_cached ? u->cached_tokens : u->cache_n,
-		.output_tokens = u->has_usage ? u->completion_tokens : j->chunks,
-		.prefill_us = us_between(j->t_start, first),
-		.decode_us = us_between(first, last),
-		.backend_id = j->a->cfg.id,
-	};
-	uint8_t payload[sizeof(struct kvs_end)];
-
-	if (e.cached_tokens > e.prompt_tokens)
-		e.cached_tokens = e.prompt_tokens;
-	if (u->has_timings) {
-		uint32_t ttft = e.prefill_us;
-
-		e.prefill_us = ms_to_us(u->prompt_ms);
-		e.decode_us = ms_to_us(u->predicted_ms);
-		/* What the server does not report as prompt time, of the
-		 * time to first token, it spent queued (or in transit). */
-		e.queue_us = ttft > e.prefill_us ? ttft - e.prefill_us : 0;
-	}
-	kvs_end_encode(&e, payload);
-	link_send(j->l, &j->req, KVS_T_END, 0, payload, sizeof(payload));
-	j->a->stats.ends++;
+	a->queue_tail = j;
+	a->queued++;
+	dispatch(a);
 }
 
 /*
  * A kept-alive connection the server closed as it was reused: llama.cpp's
  * server closes every connection after a streamed response although it
- * says keep-alive, and curl does not always see it first (5% of requests
- * in a row of 40 here). Nothing came back, so the server did no work for
- * this request: once, on a new connection, it is sent again.
+ * says keep-alive, and curl does not always see it first (1 to 4 of 40
+ * requests in a row here). Nothing came back, not even a status line, so
+ * the server did no work for this request: once, on a new connection, it
+ * is sent again.
  */
 static bool retry(struct adapter *a, struct job *j, CURLcode res)
 {
-	if (j->retried || j->fail_code || j->http_status || j->chunks ||
+	long status = 0;
+
+	curl_easy_getinfo(j->h, CURLINFO_RESPONSE_CODE, &status);
+	if (j->retried || j->fail_code || status || j->chunks ||
 	    (res != CURLE_SEND_ERROR && res != CURLE_GOT_NOTHING && res != CURLE_RECV_ERROR))
 		return false;
 	j->retried = true;
@@ -364,26 +461,24 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 	char msg[400];
 
 	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&j);
-	if (!j || retry(a, j, res))
+	if (!j || (!j->answered && retry(a, j, res)))
 		return;
-	if (j->fail_code) {
+	read_status(j);
+	if (j->answered) {
+		/* The END went at [DONE]; how the transfer ended after it
+		 * (a server holding the connection open, then the stall
+		 * timeout) is no longer the client's business. */
+	} else if (j->fail_code) {
 		send_error(j, j->fail_code, j->fail_msg);
-	} else if (res != CURLE_OK) {
+	} else if (res != CURLE_OK && res != CURLE_WRITE_ERROR && !j->http_status) {
 		const char *why = j->errbuf[0] ? j->errbuf : curl_easy_strerror(res);
 
-		if (res == CURLE_OPERATION_TIMEDOUT) {
-			snprintf(
-				msg, sizeof(msg),
-				"kvsplice-adapter: the inference server sent nothing for %u s (%s)",
-				a->cfg.stall_s, why);
-			send_error(j, KVS_E_TIMEOUT, msg);
-		} else {
-			snprintf(msg, sizeof(msg), "kvsplice-adapter: inference server %s: %s",
-				 a->cfg.server, why);
-			if (res == CURLE_COULDNT_CONNECT)
-				state_unreachable(a, msg);
-			send_error(j, KVS_E_BACKEND_GONE, msg);
-		}
+		snprintf(msg, sizeof(msg), "kvsplice-adapter: inference server %s: %s",
+			 a->cfg.server, why);
+		if (res == CURLE_COULDNT_CONNECT)
+			state_unreachable(a, msg);
+		send_error(j, res == CURLE_OPERATION_TIMEDOUT ? KVS_E_TIMEOUT : KVS_E_BACKEND_GONE,
+			   msg);
 	} else if (j->http_status >= 300) {
 		char m[256];
 
@@ -391,33 +486,55 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 				  sizeof(m));
 		snprintf(msg, sizeof(msg), "inference server: HTTP %ld: %s", j->http_status, m);
 		send_error(j, oai_error_code(j->http_status, m), msg);
-	} else if (!j->done_marker && !j->usage.has_usage) {
+	} else if (j->not_stream) {
+		const char *ct = NULL;
+
+		curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+		snprintf(msg, sizeof(msg),
+			 "kvsplice-adapter: the server answered HTTP %ld with %s, not a stream "
+			 "(is --server an OpenAI-compatible API?)",
+			 j->http_status, ct ? ct : "no Content-Type");
+		send_error(j, KVS_E_INTERNAL, msg);
+	} else if (res == CURLE_OPERATION_TIMEDOUT) {
+		snprintf(msg, sizeof(msg),
+			 "kvsplice-adapter: the inference server sent nothing for %u s (%s)",
+			 a->cfg.stall_s, j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
+		send_error(j, KVS_E_TIMEOUT, msg);
+	} else if (res != CURLE_OK) {
+		snprintf(msg, sizeof(msg), "kvsplice-adapter: inference server %s: %s",
+			 a->cfg.server, j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
+		send_error(j, KVS_E_BACKEND_GONE, msg);
+	} else if (!j->usage.has_usage) {
 		send_error(j, KVS_E_BACKEND_GONE,
 			   "kvsplice-adapter: the server's stream ended before the response was "
 			   "complete");
 	} else {
-		send_end(j);
+		send_end(j); /* the usage came, [DONE] did not */
 	}
 	job_free(j);
+	dispatch(a);
 }
 
 void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m)
 {
-	struct job *j = find(a, key_of(l, m), m->req_id);
+	struct job *j = find(a, l, m);
 
 	if (!j) /* finished already, or never ours: nothing to stop */
 		return;
 	a->stats.cancels++;
 	/* Removing the handle closes its connection: llama.cpp and vLLM stop
 	 * generating when the client goes. */
-	send_error(j, KVS_E_CANCELLED, "kvsplice-adapter: cancelled");
+	if (!j->answered)
+		send_error(j, KVS_E_CANCELLED, "kvsplice-adapter: cancelled");
 	job_free(j);
+	dispatch(a);
 }
 
 void job_drop_link(struct adapter *a, struct link *l)
 {
 	while (l->jobs)
 		job_free(l->jobs);
+	dispatch(a);
 }
 
 void job_resume_link(struct adapter *a, struct link *l)

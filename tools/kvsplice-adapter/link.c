@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,31 @@
 /* A link's send queue may hold this much before the link is given up: a
  * gateway that stops reading for that long is broken. */
 #define LINK_TX_CAP (64u << 20)
+
+/* The peer's address without its port, hashed: one gateway host's pooled
+ * connections have the same, two hosts different ones. */
+static uint64_t peer_of(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const uint8_t *p = (const uint8_t *)&ss;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t off = 0, n = 0, i;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getpeername(fd, (struct sockaddr *)&ss, &len))
+		return 0;
+	if (ss.ss_family == AF_INET) {
+		off = offsetof(struct sockaddr_in, sin_addr);
+		n = sizeof(struct in_addr);
+	} else if (ss.ss_family == AF_INET6) {
+		off = offsetof(struct sockaddr_in6, sin6_addr);
+		n = sizeof(struct in6_addr);
+	}
+	for (i = 0; i < n; i++) /* FNV-1a */
+		h = (h ^ p[off + i]) * 0x100000001b3ULL;
+	return h;
+}
 
 int link_accept(struct adapter *a)
 {
@@ -35,17 +62,18 @@ int link_accept(struct adapter *a)
 		goto fail;
 	l->fd = fd;
 	l->id = ++a->next_link_id;
+	l->peer = peer_of(fd);
 	kvs_buf_init(&l->rx, 0);
 	kvs_buf_init(&l->tx, LINK_TX_CAP);
 	kvs_set_nodelay(fd);
 	a->links[a->nlinks++] = l;
 	a->stats.links++;
 	pr_debug("event=link_up link=%llu", (unsigned long long)l->id);
-	return 0;
+	return 1;
 fail:
 	pr_warn("event=accept_failed err=ENOMEM");
 	close(fd);
-	return 0;
+	return -ENOMEM;
 }
 
 void link_close(struct adapter *a, struct link *l)
@@ -72,18 +100,18 @@ static void pong(struct adapter *a, struct link *l, const struct kvs_msg *m)
 
 	state_load(a, &li);
 	kvs_load_encode(&li, payload);
-	link_send(l, m, KVS_T_PONG, 0, payload, sizeof(payload));
+	tx_frame(l, m, KVS_T_PONG, 0, payload, sizeof(payload));
 }
 
 /* A protocol violation: ERROR with its code, then the link closes (codes
  * 1-7 mean the stream cannot be trusted past this point). */
-static int refuse(struct link *l, const struct kvs_msg *m, int code)
+static int refuse_frame(struct link *l, const struct kvs_msg *m, int code)
 {
 	char msg[96];
 
 	snprintf(msg, sizeof(msg), "kvsplice-adapter: %s", kvs_status_name(code));
-	link_send(l, m, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
-	link_flush(l);
+	tx_frame(l, m, KVS_T_ERROR, (uint16_t)code, msg, (uint32_t)strlen(msg));
+	tx_flush(l);
 	pr_warn("event=bad_frame link=%llu status=%s", (unsigned long long)l->id,
 		kvs_status_name(code));
 	return -1;
@@ -97,7 +125,7 @@ static int on_frames(struct adapter *a, struct link *l)
 
 	while ((r = kvs_next_frame(&l->rx, a->cfg.max_payload, &m, &frame)) != 0) {
 		if (r < 0)
-			return refuse(l, &m, -r);
+			return refuse_frame(l, &m, -r);
 		switch (m.type) {
 		case KVS_T_REQUEST:
 			job_start(a, l, &m, frame + KVS_HDR_LEN);
@@ -109,7 +137,7 @@ static int on_frames(struct adapter *a, struct link *l)
 			pong(a, l, &m);
 			break;
 		default: /* CHUNK, END, ERROR, PONG: not a client's to send */
-			return refuse(l, &m, KVS_E_BAD_TYPE);
+			return refuse_frame(l, &m, KVS_E_BAD_TYPE);
 		}
 		kvs_buf_consume(&l->rx, KVS_HDR_LEN + m.payload_len);
 		if (l->dead)

@@ -9,6 +9,7 @@
  * This file: the options, startup and the loop, which waits on the KVS1
  * sockets and libcurl's together (curl_multi_poll with extra descriptors).
  */
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -121,6 +122,8 @@ static const struct kvs_optset optset = {
 /* http://HOST:PORT with no trailing '/' or "/v1": paths are added to it. */
 static int check_server(struct adapter_config *c, char *buf, size_t len)
 {
+	CURLUcode uc;
+	CURLU *u;
 	size_t n;
 
 	if (!c->server) {
@@ -130,6 +133,13 @@ static int check_server(struct adapter_config *c, char *buf, size_t len)
 	if (strncmp(c->server, "http://", 7) && strncmp(c->server, "https://", 8)) {
 		fprintf(stderr, PROG ": --server: '%s' is not an http:// or https:// URL\n",
 			c->server);
+		return -1;
+	}
+	u = curl_url();
+	uc = u ? curl_url_set(u, CURLUPART_URL, c->server, 0) : CURLUE_OUT_OF_MEMORY;
+	curl_url_cleanup(u);
+	if (uc) {
+		fprintf(stderr, PROG ": --server: '%s': %s\n", c->server, curl_url_strerror(uc));
 		return -1;
 	}
 	snprintf(buf, len, "%s", c->server);
@@ -142,12 +152,17 @@ static int check_server(struct adapter_config *c, char *buf, size_t len)
 	return 0;
 }
 
-/* The descriptors to wait on: the listener, then each link. */
-static uint32_t wait_set(struct adapter *a, struct curl_waitfd *w, struct link **who)
+/* The descriptors to wait on: the listener (unless it rests), then each
+ * link. A half-closed link is not read, but its hang-up or error still
+ * wakes the poll (and curl reports those as readable). */
+static uint32_t wait_set(struct adapter *a, struct curl_waitfd *w, struct link **who, uint64_t now)
 {
 	uint32_t i, n = 0;
 
-	w[n++] = (struct curl_waitfd){ .fd = a->lfd, .events = CURL_WAIT_POLLIN };
+	w[n++] = (struct curl_waitfd){
+		.fd = a->lfd,
+		.events = now >= a->accept_paused_until_ns ? CURL_WAIT_POLLIN : 0,
+	};
 	for (i = 0; i < a->nlinks; i++) {
 		struct link *l = a->links[i];
 
@@ -170,7 +185,7 @@ static void settle(struct adapter *a)
 	while (i < a->nlinks) {
 		struct link *l = a->links[i];
 
-		link_flush(l);
+		tx_flush(l);
 		if (!l->dead && l->paused && l->tx.len < ADAPTER_TX_LOW)
 			job_resume_link(a, l);
 		if (l->dead || (l->eof && !l->njobs && !l->tx.len)) {
@@ -181,44 +196,77 @@ static void settle(struct adapter *a)
 	}
 }
 
+/* Runs the transfers, then answers every one that finished: a transfer
+ * left unread here would wait for the next poll's timeout. */
+static void perform(struct adapter *a)
+{
+	CURLMsg *msg;
+	int running, left;
+
+	curl_multi_perform(a->multi, &running);
+	while ((msg = curl_multi_info_read(a->multi, &left)))
+		if (msg->msg == CURLMSG_DONE && !state_done(a, msg->easy_handle, msg->data.result))
+			job_done(a, msg->easy_handle, msg->data.result);
+}
+
+/* New links, up to 64 a turn. Out of descriptors, the listener rests for
+ * a second (it would stay readable and spin), said once a second. */
+static void accept_links(struct adapter *a, uint64_t now)
+{
+	int i, r = 0;
+
+	for (i = 0; i < 64 && (r = link_accept(a)) > 0; i++)
+		;
+	if (r == -EMFILE || r == -ENFILE || r == -ENOBUFS || r == -ENOMEM) {
+		a->accept_failures++;
+		a->accept_paused_until_ns = now + 1000000000ull;
+		pr_warn("event=accept_paused err=%s failures=%llu", strerror(-r),
+			(unsigned long long)a->accept_failures);
+	}
+}
+
 static int serve(struct adapter *a)
 {
-	struct curl_waitfd *w = NULL;
-	struct link **who = NULL;
+	struct curl_waitfd *w = NULL, *nw;
+	struct link **who = NULL, **nwho;
 	uint32_t cap = 0, n, i;
-	CURLMsg *msg;
-	int running, left, timeout;
+	uint64_t now;
+	int timeout;
 
 	while (!stop_flag) {
 		if (a->nlinks + 1 > cap) {
 			cap = (a->nlinks + 1) * 2;
-			w = realloc(w, cap * sizeof(*w));
-			who = realloc(who, cap * sizeof(*who));
-			if (!w || !who) {
+			nw = realloc(w, cap * sizeof(*w));
+			if (nw)
+				w = nw;
+			nwho = realloc(who, cap * sizeof(*who));
+			if (nwho)
+				who = nwho;
+			if (!nw || !nwho) {
 				pr_warn("event=fatal err=ENOMEM");
 				break;
 			}
 		}
-		timeout = state_tick(a, kvs_now_ns());
-		n = wait_set(a, w, who);
+		now = kvs_now_ns();
+		timeout = state_tick(a, now);
+		n = wait_set(a, w, who, now);
 		if (curl_multi_poll(a->multi, w, n, timeout, NULL) != CURLM_OK)
 			break;
-		curl_multi_perform(a->multi, &running);
-		while ((msg = curl_multi_info_read(a->multi, &left)))
-			if (msg->msg == CURLMSG_DONE &&
-			    !state_done(a, msg->easy_handle, msg->data.result))
-				job_done(a, msg->easy_handle, msg->data.result);
+		perform(a);
 		if (w[0].revents & CURL_WAIT_POLLIN)
-			for (i = 0; i < 64 && a->nlinks < 100000; i++)
-				if (link_accept(a) || a->nlinks == 0 || !a->links[a->nlinks - 1])
-					break;
-		for (i = 1; i < n; i++)
-			if ((w[i].revents & CURL_WAIT_POLLIN) && !who[i]->dead &&
-			    link_on_readable(a, who[i]))
-				who[i]->dead = true;
-		/* Requests started above go out in this turn, not after the
-		 * next poll's timeout. */
-		curl_multi_perform(a->multi, &running);
+			accept_links(a, kvs_now_ns());
+		for (i = 1; i < n; i++) {
+			struct link *l = who[i];
+
+			if (!(w[i].revents & CURL_WAIT_POLLIN) || l->dead)
+				continue;
+			/* Not read once half-closed: woken, it hung up or
+			 * reset. */
+			if (l->eof || link_on_readable(a, l))
+				l->dead = true;
+		}
+		/* Requests started above go out in this turn. */
+		perform(a);
 		settle(a);
 	}
 	free(w);
@@ -232,6 +280,7 @@ int main(int argc, char **argv)
 	struct adapter *a = calloc(1, sizeof(*a));
 	char server[512];
 	struct kvs_addr addr;
+	uint64_t errors;
 	int r, port, rc = 1;
 
 	if (!a)
@@ -275,9 +324,11 @@ int main(int argc, char **argv)
 	a->multi = curl_multi_init();
 	if (!a->multi)
 		goto out;
-	curl_multi_setopt(a->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)a->cfg.max_conns);
-	curl_multi_setopt(a->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)a->cfg.max_conns);
-	curl_multi_setopt(a->multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.max_conns);
+	/* Requests take at most max_conns (job.c queues the rest); the
+	 * health and load polls have room of their own beside them. */
+	curl_multi_setopt(a->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)a->cfg.max_conns + 4);
+	curl_multi_setopt(a->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)a->cfg.max_conns + 4);
+	curl_multi_setopt(a->multi, CURLMOPT_MAXCONNECTS, (long)a->cfg.max_conns + 4);
 	a->lfd = kvs_listen(&addr, 512);
 	if (a->lfd < 0) {
 		pr_warn("event=listen_failed listen=%s err=%s", a->cfg.listen, strerror(-a->lfd));
@@ -295,11 +346,14 @@ int main(int argc, char **argv)
 	rc = serve(a);
 	while (a->nlinks)
 		link_close(a, a->links[0]);
-	pr_info("event=stopped requests=%llu ends=%llu cancels=%llu retries=%llu errors=%llu "
-		"links=%llu",
+	for (r = 0, errors = 0; r <= KVS_E_MAX; r++)
+		errors += a->stats.errors[r];
+	pr_info("event=stopped requests=%llu ends=%llu errors=%llu cancels=%llu retries=%llu "
+		"duplicates=%llu chunks=%llu chunk_bytes=%llu links=%llu",
 		(unsigned long long)a->stats.requests, (unsigned long long)a->stats.ends,
-		(unsigned long long)a->stats.cancels, (unsigned long long)a->stats.retries,
-		(unsigned long long)(a->stats.requests - a->stats.ends),
+		(unsigned long long)errors, (unsigned long long)a->stats.cancels,
+		(unsigned long long)a->stats.retries, (unsigned long long)a->stats.duplicates,
+		(unsigned long long)a->stats.chunks, (unsigned long long)a->stats.chunk_bytes,
 		(unsigned long long)a->stats.links);
 out:
 	if (a->lfd > 0)

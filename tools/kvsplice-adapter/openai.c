@@ -121,7 +121,8 @@ int oai_parse_event(const char *data, size_t len, struct oai_event *ev)
 		ev->done = true;
 		return 0;
 	}
-	ev->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
+	/* A NUL is a character a model may generate (\u0000 in JSON). */
+	ev->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
 	if (!json_is_object(ev->root))
 		return -EINVAL;
 	if (error_of(ev->root, ev->error, sizeof(ev->error), &ev->error_status)) {

@@ -16,6 +16,8 @@ static bool next_line(const char **p, const char *end, const char **l, size_t *n
 	*l = *p;
 	*n = (size_t)((nl ? nl : end) - *p);
 	*p = nl ? nl + 1 : end;
+	if (*n && (*l)[*n - 1] == '\r') /* CRLF, from a proxy */
+		(*n)--;
 	return true;
 }
 
@@ -61,24 +63,39 @@ static bool value_of(const char *l, size_t n, size_t i, double *v)
 	return *e == '\0' && isfinite(*v);
 }
 
-bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out)
+/* The samples of name: how many, and their sum. */
+static unsigned samples(const char *text, size_t len, const char *name, double *sum)
 {
 	const char *p = text, *end = text + len, *l;
 	size_t n, nl = strlen(name), k;
-	bool found = false;
-	double sum = 0, v;
+	unsigned count = 0;
+	double v;
 
+	*sum = 0;
 	while (next_line(&p, end, &l, &n)) {
 		if (!n || l[0] == '#')
 			continue;
 		k = name_len(l, n);
 		if (k != nl || memcmp(l, name, nl) || !value_of(l, n, k, &v))
 			continue;
-		sum += v;
-		found = true;
+		*sum += v;
+		count++;
 	}
-	*out = sum;
-	return found;
+	return count;
+}
+
+bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out)
+{
+	return samples(text, len, name, out) > 0;
+}
+
+bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out)
+{
+	unsigned n = samples(text, len, name, out);
+
+	if (n)
+		*out /= n;
+	return n > 0;
 }
 
 bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix)

@@ -14,6 +14,9 @@
  * engine), in *out. false if text has no sample of name. */
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out);
 
+/* Their mean (a ratio per engine, such as KV cache use). */
+bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out);
+
 /* True if some sample's name starts with prefix ("vllm:"). */
 bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix);
 

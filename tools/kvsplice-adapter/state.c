@@ -111,11 +111,18 @@ static void not_ready(struct adapter *a, const char *why)
 {
 	struct server_state *st = &a->st;
 
-	st->ready = false;
-	if (strcmp(st->why, why) || !st->logged_not_ready)
+	uint64_t now = kvs_now_ns();
+
+	/* Said when it happens, then every 10 s while it lasts: the polls
+	 * and the failing requests of a server down under load would say it
+	 * several times a second. */
+	if (st->ready || !st->last_not_ready_log_ns ||
+	    now - st->last_not_ready_log_ns > 10000000000ull) {
 		pr_warn("event=server_not_ready server=%s why=\"%s\"", a->cfg.server, why);
+		st->last_not_ready_log_ns = now;
+	}
+	st->ready = false;
 	snprintf(st->why, sizeof(st->why), "%s", why);
-	st->logged_not_ready = true;
 }
 
 void state_unreachable(struct adapter *a, const char *why)
@@ -179,8 +186,9 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 		st->running = u32(v);
 	if (kvs_prom_sum(t, n, names[k][1], &v))
 		st->waiting = u32(v);
-	if ((names[k][2] && kvs_prom_sum(t, n, names[k][2], &v)) ||
-	    (names[k][3] && kvs_prom_sum(t, n, names[k][3], &v))) {
+	/* A fraction per engine (data-parallel ranks): their mean. */
+	if ((names[k][2] && kvs_prom_mean(t, n, names[k][2], &v)) ||
+	    (names[k][3] && kvs_prom_mean(t, n, names[k][3], &v))) {
 		st->kv_used = u32(v * 1000);
 		st->kv_total = 1000;
 	}
@@ -254,7 +262,7 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		pr_info("event=server_ready server=%s kind=%s running=%u waiting=%u", a->cfg.server,
 			oai_kind_name(k), st->running, st->waiting);
 	st->ready = true;
-	st->logged_not_ready = false;
+	st->last_not_ready_log_ns = 0;
 	st->why[0] = '\0';
 }
 
@@ -296,7 +304,7 @@ void state_free(struct adapter *a)
 void state_load(const struct adapter *a, struct kvs_load_info *li)
 {
 	const struct server_state *st = &a->st;
-	uint32_t own = a->njobs;
+	uint32_t own = a->active;
 
 	memset(li, 0, sizeof(*li));
 	li->running = st->running;
@@ -310,6 +318,7 @@ void state_load(const struct adapter *a, struct kvs_load_info *li)
 		li->running = own;
 	else if (own > li->running + li->waiting)
 		li->waiting += own - (li->running + li->waiting);
+	li->waiting += a->queued; /* not yet sent: the server cannot count them */
 	if (!st->ready)
 		li->flags |= KVS_LOAD_F_NOT_READY;
 }

@@ -5,8 +5,8 @@
 
 #include "adapter.h"
 
-bool link_send(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
-	       const void *payload, uint32_t len)
+bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
+	      const void *payload, uint32_t len)
 {
 	struct kvs_msg m = {
 		.type = type,
@@ -26,7 +26,7 @@ bool link_send(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t
 	return true;
 }
 
-int link_flush(struct link *l)
+int tx_flush(struct link *l)
 {
 	while (l->tx.len && !l->dead) {
 		ssize_t n =

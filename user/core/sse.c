@@ -50,7 +50,9 @@ static int dispatch(struct kvs_sse *s, kvs_sse_fn fn, void *ctx)
 {
 	int r = 0;
 
-	if (s->has_data) {
+	/* The spec: an event whose data buffer is empty is not dispatched
+	 * ("data:" alone, a keep-alive some servers send). */
+	if (s->has_data && s->data_len) {
 		s->data[s->data_len] = '\0';
 		r = fn(ctx, s->event[0] ? s->event : "message", s->data, s->data_len);
 	}
