@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "fileio.h"
 #include "netutil.h"
 
 struct answer {
@@ -35,26 +36,6 @@ struct answer {
 	uint64_t bytes, first_ns;
 	int ended;
 };
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *p = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-		p = malloc((size_t)n + 32);
-		if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-			free(p);
-			p = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return p;
-}
 
 static int send_frame(int fd, uint8_t type, uint64_t req_id, uint32_t max_tokens, const void *p,
 		      uint32_t len)
@@ -132,15 +113,18 @@ int main(int argc, char **argv)
 				"none|cancel|close [SUFFIX]\n");
 		return 2;
 	}
-	prompt = read_file(argv[2], &plen);
+	prompt = kvs_read_file(argv[2], 32, &plen); /* room for the suffix */
+	if (!prompt) {
+		fprintf(stderr, "kvs_client: %s: %s\n", argv[2], strerror(errno));
+		return 2;
+	}
 	count = (uint32_t)atoi(argv[3]);
 	max_tokens = (uint32_t)atoi(argv[4]);
 	action = argv[5];
 	ans = calloc(count + 1, sizeof(*ans));
-	fd = prompt && count && ans ? kvs_connect(&addr, 5000) : -EINVAL;
+	fd = count && ans ? kvs_connect(&addr, 5000) : -EINVAL;
 	if (fd < 0) {
-		fprintf(stderr, "kvs_client: %s: %s\n", prompt ? "connect" : argv[2],
-			strerror(-fd));
+		fprintf(stderr, "kvs_client: connect: %s\n", strerror(-fd));
 		free(ans);
 		free(prompt);
 		return 1;

@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "fileio.h"
 #include "netutil.h"
 #include "opts.h"
 #include "sse.h"
@@ -133,26 +134,6 @@ static double mean(const double *v, uint32_t n)
 	return n ? s / n : 0;
 }
 
-static char *read_prompt(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *p = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (p = malloc((size_t)n + 1)) && fread(p, 1, (size_t)n, f) == (size_t)n) {
-		*len = (size_t)n;
-		p[n] = '\0';
-	} else {
-		free(p);
-		p = NULL;
-	}
-	fclose(f);
-	return p;
-}
-
 /* The body, or NULL after a message. */
 static char *make_body(const struct http_opts *o)
 {
@@ -160,7 +141,7 @@ static char *make_body(const struct http_opts *o)
 	char *prompt, *s = NULL;
 	size_t len = 0;
 
-	prompt = read_prompt(o->prompt_file, &len);
+	prompt = kvs_read_file(o->prompt_file, 0, &len);
 	if (!prompt) {
 		fprintf(stderr, PROG ": --prompt-file %s: %s\n", o->prompt_file, strerror(errno));
 		goto out;

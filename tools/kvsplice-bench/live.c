@@ -21,6 +21,7 @@
 
 #include "args.h"
 #include "codec.h"
+#include "fileio.h"
 #include "kvsplice/hash.h"
 #include "live_int.h"
 #include "opts.h"
@@ -190,24 +191,11 @@ static void on_writable(struct run *r, uint32_t ci)
 
 static int load_prompt_file(struct run *r, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	struct stat st;
-
-	if (!f || fstat(fileno(f), &st)) {
+	r->prefix_file = (uint8_t *)kvs_read_file(path, 0, &r->prefix_file_len);
+	if (!r->prefix_file) {
 		fprintf(stderr, PROG ": --prompt-file: %s: %s\n", path, strerror(errno));
-		if (f)
-			fclose(f);
 		return -1;
 	}
-	r->prefix_file_len = (size_t)st.st_size;
-	r->prefix_file = malloc(r->prefix_file_len + 1);
-	if (!r->prefix_file ||
-	    fread(r->prefix_file, 1, r->prefix_file_len, f) != r->prefix_file_len) {
-		fprintf(stderr, PROG ": --prompt-file: cannot read %s\n", path);
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
 	return 0;
 }
 
