@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <stddef.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,31 +13,6 @@
 /* A link's send queue may hold this much before the link is given up: a
  * gateway that stops reading for that long is broken. */
 #define LINK_TX_CAP (64u << 20)
-
-/* The peer's address without its port, hashed: one gateway host's pooled
- * connections have the same, two hosts different ones. */
-static uint64_t peer_of(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	const uint8_t *p = (const uint8_t *)&ss;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t off = 0, n = 0, i;
-
-	memset(&ss, 0, sizeof(ss));
-	if (getpeername(fd, (struct sockaddr *)&ss, &len))
-		return 0;
-	if (ss.ss_family == AF_INET) {
-		off = offsetof(struct sockaddr_in, sin_addr);
-		n = sizeof(struct in_addr);
-	} else if (ss.ss_family == AF_INET6) {
-		off = offsetof(struct sockaddr_in6, sin6_addr);
-		n = sizeof(struct in6_addr);
-	}
-	for (i = 0; i < n; i++) /* FNV-1a */
-		h = (h ^ p[off + i]) * 0x100000001b3ULL;
-	return h;
-}
 
 int link_accept(struct adapter *a)
 {
@@ -62,7 +35,7 @@ int link_accept(struct adapter *a)
 		goto fail;
 	l->fd = fd;
 	l->id = ++a->next_link_id;
-	l->peer = peer_of(fd);
+	l->peer = kvs_peer_host(fd);
 	kvs_buf_init(&l->rx, 0);
 	kvs_buf_init(&l->tx, LINK_TX_CAP);
 	kvs_set_nodelay(fd);

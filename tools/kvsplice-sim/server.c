@@ -29,6 +29,7 @@ struct sim_conn {
 	bool dead;     /* closed by the peer; freed when no request needs it */
 	uint32_t refs; /* queued or running requests answering on it */
 	bool want_out;
+	uint64_t peer; /* the peer's host (kvs_peer_host) */
 };
 
 struct sim_req {
@@ -270,11 +271,12 @@ static void send_error_close(struct sim *s, struct sim_conn *c, uint64_t req_id,
  * A CANCEL: the request it names stops at once (out of the engine's queue or
  * batch, its KV returned) and ends with one ERROR cancelled, sent where the
  * rest of its answer would have gone. It is found by (gw_conn, req_id) among
- * the requests of every connection: a gateway's pooled connections are
- * shared, and it may send a CANCEL on another one than the request's (a
- * fresh one, once the request's is gone). Without a gateway (gw_conn 0) only
- * this connection's requests are candidates. An unknown or answered request
- * is ignored.
+ * the requests of every connection from the same host: a gateway's pooled
+ * connections are shared, and it may send a CANCEL on another one than the
+ * request's (a fresh one, once the request's is gone), but another
+ * gateway's cookies may be the same numbers. Without a gateway (gw_conn 0)
+ * only this connection's requests are candidates. An unknown or answered
+ * request is ignored.
  */
 static void cancel(struct sim *s, struct sim_conn *c, const struct kvs_msg *m)
 {
@@ -284,7 +286,7 @@ static void cancel(struct sim *s, struct sim_conn *c, const struct kvs_msg *m)
 
 	for (r = s->live; r; r = r->next_live)
 		if (r->req_id == m->req_id && r->gw_conn == m->gw_conn &&
-		    (m->gw_conn || r->conn == c))
+		    (m->gw_conn ? r->conn->peer == c->peer : r->conn == c))
 			break;
 	if (!r) {
 		s->cancels_ignored++;
@@ -383,6 +385,7 @@ static void on_accept(struct sim *s)
 			continue;
 		}
 		c->fd = fd;
+		c->peer = kvs_peer_host(fd);
 		kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)s->max_payload + 65536);
 		kvs_buf_init(&c->tx, TX_LIMIT);
 		kvs_set_nodelay(fd);

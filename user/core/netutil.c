@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,4 +338,27 @@ const char *kvs_endpoint_str(const struct kvs_endpoint *e, char *buf, size_t len
 		snprintf(buf, len, "-");
 	}
 	return buf;
+}
+
+uint64_t kvs_peer_host(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const uint8_t *p = (const uint8_t *)&ss;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t off = 0, n = 0, i;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getpeername(fd, (struct sockaddr *)&ss, &len))
+		return 0;
+	if (ss.ss_family == AF_INET) {
+		off = offsetof(struct sockaddr_in, sin_addr);
+		n = sizeof(struct in_addr);
+	} else if (ss.ss_family == AF_INET6) {
+		off = offsetof(struct sockaddr_in6, sin6_addr);
+		n = sizeof(struct in6_addr);
+	}
+	for (i = 0; i < n; i++) /* FNV-1a */
+		h = (h ^ p[off + i]) * 0x100000001b3ULL;
+	return h;
 }

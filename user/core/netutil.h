@@ -36,6 +36,10 @@ int kvs_set_nodelay(int fd);
 int kvs_size_rcvbuf(int fd, uint32_t max_frame);
 /* SO_COOKIE: the kernel's id of the socket; 0 on error. */
 uint64_t kvs_sock_cookie(int fd);
+/* A hash of the peer's address without its port (0 if unknown): which host
+ * a connection comes from. A backend tells two gateways apart by it, since
+ * their socket cookies (gw_conn) are unique only on each host. */
+uint64_t kvs_peer_host(int fd);
 
 struct kvs_endpoint;
 /* The address in a, as the maps record it. */
