@@ -344,13 +344,14 @@ uint64_t kvs_peer_host(int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	const uint8_t *p = (const uint8_t *)&ss;
 	uint64_t h = 0xcbf29ce484222325ULL;
 	size_t off = 0, n = 0, i;
+	const uint8_t *p;
 
 	memset(&ss, 0, sizeof(ss));
 	if (getpeername(fd, (struct sockaddr *)&ss, &len))
 		return 0;
+	p = (const uint8_t *)&ss;
 	if (ss.ss_family == AF_INET) {
 		off = offsetof(struct sockaddr_in, sin_addr);
 		n = sizeof(struct in_addr);
