@@ -52,11 +52,9 @@ struct adapter_config {
 
 /* The server's state as last read (state.c). */
 struct server_state {
-	bool ready;  /* /health said ok, and requests connect */
-	bool polled; /* a poll has completed */
+	bool ready; /* /health said ok, and requests connect */
 	enum oai_kind kind;
 	char model[256];  /* from /v1/models when --model is not given */
-	char why[160];	  /* why not ready, for the log */
 	uint32_t running; /* from /metrics or /slots */
 	uint32_t waiting;
 	uint32_t kv_used, kv_total; /* per mille of the KV cache, or 0/0 */
@@ -93,11 +91,10 @@ struct adapter {
 	uint32_t nlinks, links_cap;
 	uint64_t next_link_id;
 	struct job *buckets[ADAPTER_JOB_BUCKETS]; /* jobs by (conn key, req_id) */
-	uint32_t njobs;
-	uint32_t active;		     /* jobs in the multi handle: at most max_conns */
-	uint32_t queued;		     /* jobs waiting for one of those */
-	struct job *queue_head, *queue_tail; /* in arrival order */
-	uint64_t accept_paused_until_ns;     /* out of descriptors: the listener rests */
+	uint32_t active;			  /* jobs in the multi handle: at most max_conns */
+	uint32_t queued;			  /* jobs waiting for one of those */
+	struct job *queue_head, *queue_tail;	  /* in arrival order */
+	uint64_t accept_paused_until_ns;	  /* out of descriptors: the listener rests */
 	uint64_t accept_failures;
 	struct server_state st;
 	struct state_poll *poll; /* the poll in progress, or NULL */

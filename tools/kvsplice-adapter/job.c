@@ -31,9 +31,8 @@ struct job {
 	uint32_t chunks;
 	struct oai_event usage; /* the figures seen so far (root unused) */
 	bool active;		/* in the multi handle; else queued */
-	bool done_marker;
-	bool answered;	 /* the END went at [DONE]; the transfer may still run */
-	bool not_stream; /* a 2xx that is not text/event-stream */
+	bool answered;		/* the END went at [DONE]; the transfer may still run */
+	bool not_stream;	/* a 2xx that is not text/event-stream */
 	long http_status;
 	struct kvs_buf errbody;
 	int fail_code; /* set by a callback: the ERROR to send */
@@ -134,7 +133,6 @@ static void job_free(struct job *j)
 	if (j->link_next)
 		j->link_next->link_prev = j->link_prev;
 	j->l->njobs--;
-	a->njobs--;
 	if (j->active) {
 		curl_multi_remove_handle(a->multi, j->h);
 		a->active--;
@@ -284,10 +282,8 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 	}
 	/* [DONE] is the end of the answer: the END goes now, whatever the
 	 * server then does with the connection. */
-	if (ev.done) {
-		j->done_marker = true;
+	if (ev.done)
 		send_end(j);
-	}
 	oai_event_free(&ev);
 	return 0;
 }
@@ -386,7 +382,6 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 		l->jobs->link_prev = j;
 	l->jobs = j;
 	l->njobs++;
-	a->njobs++;
 
 	j->h = curl_easy_init();
 	j->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
@@ -506,8 +501,11 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 		send_error(j, KVS_E_BACKEND_GONE, msg);
 	} else if (!j->usage.has_usage) {
 		send_error(j, KVS_E_BACKEND_GONE,
-			   "kvsplice-adapter: the server's stream ended before the response was "
-			   "complete");
+			   kvs_sse_pending(&j->sse) ?
+				   "kvsplice-adapter: the server's stream ended "
+				   "before the response was complete (mid-event)" :
+				   "kvsplice-adapter: the server's stream ended "
+				   "before the response was complete");
 	} else {
 		send_end(j); /* the usage came, [DONE] did not */
 	}

@@ -349,12 +349,14 @@ int main(int argc, char **argv)
 	for (r = 0, errors = 0; r <= KVS_E_MAX; r++)
 		errors += a->stats.errors[r];
 	pr_info("event=stopped requests=%llu ends=%llu errors=%llu cancels=%llu retries=%llu "
-		"duplicates=%llu chunks=%llu chunk_bytes=%llu links=%llu",
+		"duplicates=%llu chunks=%llu chunk_bytes=%llu links=%llu polls=%llu "
+		"poll_failures=%llu",
 		(unsigned long long)a->stats.requests, (unsigned long long)a->stats.ends,
 		(unsigned long long)errors, (unsigned long long)a->stats.cancels,
 		(unsigned long long)a->stats.retries, (unsigned long long)a->stats.duplicates,
 		(unsigned long long)a->stats.chunks, (unsigned long long)a->stats.chunk_bytes,
-		(unsigned long long)a->stats.links);
+		(unsigned long long)a->stats.links, (unsigned long long)a->st.polls,
+		(unsigned long long)a->st.poll_failures);
 out:
 	if (a->lfd > 0)
 		close(a->lfd);

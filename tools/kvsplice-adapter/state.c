@@ -26,7 +26,7 @@ struct xfer {
 	struct kvs_buf body;
 	long status;
 	CURLcode res;
-	bool used, done;
+	bool used;
 };
 
 struct state_poll {
@@ -122,7 +122,6 @@ static void not_ready(struct adapter *a, const char *why)
 		st->last_not_ready_log_ns = now;
 	}
 	st->ready = false;
-	snprintf(st->why, sizeof(st->why), "%s", why);
 }
 
 void state_unreachable(struct adapter *a, const char *why)
@@ -234,7 +233,6 @@ static void finish(struct adapter *a, struct state_poll *sp)
 	char why[160];
 
 	st->polls++;
-	st->polled = true;
 	if (!ok(hx)) {
 		st->poll_failures++;
 		if (hx->res != CURLE_OK)
@@ -263,7 +261,6 @@ static void finish(struct adapter *a, struct state_poll *sp)
 			oai_kind_name(k), st->running, st->waiting);
 	st->ready = true;
 	st->last_not_ready_log_ns = 0;
-	st->why[0] = '\0';
 }
 
 bool state_done(struct adapter *a, CURL *h, CURLcode res)
@@ -283,7 +280,6 @@ bool state_done(struct adapter *a, CURL *h, CURLcode res)
 		curl_multi_remove_handle(a->multi, h);
 		curl_easy_cleanup(h);
 		x->h = NULL;
-		x->done = true;
 		if (--sp->pending == 0) {
 			finish(a, sp);
 			a->poll = NULL;
