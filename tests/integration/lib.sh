@@ -83,6 +83,36 @@ kvs_start_gw() {
 	GW_PORT=$(cat "$KVS_TMP/gw.port")
 }
 
+# kvs_start_fake NAME [DEFAULT_MODE]: tests/helpers/fake_openai, an
+# OpenAI-compatible server that misbehaves on request, healthy while
+# $KVS_TMP/healthy exists (made here); the stalled clients that left are
+# counted in $KVS_TMP/stalls. Sets FAKE_URL_<NAME> and FAKE_PID_<NAME>.
+kvs_start_fake() {
+	local name=$1
+	shift
+	touch "$KVS_TMP/healthy"
+	"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake-$name.port" "$KVS_TMP/healthy" \
+		"$KVS_TMP/stalls" "$@" 2>"$KVS_TMP/fake-$name.log" &
+	KVS_PIDS+=($!)
+	printf -v "FAKE_PID_$name" '%s' "$!"
+	kvs_wait_file "$KVS_TMP/fake-$name.port"
+	printf -v "FAKE_URL_$name" 'http://127.0.0.1:%s' "$(cat "$KVS_TMP/fake-$name.port")"
+}
+
+# kvs_start_adapter NAME URL [kvsplice-adapter flags...]: kvsplice-adapter
+# in front of the server at URL, logging to $KVS_TMP/adapter-NAME.log; sets
+# AD_PORT_<NAME> and AD_<NAME> (127.0.0.1:PORT).
+kvs_start_adapter() {
+	local name=$1 url=$2
+	shift 2
+	"$KVS_BUILD/kvsplice-adapter" --server "$url" --port-file "$KVS_TMP/ad-$name.port" "$@" \
+		2>"$KVS_TMP/adapter-$name.log" &
+	KVS_PIDS+=($!)
+	kvs_wait_file "$KVS_TMP/ad-$name.port"
+	printf -v "AD_PORT_$name" '%s' "$(cat "$KVS_TMP/ad-$name.port")"
+	printf -v "AD_$name" '127.0.0.1:%s' "$(cat "$KVS_TMP/ad-$name.port")"
+}
+
 kvs_bench() {
 	"$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$GW_PORT" --quiet "$@"
 }

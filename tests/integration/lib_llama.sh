@@ -50,19 +50,9 @@ kvs_start_llama() {
 # The random model's output is any bytes of its vocabulary; llama.cpp fails a
 # /v1/completions stream whose text ends inside a UTF-8 character ("does not
 # match the expected Content-only format"). Printable ASCII only, by grammar,
-# keeps the tests about kvsplice.
+# keeps the tests about kvsplice: adapters in front of llama-server take
+# --extra-body "$KVS_LLAMA_BODY".
 KVS_LLAMA_BODY='{"grammar":"root ::= [ -~]*"}'
-
-# kvs_start_adapter NAME URL [flags...]: sets AD_PORT_<NAME>.
-kvs_start_adapter() {
-	local name=$1 url=$2
-	shift 2
-	"$KVS_BUILD/kvsplice-adapter" --server "$url" --port-file "$KVS_TMP/ad-$name.port" \
-		--poll-ms 200 --extra-body "$KVS_LLAMA_BODY" "$@" 2>"$KVS_TMP/adapter-$name.log" &
-	KVS_PIDS+=($!)
-	kvs_wait_file "$KVS_TMP/ad-$name.port"
-	printf -v "AD_PORT_$name" '%s' "$(cat "$KVS_TMP/ad-$name.port")"
-}
 
 # kvs_llama_metric PORT NAME: a llama.cpp /metrics value.
 kvs_llama_metric() {

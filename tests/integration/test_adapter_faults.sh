@@ -9,18 +9,10 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 C="$KVS_BUILD/tests/helpers/kvs_client"
-"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake.port" "$KVS_TMP/healthy" \
-	"$KVS_TMP/stalls" 2>"$KVS_TMP/fake.log" &
-KVS_PIDS+=($!)
-FAKE_PID=$!
-kvs_wait_file "$KVS_TMP/fake.port"
-touch "$KVS_TMP/healthy"
-"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")/v1/" \
-	--port-file "$KVS_TMP/ad.port" --stall-timeout 1 --poll-ms 100 --id 41 \
-	--log-level debug 2>"$KVS_TMP/adapter.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/ad.port"
-AD=127.0.0.1:$(cat "$KVS_TMP/ad.port")
+kvs_start_fake F
+# (a URL ending in /v1/, as users copy it from their client's settings)
+kvs_start_adapter A "$FAKE_URL_F/v1/" --stall-timeout 1 --poll-ms 100 --id 41 --log-level debug
+AD=$AD_A
 
 # wait_pong FLAGS: until the adapter's PONG carries FLAGS (the poll runs
 # every 100 ms; bounded at 20 s for a loaded machine).
@@ -79,7 +71,7 @@ echo "ok: [DONE] then held open -> $out"
 echo "a prompt mode:doneopen" >"$KVS_TMP/prompt"
 out=$(timeout 30 "$C" "$AD" "$KVS_TMP/prompt" 1 8 dup)
 assert_eq "answers to a duplicated req_id" "$(grep -c '^req=1 ' <<<"$out")" 1
-grep -q 'event=duplicate_req_id' "$KVS_TMP/adapter.log" || kvs_fail "duplicate not logged"
+grep -q 'event=duplicate_req_id' "$KVS_TMP/adapter-A.log" || kvs_fail "duplicate not logged"
 
 # Not JSON-able: refused before any HTTP.
 printf 'bad \xff\xfe prompt' >"$KVS_TMP/prompt"
@@ -113,12 +105,8 @@ assert_ge "server saw the dropped client's transfer close" "$(wc -l <"$KVS_TMP/s
 # A half-closed link that is then reset (a client gone with an answer
 # owed) is closed, and its stalled transfer with it, not left to the
 # stall timeout (60 s here) while the adapter spins on the hang-up.
-"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")" \
-	--port-file "$KVS_TMP/ad2.port" --stall-timeout 60 --max-connections 1 --poll-ms 100 \
-	2>"$KVS_TMP/adapter2.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/ad2.port"
-AD2=127.0.0.1:$(cat "$KVS_TMP/ad2.port")
+kvs_start_adapter B "$FAKE_URL_F" --stall-timeout 60 --max-connections 1 --poll-ms 100
+AD2=$AD_B
 before=$(wc -l <"$KVS_TMP/stalls")
 echo "a prompt mode:stall" >"$KVS_TMP/prompt"
 assert_eq "client half-closes, then resets" "$(timeout 30 "$C" "$AD2" "$KVS_TMP/prompt" 1 8 hup)" reset
@@ -140,7 +128,7 @@ for i in $(seq 1 200); do
 	[[ $p == *"waiting=3 "* ]] && break
 	sleep 0.05
 done
-assert_eq "PONG while busy" "$p" "pong running=2 waiting=3 kv=500/1000 backend=$(cat "$KVS_TMP/ad2.port") flags=0"
+assert_eq "PONG while busy" "$p" "pong running=2 waiting=3 kv=500/1000 backend=$AD_PORT_B flags=0"
 for i in $(seq 1 40); do
 	p=$("$C" "$AD2" ping)
 	[[ $p == *"flags=0" ]] || kvs_fail "busy adapter said not ready: $p"
@@ -154,15 +142,9 @@ kill "$busy" 2>/dev/null || true
 # one poll interval (a finished transfer left unread waited for it). The
 # server sends its events 2 ms apart, so transfers end at any point of
 # the adapter's loop.
-"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/slow.port" "$KVS_TMP/healthy" \
-	"$KVS_TMP/stalls" slow 2>"$KVS_TMP/slow.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/slow.port"
-"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/slow.port")" \
-	--port-file "$KVS_TMP/ad3.port" --poll-ms 10000 2>"$KVS_TMP/adapter3.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/ad3.port"
-out=$("$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$KVS_TMP/ad3.port")" --quiet \
+kvs_start_fake S slow
+kvs_start_adapter C "$FAKE_URL_S" --poll-ms 10000
+out=$("$KVS_BUILD/kvsplice-bench" live --connect "$AD_C" --quiet \
 	--verify framing -n 50 -k 1 --prefixes 1 --prefix-tokens 16 --suffix-tokens 4 \
 	--max-tokens 3 --json) || kvs_fail "sequential run: $out"
 assert_eq "sequential requests answered" "$(jget "$out" .ok)" 50
@@ -173,14 +155,14 @@ assert_le "50 sequential requests, seconds (a poll interval is 10)" \
 rm "$KVS_TMP/healthy"
 wait_pong 1 >/dev/null
 echo "ok: PONG not ready while /health says 503"
-grep -q 'event=server_not_ready.*HTTP 503' "$KVS_TMP/adapter.log" || kvs_fail "no not-ready log line"
+grep -q 'event=server_not_ready.*HTTP 503' "$KVS_TMP/adapter-A.log" || kvs_fail "no not-ready log line"
 touch "$KVS_TMP/healthy"
 wait_pong 0 >/dev/null
 echo "ok: ready again"
 
 # The server gone: requests fail with backend_gone at once, PONG not ready.
-kill "$FAKE_PID"
-wait "$FAKE_PID" 2>/dev/null || true
+kill "$FAKE_PID_F"
+wait "$FAKE_PID_F" 2>/dev/null || true
 expect ok backend_gone "inference server"
 wait_pong 1 >/dev/null
 echo "ok: server gone -> not ready"

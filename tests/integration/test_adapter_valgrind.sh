@@ -12,15 +12,10 @@ if grep -q __asan_init <<<"$(nm -D "$KVS_BUILD/kvsplice-adapter" 2>/dev/null)"; 
 fi
 
 C="$KVS_BUILD/tests/helpers/kvs_client"
-"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake.port" "$KVS_TMP/healthy" \
-	"$KVS_TMP/stalls" 2>"$KVS_TMP/fake.log" &
-KVS_PIDS+=($!)
-FAKE_PID=$!
-kvs_wait_file "$KVS_TMP/fake.port"
-touch "$KVS_TMP/healthy"
+kvs_start_fake F
 valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --error-exitcode=3 \
-	"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")" \
+	"$KVS_BUILD/kvsplice-adapter" --server "$FAKE_URL_F" \
 	--port-file "$KVS_TMP/ad.port" --stall-timeout 1 --poll-ms 100 2>"$KVS_TMP/valgrind.log" &
 VG=$!
 for i in $(seq 1 600); do [ -s "$KVS_TMP/ad.port" ] && break; sleep 0.05; done
@@ -40,8 +35,8 @@ done
 ask stall 3 cancel | grep -q 'req=1 error code=cancelled' || kvs_fail "no cancelled answer"
 ask stall 3 close >/dev/null
 "$C" "$AD" ping >/dev/null || kvs_fail "no PONG"
-kill "$FAKE_PID"
-wait "$FAKE_PID" 2>/dev/null || true
+kill "$FAKE_PID_F"
+wait "$FAKE_PID_F" 2>/dev/null || true
 ask ok 2 none | grep -q 'error code=backend_gone' || kvs_fail "server gone: no backend_gone"
 
 kill "$VG"

@@ -77,17 +77,8 @@ check() { # NAME PORT
 
 kvs_start_sim S --time-scale 0.05
 check kvsplice-sim "$SIM_PORT_S"
-n=$(grep -c "event=cancelled" "$KVS_TMP/S.log" || true)
-echo "simulator log: $n cancelled"
 
-touch "$KVS_TMP/healthy"
-"$KVS_BUILD/tests/helpers/fake_openai" "$KVS_TMP/fake.port" "$KVS_TMP/healthy" \
-	"$KVS_TMP/stalls" 2>"$KVS_TMP/fake.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/fake.port"
-"$KVS_BUILD/kvsplice-adapter" --server "http://127.0.0.1:$(cat "$KVS_TMP/fake.port")" \
-	--port-file "$KVS_TMP/ad.port" --stall-timeout 60 2>"$KVS_TMP/adapter.log" &
-KVS_PIDS+=($!)
-kvs_wait_file "$KVS_TMP/ad.port"
-check kvsplice-adapter "$(cat "$KVS_TMP/ad.port")"
+kvs_start_fake F
+kvs_start_adapter A "$FAKE_URL_F" --stall-timeout 60
+check kvsplice-adapter "$AD_PORT_A"
 echo "PASS test_cancel_hosts"

@@ -22,7 +22,8 @@ for n in A B C; do
 done
 for n in A B C; do
 	port=LLAMA_PORT_$n
-	kvs_start_adapter "$n" "http://127.0.0.1:${!port}" --id "$(printf '%d' "'$n")"
+	kvs_start_adapter "$n" "http://127.0.0.1:${!port}" --id "$(printf '%d' "'$n")" \
+		--poll-ms 200 --extra-body "$KVS_LLAMA_BODY"
 done
 kvs_start_gw --backend "127.0.0.1:$AD_PORT_A" --backend "127.0.0.1:$AD_PORT_B" \
 	--backend "127.0.0.1:$AD_PORT_C" --health-interval-ms 200
