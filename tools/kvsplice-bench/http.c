@@ -21,6 +21,7 @@
 #include "netutil.h"
 #include "opts.h"
 #include "sse.h"
+#include "stats.h"
 
 #define PROG "kvsplice-bench http"
 
@@ -111,29 +112,6 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 	return kvs_sse_feed(&s->sse, p, size * nmemb, on_event, s) ? 0 : size * nmemb;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, uint32_t n, double p)
-{
-	uint32_t i = (uint32_t)(p * (n - 1) + 0.5);
-
-	return n ? v[i] : 0;
-}
-
-static double mean(const double *v, uint32_t n)
-{
-	double s = 0;
-
-	for (uint32_t i = 0; i < n; i++)
-		s += v[i];
-	return n ? s / n : 0;
-}
-
 /* The body, or NULL after a message. */
 static char *make_body(const struct http_opts *o)
 {
@@ -176,7 +154,7 @@ out:
 int bench_http(int argc, char **argv)
 {
 	struct http_opts o = defaults;
-	double *ttft = NULL, *e2e = NULL;
+	double *ttft = NULL, *e2e = NULL, f[6];
 	struct curl_slist *hdrs = NULL;
 	uint64_t out_tok = 0, prompt_tok = 0, cached_tok = 0, t_run;
 	uint32_t ok = 0, failed = 0, retries = 0, i;
@@ -245,26 +223,29 @@ int bench_http(int argc, char **argv)
 		ok++;
 	}
 	t_run = kvs_now_ns() - t_run;
-	qsort(ttft, ok, sizeof(*ttft), cmp_double);
-	qsort(e2e, ok, sizeof(*e2e), cmp_double);
+	/* One set of figures, printed either way (kvs_percentile sorts). */
+	f[0] = kvs_percentile(ttft, ok, 50);
+	f[1] = kvs_percentile(ttft, ok, 90);
+	f[2] = kvs_mean(ttft, ok);
+	f[3] = kvs_percentile(e2e, ok, 50);
+	f[4] = kvs_percentile(e2e, ok, 90);
+	f[5] = kvs_mean(e2e, ok);
 	if (o.json)
 		printf("{\"requests\":%u,\"ok\":%u,\"failed\":%u,\"retries\":%u,\"wall_s\":%.3f,"
 		       "\"ttft_p50_ms\":%.3f,\"ttft_p90_ms\":%.3f,\"ttft_mean_ms\":%.3f,"
 		       "\"e2e_p50_ms\":%.3f,\"e2e_p90_ms\":%.3f,\"e2e_mean_ms\":%.3f,"
 		       "\"output_tokens\":%llu,\"prompt_tokens\":%llu,\"cached_tokens\":%llu}\n",
-		       o.requests, ok, failed, retries, (double)t_run / 1e9, pct(ttft, ok, 0.5),
-		       pct(ttft, ok, 0.9), mean(ttft, ok), pct(e2e, ok, 0.5), pct(e2e, ok, 0.9),
-		       mean(e2e, ok), (unsigned long long)out_tok, (unsigned long long)prompt_tok,
+		       o.requests, ok, failed, retries, (double)t_run / 1e9, f[0], f[1], f[2], f[3],
+		       f[4], f[5], (unsigned long long)out_tok, (unsigned long long)prompt_tok,
 		       (unsigned long long)cached_tok);
 	else
 		printf("requests %u ok %u failed %u (retried %u) in %.2f s\n"
 		       "TTFT ms  P50 %.2f  P90 %.2f  mean %.2f\n"
 		       "e2e ms   P50 %.2f  P90 %.2f  mean %.2f\n"
 		       "tokens   prompt %llu cached %llu output %llu\n",
-		       o.requests, ok, failed, retries, (double)t_run / 1e9, pct(ttft, ok, 0.5),
-		       pct(ttft, ok, 0.9), mean(ttft, ok), pct(e2e, ok, 0.5), pct(e2e, ok, 0.9),
-		       mean(e2e, ok), (unsigned long long)prompt_tok,
-		       (unsigned long long)cached_tok, (unsigned long long)out_tok);
+		       o.requests, ok, failed, retries, (double)t_run / 1e9, f[0], f[1], f[2], f[3],
+		       f[4], f[5], (unsigned long long)prompt_tok, (unsigned long long)cached_tok,
+		       (unsigned long long)out_tok);
 	rc = failed ? 1 : 0;
 out:
 	curl_slist_free_all(hdrs);
