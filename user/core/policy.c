@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "chash.h"
 #include "kvsplice/hash.h"
 
 /* Index entries for a capacity in blocks (at least one). */
@@ -25,6 +26,18 @@ void kvs_policy_defaults(struct kvs_policy_params *p)
 	p->recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT;
 }
 
+uint32_t kvs_policy_balance_fp(double balance)
+{
+	return balance < 1.0 ? KVS_PLACE_ONE : (uint32_t)lround(balance * KVS_PLACE_ONE);
+}
+
+/* Placement seeds from the backends' names (0 for an empty slot). */
+static void set_seeds(struct kvs_policy *pol, const char *const *names, uint32_t n)
+{
+	for (uint32_t b = 0; b < n; b++)
+		pol->place[b].seed = names[b] ? kvs_str_hash(names[b]) : 0;
+}
+
 int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 		    const char *const *names)
 {
@@ -37,14 +50,13 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 	pol->p = *p;
 	if (pol->p.balance < 1.0)
 		pol->p.balance = 1.0;
+	pol->balance_fp = kvs_policy_balance_fp(pol->p.balance);
 	for (b = 0; b < p->nbackends; b++) {
 		err = kvs_pcache_init(&pol->index[b], groups_of(p->index_blocks));
 		if (err)
 			goto fail;
 	}
-	err = kvs_chash_build(&pol->ring, names, p->nbackends, KVS_CHASH_VNODES);
-	if (err)
-		goto fail;
+	set_seeds(pol, names, p->nbackends);
 	return 0;
 fail:
 	kvs_policy_free(pol);
@@ -58,7 +70,6 @@ void kvs_policy_free(struct kvs_policy *pol)
 	for (b = 0; b < KVS_MAX_BACKENDS; b++)
 		if (pol->index[b].table)
 			kvs_pcache_free(&pol->index[b]);
-	kvs_chash_free(&pol->ring);
 }
 
 /* The prompt as the index sees it: its group hashes, into pol->group_h. */
@@ -85,42 +96,16 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
 	return cached_blocks(pol, b, group_hashes(pol, h, n));
 }
 
-/*
- * Which eligible backends may take a new prefix (nobody holds it, or only a
- * shared part of it): those within the load bound that are fewer than 2
- * ahead of the least placed, in a count of new prefixes that decays by
- * 1/(64 x backends) per placement; if none is, any eligible one (load comes
- * first). A bound on assigned keys beside the bound on load: on a lightly
- * loaded fleet work alone never binds, and new hot prefixes would fall as
- * unevenly as the ring has it, to stay there. The bound counts from the
- * least placed backend: a bound on the blocks each index holds stops
- * binding once the indexes are full; balance x the mean of the counts
- * leaves a burst after many placements much room; the mean plus one lets a
- * backend the ring seldom picks build a deficit, then take a burst. And it
- * never overrides load, which costs the latency tail dearly. The figures of
- * each variant: docs/EVALUATION.md, "Routing scenarios".
- */
-static void placement_room(struct kvs_policy *pol, const uint8_t *eligible, const uint64_t *load,
-			   uint64_t total, uint32_t n_ok, uint8_t *room)
+/* A new prefix (nobody holds it, or only a shared part of it): the
+ * kernel's rule, include/kvsplice/place.h, which also counts it. */
+static int place_new(struct kvs_policy *pol, uint64_t key, const uint64_t *load,
+		     const uint8_t *eligible)
 {
-	double least = INFINITY, decay = 1.0 - 1.0 / (64.0 * pol->p.nbackends);
-	/* chash_pick's load bound over the whole eligible fleet */
-	uint64_t bound = (uint64_t)ceil(pol->p.balance * (double)(total + 1) / n_ok);
-	uint32_t b, any = 0;
-
-	for (b = 0; b < pol->p.nbackends; b++) {
-		pol->placed[b] *= decay;
-		if (eligible[b] && pol->placed[b] < least)
-			least = pol->placed[b];
+	for (uint32_t b = 0; b < pol->p.nbackends; b++) {
+		pol->place[b].load = load[b];
+		pol->place[b].ok = eligible[b];
 	}
-	for (b = 0; b < pol->p.nbackends; b++) {
-		room[b] = eligible[b] && pol->placed[b] < least + 2 && load[b] + 1 <= bound;
-		any += room[b];
-	}
-	/* Load comes first: when every backend with room for a new prefix is
-	 * over the load bound, the count gives way. */
-	if (!any)
-		memcpy(room, eligible, pol->p.nbackends);
+	return kvs_place(key, pol->place, pol->p.nbackends, pol->balance_fp);
 }
 
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
@@ -129,7 +114,6 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint32_t ng = group_hashes(pol, h, n);
-	uint8_t room[KVS_MAX_BACKENDS];
 	uint64_t total = 0, bound;
 	double est, best_est = INFINITY;
 	int pick = -1, pick_in_bound = 0, shared;
@@ -155,16 +139,13 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	d->best_blocks = best;
 
 	/* Only a prefix too short to matter is cached anywhere (a system
-	 * prompt every request shares): a new prefix all the same. */
+	 * prompt every request shares): a new prefix all the same, placed as
+	 * the kernel places one. */
 	shared = best > 0 &&
 		 (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
-	if (best == 0 || shared)
-		placement_room(pol, eligible, load, total, n_ok, room);
-	if (best == 0) {
-		/* Nobody holds any of it: consistent hashing, bounded by load and
-		 * by recent placements (placement_room). */
-		pick = kvs_chash_pick(&pol->ring, place_key, load, room, pol->p.balance);
-		d->reason = KVS_R_COLD;
+	if (best == 0 || shared) {
+		pick = place_new(pol, place_key, load, eligible);
+		d->reason = shared ? KVS_R_SHARED : KVS_R_COLD;
 		goto out;
 	}
 
@@ -178,44 +159,36 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	 * from load noise is future work. */
 	bound = (uint64_t)ceil(pol->p.balance * (double)total / n_ok) + prompt_tokens;
 	/* The scan starts at a backend the request's placement key chooses:
-	 * full ties (an idle fleet that all holds a shared system prompt) then
-	 * spread over the fleet instead of all going to backend 0. */
+	 * full ties then spread over the fleet instead of all going to
+	 * backend 0. */
 	start = (uint32_t)(place_key % pol->p.nbackends);
-	/* A shared-only match is placed by load alone, among the backends
-	 * with room for a new prefix: counting the shared part would keep
-	 * sending everything to the first few backends that got it, whenever
-	 * the fleet's load is light next to a prompt. */
 	for (i = 0; i < pol->p.nbackends; i++) {
 		uint64_t uncached;
 		int in_bound;
 
 		b = (start + i) % pol->p.nbackends;
 
-		if (!(shared ? room[b] : eligible[b]))
+		if (!eligible[b])
 			continue;
 		uncached = (uint64_t)prompt_tokens > (uint64_t)cached[b] * KVS_BLOCK_TOKENS ?
 				   prompt_tokens - (uint64_t)cached[b] * KVS_BLOCK_TOKENS :
 				   0;
 		in_bound = load[b] <= bound;
-		est = (double)load[b] + (shared ? 0 : pol->p.recompute_weight * (double)uncached);
+		est = (double)load[b] + pol->p.recompute_weight * (double)uncached;
 		/* In-bound backends first; among them the lowest estimate; on
 		 * a tie the longer cached prefix (moving would duplicate it for
-		 * nothing), then the lower load, then the first scanned. A
-		 * shared-only match's estimate is its load: a tie there is a
-		 * tie in everything, and goes to the first scanned. */
+		 * nothing), then the lower load, then the first scanned. */
 		if (pick < 0 || in_bound > pick_in_bound ||
 		    (in_bound == pick_in_bound &&
-		     (est < best_est || (est == best_est && !shared &&
-					 (cached[b] > cached[pick] ||
-					  (cached[b] == cached[pick] && load[b] < load[pick])))))) {
+		     (est < best_est ||
+		      (est == best_est && (cached[b] > cached[pick] || (cached[b] == cached[pick] &&
+									load[b] < load[pick])))))) {
 			pick = (int)b;
 			pick_in_bound = in_bound;
 			best_est = est;
 		}
 	}
-	if (shared)
-		d->reason = KVS_R_SHARED;
-	else if (cached[pick] + 0u >= best)
+	if (cached[pick] + 0u >= best)
 		d->reason = KVS_R_PREFIX;
 	else
 		d->reason = KVS_R_SPILL;
@@ -225,8 +198,6 @@ out:
 		d->reason = KVS_R_NONE;
 		return;
 	}
-	if (best == 0 || shared)
-		pol->placed[pick] += 1;
 	d->backend = pick;
 	d->cached_blocks = cached[pick];
 	pol->decisions[d->reason]++;
@@ -254,6 +225,12 @@ uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predic
 		cap += step;
 	}
 	return kvs_pcache_set_capacity(c, cap) * KVS_INDEX_GROUP;
+}
+
+void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng)
+{
+	if (b < pol->p.nbackends)
+		kvs_pcache_touch(&pol->index[b], g, ng);
 }
 
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b)
@@ -293,29 +270,23 @@ void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash)
 
 int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, uint32_t n)
 {
-	struct kvs_chash ring;
 	uint32_t b, old = pol->p.nbackends;
 	int err;
 
 	if (n < old || n > KVS_MAX_BACKENDS)
 		return -EINVAL;
-	err = kvs_chash_build(&ring, names, n, KVS_CHASH_VNODES);
-	if (err)
-		return err;
 	for (b = old; b < n; b++) {
 		err = kvs_pcache_init(&pol->index[b], groups_of(pol->p.index_blocks));
 		if (err) {
 			while (b-- > old)
 				kvs_pcache_free(&pol->index[b]);
-			kvs_chash_free(&ring);
 			return err;
 		}
-		pol->placed[b] = 0;
+		pol->place[b].placed = 0;
 		if (pol->on_evict)
 			hook_index(pol, b);
 	}
-	kvs_chash_free(&pol->ring);
-	pol->ring = ring;
+	set_seeds(pol, names, n);
 	pol->p.nbackends = n;
 	return 0;
 }

@@ -29,17 +29,18 @@
  * spills to a second backend that then holds it too (affinity kept, not
  * discarded); a prefix that covers little of the prompt (a system prompt
  * everyone shares) does not pull traffic to its holder; and a prefix nobody
- * holds is placed by bounded-load consistent hashing, so several gateways
- * agree.
+ * holds (or only its shared part) is placed by include/kvsplice/place.h,
+ * the rule the kernel applies to every request it has no route for, so
+ * several gateways agree and the simulator evaluates what the kernel does.
  */
 #ifndef KVS_POLICY_H
 #define KVS_POLICY_H
 
 #include <stdint.h>
 
-#include "chash.h"
 #include "kvsplice/hash.h"
 #include "kvsplice/maps.h"
+#include "kvsplice/place.h"
 #include "prefix_cache.h"
 
 struct kvs_policy_params {
@@ -65,8 +66,8 @@ enum kvs_reason {
 	KVS_R_NONE = 0, /* no backend eligible */
 	KVS_R_PREFIX,	/* longest cached prefix (or a near tie, by load) */
 	KVS_R_SPILL,	/* a holder was too loaded: a second backend takes it */
-	KVS_R_SHARED,	/* only a short shared prefix is cached: placed by load */
-	KVS_R_COLD,	/* nobody holds it: bounded-load consistent hashing */
+	KVS_R_SHARED,	/* only a short shared prefix is cached: placed as new */
+	KVS_R_COLD,	/* nobody holds it: placed (kvsplice/place.h) */
 };
 
 struct kvs_decision {
@@ -89,11 +90,11 @@ struct kvs_policy_hook {
 struct kvs_policy {
 	struct kvs_policy_params p;
 	struct kvs_pcache index[KVS_MAX_BACKENDS];
-	struct kvs_chash ring;
+	/* Each backend as the placement rule sees it: its seed (the hash of
+	 * its name), and its decaying count of new prefixes placed. */
+	struct kvs_place_be place[KVS_MAX_BACKENDS];
+	uint32_t balance_fp;		    /* p.balance in 1/KVS_PLACE_ONE */
 	uint64_t decisions[KVS_R_COLD + 1]; /* by reason */
-	/* New prefixes (cold or shared-only) placed on each backend, decaying
-	 * by 1/(64 x backends) per placement: see placement_room(). */
-	double placed[KVS_MAX_BACKENDS];
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
@@ -102,14 +103,14 @@ struct kvs_policy {
 };
 
 void kvs_policy_defaults(struct kvs_policy_params *p);
-/* names[i] names backend i (ring positions for cold placement); NULL for
- * a slot with no backend. */
+/* names[i] names backend i (its placement seed is kvs_str_hash(names[i]));
+ * NULL for a slot with no backend. */
 int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 		    const char *const *names);
 /*
  * The backends changed at run time: names[0..n) as for kvs_policy_init, n
  * at least the current count (slots are never taken away, only emptied).
- * New slots get an empty index; the ring is rebuilt, so cold prefixes are
+ * New slots get an empty index; seeds are re-read, so cold prefixes are
  * placed among the backends named now. 0 or -errno (then nothing changed).
  */
 int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, uint32_t n);
@@ -157,6 +158,14 @@ void kvs_policy_on_evict(struct kvs_policy *pol, kvs_policy_evict_fn fn, void *c
 /* hash must end a group (a block count that is a multiple of
  * KVS_INDEX_GROUP): the index holds no other. */
 void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash);
+
+/* What the kernel reported sending to backend b: the prompt's group hashes
+ * g[0..ng) (the hash of each KVS_INDEX_GROUP-th block) are recorded as
+ * just used in b's index, as a decision of the policy's own would. */
+void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng);
+
+/* The balance factor in the placement rule's fixed point. */
+uint32_t kvs_policy_balance_fp(double balance);
 
 /* Backend b's index capacity now (feedback shrinks it), in blocks. */
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b);

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where a prefix nobody is routed to goes: one header-only rule compiled by
+ * clang into the verdict (bpf/kvsplice.bpf.c places every request it has
+ * no route to follow) and by gcc into the routing policy (user/core/
+ * policy.c, which the controller's userspace path and kvsplice-bench sim
+ * run), so the simulator evaluates what the kernel does. tests/unit/
+ * test_place.c runs both builds on the same inputs (the BPF one through
+ * the kvs_place_probe program) and compares.
+ *
+ * Rendezvous hashing bounded by load and by recent placements:
+ *
+ *   - each backend's score for a key is fmix64(key ^ seed), seed the hash
+ *     of its ADDR:PORT, so every gateway with the same backends agrees
+ *     without talking, and a backend joining or leaving moves only the
+ *     keys it wins or held;
+ *   - a backend may take the key only while its outstanding work is within
+ *     balance x the mean (plus this request): ceil(balance x (total + 1) /
+ *     eligible), balance in 1/1024ths;
+ *   - and only while it has placed fewer than two new prefixes more than
+ *     the least placed eligible backend, in a count that decays by
+ *     1/(64 x eligible) per placement: on a lightly loaded fleet work
+ *     alone never binds, and new hot prefixes would fall as unevenly as
+ *     the hash has it, to stay there (docs/EVALUATION.md, "Routing
+ *     scenarios", has the variants' figures);
+ *   - the highest score among those wins; if none has room, the highest
+ *     within the load bound (load comes first); failing that (no backend
+ *     is in bound, which the mean makes impossible), the highest eligible.
+ *
+ * Everything is integer: the verifier takes no floating point, and both
+ * builds must round alike. The decay is applied in the second pass, to
+ * every slot's count (x - x / k is non-decreasing, so the least count
+ * decays to the decayed least): the kernel does it with an atomic
+ * subtraction, so a placement counted meanwhile on another CPU is never
+ * lost, only decayed a step late.
+ */
+#ifndef KVSPLICE_PLACE_H
+#define KVSPLICE_PLACE_H
+
+#include <linux/types.h>
+
+#include "kvsplice/hash.h"
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/* balance is given in 1/KVS_PLACE_ONE (1.15 -> 1178). */
+#define KVS_PLACE_ONE 1024
+/* One placement in the decaying count (fixed point, 16 fraction bits). */
+#define KVS_PLACE_UNIT (1ULL << 16)
+/* A backend this many placements ahead of the least placed has no room. */
+#define KVS_PLACE_AHEAD (2 * KVS_PLACE_UNIT)
+/* The count decays by 1/(KVS_PLACE_DECAY x eligible backends) a placement. */
+#define KVS_PLACE_DECAY 64
+
+/* Pass 1: what the eligible backends add up to. */
+struct kvs_place_sum {
+	__u64 total; /* outstanding work, tokens */
+	__u64 least; /* the least placement count */
+	__u32 n_ok;  /* eligible backends */
+	__u32 pad;
+};
+
+/* Pass 2: the best candidate at each level of the fallback. */
+struct kvs_place_pick {
+	__u64 score[3]; /* [0] with room, [1] in the load bound, [2] eligible */
+	__s32 backend[3];
+	__u32 pad;
+};
+
+static __always_inline void kvs_place_sum_init(struct kvs_place_sum *s)
+{
+	s->total = 0;
+	s->least = ~0ULL;
+	s->n_ok = 0;
+	s->pad = 0;
+}
+
+static __always_inline void kvs_place_sum_add(struct kvs_place_sum *s, int ok, __u64 load,
+					      __u64 placed)
+{
+	if (!ok)
+		return;
+	s->n_ok++;
+	s->total += load;
+	if (placed < s->least)
+		s->least = placed;
+}
+
+/* The load a backend may have and still take the key: ceil(balance x
+ * (total + 1) / n_ok). 0 when nobody is eligible. */
+static __always_inline __u64 kvs_place_bound(const struct kvs_place_sum *s, __u32 balance)
+{
+	__u64 den = (__u64)s->n_ok * KVS_PLACE_ONE;
+
+	if (!s->n_ok)
+		return 0;
+	if (balance < KVS_PLACE_ONE)
+		balance = KVS_PLACE_ONE;
+	return ((s->total + 1) * balance + den - 1) / den;
+}
+
+/* What one placement's decay takes off a count. */
+static __always_inline __u64 kvs_place_decay(__u64 placed, __u32 n_ok)
+{
+	return n_ok ? placed / ((__u64)KVS_PLACE_DECAY * n_ok) : 0;
+}
+
+/* The room threshold: below it a (decayed) count has room. */
+static __always_inline __u64 kvs_place_room_below(const struct kvs_place_sum *s)
+{
+	return s->least - kvs_place_decay(s->least, s->n_ok) + KVS_PLACE_AHEAD;
+}
+
+/* Backend b's score for key. */
+static __always_inline __u64 kvs_place_score(__u64 key, __u64 seed)
+{
+	return kvs_fmix64(key ^ seed);
+}
+
+static __always_inline void kvs_place_pick_init(struct kvs_place_pick *p)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		p->score[i] = 0;
+		p->backend[i] = -1;
+	}
+	p->pad = 0;
+}
+
+/* Ties in score (equal seeds) go to the lower index: both builds scan up. */
+static __always_inline void kvs_place_offer(struct kvs_place_pick *p, int level, __u32 b,
+					    __u64 score)
+{
+	if (p->backend[level] < 0 || score > p->score[level]) {
+		p->score[level] = score;
+		p->backend[level] = (__s32)b;
+	}
+}
+
+/*
+ * Pass 2 for backend b, placed being its count after this placement's
+ * decay. bound and room_below from kvs_place_bound and
+ * kvs_place_room_below.
+ */
+static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b, __u64 key,
+					       __u64 seed, int ok, __u64 load, __u64 placed,
+					       __u64 bound, __u64 room_below)
+{
+	__u64 score;
+
+	if (!ok)
+		return;
+	score = kvs_place_score(key, seed);
+	kvs_place_offer(p, 2, b, score);
+	if (load + 1 > bound)
+		return;
+	kvs_place_offer(p, 1, b, score);
+	if (placed < room_below)
+		kvs_place_offer(p, 0, b, score);
+}
+
+static __always_inline int kvs_place_result(const struct kvs_place_pick *p)
+{
+	if (p->backend[0] >= 0)
+		return p->backend[0];
+	if (p->backend[1] >= 0)
+		return p->backend[1];
+	return p->backend[2];
+}
+
+/*
+ * The block depth whose hash places a prompt of n hashed blocks when the
+ * client gave no cache key: its hinted prefix, else the deepest checkpoint
+ * (the longest prefix the kernel can match next time), else its last
+ * block; 0 for a prompt under one block (placed by the seed). Never the
+ * first group alone: every prompt sharing a system prompt would go to one
+ * backend.
+ */
+static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
+{
+	__u32 j, best = 0;
+
+	if (hint_blocks && hint_blocks <= n)
+		return hint_blocks;
+	KVS_UNROLL
+	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++)
+		if (kvs_checkpoint(j) <= n)
+			best = kvs_checkpoint(j);
+	return best ? best : n;
+}
+
+#ifndef __bpf__
+#include <stdint.h>
+
+/* One backend as the rule sees it. */
+struct kvs_place_be {
+	uint64_t seed;	 /* kvs_str_hash of its ADDR:PORT */
+	uint64_t load;	 /* outstanding work, tokens */
+	uint64_t placed; /* decaying placement count (KVS_PLACE_UNIT each) */
+	uint32_t ok;	 /* may take new work */
+	uint32_t pad;
+};
+
+/*
+ * Userspace: the backend for key among be[0..n), or -1 if none is
+ * eligible; decays every count and counts the placement, as the kernel
+ * does in the backends map.
+ */
+static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n, uint32_t balance)
+{
+	struct kvs_place_sum s;
+	struct kvs_place_pick p;
+	uint64_t bound, room;
+	uint32_t b;
+	int pick;
+
+	kvs_place_sum_init(&s);
+	for (b = 0; b < n; b++)
+		kvs_place_sum_add(&s, be[b].ok, be[b].load, be[b].placed);
+	bound = kvs_place_bound(&s, balance);
+	room = kvs_place_room_below(&s);
+	kvs_place_pick_init(&p);
+	for (b = 0; b < n; b++) {
+		be[b].placed -= kvs_place_decay(be[b].placed, s.n_ok);
+		kvs_place_consider(&p, b, key, be[b].seed, be[b].ok, be[b].load, be[b].placed,
+				   bound, room);
+	}
+	pick = kvs_place_result(&p);
+	if (pick >= 0)
+		be[pick].placed += KVS_PLACE_UNIT;
+	return pick;
+}
+#endif
+
+#endif /* KVSPLICE_PLACE_H */
