@@ -31,6 +31,7 @@
 #include "kvsplice/proto.h"
 #include "kvsplice/hash.h"
 #include "kvsplice/maps.h"
+#include "kvsplice/place.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -72,6 +73,13 @@ const volatile __u32 cfg_release_prefill_early = 1;
  * to a client that stops reading pile up in the kernel's queue for its
  * socket; this caps how many can. */
 const volatile __u32 cfg_client_max_inflight = 0;
+/* Place requests no route covers here (1), by include/kvsplice/place.h,
+ * rather than hand them to the controller (0). */
+const volatile __u32 cfg_kernel_place = 1;
+/* The placement's load bound, in 1/KVS_PLACE_ONE of the mean. */
+const volatile __u32 cfg_balance = 1178; /* 1.15 */
+/* What a recomputed token costs against a queued one (kvs_place_keep). */
+const volatile __u32 cfg_recompute_weight = 16;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKHASH);
@@ -133,6 +141,33 @@ struct {
 } ctl_stats SEC(".maps");
 
 _Static_assert(KVS_CHAIN_MAX == KVS_MAX_WINDOW_BLOCKS, "chain holds the whole window");
+
+/* The verdict's reports of what it decided, read by the controller. A
+ * report that finds the ring full is lost (counted): the request is sent
+ * all the same. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, KVS_REPORTS_RING);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} reports SEC(".maps");
+
+_Static_assert(KVS_REPORT_MAX_GROUPS *KVS_INDEX_GROUP == KVS_MAX_WINDOW_BLOCKS,
+	       "a report holds the window's groups");
+
+#include "place.bpf.h"
+
+/* Per-CPU scratch: the report being written, and the placement's state
+ * (too large for the verdict's stack). */
+struct scratch {
+	struct place_walk pw;
+	struct kvs_report rep;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
 
 /* Per-CPU scratch: the chain of block hashes of the frame being routed. */
 struct {
@@ -291,13 +326,14 @@ static __always_inline struct kvs_route *lookup_route(__u64 hash)
  * checking on every lookup multiplies the verifier's work (docs/
  * EVALUATION.md, "Slow path", has the figure).
  */
-static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st)
+static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st, __u32 *why)
 {
 	__u32 b = r->backend;
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
 
 	if (!be || be->route_gen != r->gen) {
 		st->pass_stale++;
+		*why = KVS_WHY_STALE;
 		return -1;
 	}
 	__sync_fetch_and_add(&r->hits, 1);
@@ -312,45 +348,42 @@ static __always_inline int deep_enough(__u32 depth, __u32 plen)
 }
 
 /*
- * The backend for a request, or -1 for the slow path: the explicit cache key
- * first, then the client's prefix-length hint, then the checkpoints of the
- * chain, deepest first. *depth is the matched depth in blocks (0 for a
- * cache key). A match too shallow for the prompt is not followed. *found:
- * some route was found (followed or not).
+ * The backend of the route a request should follow, or -1 when there is
+ * none to follow; *why says which (enum kvs_why) and *depth the matched
+ * depth in blocks (0 for a cache key). Routes are looked up by the explicit
+ * cache key first, then the client's prefix-length hint, then the
+ * checkpoints of the chain, deepest first; a match too shallow for the
+ * prompt is not followed. The prompt is hashed into ch first, whatever is
+ * found: the report and the routes learned from it need the chain.
  */
 static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 off,
-					 struct kvs_stats *st, __u32 *depth, int *found)
+					 struct kvs_stats *st, struct kvs_chain *ch, __u64 seed,
+					 __u32 *depth, __u32 *why)
 {
-	__u32 zero = 0, n, hint, k, plen = bpf_ntohl(h->payload_len);
-	struct kvs_chain *ch;
+	__u32 n, hint, k, plen = bpf_ntohl(h->payload_len);
 	struct kvs_route *r;
-	__u64 seed, key;
+	__u64 key = bpf_be64_to_cpu(h->cache_key);
 
 	*depth = 0;
-	*found = 1; /* until every lookup has missed */
-	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
-	key = bpf_be64_to_cpu(h->cache_key);
+	n = hash_prompt(skb, off + KVS_HDR_LEN, plen / KVS_BLOCK_BYTES, seed, ch);
+	ch->req_id = bpf_be64_to_cpu(h->req_id);
+	ch->n = n;
 	if (key) {
 		r = lookup_route(kvs_key_hash(seed, key));
 		if (r) {
 			st->cache_key_hits++;
-			return follow(r, st);
+			*why = KVS_WHY_KEY;
+			return follow(r, st, why);
 		}
 	}
-
-	ch = bpf_map_lookup_elem(&chain, &zero);
-	if (!ch)
-		return -1;
-	n = hash_prompt(skb, off + KVS_HDR_LEN, plen / KVS_BLOCK_BYTES, seed, ch);
-	ch->req_id = bpf_be64_to_cpu(h->req_id);
-	ch->n = n;
 
 	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
 	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
 		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
 		if (r) {
 			*depth = hint;
-			return follow(r, st);
+			*why = KVS_WHY_HINT;
+			return follow(r, st, why);
 		}
 	}
 
@@ -362,14 +395,16 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
 		if (!r)
 			continue;
+		*depth = cp;
 		if (!deep_enough(cp, plen)) {
 			st->pass_shallow++;
+			*why = KVS_WHY_SHALLOW;
 			return -1;
 		}
-		*depth = cp;
-		return follow(r, st);
+		*why = KVS_WHY_PREFIX;
+		return follow(r, st, why);
 	}
-	*found = 0;
+	*why = KVS_WHY_COLD;
 	return -1;
 }
 
@@ -382,19 +417,15 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
  * decides, so it knows what the fast path taught the backends.
  */
 static __always_inline void learn_routes(__u32 b, const struct kvs_backend *be, __u32 depth,
-					 struct kvs_stats *st)
+					 struct kvs_chain *ch, struct kvs_stats *st)
 {
 	struct kvs_route r = {
 		.backend = b,
 		.gen = be->route_gen,
 		.installed_ns = bpf_ktime_get_ns(),
 	};
-	__u32 zero = 0, k, n;
-	struct kvs_chain *ch = bpf_map_lookup_elem(&chain, &zero);
+	__u32 k, n = ch->n;
 
-	if (!ch)
-		return;
-	n = ch->n;
 	for (k = 0; k < KVS_MAX_CHECKPOINTS; k++) {
 		__u32 cp = kvs_checkpoint(k);
 
@@ -414,6 +445,98 @@ static __always_inline int backend_accepts(const struct kvs_backend *be)
 	return be->state == KVS_BE_UP &&
 	       (be->max_outstanding == 0 || be->outstanding < be->max_outstanding) &&
 	       (be->work_limit == 0 || be->outstanding_work <= be->work_limit);
+}
+
+/* One route, unless the key has one (the controller's decisions and the
+ * routes learned before stand). */
+static __always_inline void learn_route(__u32 b, const struct kvs_backend *be, __u64 hash,
+					__u32 depth, __u64 flags, struct kvs_stats *st)
+{
+	struct kvs_route r = {
+		.backend = b,
+		.depth_blocks = depth,
+		.gen = be->route_gen,
+		.installed_ns = bpf_ktime_get_ns(),
+	};
+
+	if (bpf_map_update_elem(&routes, &hash, &r, flags) == 0)
+		st->routes_learned++;
+}
+
+struct group_copy {
+	struct kvs_chain *ch;
+	struct kvs_report *rep;
+};
+
+static long copy_group(__u32 j, struct group_copy *c)
+{
+	if (j >= KVS_REPORT_MAX_GROUPS)
+		return 1;
+	c->rep->g[j] =
+		c->ch->h[(j * KVS_INDEX_GROUP + KVS_INDEX_GROUP - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
+	return 0;
+}
+
+/* What the verdict decided for a request, to the controller. */
+struct decision {
+	__u64 key;	 /* placement key, or the followed route's hash */
+	__u64 cache_key; /* the cache key's route hash; 0: none */
+	__u32 backend;
+	__u32 why;
+	__u32 depth;
+	__u32 charge;
+	/* The frame's: where it starts, its length, its client, its seed
+	 * (a global function takes five arguments at most). */
+	__u32 off, len;
+	__u64 client, seed;
+};
+
+/*
+ * A global function (not inlined), like place_request(): the verifier checks
+ * it once, not once per path through route_request() that reaches it,
+ * which multiplied the verdict's verification past its limit.
+ */
+__noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	__u32 zero = 0, ng;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct kvs_report *rep;
+	struct group_copy c;
+	__u64 size;
+
+	if (!ch || !h || !d || !st || !sc)
+		return -1;
+	rep = &sc->rep;
+	c.ch = ch;
+	c.rep = rep;
+	ng = ch->n / KVS_INDEX_GROUP;
+
+	rep->conn = d->client;
+	rep->req_id = bpf_be64_to_cpu(h->req_id);
+	rep->key = d->key;
+	rep->cache_key = d->cache_key;
+	rep->backend = d->backend;
+	rep->why = d->why;
+	rep->depth = d->depth;
+	rep->blocks = ch->n;
+	rep->hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	rep->prompt_tokens = kvs_prompt_tokens(bpf_ntohl(h->payload_len));
+	rep->charge = d->charge;
+	rep->pad = 0;
+	if (ng > KVS_REPORT_MAX_GROUPS)
+		ng = KVS_REPORT_MAX_GROUPS;
+	rep->ngroups = ng;
+	bpf_loop(ng, copy_group, &c, 0);
+	size = __builtin_offsetof(struct kvs_report, g) + (__u64)ng * sizeof(__u64);
+	if (size > sizeof(*rep))
+		size = sizeof(*rep);
+	if (bpf_ringbuf_output(&reports, rep, size, 0)) {
+		st->reports_lost++;
+		return -1;
+	}
+	st->reports++;
+	return 0;
 }
 
 /* The gateway-owned header fields, written in one store. */
@@ -617,13 +740,131 @@ static __always_inline int client_cancel(struct __sk_buff *skb, struct kvs_stats
 	return punt(skb, st);
 }
 
+/*
+ * A request no route sends anywhere (none, too shallow, to a backend that
+ * is saturated or gone): placed here by include/kvsplice/place.h on its
+ * placement key (the cache key's hash, else the hinted or deepest
+ * checkpoint prefix's), sent, and its routes learned, so the next request
+ * sharing the prefix follows them. 0 when sent; SEND_CLIENT_LIMIT or -1 as
+ * send_request() says, or -1 when no backend may take it (the controller
+ * answers).
+ */
+__noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, struct kvs_chain *ch,
+			     struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	__u32 b, n, k, hint, plen, zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+
+	struct kvs_backend *be;
+	int rb, sent;
+
+	if (!h || !ch || !d || !st || !sc)
+		return -1;
+	n = ch->n;
+	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	plen = bpf_ntohl(h->payload_len);
+
+	if (d->cache_key) {
+		d->key = d->cache_key;
+	} else {
+		k = kvs_place_depth(hint, n);
+		d->key = k ? ch->h[(k - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)] : d->seed;
+	}
+	rb = place_pick_backend(&sc->pw, d->key);
+	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
+		return -1;
+	b = rb;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be)
+		return -1;
+	/* A holder over its bound: does moving cost more than staying? */
+	if (d->why == KVS_WHY_SPILL && d->backend < KVS_MAX_BACKENDS) {
+		__u32 hb = d->backend;
+		struct kvs_backend *hold = bpf_map_lookup_elem(&backends, &hb);
+
+		if (hold && may_place(hold) &&
+		    (hb == b ||
+		     kvs_place_keep(&sc->pw.s, cfg_balance, cfg_recompute_weight,
+				    kvs_prompt_tokens(plen), hold->outstanding_work,
+				    (__u64)d->depth * KVS_BLOCK_TOKENS, be->outstanding_work))) {
+			b = hb;
+			be = hold;
+			d->why = KVS_WHY_KEPT;
+		}
+	}
+	/* Placed, nothing of it is known to be cached there. */
+	d->charge = kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? d->depth : 0,
+				    bpf_ntohl(h->max_tokens));
+	sent = send_request(skb, h, d->off, d->len, b, be, d->client, d->charge, 1);
+	if (sent)
+		return sent;
+	d->backend = b;
+	if (d->why == KVS_WHY_KEPT) {
+		st->kept_holder++;
+		return 0;
+	}
+	__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
+	if (d->why == KVS_WHY_COLD)
+		st->placed_cold++;
+	else if (d->why == KVS_WHY_SHALLOW)
+		st->placed_shallow++;
+	else if (d->why == KVS_WHY_SPILL)
+		st->placed_spill++;
+	else
+		st->placed_stale++;
+	return 0;
+}
+
+/*
+ * The routes a request sent to d->backend teaches (global, as report()):
+ * the backend now holds the whole prompt, so every checkpoint deeper than
+ * the match routes there, and for a placement its cache key and hinted
+ * prefix too. Existing routes stand (the controller's, and those learned
+ * before), except a void one (its backend left), which is replaced: it
+ * would send every request of its prefix through placement for good.
+ */
+__noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	struct kvs_backend *be;
+	__u32 b, n, hint;
+
+	if (!ch || !h || !d || !st)
+		return -1;
+	b = d->backend;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be)
+		return -1;
+	n = ch->n;
+	if (d->why >= KVS_WHY_COLD) {
+		hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+		if (d->cache_key)
+			learn_route(b, be, d->cache_key, 0,
+				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST,
+				    st);
+		if (d->why == KVS_WHY_STALE && d->depth)
+			learn_route(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
+				    d->depth, BPF_ANY, st);
+		if (hint > d->depth && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
+			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
+				    BPF_NOEXIST, st);
+	}
+	if (d->depth || d->why >= KVS_WHY_COLD)
+		learn_routes(b, be, d->depth, ch, st);
+	return 0;
+}
+
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
 {
+	struct decision d = { .why = KVS_WHY_COLD };
+	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
+	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
 	struct kvs_backend *be;
-	__u32 b, depth, plen = bpf_ntohl(h->payload_len);
-	int rb, found;
+	struct kvs_chain *ch;
+	int rb, sent = -1;
 
 	if (h->type == KVS_T_PING) {
 		st->pass_other++;
@@ -640,21 +881,29 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 			return SK_DROP;
 		return punt_request(skb, st, conn, off);
 	}
+	ch = bpf_map_lookup_elem(&chain, &zero);
+	if (!ch)
+		goto slow;
 
-	rb = route_request(skb, h, off, st, &depth, &found);
+	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
+	d.cache_key = key ? kvs_key_hash(seed, key) : 0;
+	rb = route_request(skb, h, off, st, ch, seed, &d.depth, &d.why);
 	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
-			__u32 charge = kvs_work_blocks(kvs_prompt_tokens(plen), depth,
-						       bpf_ntohl(h->max_tokens));
-
-			int sent = send_request(skb, h, off, len, b, be, cookie, charge, 1);
-
+			d.charge = kvs_work_blocks(kvs_prompt_tokens(plen), d.depth,
+						   bpf_ntohl(h->max_tokens));
+			sent = send_request(skb, h, off, len, b, be, cookie, d.charge, 1);
 			if (sent == 0) {
 				st->fast_path_frames++;
-				if (depth)
-					learn_routes(b, be, depth, st);
+				d.backend = b;
+				d.client = cookie;
+				d.key = d.why == KVS_WHY_KEY ?
+						d.cache_key :
+						ch->h[(d.depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
+				learn(ch, h, &d);
+				report(ch, h, &d);
 				return SK_PASS;
 			}
 			if (sent != SEND_CLIENT_LIMIT) /* (punt_request counts that) */
@@ -662,11 +911,27 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		} else {
 			st->pass_saturated++;
 		}
+		d.why = KVS_WHY_SPILL;
+		d.backend = b; /* the holder: kept if moving costs more */
 	}
+	if (cfg_kernel_place && sent != SEND_CLIENT_LIMIT) {
+		d.off = off;
+		d.len = len;
+		d.client = cookie;
+		d.seed = seed;
+		sent = place_request(skb, h, ch, &d);
+		if (sent == 0) {
+			st->fast_path_frames++;
+			learn(ch, h, &d);
+			report(ch, h, &d);
+			return SK_PASS;
+		}
+	}
+slow:
 	/* The slow path: the controller decides, installs routes, and sends
 	 * the frame on through its inject socket. */
 	st->slow_path_frames++;
-	if (stamp_client(skb, off, cookie, rb < 0 && !found ? KVS_GW_NO_ROUTE : ~0u)) {
+	if (stamp_client(skb, off, cookie, d.why == KVS_WHY_COLD ? KVS_GW_NO_ROUTE : ~0u)) {
 		st->drop_punt++;
 		return SK_DROP;
 	}

@@ -195,6 +195,9 @@ struct kvs_backend {
 	__u64 mispredicted;	/* expected cached beyond what it had */
 	__u64 index_blocks;	/* controller: its index of this backend's cache */
 	__u64 charged_tokens;	/* work charged to it over all time (both paths) */
+	/* Placement (include/kvsplice/place.h): */
+	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
+	__u64 placed;	  /* kernel: decaying count of new prefixes placed */
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
@@ -253,6 +256,57 @@ struct kvs_stats {
 	__u64 cancel_frames;	 /* CANCELs sent to the backend of their request
 				  * (a client's, or the controller's) */
 	__u64 drop_cancel;	 /* CANCELs for no request in flight: dropped */
+	/* Requests the kernel placed itself (include/kvsplice/place.h), by
+	 * why no route was followed; all of them also count as fast path. */
+	__u64 placed_cold;    /* no route at all */
+	__u64 placed_shallow; /* only a route too shallow for the prompt */
+	__u64 placed_spill;   /* the route's backend was saturated or not up */
+	__u64 placed_stale;   /* the route named a backend that left */
+	__u64 kept_holder;    /* a route followed past its bound, as a second
+			       * holder would cost more (kvs_place_keep) */
+	__u64 reports;	      /* decisions reported to the controller */
+	__u64 reports_lost;   /* ... that found the ring full: lost */
+};
+
+/*
+ * What the verdict tells the controller of each request it sends (the
+ * reports ring): which backend and why, and the prompt's group hashes as
+ * far as it hashed them (the hash of every KVS_INDEX_GROUP-th block), from
+ * which the controller keeps its index of each backend's cache and the
+ * hashes of the routes the kernel installed. Variable length: g[] holds
+ * ngroups hashes.
+ */
+enum kvs_why {
+	KVS_WHY_KEY = 1,     /* followed the cache key's route */
+	KVS_WHY_HINT = 2,    /* followed the hinted prefix's route */
+	KVS_WHY_PREFIX = 3,  /* followed a checkpoint's route */
+	KVS_WHY_KEPT = 4,    /* followed a route past its bound: a second
+			      * holder would cost more (kvs_place_keep) */
+	KVS_WHY_COLD = 5,    /* placed: no route */
+	KVS_WHY_SHALLOW = 6, /* placed: the deepest route was too shallow */
+	KVS_WHY_SPILL = 7,   /* placed: the route's backend was saturated */
+	KVS_WHY_STALE = 8,   /* placed: the route's backend had left */
+};
+#define KVS_WHY_MAX KVS_WHY_STALE
+#define KVS_REPORT_MAX_GROUPS 256 /* KVS_MAX_WINDOW_BLOCKS / KVS_INDEX_GROUP */
+/* Bytes of reports ring: a burst of ~4,000 requests with 64 KiB prompts. */
+#define KVS_REPORTS_RING (8u << 20)
+
+struct kvs_report {
+	__u64 conn; /* client socket cookie */
+	__u64 req_id;
+	__u64 key;	 /* the placement key (placed), or the route's hash */
+	__u64 cache_key; /* the cache key's route hash; 0: none */
+	__u32 backend;
+	__u16 why;     /* enum kvs_why */
+	__u16 ngroups; /* hashes in g[] */
+	__u32 depth;   /* blocks of the route matched (0: none, or a key) */
+	__u32 blocks;  /* blocks hashed */
+	__u32 hint;    /* the client's hint, in blocks (kvs_hint_blocks) */
+	__u32 prompt_tokens;
+	__u32 charge; /* work charged, in blocks */
+	__u32 pad;
+	__u64 g[KVS_REPORT_MAX_GROUPS];
 };
 
 /* chain map value (per CPU): the block hashes of the last request frame the
@@ -307,6 +361,8 @@ struct kvs_ctl_stats {
 				    * those it ended itself (their backend went) */
 	__u64 user_path_cancels;    /* clients' CANCELs the userspace path sent on */
 	__u64 user_cancels_dropped; /* ... and dropped: no such request in flight */
+	__u64 reports_read;	    /* the kernel's reports the index learnt from */
+	__u64 reports_bad;	    /* ... malformed, or naming no backend: ignored */
 };
 
 #endif /* KVSPLICE_MAPS_H */

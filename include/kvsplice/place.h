@@ -172,6 +172,34 @@ static __always_inline int kvs_place_result(const struct kvs_place_pick *p)
 }
 
 /*
+ * A route's backend over the kernel's bound for following routes (its
+ * work_limit) keeps the request all the same when moving it would cost
+ * more: while its load is within balance x the mean plus the request's
+ * tokens, and its load plus weight x the tokens it would recompute is no
+ * more than the alternative's (the placement's pick, believed to hold
+ * nothing of the prompt). The controller's rule (user/core/policy.c,
+ * est(b) = load(b) + weight x uncached(b)) reduced to the two backends the
+ * kernel knows of: without it every holder over the bound spilled, and
+ * conversations moved between backends at every burst.
+ */
+static __always_inline int kvs_place_keep(const struct kvs_place_sum *s, __u32 balance,
+					  __u32 weight, __u64 tokens, __u64 hold_load,
+					  __u64 hold_cached, __u64 alt_load)
+{
+	__u64 den = (__u64)s->n_ok * KVS_PLACE_ONE, bound, uncached;
+
+	if (!s->n_ok)
+		return 0;
+	if (balance < KVS_PLACE_ONE)
+		balance = KVS_PLACE_ONE;
+	bound = (s->total * balance + den - 1) / den + tokens;
+	if (hold_load > bound)
+		return 0;
+	uncached = tokens > hold_cached ? tokens - hold_cached : 0;
+	return hold_load + weight * uncached <= alt_load + weight * tokens;
+}
+
+/*
  * The block depth whose hash places a prompt of n hashed blocks when the
  * client gave no cache key: its hinted prefix, else the deepest checkpoint
  * (the longest prefix the kernel can match next time), else its last
@@ -206,29 +234,38 @@ struct kvs_place_be {
 
 /*
  * Userspace: the backend for key among be[0..n), or -1 if none is
- * eligible; decays every count and counts the placement, as the kernel
- * does in the backends map.
+ * eligible, decaying every count as the kernel's pass does; *s gets pass
+ * 1's sums (for kvs_place_keep). The placement is not counted: the caller
+ * adds KVS_PLACE_UNIT to the backend it sends the request to, if it places
+ * it there (a holder kept by kvs_place_keep is not a placement).
  */
-static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n, uint32_t balance)
+static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32_t n,
+				   uint32_t balance, struct kvs_place_sum *s)
 {
-	struct kvs_place_sum s;
 	struct kvs_place_pick p;
 	uint64_t bound, room;
 	uint32_t b;
-	int pick;
 
-	kvs_place_sum_init(&s);
+	kvs_place_sum_init(s);
 	for (b = 0; b < n; b++)
-		kvs_place_sum_add(&s, be[b].ok, be[b].load, be[b].placed);
-	bound = kvs_place_bound(&s, balance);
-	room = kvs_place_room_below(&s);
+		kvs_place_sum_add(s, be[b].ok, be[b].load, be[b].placed);
+	bound = kvs_place_bound(s, balance);
+	room = kvs_place_room_below(s);
 	kvs_place_pick_init(&p);
 	for (b = 0; b < n; b++) {
-		be[b].placed -= kvs_place_decay(be[b].placed, s.n_ok);
+		be[b].placed -= kvs_place_decay(be[b].placed, s->n_ok);
 		kvs_place_consider(&p, b, key, be[b].seed, be[b].ok, be[b].load, be[b].placed,
 				   bound, room);
 	}
-	pick = kvs_place_result(&p);
+	return kvs_place_result(&p);
+}
+
+/* kvs_place_choose, and the placement counted, as for a new prefix. */
+static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n, uint32_t balance)
+{
+	struct kvs_place_sum s;
+	int pick = kvs_place_choose(key, be, n, balance, &s);
+
 	if (pick >= 0)
 		be[pick].placed += KVS_PLACE_UNIT;
 	return pick;

@@ -129,6 +129,18 @@ kvs_wait_backend() {
 	echo "$st"
 }
 
+# kvs_wait_for WHAT CMD [TRIES]: waits until the shell command CMD succeeds
+# (checked every 0.05 s, TRIES times, default 400: 20 s on an idle machine);
+# fails the test naming WHAT if it never does.
+kvs_wait_for() {
+	local i
+	for i in $(seq 1 "${3:-400}"); do
+		eval "$2" && return 0
+		sleep 0.05
+	done
+	kvs_fail "timed out waiting until $1"
+}
+
 kvs_stats() {
 	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" stats --json
 }

@@ -3,7 +3,9 @@
 # BTF names the key or value struct and its members, and `bpftool map dump`
 # prints them by name (docs/RUNBOOK.md shows these commands). The one
 # exception is socks, a SOCKHASH: the kernel keeps no BTF for sockmap
-# types, so its keys and values (socket cookies) print as bytes. The XDP
+# types, so its keys and values (socket cookies) print as bytes; and
+# reports, a ring buffer of variable-length records (struct kvs_report)
+# that the controller consumes: bpftool shows its size, not its records. The XDP
 # admission maps are checked in test_admission, where they have entries.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -41,10 +43,15 @@ for i in $(seq 1 50); do
 done
 assert_eq "socks entries = conns entries" "$socks" "$conns"
 
+# reports: the kernel's ring of decisions, 8 MiB.
+r=$(bpftool map show pinned "$KVS_PIN/reports" -j)
+assert_eq "reports map type" "$(jq -r .type <<<"$r")" ringbuf
+assert_eq "reports ring bytes" "$(jq -r .max_entries <<<"$r")" $((8 << 20))
+
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do
 	case $(basename "$m") in
-	inflight | backends | conns | routes | stats | ctl_stats | chain | socks) ;;
+	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports) ;;
 	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
 	esac
 done

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Routing scenarios through the live gateway and four simulated backends:
 #  - a common system prompt shared by every request does not pull traffic to
-#    one backend (load max/mean <= 1.3) and is not followed by the kernel;
+#    one backend (load max/mean <= 1.3) and is not followed by the kernel,
+#    which places those requests as new prefixes itself;
 #  - shared templates are served from cache and stay balanced;
 #  - requests with nothing in common spread evenly;
 #  - another tenant's salt never shares a route or a cache entry;
 #  - multi-turn conversations stay on their backend from the second turn
-#    on, even though later turns are served by the kernel alone (it learns
-#    the deeper routes itself).
+#    on, while it holds them, even though later turns are served by the
+#    kernel alone (it learns the deeper routes itself).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -28,8 +29,12 @@ out=$(kvs_bench -n 800 -k 8 --prefixes 1 --prefix-tokens 256 --suffix-tokens 102
 mm=$(jget "$out" '.load_max_over_mean * 100 | floor')
 assert_le "system prompt: load max/mean x100" "$mm" 130
 s1=$(kvs_stats)
-assert_ge "system prompt: matches too shallow to follow, sent to the controller" \
+assert_ge "system prompt: matches too shallow to follow" \
 	$(($(jget "$s1" .pass_shallow) - $(jget "$s0" .pass_shallow))) 700
+assert_ge "system prompt: placed by the kernel as new prefixes" \
+	$(($(jget "$s1" .placed_shallow) - $(jget "$s0" .placed_shallow))) 700
+assert_eq "system prompt: requests sent to the controller" \
+	$(($(jget "$s1" .slow_path_frames) - $(jget "$s0" .slow_path_frames))) 0
 
 # 2. 16 templates of 1,536 tokens (2x one backend's 19k-token cache), 256 of
 #    its own each: mostly from cache, balanced, mostly routed in the kernel.
@@ -66,11 +71,27 @@ out=$(kvs_bench -n 16 -k 1 --prefixes 16 --prefix-tokens 1536 --suffix-tokens 25
 	--salt 77 --json) || kvs_fail "salted run failed: $out"
 assert_eq "other salt: cached prompt tokens" "$(jget "$out" '.hit_rate')" 0
 s1=$(kvs_stats)
-assert_eq "other salt: requests the kernel routed" \
-	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames))) 0
+assert_eq "other salt: requests placed as new prefixes" \
+	$(($(jget "$s1" .placed_cold) - $(jget "$s0" .placed_cold))) 16
+assert_eq "other salt: requests that followed a route" \
+	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames) - 16)) 0
 # 5. 64 conversations, 6 turns of 256 tokens each (each turn's prompt is the
 #    conversation so far). Fewer conversations make max/mean coarse: with 32,
-#    one conversation more on a backend is +12.5 points.
+#    one conversation more on a backend is +12.5 points. On a fleet of its
+#    own whose caches hold them all (2,400 blocks a backend; the 64 fill 64%
+#    of the fleet at most): a turn then moves only if routing moves it. (On
+#    the 1,200-block fleet the backends evict a third of the conversations,
+#    the index withdraws their routes, and their next turns are placed anew,
+#    as test_route_turnover shows for cold prompts.)
+kill "$GW_PID"
+wait "$GW_PID" 2>/dev/null
+rm -f "$KVS_TMP/gw.port"
+for n in E F G H; do
+	kvs_start_sim "$n" --time-scale 0.01 --kv-blocks 2400
+done
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_E" --backend "127.0.0.1:$SIM_PORT_F" \
+	--backend "127.0.0.1:$SIM_PORT_G" --backend "127.0.0.1:$SIM_PORT_H" \
+	--backend-kv-blocks 2400
 s0=$(kvs_stats)
 out=$(kvs_bench -n 384 -k 8 --conversations 64 --turn-tokens 256 --fleet 4 --json) ||
 	kvs_fail "conversation run failed: $out"

@@ -3,8 +3,10 @@
 # gateway on loopback. Proves that
 #  - every response arrives complete and byte-exact for its request id,
 #  - requests with the same prefix reach the same backend,
-#  - after the first request of a prefix, the kernel routes the rest by
-#    itself (fast-path counters) and the controller copies no byte of them,
+#  - the kernel places each new prefix itself (include/kvsplice/place.h)
+#    and routes the rest of its requests by the routes it learned: the
+#    controller copies no byte of any request, and learns of each one from
+#    the kernel's reports,
 #  - responses come back spliced by the kernel (response-frame counters).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -21,16 +23,20 @@ PREFIXES=6
 TOKENS=8
 COMMON=(--prefixes $PREFIXES --prefix-tokens 1024 --suffix-tokens 64 --max-tokens $TOKENS)
 
-# Warm-up: one request per prefix, one at a time: each is a slow-path frame.
+# Warm-up: one request per prefix, one at a time: each is a new prefix,
+# placed by the kernel.
 kvs_bench -n $PREFIXES -k 1 -d 1 "${COMMON[@]}" --json --timeout-s 5 >"$KVS_TMP/warm.json" ||
 	kvs_fail "warm-up run failed: $(cat "$KVS_TMP/warm.json")"
 s0=$(kvs_stats)
-assert_eq "warm-up slow-path frames" "$(jget "$s0" .slow_path_frames)" $PREFIXES
-assert_eq "warm-up fast-path frames" "$(jget "$s0" .fast_path_frames)" 0
-assert_eq "controller routed frames" "$(jget "$s0" .controller.slow_frames)" $PREFIXES
+assert_eq "warm-up placed by the kernel" "$(jget "$s0" .placed_cold)" $PREFIXES
+assert_eq "warm-up slow-path frames" "$(jget "$s0" .slow_path_frames)" 0
+assert_eq "warm-up fast-path frames" "$(jget "$s0" .fast_path_frames)" $PREFIXES
+assert_eq "controller routed frames" "$(jget "$s0" .controller.slow_frames)" 0
 slow_bytes0=$(jget "$s0" .controller.slow_bytes)
-# prompt = 1024 + 64 tokens of 4 bytes, plus the 64-byte header
-assert_eq "controller copied bytes" "$slow_bytes0" $((PREFIXES * (64 + (1024 + 64) * 4)))
+assert_eq "controller copied bytes" "$slow_bytes0" 0
+assert_eq "decisions reported" "$(jget "$s0" .reports)" $PREFIXES
+kvs_wait_for "the controller read the reports" \
+	'[ "$(jget "$(kvs_stats)" .controller.reports_read)" = '$PREFIXES' ]'
 
 # The load: 300 requests over 4 connections, 4 in flight on each.
 N=300
@@ -42,6 +48,9 @@ assert_eq "prefix groups split over backends" "$(jget "$out" .groups_split)" 0
 s1=$(kvs_stats)
 assert_eq "fast-path frames of the load" \
 	$(($(jget "$s1" .fast_path_frames) - $(jget "$s0" .fast_path_frames))) $N
+assert_eq "requests placed during the load (all follow routes)" \
+	$(($(jget "$s1" .placed_cold) - $(jget "$s0" .placed_cold))) 0
+assert_eq "reports lost" "$(jget "$s1" .reports_lost)" 0
 assert_eq "slow-path frames of the load" \
 	$(($(jget "$s1" .slow_path_frames) - $(jget "$s0" .slow_path_frames))) 0
 assert_eq "bytes the controller copied during the load" \

@@ -55,7 +55,14 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(inflight_lost)                                                                           \
 	X(pass_client_limit)                                                                       \
 	X(cancel_frames)                                                                           \
-	X(drop_cancel)
+	X(drop_cancel)                                                                             \
+	X(placed_cold)                                                                             \
+	X(placed_shallow)                                                                          \
+	X(placed_spill)                                                                            \
+	X(placed_stale)                                                                            \
+	X(kept_holder)                                                                             \
+	X(reports)                                                                                 \
+	X(reports_lost)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \
@@ -83,7 +90,9 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(user_path_no_client)                                                                     \
 	X(cancels_sent)                                                                            \
 	X(user_path_cancels)                                                                       \
-	X(user_cancels_dropped)
+	X(user_cancels_dropped)                                                                    \
+	X(reports_read)                                                                            \
+	X(reports_bad)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

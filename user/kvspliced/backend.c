@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "chash.h"
 #include "conn.h"
 #include "log.h"
 #include "probe.h"
@@ -246,6 +247,7 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 	kvs_addr_str(a, be->name, sizeof(be->name));
 	kvs_endpoint_of(&a->ss, &ep);
 	kvs_dp_set_backend_addr(&g->dp, b, &ep);
+	kvs_dp_set_place_seed(&g->dp, b, kvs_str_hash(be->name));
 }
 
 int gw_backend_add(struct gw *g, const struct kvs_addr *a)

@@ -40,6 +40,7 @@ static const struct settings defaults = {
 		.min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		.kernel_slack = 512,
 		.release_prefill_early = 1,
+		.kernel_place = 1,
 		.pin_dir = KVS_DEFAULT_PIN_DIR,
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
 	},
@@ -160,6 +161,11 @@ static const struct kvs_opt rows[] = {
 		  "is within balance x mean + one typical request's work\n"
 		  "(at least N tokens); past that the controller\n"
 		  "decides, and may spill (default {default})" },
+	{ "kernel-place", 0, KVS_OPT_ENUM(S, cfg.kernel_place, "no", "yes"), .arg = "yes|no",
+	  .help = "the kernel places requests no route covers (new\n"
+		  "prefixes, holders over the bound) by the controller's\n"
+		  "placement rule and reports them; 'no' hands them to\n"
+		  "the controller as before (default yes; set at start)" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(S, cfg.release_prefill_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "a request's prefill work stops counting as its\n"

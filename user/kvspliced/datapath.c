@@ -77,6 +77,9 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_min_match_pct = o->min_match_pct;
 	dp->skel->rodata->cfg_release_prefill_early = o->release_prefill_early;
 	dp->skel->rodata->cfg_client_max_inflight = o->client_max_inflight;
+	dp->skel->rodata->cfg_kernel_place = o->kernel_place;
+	dp->skel->rodata->cfg_balance = o->balance_fp;
+	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
@@ -91,6 +94,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->ctl_fd = bpf_map__fd(dp->skel->maps.ctl_stats);
 	dp->stats_fd = bpf_map__fd(dp->skel->maps.stats);
 	dp->inflight_fd = bpf_map__fd(dp->skel->maps.inflight);
+	dp->reports_fd = bpf_map__fd(dp->skel->maps.reports);
 
 	mem = mmap(NULL, backends_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
 		   bpf_map__fd(dp->skel->maps.backends), 0);
@@ -111,9 +115,9 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		goto fail;
 	}
 	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u min_match_pct=%u "
-		"release_prefill=%s",
+		"release_prefill=%s kernel_place=%s",
 		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct,
-		o->release_prefill_early ? "first-token" : "end");
+		o->release_prefill_early ? "first-token" : "end", o->kernel_place ? "yes" : "no");
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);
@@ -137,7 +141,7 @@ int kvs_dp_open_memory(struct kvs_datapath *dp)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->lock_fd = dp->socks_fd = dp->conns_fd = dp->routes_fd = -1;
-	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = -1;
+	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = dp->reports_fd = -1;
 	dp->in_memory = true;
 	dp->backends = calloc(KVS_MAX_BACKENDS, sizeof(*dp->backends));
 	return dp->backends ? 0 : -ENOMEM;
@@ -227,6 +231,11 @@ void kvs_dp_set_backend_addr(struct kvs_datapath *dp, uint32_t b, const struct k
 void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_report *r)
 {
 	dp->backends[b].report = *r;
+}
+
+void kvs_dp_set_place_seed(struct kvs_datapath *dp, uint32_t b, uint64_t seed)
+{
+	__atomic_store_n(&dp->backends[b].place_seed, seed, __ATOMIC_RELAXED);
 }
 
 void kvs_dp_set_reason(struct kvs_datapath *dp, uint32_t b, const char *why)

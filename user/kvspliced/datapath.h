@@ -21,6 +21,9 @@ struct kvs_dp_opts {
 	uint32_t min_match_pct;	      /* shallower matches go to the controller */
 	bool release_prefill_early;   /* prefill charge off at the first CHUNK */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
+	bool kernel_place;	      /* place requests no route covers */
+	uint32_t balance_fp;	      /* the placement's load bound (place.h) */
+	uint32_t recompute_weight;    /* a recomputed token against a queued one */
 	bool takeover;		      /* the pins are a running controller's, handed over */
 };
 
@@ -28,7 +31,7 @@ struct kvs_datapath {
 	struct kvsplice_bpf *skel;
 	char pin_dir[256];
 	int lock_fd;
-	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd;
+	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd;
 	struct kvs_backend *backends; /* mmap of the backends map */
 	bool handed_over;	      /* kvs_dp_close leaves programs attached, maps pinned */
 	bool in_memory;		      /* no BPF (not permitted): backends in plain memory,
@@ -78,6 +81,9 @@ void kvs_dp_set_backend(struct kvs_datapath *dp, uint32_t b, uint32_t state, uin
  * last PONG. */
 void kvs_dp_set_backend_addr(struct kvs_datapath *dp, uint32_t b, const struct kvs_endpoint *a);
 void kvs_dp_set_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_be_report *r);
+/* Its placement seed (kvs_str_hash of ADDR:PORT, include/kvsplice/
+ * place.h), as the userspace policy has it. */
+void kvs_dp_set_place_seed(struct kvs_datapath *dp, uint32_t b, uint64_t seed);
 /* Why it is not up, for operators ("" once it is). */
 void kvs_dp_set_reason(struct kvs_datapath *dp, uint32_t b, const char *why);
 /* Backend b was removed: its record is emptied (ABSENT, counters zero) for

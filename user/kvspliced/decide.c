@@ -158,8 +158,7 @@ static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
 			kvs_policy_mark(&g->policy, b, key[j]);
 }
 
-/* Withdraws the routes queued by withdraw_route(), one system call. */
-static void withdraw_flush(struct gw *g)
+void gw_withdraw_flush(struct gw *g)
 {
 	g->ctl.routes_withdrawn += kvs_dp_del_routes(&g->dp, &g->withdraw);
 	g->withdraw.n = 0;
@@ -174,7 +173,7 @@ void gw_withdraw_route(void *ctx, uint32_t b, uint64_t hash)
 	struct gw *g = ctx;
 
 	if (g->withdraw.n == KVS_WITHDRAW_BATCH)
-		withdraw_flush(g);
+		gw_withdraw_flush(g);
 	g->withdraw.e[g->withdraw.n++] = (struct kvs_withdraw){ .hash = hash, .backend = b };
 }
 
@@ -234,7 +233,7 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 		routed_depths(g, g->hashes, n, known);
 	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
 			  load, ok, kernel ? known : NULL, &d);
-	withdraw_flush(g);
+	gw_withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
 		gw_send_error(g, c->cookie, m->req_id, why,
@@ -285,5 +284,5 @@ void gw_feedback(struct gw *g)
 		}
 		kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
 	}
-	withdraw_flush(g);
+	gw_withdraw_flush(g);
 }

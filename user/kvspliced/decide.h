@@ -25,5 +25,7 @@ void gw_feedback(struct gw *g);
  * a block a route names; the route is withdrawn with the others of the
  * same decision or tick. ctx is the struct gw. */
 void gw_withdraw_route(void *ctx, uint32_t b, uint64_t hash);
+/* Withdraws the routes gw_withdraw_route() queued, in one system call. */
+void gw_withdraw_flush(struct gw *g);
 
 #endif

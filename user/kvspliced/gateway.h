@@ -39,6 +39,7 @@ struct gw_config {
 	uint32_t kernel_slack;	   /* least slack, in tokens, above balance x
 				    * mean work before the kernel defers */
 	int release_prefill_early; /* prefill charge off at the first CHUNK */
+	int kernel_place;	   /* the kernel places requests no route covers */
 	const char *pin_dir;
 	const char *port_file;	   /* write the listening port here */
 	int keep_pins;		   /* leave maps pinned on exit */

@@ -28,6 +28,7 @@
 #include "policy.h"
 #include "probe.h"
 #include "reload.h"
+#include "reports.h"
 #include "scrape.h"
 #include "sdnotify.h"
 #include "sendq.h"
@@ -55,6 +56,8 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 {
 	uint64_t now = kvs_now_ns();
 
+	gw_reports_drain(g);
+	gw_reports_arm(g);
 	gw_feedback(g);
 	gw_probe_tick(g, now);
 	gw_health_tick(g, now);
@@ -89,6 +92,7 @@ static void set_handlers(struct gw *g)
 	g->on_op[OP_HANDOVER] = gw_handover_on_poll;
 	g->on_op[OP_METRICS_ACCEPT] = gw_scrape_on_accept;
 	g->on_op[OP_CONTROL_ACCEPT] = gw_control_on_accept;
+	g->on_op[OP_REPORTS] = gw_reports_on_poll;
 	g->kpath = &gw_kpath_ops;
 	g->upath = &gw_upath_ops;
 	g->on_backend_pong = gw_health_on_pong;
@@ -142,6 +146,7 @@ static void gw_teardown(struct gw *g)
 			unlink(g->ho_path);
 	}
 	gw_sendq_free(&g->inject_q);
+	gw_reports_close(g);
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
 	free(g->unseen_q);
@@ -358,6 +363,9 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		.min_match_pct = cfg->min_match_pct,
 		.release_prefill_early = cfg->release_prefill_early,
 		.client_max_inflight = cfg->client_max_inflight,
+		.kernel_place = cfg->kernel_place,
+		.balance_fp = kvs_policy_balance_fp(cfg->balance),
+		.recompute_weight = (uint32_t)KVS_POLICY_RECOMPUTE_WEIGHT,
 	};
 	struct gw g = { .live = *cfg,
 			.hooks = hooks,
@@ -441,7 +449,12 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		goto out;
 	}
 	kvs_policy_on_evict(&g.policy, gw_withdraw_route, &g);
+	/* Without the reports the kernel still routes everything; the index
+	 * just learns nothing from it (said in the log). */
+	gw_reports_open(&g);
 	err = cfg->takeover ? start_taken_over(&g, &t, ho_sock) : start_fresh(&g);
+	if (!err)
+		gw_reports_arm(&g);
 	if (!err)
 		err = open_services(&g);
 	if (!err)

@@ -9,6 +9,7 @@
 #ifndef KVS_GW_H
 #define KVS_GW_H
 
+#include <bpf/libbpf.h>
 #include <liburing.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,7 +43,8 @@
 #define OP_METRICS_ACCEPT 8ull
 #define OP_CONTROL_ACCEPT 9ull
 #define OP_CSEND 10ull	 /* a send on a connection of the userspace data path */
-#define GW_OPS 11	 /* op codes are below this */
+#define OP_REPORTS 11ull /* the kernel's reports ring has some */
+#define GW_OPS 12	 /* op codes are below this */
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
@@ -204,11 +206,13 @@ struct gw {
 	struct gw_backend be[KVS_MAX_BACKENDS];
 	struct kvs_idmap clients; /* cookie -> struct gw_conn */
 	struct kvs_policy policy;
-	struct gw_conn *punt_k;	  /* kernel's end of the punt pair */
-	struct gw_conn *punt;	  /* controller's end: frames to handle */
-	int inject_fd;		  /* the controller's end: it writes here */
-	struct gw_conn *inject;	  /* the kernel's end, in the SOCKHASH */
-	struct gw_sendq inject_q; /* frames for the inject socket */
+	struct ring_buffer *reports; /* the kernel's reports (reports.c); NULL: none */
+	bool reports_armed;	     /* a poll on it is in the ring */
+	struct gw_conn *punt_k;	     /* kernel's end of the punt pair */
+	struct gw_conn *punt;	     /* controller's end: frames to handle */
+	int inject_fd;		     /* the controller's end: it writes here */
+	struct gw_conn *inject;	     /* the kernel's end, in the SOCKHASH */
+	struct gw_sendq inject_q;    /* frames for the inject socket */
 	struct kvs_ctl_stats ctl;
 	struct kvs_ctl_stats ctl_published; /* what the ctl_stats map holds */
 	uint64_t *hashes;		    /* scratch: block hashes of the frame being routed */
@@ -251,6 +255,7 @@ struct gw {
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
+	uint64_t health_tick_ns; /* the health check's last tick (health.c) */
 };
 
 #endif

@@ -102,8 +102,14 @@ static void eject(struct gw *g, uint32_t b, const char *why)
 void gw_health_tick(struct gw *g, uint64_t now)
 {
 	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
+	/* The controller itself did not run for a while (stopped, starved):
+	 * the PONGs of that time may still wait, unread, behind this tick.
+	 * A silence it did not watch proves nothing: the clocks start again.
+	 * (The kernel served the backends meanwhile.) */
+	bool paused = g->health_tick_ns && now - g->health_tick_ns > interval;
 	uint32_t b;
 
+	g->health_tick_ns = now;
 	if (!interval || g->dp.in_memory) /* PINGs go through the kernel */
 		return;
 	for (b = 0; b < g->nslots; b++) {
@@ -115,6 +121,10 @@ void gw_health_tick(struct gw *g, uint64_t now)
 			be->unready_since_ns = 0;
 			continue;
 		}
+		if (paused && be->ping_sent_ns)
+			be->ping_sent_ns = now;
+		if (paused && be->unready_since_ns)
+			be->unready_since_ns = now;
 		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
 			snprintf(why, sizeof(why), "no PONG in %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));

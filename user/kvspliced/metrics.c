@@ -109,6 +109,25 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	    (unsigned long long)c->decided_shared);
 	put(&o, "kvsplice_decisions_total{reason=\"cold\"} %llu\n",
 	    (unsigned long long)c->decided_cold);
+	head(&o, "kvsplice_kernel_placed_total", "counter",
+	     "Requests the kernel placed itself (include/kvsplice/place.h), by why no route "
+	     "was followed.");
+	put(&o, "kvsplice_kernel_placed_total{why=\"cold\"} %llu\n",
+	    (unsigned long long)k->placed_cold);
+	put(&o, "kvsplice_kernel_placed_total{why=\"shallow\"} %llu\n",
+	    (unsigned long long)k->placed_shallow);
+	put(&o, "kvsplice_kernel_placed_total{why=\"spill\"} %llu\n",
+	    (unsigned long long)k->placed_spill);
+	put(&o, "kvsplice_kernel_placed_total{why=\"stale\"} %llu\n",
+	    (unsigned long long)k->placed_stale);
+	head(&o, "kvsplice_reports_total", "counter",
+	     "The kernel's decision reports: written, lost to a full ring (the request was "
+	     "served; the controller's index missed it), read by the controller.");
+	put(&o, "kvsplice_reports_total{state=\"written\"} %llu\n", (unsigned long long)k->reports);
+	put(&o, "kvsplice_reports_total{state=\"lost\"} %llu\n",
+	    (unsigned long long)k->reports_lost);
+	put(&o, "kvsplice_reports_total{state=\"read\"} %llu\n",
+	    (unsigned long long)c->reports_read);
 	head(&o, "kvsplice_errors_total", "counter", "Errors and refusals by kind.");
 #define E(kind, v)                                                                                 \
 	put(&o, "kvsplice_errors_total{kind=\"" kind "\"} %llu\n", (unsigned long long)(v))

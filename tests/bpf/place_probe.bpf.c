@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verdict's placement code (bpf/place.bpf.h), run on a backends map that
+ * tests/unit/test_place.c fills, through BPF_PROG_RUN: so the test compares
+ * the clang-BPF build of include/kvsplice/place.h, as the kernel runs it,
+ * with the gcc build userspace runs.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "kvsplice/maps.h"
+#include "kvsplice/place.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile __u32 cfg_balance = KVS_PLACE_ONE;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct kvs_backend);
+} backends SEC(".maps");
+
+#include "place.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct place_walk);
+} walk SEC(".maps");
+
+struct probe_args {
+	__u64 key;
+};
+
+/* Places key as place_request() does (the pick, then the count), returns
+ * the backend or -1. */
+SEC("syscall")
+int place_probe(struct probe_args *a)
+{
+	__u32 zero = 0, b;
+	struct place_walk *pw = bpf_map_lookup_elem(&walk, &zero);
+	struct kvs_backend *be;
+	int rb;
+
+	if (!pw)
+		return -2;
+	rb = place_pick_backend(pw, a->key);
+	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
+		return -1;
+	b = rb;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (be)
+		__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
+	return rb;
+}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The placement rule (include/kvsplice/place.h): the kernel's build and the
+ * userspace build decide the same on the same inputs (the BPF one run
+ * through tests/bpf/place_probe.bpf.c, which holds the verdict's own
+ * placement code, bpf/place.bpf.h), and the rule keeps its promises: load
+ * bound, room for new prefixes, agreement between gateways, and few keys
+ * moved when a backend leaves.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "chash.h"
+#include "kvsplice/hash.h"
+#include "kvsplice/maps.h"
+#include "kvsplice/place.h"
+#include "place_probe.skel.h"
+
+#define BALANCE 1178 /* 1.15, the default */
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A fleet of n backends named 10.0.0.b:8000, idle, all eligible. */
+static void fleet(struct kvs_place_be *be, uint32_t n)
+{
+	char name[32];
+
+	memset(be, 0, sizeof(*be) * KVS_MAX_BACKENDS);
+	for (uint32_t b = 0; b < n; b++) {
+		snprintf(name, sizeof(name), "10.0.0.%u:8000", b + 1);
+		be[b].seed = kvs_str_hash(name);
+		be[b].ok = 1;
+	}
+}
+
+/* An idle fleet, counts reset before each key: where the hash alone puts
+ * it. */
+static int hashed(struct kvs_place_be *be, uint32_t n, uint64_t key)
+{
+	for (uint32_t b = 0; b < n; b++)
+		be[b].placed = 0;
+	return kvs_place(key, be, n, BALANCE);
+}
+
+static void never_above_the_load_bound(void **state)
+{
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	uint32_t n = 8, i, b;
+
+	(void)state;
+	fleet(be, n);
+	for (i = 0; i < 5000; i++) {
+		uint64_t total = 0;
+		int pick;
+
+		for (b = 0; b < n; b++) {
+			be[b].load = next() % 100000;
+			total += be[b].load;
+		}
+		pick = kvs_place(next(), be, n, BALANCE);
+		assert_true(pick >= 0 && pick < (int)n);
+		/* ceil(1.15 x (total + 1) / n), within a token of rounding */
+		assert_true((double)be[pick].load + 1 <=
+			    1178.0 / 1024 * (double)(total + 1) / n + 1);
+	}
+}
+
+static void new_prefixes_spread(void **state)
+{
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	uint32_t n = 7, count[KVS_MAX_BACKENDS] = { 0 }, i, b, lo = UINT32_MAX, hi = 0;
+
+	(void)state;
+	fleet(be, n);
+	/* An idle fleet: only the room for new prefixes spreads them. */
+	for (i = 0; i < 7000; i++)
+		count[kvs_place(next(), be, n, BALANCE)]++;
+	for (b = 0; b < n; b++) {
+		lo = count[b] < lo ? count[b] : lo;
+		hi = count[b] > hi ? count[b] : hi;
+	}
+	/* Within two of each other at every step, so at the end too. */
+	assert_true(hi - lo <= 2);
+}
+
+static void gateways_agree_and_keys_stay(void **state)
+{
+	struct kvs_place_be a[KVS_MAX_BACKENDS], c[KVS_MAX_BACKENDS];
+	uint32_t n = 8, i, moved = 0, on_gone = 0;
+
+	(void)state;
+	fleet(a, n);
+	fleet(c, n);
+	c[3].ok = 0; /* backend 3 leaves gateway c's fleet */
+	for (i = 0; i < 4000; i++) {
+		uint64_t key = next();
+		int x = hashed(a, n, key), y;
+
+		assert_int_equal(hashed(a, n, key), x); /* the same answer twice */
+		y = hashed(c, n, key);
+		assert_int_not_equal(y, 3);
+		if (x == 3)
+			on_gone++;
+		else if (x != y)
+			moved++;
+	}
+	/* Rendezvous hashing: only the keys of the backend that left move. */
+	assert_int_equal(moved, 0);
+	assert_true(on_gone > 4000 / n / 2);
+}
+
+static void nobody_eligible(void **state)
+{
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+
+	(void)state;
+	fleet(be, 4);
+	for (uint32_t b = 0; b < 4; b++)
+		be[b].ok = 0;
+	assert_int_equal(kvs_place(42, be, 4, BALANCE), -1);
+}
+
+static void depth_of_the_key(void **state)
+{
+	(void)state;
+	assert_int_equal(kvs_place_depth(0, 0), 0);
+	assert_int_equal(kvs_place_depth(0, 3), 3);    /* under one checkpoint */
+	assert_int_equal(kvs_place_depth(0, 100), 64); /* the deepest checkpoint */
+	assert_int_equal(kvs_place_depth(0, 5000), 1024);
+	assert_int_equal(kvs_place_depth(40, 100), 40);	 /* the hint */
+	assert_int_equal(kvs_place_depth(400, 100), 64); /* a hint past the prompt */
+}
+
+/* The probe's backends map from the userspace inputs. */
+static void write_fleet(struct place_probe_bpf *skel, const struct kvs_place_be *be, uint32_t n,
+			const uint32_t *maxo, const uint64_t *outst)
+{
+	int fd = bpf_map__fd(skel->maps.backends);
+
+	for (uint32_t b = 0; b < KVS_MAX_BACKENDS; b++) {
+		struct kvs_backend v = { 0 };
+
+		if (b < n) {
+			v.state = be[b].ok ? KVS_BE_UP :
+					     (next() % 2 ? KVS_BE_DOWN : KVS_BE_DRAINING);
+			v.max_outstanding = maxo[b];
+			v.outstanding = outst[b];
+			v.outstanding_work = be[b].load;
+			v.place_seed = be[b].seed;
+			v.placed = be[b].placed;
+		}
+		assert_int_equal(bpf_map_update_elem(fd, &b, &v, BPF_ANY), 0);
+	}
+}
+
+static int run_probe(struct place_probe_bpf *skel, uint64_t key)
+{
+	struct {
+		uint64_t key;
+	} args = { key };
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &args, .ctx_size_in = sizeof(args));
+
+	assert_int_equal(bpf_prog_test_run_opts(bpf_program__fd(skel->progs.place_probe), &o), 0);
+	return (int)o.retval;
+}
+
+/*
+ * Random fleets (1 to 64 slots, some not up, some at their request limit,
+ * loads with ties, placement counts near and far apart), each placing a
+ * run of keys: the kernel's build and userspace's pick the same backend
+ * and leave the same counts, every time.
+ */
+static void kernel_and_userspace_agree(void **state)
+{
+	struct place_probe_bpf *skel = *state;
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	uint32_t maxo[KVS_MAX_BACKENDS], b, f, k, compared = 0;
+	uint64_t outst[KVS_MAX_BACKENDS];
+	int fd;
+
+	if (!skel)
+		skip();
+	fd = bpf_map__fd(skel->maps.backends);
+	for (f = 0; f < 200; f++) {
+		uint32_t n = 1 + (uint32_t)(next() % KVS_MAX_BACKENDS);
+
+		fleet(be, n);
+		for (b = 0; b < n; b++) {
+			maxo[b] = next() % 4 ? 0 : 8;
+			outst[b] = next() % 12;
+			be[b].ok = next() % 5 != 0;
+			/* as the kernel's may_place() has it */
+			if (maxo[b] && outst[b] >= maxo[b])
+				be[b].ok = 0;
+			be[b].load = next() % 3 ? next() % 50000 : 1000;
+			be[b].placed = next() % 2 ? next() % (8 * KVS_PLACE_UNIT) : 0;
+		}
+		write_fleet(skel, be, n, maxo, outst);
+		/* write_fleet drew states for the ineligible: keep its view */
+		for (k = 0; k < 20; k++) {
+			uint64_t key = next();
+			int want = kvs_place(key, be, n, BALANCE), got = run_probe(skel, key);
+
+			assert_int_equal(got, want);
+			for (b = 0; b < n; b++) {
+				struct kvs_backend v;
+
+				assert_int_equal(bpf_map_lookup_elem(fd, &b, &v), 0);
+				assert_true(v.placed == be[b].placed);
+			}
+			compared++;
+		}
+	}
+	assert_int_equal(compared, 4000);
+}
+
+static int setup_probe(void **state)
+{
+	struct place_probe_bpf *skel;
+
+	*state = NULL;
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_place: not root, the BPF comparison is skipped\n");
+		return 0;
+	}
+	skel = place_probe_bpf__open();
+	assert_non_null(skel);
+	skel->rodata->cfg_balance = BALANCE;
+	if (place_probe_bpf__load(skel)) {
+		place_probe_bpf__destroy(skel);
+		fail_msg("the placement probe does not load: the verdict's placement code no "
+			 "longer verifies as a standalone program");
+	}
+	*state = skel;
+	return 0;
+}
+
+static int teardown_probe(void **state)
+{
+	place_probe_bpf__destroy(*state);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(never_above_the_load_bound),
+		cmocka_unit_test(new_prefixes_spread),
+		cmocka_unit_test(gateways_agree_and_keys_stay),
+		cmocka_unit_test(nobody_eligible),
+		cmocka_unit_test(depth_of_the_key),
+		cmocka_unit_test_setup_teardown(kernel_and_userspace_agree, setup_probe,
+						teardown_probe),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
