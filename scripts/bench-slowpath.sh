@@ -24,8 +24,9 @@ for i in 1 2 3 4; do
 	bench_wait_file "$TMP/sim$i.port"
 	backends+=(--backend "127.0.0.1:$(cat "$TMP/sim$i.port")")
 done
+# --kernel-place no: the kernel would place these prompts itself.
 "$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
-	"${backends[@]}" --metrics 127.0.0.1:0 --log-level info 2>"$TMP/gw.log" &
+	--kernel-place no "${backends[@]}" --metrics 127.0.0.1:0 --log-level info 2>"$TMP/gw.log" &
 PIDS+=($!)
 bench_wait_file "$TMP/gw.port"
 for _ in $(seq 1 100); do grep -q "event=metrics_listening" "$TMP/gw.log" && break; sleep 0.05; done

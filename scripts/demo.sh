@@ -88,10 +88,15 @@ backends=()
 for s in "${SIMS[@]}"; do backends+=(--backend "$s"); done
 "$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" ${GW_FLAGS:-} \
 	"${backends[@]}" 2>"$TMP/gw.log" &
-PIDS+=($!)
+GW=$!
+PIDS+=($GW)
 while [ ! -s "$TMP/gw.port" ]; do sleep 0.02; done
+# The controller's CPU time (user + system, ms) over the run.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$GW/stat"; }
+cpu0=$(cpu_ms)
 "$BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$TMP/gw.port")" "${WORKLOAD[@]}" \
 	>"$TMP/kv.json"
+cpu1=$(cpu_ms)
 "$BUILD/kvsplicectl" --pin-dir "$PIN" stats --json >"$TMP/stats.json"
 "$BUILD/kvsplicectl" --pin-dir "$PIN" backends >"$TMP/backends.txt"
 stop_all
@@ -118,7 +123,13 @@ jq -r -n --slurpfile rr "$TMP/rr.json" --slurpfile kv "$TMP/kv.json" '
 	| @tsv' | column -t -s $'\t'
 
 echo
-jq -r '"kernel fast path: \(.fast_path_frames) requests routed in the kernel, \(.slow_path_frames) by the controller (\(.fast_path_share * 1000 | round / 10)% in the kernel)",
+jq -r --argjson cpu "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" '
+	([.backends[].req_bytes] | add) as $bytes |
+	(.fast_path_frames + .slow_path_frames) as $reqs |
+	"kernel fast path: \(.fast_path_frames) requests routed in the kernel, \(.slow_path_frames) by the controller (\(.fast_path_share * 1000 | round / 10)% in the kernel)",
+	"request bytes: \($bytes - .controller.slow_bytes) of \($bytes) routed in the kernel (\(if $bytes > 0 then (($bytes - .controller.slow_bytes) / $bytes * 1000 | round / 10) else 0 end)%)",
+	"placed by the kernel: \(.placed_cold) new, \(.placed_shallow) past a shallow match, \(.placed_spill) spilled, \(.kept_holder) kept on a holder past its bound; reports lost: \(.reports_lost)",
+	"controller CPU: \($cpu | round) ms, \(if $reqs > 0 then ($cpu * 1000 / $reqs | round) else 0 end) us a request",
 	"responses spliced back by the kernel: \(.resp_frames) frames; controller copied \(.controller.slow_bytes) bytes",
 	"routes installed: \(.routes)"' "$TMP/stats.json"
 echo

@@ -338,6 +338,10 @@ int gw_take_state(const char *path, struct gw_taken *t)
 		}
 		memcpy(&h, msg, sizeof(h));
 		if (h.magic != KVS_HO_MAGIC || h.version != KVS_HO_VERSION) {
+			pr_warn("event=takeover_refused reason=\"the running controller speaks "
+				"hand-over version %u, this one %u\" hint=\"restart instead "
+				"(docs/RUNBOOK.md, Upgrade)\"",
+				h.version, KVS_HO_VERSION);
 			err = -EPROTO;
 		} else if (h.type == KVS_HO_STATE) {
 			struct kvs_ho_state st;

@@ -25,7 +25,10 @@
 #include <sys/types.h>
 
 #define KVS_HO_MAGIC 0x4b565348u /* "KVSH" */
-#define KVS_HO_VERSION 2
+/* 3: the maps of 2026-12-01 (placement fields in backends, the reports
+ * ring), which a controller of version 2 pinned without: no take-over
+ * across them. */
+#define KVS_HO_VERSION 3
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 
