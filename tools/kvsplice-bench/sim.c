@@ -2,9 +2,11 @@
 /*
  * kvsplice-bench sim: the fleet in virtual time. N batching engines
  * (user/model/engine.c, the code kvsplice-sim runs) behind a routing policy
- * (user/core/policy.c for kvsplice, the code the gateway runs), driven by a
- * Poisson workload, deterministic for a seed. Every policy sees the same
- * requests in the same order, so the table compares policies, not luck.
+ * (for kvsplice, the kernel's routing as user/core/kroute.c models it over
+ * user/core/policy.c's index and placement state, the code the gateway
+ * runs), driven by a Poisson workload, deterministic for a seed. Every
+ * policy sees the same requests in the same order, so the table compares
+ * policies, not luck.
  *
  * Workload (the default scenario: docs/EVALUATION.md, "The fleet in virtual
  * time: the brief's default scenario"): each request is one
@@ -77,7 +79,9 @@ static const struct sim_opts defaults = { .backends = 7,
 					  .question_tokens = 1000,
 					  .conversations = 2000,
 					  .turn_tokens = 600,
-					  .release_early = 1 };
+					  .release_early = 1,
+					  .model = M_SPLIT,
+					  .window_blocks = KVS_MAX_WINDOW_BLOCKS };
 
 #define O struct sim_opts
 static const struct kvs_opt rows[] = {
@@ -134,6 +138,23 @@ static const struct kvs_opt rows[] = {
 	  .help = "kvsplice: load bound (default {default})" },
 	{ "recompute-weight", 0, KVS_OPT_DOUBLE(O, recompute_weight, 0, 1000), .fmt = "%.1f",
 	  .arg = "W", .help = "kvsplice: cost of a recomputed token (default {default})" },
+	{ "kvsplice-model", 0, KVS_OPT_ENUM(O, model, "split", "controller"),
+	  .arg = "split|controller",
+	  .help = "kvsplice: 'split' (default), as the gateway runs:\n"
+		  "the kernel follows installed routes within its work\n"
+		  "limit and places every other request by the rule of\n"
+		  "include/kvsplice/place.h; 'controller': the\n"
+		  "controller decides every request (the model before)" },
+	{ "kvsplice-window", 0, KVS_OPT_U32(O, window_blocks, 1, KVS_POLICY_MAX_BLOCKS), .arg = "N",
+	  .help = "kvsplice split: blocks of a prompt the kernel hashes\n"
+		  "(default {default}, the kernel's); above it, a what-if:\n"
+		  "checkpoints go on every 128 blocks" },
+	{ "kvsplice-match", 0, KVS_OPT_ENUM(O, match_in_window, "prompt", "window"),
+	  .arg = "prompt|window",
+	  .help = "kvsplice split: a route is too shallow to follow\n"
+		  "below 30% of the prompt ('prompt', default, the\n"
+		  "kernel's) or, a what-if, of the part of it the kernel\n"
+		  "hashes ('window')" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"

@@ -4,6 +4,14 @@
  * routing policy (ours, or a re-implementation of another router's), the
  * event loop that routes each arrival and steps the engines, and the
  * figures of the run.
+ *
+ * kvsplice runs as the gateway splits the work (--kvsplice-model split):
+ * the kernel's verdict for every request and the controller's reading of
+ * its reports (user/core/kroute.h), the controller refreshing the kernel's
+ * work limit every KR_TICK_MS of virtual time as its tick does; it decides
+ * nothing itself, since the kernel places whatever no route takes. With
+ * --kvsplice-model controller, the controller decides every request
+ * (kvs_policy_decide) and no routes exist.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -12,6 +20,7 @@
 
 #include "chash.h"
 #include "engine.h"
+#include "kroute.h"
 #include "kvsplice/hash.h"
 #include "policy.h"
 #include "sim_int.h"
@@ -158,6 +167,50 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 	return 0;
 }
 
+#define KR_TICK_MS 100.0 /* the controller's tick (user/kvspliced) */
+
+/* The fleet as the kernel's backends map has it. */
+static void fleet_load(const struct backend *be, uint32_t nb, uint64_t *load, uint64_t *out,
+		       uint8_t *up)
+{
+	for (uint32_t b = 0; b < nb; b++) {
+		load[b] = be[b].work;
+		out[b] = be[b].outstanding;
+		up[b] = 1;
+	}
+}
+
+/* kvsplice split: the verdict, then the controller's reading of its
+ * report. *work is what the kernel charged. */
+static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
+		      const struct sreq *r, uint64_t *work)
+{
+	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
+	uint8_t up[KVS_MAX_BACKENDS];
+	struct kvs_kr_decision d;
+	/* no cache keys or hints in these workloads; model 0, no salt */
+	struct kvs_kr_req q = { .h = r->eng.hashes,
+				.n = r->eng.nblocks,
+				.prompt_tokens = r->eng.prompt_tokens,
+				.max_tokens = r->eng.max_tokens,
+				.seed = kvs_seed(0, 0) };
+
+	fleet_load(be, nb, load, out, up);
+	kvs_kr_decide(kr, &q, load, out, up, &d);
+	kvs_kr_report(kr, &q, &d);
+	*work = d.charge;
+	return d.backend;
+}
+
+static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb)
+{
+	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
+	uint8_t up[KVS_MAX_BACKENDS];
+
+	fleet_load(be, nb, load, out, up);
+	kvs_kr_refresh(kr, load, up);
+}
+
 void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol p,
 		    struct result *res)
 {
@@ -165,11 +218,13 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	struct backend *be = calloc(o->backends, sizeof(*be));
 	struct kvs_policy_params pp;
 	struct kvs_policy pol;
+	struct kvs_kr_params kp;
+	struct kvs_kr kroute, *kr = NULL;
 	struct kvs_chash ring;
 	const char *names[KVS_MAX_BACKENDS];
 	char namebuf[KVS_MAX_BACKENDS][24];
 	double *ttft = malloc(sizeof(double) * w->n), *e2e = malloc(sizeof(double) * w->n);
-	double last_end = 0;
+	double last_end = 0, next_tick = KR_TICK_MS;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct baseline_index *bi;
@@ -187,6 +242,17 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	pp.balance = o->balance;
 	pp.recompute_weight = o->recompute_weight;
 	kvs_policy_init(&pol, &pp, names);
+	if (p == P_KVSPLICE && o->model == M_SPLIT) {
+		kvs_kr_defaults(&kp, o->balance);
+		kp.window_blocks = o->window_blocks;
+		kp.match_in_window = o->match_in_window;
+		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
+		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
+			kr = &kroute;
+		else
+			fprintf(stderr, PROG ": out of memory for the route map: "
+					     "the controller decides every request\n");
+	}
 	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
 	bi = calloc(1, sizeof(*bi));
 	for (b = 0; b < o->backends; b++)
@@ -210,6 +276,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				w->n - done);
 			break;
 		}
+		if (kr && next_tick < t_arr && next_tick < t_step) {
+			refresh_limit(kr, be, o->backends);
+			next_tick += KR_TICK_MS;
+			continue;
+		}
 		if (t_arr <= t_step) { /* an arrival: route it */
 			struct sreq *r = calloc(1, sizeof(*r));
 			uint32_t cb;
@@ -223,10 +294,15 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			r->eng.prompt_tokens = sim_prompt_tokens(o, w, next);
 			r->eng.max_tokens = w->max_tokens ? w->max_tokens[next] : o->max_tokens;
 			r->eng.arrival_ms = t_arr;
-			pb = pick(o, p, be, &pol, &ring, bi, &rr, r, &cb);
+			if (kr) {
+				pb = pick_split(kr, be, o->backends, r, &r->work);
+			} else {
+				pb = pick(o, p, be, &pol, &ring, bi, &rr, r, &cb);
+				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb,
+							  r->eng.max_tokens) *
+					  (uint64_t)KVS_BLOCK_TOKENS;
+			}
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
-			r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->eng.max_tokens) *
-				  (uint64_t)KVS_BLOCK_TOKENS;
 			r->prefill_work = kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS),
 							     r->eng.max_tokens);
 			be[r->backend].work += r->work;
@@ -305,6 +381,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 
 	for (b = 0; b < o->backends; b++)
 		kvs_engine_free(&be[b].eng);
+	if (kr)
+		kvs_kr_free(kr);
 	kvs_policy_free(&pol);
 	kvs_chash_free(&ring);
 	for (b = 0; b < o->backends; b++)

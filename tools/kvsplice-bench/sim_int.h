@@ -17,6 +17,11 @@
 enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD };
 extern const char *const pol_names[P_LLMD + 1]; /* by enum pol; sim_fleet.c */
 
+/* How policy kvsplice is modelled: the split the gateway runs (the kernel
+ * follows installed routes and places the rest, user/core/kroute.h), or the
+ * controller deciding every request (kvs_policy_decide), as before it. */
+enum kvsplice_model { M_SPLIT, M_CONTROLLER };
+
 enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
 /* by enum workload_kind, then NULL (--workload's words); sim_workload.c */
 extern const char *const workload_names[W_UNIQUE + 2];
@@ -26,6 +31,9 @@ struct sim_opts {
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
 	int release_early;		  /* prefill charge off at the first token */
+	enum kvsplice_model model;	  /* kvsplice: split or controller */
+	uint32_t window_blocks;		  /* kvsplice split: blocks the kernel hashes */
+	int match_in_window;		  /* ... what-if: depth judged within the window */
 	const char *trace;		  /* replay this JSONL trace instead */
 	enum workload_kind kind;
 	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */
