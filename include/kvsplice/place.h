@@ -23,9 +23,19 @@
  *     alone never binds, and new hot prefixes would fall as unevenly as
  *     the hash has it, to stay there (docs/EVALUATION.md, "Routing
  *     scenarios", has the variants' figures);
+ *   - among those, a backend takes it only within balance x the mean load
+ *     of the backends with room (a second, tighter bound: the fleet's mean
+ *     counts the backends the first bound excluded, which leaves the
+ *     others room for a burst that shows in the latency tail);
  *   - the highest score among those wins; if none has room, the highest
  *     within the load bound (load comes first); failing that (no backend
  *     is in bound, which the mean makes impossible), the highest eligible.
+ *
+ * A spill (a prefix's holder past its bound) is not a new prefix: it goes
+ * to the highest score within the load bound, room or not, and is not
+ * counted, so the spills of one hot prefix keep going to the same second
+ * backend, which then holds it too (the controller's policy keeps that
+ * affinity the same way: spills never counted as placements there).
  *
  * Everything is integer: the verifier takes no floating point, and both
  * builds must round alike. The decay is applied in the second pass, to
@@ -113,6 +123,15 @@ static __always_inline __u64 kvs_place_room_below(const struct kvs_place_sum *s)
 	return s->least - kvs_place_decay(s->least, s->n_ok) + KVS_PLACE_AHEAD;
 }
 
+/* Pass 1b, for backend b (placed before this placement's decay): whether
+ * it has room, to be summed (kvs_place_sum_add) into the room set whose
+ * kvs_place_bound is the tighter bound. */
+static __always_inline int kvs_place_has_room(int ok, __u64 load, __u64 placed, __u32 n_ok,
+					      __u64 bound, __u64 room_below)
+{
+	return ok && load + 1 <= bound && placed - kvs_place_decay(placed, n_ok) < room_below;
+}
+
 /* Backend b's score for key. */
 static __always_inline __u64 kvs_place_score(__u64 key, __u64 seed)
 {
@@ -147,7 +166,7 @@ static __always_inline void kvs_place_offer(struct kvs_place_pick *p, int level,
  */
 static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b, __u64 key,
 					       __u64 seed, int ok, __u64 load, __u64 placed,
-					       __u64 bound, __u64 room_below)
+					       __u64 bound, __u64 room_below, __u64 room_bound)
 {
 	__u64 score;
 
@@ -158,13 +177,13 @@ static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b
 	if (load + 1 > bound)
 		return;
 	kvs_place_offer(p, 1, b, score);
-	if (placed < room_below)
+	if (placed < room_below && load + 1 <= room_bound)
 		kvs_place_offer(p, 0, b, score);
 }
 
-static __always_inline int kvs_place_result(const struct kvs_place_pick *p)
+static __always_inline int kvs_place_result(const struct kvs_place_pick *p, int spill)
 {
-	if (p->backend[0] >= 0)
+	if (!spill && p->backend[0] >= 0)
 		return p->backend[0];
 	if (p->backend[1] >= 0)
 		return p->backend[1];
@@ -233,17 +252,19 @@ struct kvs_place_be {
 };
 
 /*
- * Userspace: the backend for key among be[0..n), or -1 if none is
- * eligible, decaying every count as the kernel's pass does; *s gets pass
- * 1's sums (for kvs_place_keep). The placement is not counted: the caller
- * adds KVS_PLACE_UNIT to the backend it sends the request to, if it places
- * it there (a holder kept by kvs_place_keep is not a placement).
+ * Userspace: the backend for key among be[0..n) (spill: for a holder's
+ * spill, room not asked), or -1 if none is eligible, decaying every count
+ * as the kernel's pass does; *s gets pass 1's sums (for kvs_place_keep).
+ * The placement is not counted: the caller adds KVS_PLACE_UNIT to the
+ * backend it sends a new prefix to (a spill, or a holder kept by
+ * kvs_place_keep, is not counted).
  */
 static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32_t n,
-				   uint32_t balance, struct kvs_place_sum *s)
+				   uint32_t balance, int spill, struct kvs_place_sum *s)
 {
+	struct kvs_place_sum rs;
 	struct kvs_place_pick p;
-	uint64_t bound, room;
+	uint64_t bound, room, room_bound;
 	uint32_t b;
 
 	kvs_place_sum_init(s);
@@ -251,20 +272,27 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 		kvs_place_sum_add(s, be[b].ok, be[b].load, be[b].placed);
 	bound = kvs_place_bound(s, balance);
 	room = kvs_place_room_below(s);
+	kvs_place_sum_init(&rs);
+	for (b = 0; b < n; b++)
+		kvs_place_sum_add(&rs,
+				  kvs_place_has_room(be[b].ok, be[b].load, be[b].placed, s->n_ok,
+						     bound, room),
+				  be[b].load, 0);
+	room_bound = kvs_place_bound(&rs, balance);
 	kvs_place_pick_init(&p);
 	for (b = 0; b < n; b++) {
 		be[b].placed -= kvs_place_decay(be[b].placed, s->n_ok);
 		kvs_place_consider(&p, b, key, be[b].seed, be[b].ok, be[b].load, be[b].placed,
-				   bound, room);
+				   bound, room, room_bound);
 	}
-	return kvs_place_result(&p);
+	return kvs_place_result(&p, spill);
 }
 
 /* kvs_place_choose, and the placement counted, as for a new prefix. */
 static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n, uint32_t balance)
 {
 	struct kvs_place_sum s;
-	int pick = kvs_place_choose(key, be, n, balance, &s);
+	int pick = kvs_place_choose(key, be, n, balance, 0, &s);
 
 	if (pick >= 0)
 		be[pick].placed += KVS_PLACE_UNIT;

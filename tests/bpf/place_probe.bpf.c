@@ -33,10 +33,12 @@ struct {
 
 struct probe_args {
 	__u64 key;
+	__u32 spill;
+	__u32 pad;
 };
 
-/* Places key as place_request() does (the pick, then the count), returns
- * the backend or -1. */
+/* Places key as place_request() does (the pick, then the count of a new
+ * prefix), returns the backend or -1. */
 SEC("syscall")
 int place_probe(struct probe_args *a)
 {
@@ -47,12 +49,12 @@ int place_probe(struct probe_args *a)
 
 	if (!pw)
 		return -2;
-	rb = place_pick_backend(pw, a->key);
+	rb = place_pick_backend(pw, a->key, a->spill);
 	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
 		return -1;
 	b = rb;
 	be = bpf_map_lookup_elem(&backends, &b);
-	if (be)
+	if (be && !a->spill)
 		__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
 	return rb;
 }

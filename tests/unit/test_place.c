@@ -171,11 +171,12 @@ static void write_fleet(struct place_probe_bpf *skel, const struct kvs_place_be 
 	}
 }
 
-static int run_probe(struct place_probe_bpf *skel, uint64_t key)
+static int run_probe(struct place_probe_bpf *skel, uint64_t key, int spill)
 {
 	struct {
 		uint64_t key;
-	} args = { key };
+		uint32_t spill, pad;
+	} args = { key, (uint32_t)spill, 0 };
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &args, .ctx_size_in = sizeof(args));
 
 	assert_int_equal(bpf_prog_test_run_opts(bpf_program__fd(skel->progs.place_probe), &o), 0);
@@ -185,8 +186,8 @@ static int run_probe(struct place_probe_bpf *skel, uint64_t key)
 /*
  * Random fleets (1 to 64 slots, some not up, some at their request limit,
  * loads with ties, placement counts near and far apart), each placing a
- * run of keys: the kernel's build and userspace's pick the same backend
- * and leave the same counts, every time.
+ * run of keys, a quarter of them as spills: the kernel's build and
+ * userspace's pick the same backend and leave the same counts, every time.
  */
 static void kernel_and_userspace_agree(void **state)
 {
@@ -216,9 +217,14 @@ static void kernel_and_userspace_agree(void **state)
 		write_fleet(skel, be, n, maxo, outst);
 		/* write_fleet drew states for the ineligible: keep its view */
 		for (k = 0; k < 20; k++) {
+			struct kvs_place_sum s;
 			uint64_t key = next();
-			int want = kvs_place(key, be, n, BALANCE), got = run_probe(skel, key);
+			int spill = next() % 4 == 0;
+			int want = kvs_place_choose(key, be, n, BALANCE, spill, &s);
+			int got = run_probe(skel, key, spill);
 
+			if (want >= 0 && !spill)
+				be[want].placed += KVS_PLACE_UNIT;
 			assert_int_equal(got, want);
 			for (b = 0; b < n; b++) {
 				struct kvs_backend v;

@@ -149,12 +149,6 @@ static const struct kvs_opt rows[] = {
 	  .help = "kvsplice split: blocks of a prompt the kernel hashes\n"
 		  "(default {default}, the kernel's); above it, a what-if:\n"
 		  "checkpoints go on every 128 blocks" },
-	{ "kvsplice-match", 0, KVS_OPT_ENUM(O, match_in_window, "prompt", "window"),
-	  .arg = "prompt|window",
-	  .help = "kvsplice split: a route is too shallow to follow\n"
-		  "below 30% of the prompt ('prompt', default, the\n"
-		  "kernel's) or, a what-if, of the part of it the kernel\n"
-		  "hashes ('window')" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"

@@ -245,7 +245,6 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	if (p == P_KVSPLICE && o->model == M_SPLIT) {
 		kvs_kr_defaults(&kp, o->balance);
 		kp.window_blocks = o->window_blocks;
-		kp.match_in_window = o->match_in_window;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
 		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
 			kr = &kroute;

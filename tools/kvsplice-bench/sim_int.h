@@ -33,7 +33,6 @@ struct sim_opts {
 	int release_early;		  /* prefill charge off at the first token */
 	enum kvsplice_model model;	  /* kvsplice: split or controller */
 	uint32_t window_blocks;		  /* kvsplice split: blocks the kernel hashes */
-	int match_in_window;		  /* ... what-if: depth judged within the window */
 	const char *trace;		  /* replay this JSONL trace instead */
 	enum workload_kind kind;
 	uint32_t groups, per_group, system_tokens, question_tokens; /* groups */

@@ -291,10 +291,11 @@ void kvs_kr_report(struct kvs_kr *kr, const struct kvs_kr_req *r, const struct k
 }
 
 /* Whether a match depth blocks deep decides the route of a prompt of
- * tokens tokens (deep_enough in the verdict). */
+ * tokens tokens (deep_enough in the verdict): against the part of the
+ * prompt the kernel hashes. */
 static int deep_enough(const struct kvs_kr *kr, uint32_t depth, uint32_t tokens)
 {
-	if (kr->p.match_in_window && tokens > kr->p.window_blocks * KVS_BLOCK_TOKENS)
+	if (tokens > kr->p.window_blocks * KVS_BLOCK_TOKENS)
 		tokens = kr->p.window_blocks * KVS_BLOCK_TOKENS;
 	return (uint64_t)depth * KVS_BLOCK_BYTES * 100 >=
 	       (uint64_t)kr->p.min_match_pct * tokens * KVS_BYTES_PER_TOKEN;
@@ -389,7 +390,8 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
-	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, pol->balance_fp, &s);
+	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, pol->balance_fp,
+				d->why == KVS_WHY_SPILL, &s);
 	if (pick < 0)
 		return -1;
 	if (d->why == KVS_WHY_SPILL && hb >= 0 && may_place(kr, (uint32_t)hb, outstanding, up) &&
@@ -399,7 +401,8 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 		d->why = KVS_WHY_KEPT;
 		return hb;
 	}
-	pol->place[pick].placed += KVS_PLACE_UNIT;
+	if (d->why != KVS_WHY_SPILL) /* a spill is no new prefix (place.h) */
+		pol->place[pick].placed += KVS_PLACE_UNIT;
 	return pick;
 }
 

@@ -53,10 +53,6 @@ struct kvs_kr_params {
 	uint32_t max_outstanding;  /* requests per backend; 0: none */
 	uint32_t recompute_weight; /* kvs_place_keep's (cfg_recompute_weight) */
 	double balance;		   /* the work limit's (the policy's own) */
-	/* A what-if: a route is shallow if it covers under min_match_pct of the
-	 * part of the prompt the kernel hashes, rather than of the whole prompt
-	 * (0, the kernel's rule). */
-	int match_in_window;
 };
 
 /* One request as the verdict sees it. */

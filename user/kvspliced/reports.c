@@ -34,6 +34,10 @@ static void mark_learned(struct gw *g, const struct kvs_report *r)
 			break;
 		kvs_policy_mark(&g->policy, b, r->g[cp / KVS_INDEX_GROUP - 1]);
 	}
+	/* a void route the kernel replaced at the matched depth */
+	if (r->why == KVS_WHY_STALE && r->depth >= KVS_INDEX_GROUP &&
+	    r->depth / KVS_INDEX_GROUP <= r->ngroups)
+		kvs_policy_mark(&g->policy, b, r->g[r->depth / KVS_INDEX_GROUP - 1]);
 	if (r->why >= KVS_WHY_COLD && r->hint > r->depth &&
 	    r->hint / KVS_INDEX_GROUP <= r->ngroups && r->hint >= KVS_INDEX_GROUP)
 		kvs_policy_mark(&g->policy, b, r->g[r->hint / KVS_INDEX_GROUP - 1]);
