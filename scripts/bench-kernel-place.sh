@@ -21,21 +21,12 @@ bench_setup bench-kernel-place
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
 
 run() { # MODE: prints one line of figures
-	local mode=$1 backends=() gw i cpu0 cpu1 out s
+	local mode=$1 gw cpu0 cpu1 out s
 	PIDS=()
-	for i in 1 2 3 4; do
-		rm -f "$TMP/sim$i.port"
-		"$BUILD/kvsplice-sim" --port-file "$TMP/sim$i.port" --time-scale 0.001 \
-			2>"$TMP/sim$i.log" &
-		PIDS+=($!)
-	done
-	for i in 1 2 3 4; do
-		bench_wait_file "$TMP/sim$i.port"
-		backends+=(--backend "127.0.0.1:$(cat "$TMP/sim$i.port")")
-	done
+	bench_start_sims 4 --time-scale 0.001
 	rm -f "$TMP/gw.port"
 	"$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
-		--kernel-place "$mode" "${backends[@]}" 2>"$TMP/gw-$mode.log" &
+		--kernel-place "$mode" "${BACKENDS[@]}" 2>"$TMP/gw-$mode.log" &
 	gw=$!
 	PIDS+=($gw)
 	bench_wait_file "$TMP/gw.port"

@@ -3,6 +3,9 @@
 #   bench_setup NAME    sets TMP and PIN, and the trap (bench_cleanup_hook, if
 #                       the script defines it, runs first)
 #   bench_wait_file F   waits until F has content (a port file), or exits 1
+#   bench_start_sims N [kvsplice-sim flags...]
+#                       starts N simulators; sets BACKENDS to their
+#                       --backend ADDR:PORT arguments
 PIDS=()
 
 bench_setup() {
@@ -25,4 +28,19 @@ bench_wait_file() {
 	for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.05; done
 	echo "$BENCH_NAME: $1 did not appear" >&2
 	exit 1
+}
+
+bench_start_sims() {
+	local n=$1 i
+	shift
+	BACKENDS=()
+	for i in $(seq 1 "$n"); do
+		rm -f "$TMP/sim$i.port"
+		"$BUILD/kvsplice-sim" --port-file "$TMP/sim$i.port" "$@" 2>"$TMP/sim$i.log" &
+		PIDS+=($!)
+	done
+	for i in $(seq 1 "$n"); do
+		bench_wait_file "$TMP/sim$i.port"
+		BACKENDS+=(--backend "127.0.0.1:$(cat "$TMP/sim$i.port")")
+	done
 }

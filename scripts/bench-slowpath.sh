@@ -15,18 +15,10 @@ TOKENS=${TOKENS:-8000}
 source "$(dirname "$0")/bench-lib.sh"
 bench_setup bench-slowpath
 
-backends=()
-for i in 1 2 3 4; do
-	"$BUILD/kvsplice-sim" --port-file "$TMP/sim$i.port" --time-scale 0.001 2>"$TMP/sim$i.log" &
-	PIDS+=($!)
-done
-for i in 1 2 3 4; do
-	bench_wait_file "$TMP/sim$i.port"
-	backends+=(--backend "127.0.0.1:$(cat "$TMP/sim$i.port")")
-done
+bench_start_sims 4 --time-scale 0.001
 # --kernel-place no: the kernel would place these prompts itself.
 "$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
-	--kernel-place no "${backends[@]}" --metrics 127.0.0.1:0 --log-level info 2>"$TMP/gw.log" &
+	--kernel-place no "${BACKENDS[@]}" --metrics 127.0.0.1:0 --log-level info 2>"$TMP/gw.log" &
 PIDS+=($!)
 bench_wait_file "$TMP/gw.port"
 for _ in $(seq 1 100); do grep -q "event=metrics_listening" "$TMP/gw.log" && break; sleep 0.05; done

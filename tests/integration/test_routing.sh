@@ -12,15 +12,24 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
+# start_fleet KV_BLOCKS NAME...: a simulator of KV_BLOCKS blocks per name,
+# and the gateway in front of them (any gateway before it stopped first).
 start_fleet() {
-	for n in A B C D; do
-		kvs_start_sim "$n" --time-scale 0.01 --kv-blocks 1200
+	local kv=$1 n port backends=()
+	shift
+	if [ -n "${GW_PID:-}" ]; then
+		kill "$GW_PID"
+		wait "$GW_PID" 2>/dev/null
+		rm -f "$KVS_TMP/gw.port"
+	fi
+	for n in "$@"; do
+		kvs_start_sim "$n" --time-scale 0.01 --kv-blocks "$kv"
+		port=SIM_PORT_$n
+		backends+=(--backend "127.0.0.1:${!port}")
 	done
-	kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-		--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
-		--backend-kv-blocks 1200
+	kvs_start_gw "${backends[@]}" --backend-kv-blocks "$kv"
 }
-start_fleet
+start_fleet 1200 A B C D
 
 # 1. Every request: the same 256-token system prompt, then 1,024 of its own.
 s0=$(kvs_stats)
@@ -83,15 +92,7 @@ assert_eq "other salt: requests that followed a route" \
 #    the 1,200-block fleet the backends evict a third of the conversations,
 #    the index withdraws their routes, and their next turns are placed anew,
 #    as test_route_turnover shows for cold prompts.)
-kill "$GW_PID"
-wait "$GW_PID" 2>/dev/null
-rm -f "$KVS_TMP/gw.port"
-for n in E F G H; do
-	kvs_start_sim "$n" --time-scale 0.01 --kv-blocks 2400
-done
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_E" --backend "127.0.0.1:$SIM_PORT_F" \
-	--backend "127.0.0.1:$SIM_PORT_G" --backend "127.0.0.1:$SIM_PORT_H" \
-	--backend-kv-blocks 2400
+start_fleet 2400 E F G H
 s0=$(kvs_stats)
 out=$(kvs_bench -n 384 -k 8 --conversations 64 --turn-tokens 256 --fleet 4 --json) ||
 	kvs_fail "conversation run failed: $out"
