@@ -347,16 +347,15 @@ static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st, __u
 
 /*
  * Whether a match `depth` blocks deep decides the route of a prompt of plen
- * bytes of which n blocks were hashed. Measured against what the kernel
- * sees, the window: a prompt longer than it that matches at the window's
+ * bytes. Measured against what the kernel sees, the window: a prompt longer than it that matches at the window's
  * end matches all the kernel can tell, and placing it anew threw away the
  * longest prefixes of all (the public trace's prompts reach 191k tokens,
  * the window is 16k: 6 points of hit rate, docs/EVALUATION.md, "The kernel
  * places every request").
  */
-static __always_inline int deep_enough(__u32 depth, __u32 plen, __u32 n)
+static __always_inline int deep_enough(__u32 depth, __u32 plen)
 {
-	__u64 seen = (__u64)n * KVS_BLOCK_BYTES;
+	__u64 seen = (__u64)cfg_window_blocks * KVS_BLOCK_BYTES;
 
 	if (seen > plen)
 		seen = plen;
@@ -412,7 +411,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 		if (!r)
 			continue;
 		*depth = cp;
-		if (!deep_enough(cp, plen, n)) {
+		if (!deep_enough(cp, plen)) {
 			st->pass_shallow++;
 			*why = KVS_WHY_SHALLOW;
 			return -1;

@@ -70,7 +70,7 @@ kvs_wait_for "the gateway accepted it" \
 s0=$(kvs_stats)
 
 kill -STOP "$GW_PID"
-assert_eq "controller state once stopped" "$(state)" T
+kvs_wait_for "the controller is stopped" '[ "$(state)" = T ]'
 touch "$KVS_TMP/go"
 wait "$CLIENT" || kvs_fail "client failed: $(cat "$KVS_TMP/client.out")"
 assert_eq "controller state when the client is done" "$(state)" T

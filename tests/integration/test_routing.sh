@@ -104,6 +104,8 @@ assert_le "conversations: load max/mean x100" "$mm" 130
 s1=$(kvs_stats)
 assert_ge "conversations: routes the kernel learned" \
 	$(($(jget "$s1" .routes_learned) - $(jget "$s0" .routes_learned))) 64
+assert_eq "conversations: requests sent to the controller" \
+	$(($(jget "$s1" .slow_path_frames) - $(jget "$s0" .slow_path_frames))) 0
 
 # stats --json carries each backend's outstanding work; all of it has ended.
 s=$(kvs_stats)

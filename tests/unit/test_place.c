@@ -211,7 +211,11 @@ static void kernel_and_userspace_agree(void **state)
 			/* as the kernel's may_place() has it */
 			if (maxo[b] && outst[b] >= maxo[b])
 				be[b].ok = 0;
+			/* ties, everyday loads, and loads near 2^40 tokens
+			 * (fixed-point overflow would show as a disagreement) */
 			be[b].load = next() % 3 ? next() % 50000 : 1000;
+			if (f % 10 == 9)
+				be[b].load = (1ull << 40) - next() % 100000;
 			be[b].placed = next() % 2 ? next() % (8 * KVS_PLACE_UNIT) : 0;
 		}
 		write_fleet(skel, be, n, maxo, outst);

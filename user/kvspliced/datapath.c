@@ -79,6 +79,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_client_max_inflight = o->client_max_inflight;
 	dp->skel->rodata->cfg_kernel_place = o->kernel_place;
 	dp->skel->rodata->cfg_balance = o->balance_fp;
+	dp->balance_fp = o->balance_fp;
 	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {

@@ -32,6 +32,7 @@ struct kvs_datapath {
 	char pin_dir[256];
 	int lock_fd;
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd;
+	uint32_t balance_fp;	      /* the kernel's placement bound, fixed at load */
 	struct kvs_backend *backends; /* mmap of the backends map */
 	bool handed_over;	      /* kvs_dp_close leaves programs attached, maps pinned */
 	bool in_memory;		      /* no BPF (not permitted): backends in plain memory,

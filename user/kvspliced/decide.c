@@ -11,25 +11,22 @@
 #include "backend.h"
 #include "conn.h"
 #include "kvsplice/hash.h"
+#include "kvsplice/place.h"
 #include "log.h"
 
 /* Which hash places a cold prompt: the client's cache key, else its hinted
  * prefix, else the deepest checkpoint (the longest prefix the kernel can
  * match next time), else whatever blocks there are. */
-static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint64_t *h, uint32_t n)
+static uint64_t placement_key(const struct kvs_msg *m, uint64_t seed, const uint64_t *h, uint32_t n,
+			      uint32_t window)
 {
-	uint32_t hint = kvs_hint_blocks(m->prefix_len), j, best = 0;
+	uint32_t k;
 
 	if (m->cache_key)
 		return kvs_key_hash(seed, m->cache_key);
-	if (hint && hint <= n)
-		return h[hint - 1];
-	for (j = 0; j < KVS_MAX_CHECKPOINTS; j++)
-		if (kvs_checkpoint(j) <= n)
-			best = kvs_checkpoint(j);
-	if (best)
-		return h[best - 1];
-	return n ? h[n - 1] : seed;
+	/* the kernel's key: within what it hashes */
+	k = kvs_place_depth(kvs_hint_blocks(m->prefix_len), n < window ? n : window);
+	return k ? h[k - 1] : seed;
 }
 
 /* Which backends may take new work, and their outstanding work in tokens.
@@ -231,8 +228,9 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 		memset(known, 0, sizeof(known));
 	else if (kernel)
 		routed_depths(g, g->hashes, n, known);
-	kvs_policy_decide(&g->policy, g->hashes, n, placement_key(m, seed, g->hashes, n), tokens,
-			  load, ok, kernel ? known : NULL, &d);
+	kvs_policy_decide(&g->policy, g->hashes, n,
+			  placement_key(m, seed, g->hashes, n, g->cfg->window_blocks), tokens, load,
+			  ok, kernel ? known : NULL, &d);
 	gw_withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;

@@ -27,6 +27,7 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	c->drain_timeout_ms = n->drain_timeout_ms;
 	c->frame_timeout_ms = n->frame_timeout_ms;
 	g->policy.p.balance = n->balance;
+	g->policy.balance_fp = kvs_policy_balance_fp(n->balance);
 	for (uint32_t i = 0; republish && i < g->nslots; i++)
 		if (g->be[i].present)
 			gw_publish_backend(g, i);
@@ -41,6 +42,11 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			  kvs_addr_str(&n->listen, b, sizeof(b))),
 		   "listen");
 	RESTART_IF(c->pool_size != n->pool_size, "pool");
+	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
+	/* the work limit and the controller's policy take it now; the
+	 * kernel's placement has it in its rodata, set at load */
+	RESTART_IF(!g->dp.in_memory && kvs_policy_balance_fp(n->balance) != g->dp.balance_fp,
+		   "balance(kernel-placement)");
 	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
 	RESTART_IF(c->max_payload != n->max_payload, "max-frame");
 	RESTART_IF(c->window_blocks != n->window_blocks, "window-blocks");
