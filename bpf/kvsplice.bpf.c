@@ -294,9 +294,10 @@ static long hash_block(__u32 i, struct hash_walk *w)
 
 /*
  * Hash the prompt's full blocks, within the window, into the scratch chain
- * (and every fourth into groups); returns how many were hashed. bpf_loop rather than an open-coded loop: the
- * verifier checks the callback once, instead of following each of the
- * 1024 possible exits into the lookups after it (which exceeds its limit).
+ * (and every fourth into groups); returns how many were hashed. bpf_loop
+ * rather than an open-coded loop: the verifier checks the callback once,
+ * instead of following each of the 1024 possible exits into the lookups
+ * after it (which exceeds its limit).
  */
 static __always_inline __u32 hash_prompt(struct __sk_buff *skb, __u32 prompt_off, __u32 nblocks,
 					 __u64 seed, struct kvs_chain *out, __u64 *groups)
@@ -347,11 +348,11 @@ static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st, __u
 
 /*
  * Whether a match `depth` blocks deep decides the route of a prompt of plen
- * bytes. Measured against what the kernel sees, the window: a prompt longer than it that matches at the window's
- * end matches all the kernel can tell, and placing it anew threw away the
- * longest prefixes of all (the public trace's prompts reach 191k tokens,
- * the window is 16k: 6 points of hit rate, docs/EVALUATION.md, "The kernel
- * places every request").
+ * bytes. Measured against what the kernel sees, the window: a prompt longer
+ * than it that matches at the window's end matches all the kernel can
+ * tell, and placing it anew threw away the longest prefixes of all (the
+ * public trace's prompts reach 191k tokens, the window is 16k: 7 points of
+ * hit rate live, docs/EVALUATION.md, "The kernel places every request").
  */
 static __always_inline int deep_enough(__u32 depth, __u32 plen)
 {

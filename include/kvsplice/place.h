@@ -6,7 +6,8 @@
  * policy.c, which the controller's userspace path and kvsplice-bench sim
  * run), so the simulator evaluates what the kernel does. tests/unit/
  * test_place.c runs both builds on the same inputs (the BPF one through
- * the kvs_place_probe program) and compares.
+ * tests/bpf/place_probe.bpf.c, with the verdict's own placement code,
+ * bpf/place.bpf.h) and compares.
  *
  * Rendezvous hashing bounded by load and by recent placements:
  *
@@ -38,7 +39,7 @@
  * affinity the same way: spills never counted as placements there).
  *
  * Everything is integer: the verifier takes no floating point, and both
- * builds must round alike. The decay is applied in the second pass, to
+ * builds must round alike. The decay is applied in the last pass, to
  * every slot's count (x - x / k is non-decreasing, so the least count
  * decays to the decayed least): the kernel does it with an atomic
  * subtraction, so a placement counted meanwhile on another CPU is never

@@ -102,12 +102,11 @@ static void eject(struct gw *g, uint32_t b, const char *why)
 void gw_health_tick(struct gw *g, uint64_t now)
 {
 	uint64_t interval = (uint64_t)g->cfg->health_interval_ms * 1000000ull;
-	/* The controller itself did not run for a while (stopped, starved; a
-	 * gap of an interval and at least a second, ten ticks, so that a tick
-	 * that is merely late is no pause):
-	 * the PONGs of that time may still wait, unread, behind this tick.
-	 * A silence it did not watch proves nothing: the clocks start again.
-	 * (The kernel served the backends meanwhile.) */
+	/* The controller itself did not run for a while (stopped, starved):
+	 * the PONGs of that time may still wait, unread, behind this tick, and
+	 * a silence it did not watch proves nothing, so the clocks start again
+	 * (the kernel served the backends meanwhile). A pause is a gap of an
+	 * interval and at least a second (ten ticks): a late tick is none. */
 	uint64_t pause = interval > 1000000000ull ? interval : 1000000000ull;
 	bool paused = g->health_tick_ns && now - g->health_tick_ns > pause;
 	uint32_t b;
