@@ -23,31 +23,11 @@
 #include "kroute.h"
 #include "kvsplice/hash.h"
 #include "policy.h"
+#include "sim_baselines.h"
 #include "sim_int.h"
 #include "stats.h"
 
 const char *const pol_names[P_LLMD + 1] = { "rr", "lor", "chash", "kvsplice", "sglang", "llmd" };
-
-/*
- * Re-implementations of other routers' published policies, from their
- * public documentation, with the defaults the issue names:
- *
- * sglang: SGLang router's cache-aware policy. Each worker has an
- *   approximate prefix tree of what was routed to it (here a block index,
- *   never told of the backend's evictions; bounded at 4x the KV capacity
- *   as a stand-in for its max tree size). If the load (outstanding
- *   requests) is imbalanced, max - min > 64 and max > 1.5 x min, the least
- *   loaded worker gets the request; otherwise the worker with the highest
- *   match ratio (matched / request length) if it exceeds the cache
- *   threshold 0.3, else the worker with the smallest tree.
- * llmd: llm-d's scheduler with its prefix-cache scorer (weight 3: matched
- *   blocks / prompt blocks in its per-pod block index), queue scorer
- *   (weight 2: 1 - waiting / max waiting over pods) and KV-utilization
- *   scorer (weight 2: 1 - KV in use / capacity); highest total wins.
- */
-struct baseline_index {
-	struct kvs_pcache idx[KVS_MAX_BACKENDS];
-};
 
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
@@ -64,67 +44,8 @@ struct backend {
 	uint64_t work, outstanding, served;
 };
 
-static int pick_sglang(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
-		       const struct sreq *r)
-{
-	uint64_t lo = UINT64_MAX, hi = 0;
-	uint32_t b, best = 0, n = r->eng.nblocks, m, best_m = 0, smallest = 0;
-
-	for (b = 0; b < o->backends; b++) {
-		if (be[b].outstanding < lo)
-			lo = be[b].outstanding;
-		if (be[b].outstanding > hi)
-			hi = be[b].outstanding;
-	}
-	if (hi - lo > 64 && (double)hi > 1.5 * (double)lo) {
-		for (b = 1; b < o->backends; b++)
-			if (be[b].outstanding < be[best].outstanding)
-				best = b;
-	} else {
-		for (b = 0; b < o->backends; b++) {
-			m = kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n);
-			if (m > best_m) {
-				best_m = m;
-				best = b;
-			}
-			if (bi->idx[b].used < bi->idx[smallest].used)
-				smallest = b;
-		}
-		if (!n || (double)best_m / n <= 0.3)
-			best = smallest;
-	}
-	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
-	return (int)best;
-}
-
-static int pick_llmd(const struct sim_opts *o, struct backend *be, struct baseline_index *bi,
-		     const struct sreq *r)
-{
-	uint32_t b, best = 0, n = r->eng.nblocks, maxq = 0;
-	double score, best_score = -1;
-
-	for (b = 0; b < o->backends; b++)
-		if (be[b].eng.nwaiting > maxq)
-			maxq = be[b].eng.nwaiting;
-	for (b = 0; b < o->backends; b++) {
-		double prefix =
-			n ? (double)kvs_pcache_match_prefix(&bi->idx[b], r->eng.hashes, n) / n : 0;
-		double queue = maxq ? 1.0 - (double)be[b].eng.nwaiting / maxq : 1.0;
-		double kv = 1.0 - (double)(be[b].eng.cache.used + be[b].eng.reserved_blocks) /
-					  be[b].eng.cache.max_capacity;
-
-		score = 3 * prefix + 2 * queue + 2 * kv;
-		if (score > best_score) {
-			best_score = score;
-			best = b;
-		}
-	}
-	kvs_pcache_touch(&bi->idx[best], r->eng.hashes, n);
-	return (int)best;
-}
-
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
-		struct kvs_chash *ring, struct baseline_index *bi, uint32_t *rr, struct sreq *r,
+		struct kvs_chash *ring, struct sim_baseline *bl, uint32_t *rr, struct sreq *r,
 		uint32_t *cached_blocks)
 {
 	uint64_t load[KVS_MAX_BACKENDS];
@@ -160,9 +81,14 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 		*cached_blocks = d.cached_blocks;
 		return d.backend;
 	case P_SGLANG:
-		return pick_sglang(o, be, bi, r);
-	case P_LLMD:
-		return pick_llmd(o, be, bi, r);
+	case P_LLMD: {
+		struct sim_bview v[KVS_MAX_BACKENDS];
+
+		for (b = 0; b < o->backends; b++)
+			v[b] = (struct sim_bview){ .eng = &be[b].eng,
+						   .outstanding = be[b].outstanding };
+		return sim_baseline_pick(bl, v, o->backends, &r->eng, r->eng.arrival_ms);
+	}
 	}
 	return 0;
 }
@@ -227,7 +153,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	double last_end = 0, next_tick = KR_TICK_MS;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
-	struct baseline_index *bi;
+	struct sim_baseline *bl = NULL;
 
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
@@ -253,9 +179,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 					     "the controller decides every request\n");
 	}
 	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
-	bi = calloc(1, sizeof(*bi));
-	for (b = 0; b < o->backends; b++)
-		kvs_pcache_init(&bi->idx[b], p == P_SGLANG ? 4 * o->kv_blocks : o->kv_blocks);
+	if (p == P_SGLANG || p == P_LLMD)
+		bl = sim_baseline_new(p, o);
 
 	while (done < w->n) {
 		double t_arr = next < w->n ? w->arrival_ms[next] : INFINITY, t_step = INFINITY;
@@ -296,7 +221,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			if (kr) {
 				pb = pick_split(kr, be, o->backends, r, &r->work);
 			} else {
-				pb = pick(o, p, be, &pol, &ring, bi, &rr, r, &cb);
+				pb = pick(o, p, be, &pol, &ring, bl, &rr, r, &cb);
 				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb,
 							  r->eng.max_tokens) *
 					  (uint64_t)KVS_BLOCK_TOKENS;
@@ -384,9 +309,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		kvs_kr_free(kr);
 	kvs_policy_free(&pol);
 	kvs_chash_free(&ring);
-	for (b = 0; b < o->backends; b++)
-		kvs_pcache_free(&bi->idx[b]);
-	free(bi);
+	sim_baseline_free(bl);
 	free(be);
 	free(e2e);
 }
