@@ -568,6 +568,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 					__u32 len, __u32 b, struct kvs_backend *be, __u64 client,
 					__u32 charge, int fast)
 {
+	__u32 out = kvs_charged_output(bpf_ntohl(h->max_tokens), be->expect_output);
 	struct gw_fields gw = {
 		.backend = bpf_htonl(kvs_gw_pack(b, charge)),
 		.conn = bpf_cpu_to_be64(client),
@@ -575,6 +576,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 	struct kvs_req_key rk = { .conn = client, .req_id = bpf_be64_to_cpu(h->req_id) };
 	struct kvs_inflight rec = {
 		.backend = b,
+		.out_tokens = out,
 		.held_tokens = (__u64)charge * KVS_BLOCK_TOKENS, /* charge fits 24 bits */
 	};
 	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
@@ -596,7 +598,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 	 * ERROR from these (kvs_dp_fail_inflight). With an early release it
 	 * also keeps what the request still holds. */
 	if (cfg_release_prefill_early)
-		rec.prefill_tokens = kvs_prefill_charge(charge, bpf_ntohl(h->max_tokens));
+		rec.prefill_tokens = kvs_prefill_charge(charge, out);
 	bpf_map_update_elem(&inflight, &rk, &rec, BPF_ANY);
 	if (c && fast) /* punted requests were counted as they went */
 		__sync_fetch_and_add(&c->inflight, 1);
@@ -800,8 +802,9 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 		}
 	}
 	/* Placed, nothing of it is known to be cached there. */
-	d->charge = kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? d->depth : 0,
-				    bpf_ntohl(h->max_tokens));
+	d->charge =
+		kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? d->depth : 0,
+				kvs_charged_output(bpf_ntohl(h->max_tokens), be->expect_output));
 	sent = send_request(skb, h, d->off, d->len, b, be, d->client, d->charge, 1);
 	if (sent)
 		return sent;
@@ -902,7 +905,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
 			d.charge = kvs_work_blocks(kvs_prompt_tokens(plen), d.depth,
-						   bpf_ntohl(h->max_tokens));
+						   kvs_charged_output(bpf_ntohl(h->max_tokens),
+								      be->expect_output));
 			sent = send_request(skb, h, off, len, b, be, cookie, d.charge, 1);
 			if (sent == 0) {
 				st->fast_path_frames++;
@@ -979,25 +983,33 @@ static __always_inline int is_response(__u8 type)
 /*
  * Learn from an END: the backend's own count of cached prompt tokens, and how
  * far the gateway's expectation was off. What was expected cached is
- * recovered from the echoed charge (charge x 16 = uncached + max_tokens,
+ * recovered from the echoed charge (charge x 16 = uncached + output charged,
  * rounded up, so the estimate errs low); the one block a fully cached prompt
  * still recomputes is not counted as a miss.
  */
 static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be,
 					const struct kvs_hdr *h, __u32 off)
 {
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
 	struct {
 		__be32 prompt_tokens, cached_tokens, output_tokens;
 	} e;
-	__u64 prompt, cached, output, pred_uncached, pred;
+	__u64 prompt, cached, output, charged_out, pred_uncached, pred;
+	struct kvs_inflight *rec;
 
 	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, &e, sizeof(e)))
 		return;
 	prompt = bpf_ntohl(e.prompt_tokens);
 	cached = bpf_ntohl(e.cached_tokens);
 	output = bpf_ntohl(e.output_tokens);
+	__sync_fetch_and_add(&be->output_tokens, output);
+	/* The charge was the uncached prompt plus the output charged then
+	 * (its record says; the output itself when the record is gone). */
+	rec = bpf_map_lookup_elem(&inflight, &rk);
+	charged_out = rec ? rec->out_tokens : output;
 	pred_uncached = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
-	pred_uncached = pred_uncached > output ? pred_uncached - output : 0;
+	pred_uncached = pred_uncached > charged_out ? pred_uncached - charged_out : 0;
 	pred = prompt > pred_uncached ? prompt - pred_uncached : 0;
 	__sync_fetch_and_add(&be->prompt_tokens, prompt);
 	__sync_fetch_and_add(&be->cached_tokens, cached);

@@ -85,6 +85,39 @@ static inline __u32 kvs_work_blocks(__u32 prompt_tokens, __u32 cached_blocks, __
 	return work > KVS_GW_CHARGE_MAX ? KVS_GW_CHARGE_MAX : (__u32)work;
 }
 
+/*
+ * The output tokens a request is charged for before it has produced any:
+ * what it declares (0: nothing declared), capped by what requests have been
+ * producing lately (expect, learnt from the backends' ENDs by the
+ * controller and published in each backend's record; 0: nothing learnt).
+ * A client's max_tokens is a bound, not a length: charged as one, a
+ * declared 4096 made every request look like 4,096 tokens of decode.
+ */
+#define KVS_EXPECT_OUTPUT_INIT 256 /* until the first ENDs are seen */
+
+static inline __u32 kvs_charged_output(__u32 max_tokens, __u64 expect)
+{
+	if (!expect)
+		return max_tokens;
+	if (!max_tokens || max_tokens > expect)
+		return (__u32)(expect < 0xffffffffu ? expect : 0xffffffffu);
+	return max_tokens;
+}
+
+/* The controller's estimate after a tick that saw ends ENDs reporting
+ * out_tokens tokens generated: a moving average (a quarter the new). */
+static inline __u64 kvs_expect_output(__u64 expect, __u64 out_tokens, __u64 ends)
+{
+	__u64 avg;
+
+	if (!ends)
+		return expect;
+	avg = (out_tokens + ends / 2) / ends;
+	if (!avg)
+		avg = 1;
+	return expect ? (3 * expect + avg + 2) / 4 : avg;
+}
+
 /* Of a charge of charge_blocks for a request generating max_tokens, the
  * tokens that are prefill work: the charge less one token per output token
  * (the charge rounds up, so this errs high by under one block). */
@@ -114,7 +147,7 @@ struct kvs_req_key {
 
 struct kvs_inflight {
 	__u32 backend;
-	__u32 pad;
+	__u32 out_tokens;     /* output tokens charged (kvs_charged_output) */
 	__u64 held_tokens;    /* work still charged to the backend */
 	__u64 prefill_tokens; /* of which prefill, until the first CHUNK */
 };
@@ -195,6 +228,9 @@ struct kvs_backend {
 	__u64 mispredicted;	/* expected cached beyond what it had */
 	__u64 index_blocks;	/* controller: its index of this backend's cache */
 	__u64 charged_tokens;	/* work charged to it over all time (both paths) */
+	__u64 output_tokens;	/* generated, from its END frames (both paths) */
+	__u64 expect_output;	/* controller: output tokens a request is charged
+			      * for at most (kvs_charged_output) */
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
 	__u64 placed;	  /* kernel: decaying count of new prefixes placed */

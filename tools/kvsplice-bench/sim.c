@@ -70,6 +70,7 @@ static const struct sim_opts defaults = { .backends = 7,
 					  .context_tokens = 6000,
 					  .own_tokens = 2000,
 					  .max_tokens = 128,
+					  .declared_max_tokens = 4096,
 					  .occupancy = 0.7,
 					  .seed = 1,
 					  .balance = KVS_POLICY_BALANCE,
@@ -103,6 +104,11 @@ static const struct kvs_opt rows[] = {
 	  .help = "tokens of its own (default {default})" },
 	{ "max-tokens", 0, KVS_OPT_U32(O, max_tokens, 1, 1u << 20), .arg = "T",
 	  .help = "tokens generated (default {default})" },
+	{ "declared-max-tokens", 0, KVS_OPT_U32(O, declared_max_tokens, 0, 1u << 20), .arg = "N",
+	  .help = "the max_tokens each request declares to the router\n"
+		  "(default {default}; 0: none), as real clients do; what it\n"
+		  "generates (--max-tokens, a trace's output_length)\n"
+		  "only the backend model knows" },
 	{ "occupancy", 0, KVS_OPT_DOUBLE(O, occupancy, 0.001, 100), .arg = "F",
 	  .help = "contexts total F x the fleet's KV (default {default})" },
 	{ "contexts", 0, KVS_OPT_U32(O, contexts, 1, 10000000), .arg = "N",

@@ -34,6 +34,7 @@ struct sreq {
 	uint32_t context, backend;
 	uint64_t work;	       /* tokens charged to the backend */
 	uint64_t prefill_work; /* of which prefill, until the first token */
+	uint32_t out;	       /* output tokens charged (kvs_charged_output) */
 	uint64_t *h;
 };
 
@@ -42,6 +43,7 @@ struct backend {
 	bool stepping;
 	double step_end;
 	uint64_t work, outstanding, served;
+	uint64_t prefilled; /* prompt tokens it computed (not from cache) */
 };
 
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
@@ -109,7 +111,7 @@ static void fleet_load(const struct backend *be, uint32_t nb, uint64_t *load, ui
 /* kvsplice split: the verdict, then the controller's reading of its
  * report. *work is what the kernel charged. */
 static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
-		      const struct sreq *r, uint64_t *work)
+		      const struct sreq *r, uint32_t charged_out, uint64_t *work)
 {
 	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
 	uint8_t up[KVS_MAX_BACKENDS];
@@ -118,7 +120,7 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
 	struct kvs_kr_req q = { .h = r->eng.hashes,
 				.n = r->eng.nblocks,
 				.prompt_tokens = r->eng.prompt_tokens,
-				.max_tokens = r->eng.max_tokens,
+				.max_tokens = charged_out, /* what the kernel charges */
 				.seed = kvs_seed(0, 0) };
 
 	fleet_load(be, nb, load, out, up);
@@ -152,6 +154,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	double *ttft = malloc(sizeof(double) * w->n), *e2e = malloc(sizeof(double) * w->n);
 	double last_end = 0, next_tick = KR_TICK_MS;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
+	/* what the gateway learns of output lengths (kvs_expect_output) */
+	uint64_t expect = KVS_EXPECT_OUTPUT_INIT, tick_out = 0, tick_ends = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct sim_baseline *bl = NULL;
 
@@ -200,8 +204,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				w->n - done);
 			break;
 		}
-		if (kr && next_tick < t_arr && next_tick < t_step) {
-			refresh_limit(kr, be, o->backends);
+		if (p == P_KVSPLICE && next_tick < t_arr && next_tick < t_step) {
+			if (kr)
+				refresh_limit(kr, be, o->backends);
+			expect = kvs_expect_output(expect, tick_out, tick_ends);
+			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
 		}
@@ -218,17 +225,18 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			r->eng.prompt_tokens = sim_prompt_tokens(o, w, next);
 			r->eng.max_tokens = w->max_tokens ? w->max_tokens[next] : o->max_tokens;
 			r->eng.arrival_ms = t_arr;
+			/* the router knows the declared bound, not the length */
+			r->out = kvs_charged_output(o->declared_max_tokens, expect);
 			if (kr) {
-				pb = pick_split(kr, be, o->backends, r, &r->work);
+				pb = pick_split(kr, be, o->backends, r, r->out, &r->work);
 			} else {
 				pb = pick(o, p, be, &pol, &ring, bl, &rr, r, &cb);
-				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb,
-							  r->eng.max_tokens) *
+				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->out) *
 					  (uint64_t)KVS_BLOCK_TOKENS;
 			}
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
-			r->prefill_work = kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS),
-							     r->eng.max_tokens);
+			r->prefill_work =
+				kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS), r->out);
 			be[r->backend].work += r->work;
 			be[r->backend].outstanding++;
 			kvs_engine_submit(&be[r->backend].eng, &r->eng);
@@ -268,6 +276,9 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				prompt += r->eng.prompt_tokens;
 				cached += r->eng.cached_tokens;
 				out_tokens += r->eng.emitted;
+				tick_out += r->eng.emitted;
+				tick_ends++;
+				k->prefilled += r->eng.prompt_tokens - r->eng.cached_tokens;
 				k->work -= r->work;
 				k->outstanding--;
 				k->served++;
@@ -300,6 +311,13 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	for (b = 0; b < o->backends; b++)
 		res->loads[b] = (double)be[b].served;
 	res->mm = kvs_max_over_mean(res->loads, o->backends);
+	{
+		double work[KVS_MAX_BACKENDS];
+
+		for (b = 0; b < o->backends; b++)
+			work[b] = (double)be[b].prefilled;
+		res->mm_work = kvs_max_over_mean(work, o->backends);
+	}
 	res->cv = kvs_cv(res->loads, o->backends);
 	res->ttft = ttft; /* sorted by the percentiles */
 

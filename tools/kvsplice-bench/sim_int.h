@@ -28,6 +28,9 @@ extern const char *const workload_names[W_UNIQUE + 2];
 
 struct sim_opts {
 	uint32_t backends, kv_blocks, requests, context_tokens, own_tokens, max_tokens, contexts;
+	/* what each request tells the router it may generate (0: nothing);
+	 * max_tokens, or the trace's output_length, is what it generates */
+	uint32_t declared_max_tokens;
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
 	int release_early;		  /* prefill charge off at the first token */
@@ -61,6 +64,7 @@ struct workload {
 struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
+	double mm_work; /* load max/mean by prefill tokens computed */
 	uint32_t done;
 	double *ttft;			/* sorted, done of them: for --plot */
 	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */

@@ -41,10 +41,11 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		printf("%s{\"name\":\"%s\",\"requests\":%u,\"ttft_p50_ms\":%.2f,"
 		       "\"ttft_p90_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
 		       "\"e2e_p90_ms\":%.2f,\"throughput_rps\":%.3f,\"output_tok_s\":%.1f,"
-		       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,\"load_cv\":%.3f,"
+		       "\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
+		       "\"load_max_over_mean_work\":%.3f,\"load_cv\":%.3f,"
 		       "\"backend_requests\":[",
 		       i ? "," : "", r->name, r->done, r->ttft_p50, r->ttft_p90, r->ttft_p99,
-		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->cv);
+		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->mm_work, r->cv);
 		for (b = 0; b < o->backends; b++)
 			printf("%s%.0f", b ? "," : "", r->loads[b]);
 		/* percent change against the baseline; hit rate in points */
@@ -65,13 +66,15 @@ void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_
 	const struct result *r0 = &res[base];
 	uint32_t i, b;
 
-	printf("%-9s %9s %8s %8s %8s %8s %7s %8s %6s %8s\n", "policy", "TTFT p50", "p90", "p99",
-	       "e2e p50", "p90", "req/s", "tok/s", "hit", "max/mean");
+	/* load max/mean by requests, and by prefill tokens computed (work) */
+	printf("%-9s %9s %8s %8s %8s %8s %7s %8s %6s %8s %8s\n", "policy", "TTFT p50", "p90", "p99",
+	       "e2e p50", "p90", "req/s", "tok/s", "hit", "max/mean", "(work)");
 	for (i = 0; i < o->npol; i++)
-		printf("%-9s %7.0fms %6.0fms %6.0fms %6.0fms %6.0fms %7.2f %8.0f %5.1f%% %8.2f\n",
+		printf("%-9s %7.0fms %6.0fms %6.0fms %6.0fms %6.0fms %7.2f %8.0f %5.1f%% %8.2f "
+		       "%8.2f\n",
 		       res[i].name, res[i].ttft_p50, res[i].ttft_p90, res[i].ttft_p99,
 		       res[i].e2e_p50, res[i].e2e_p90, res[i].rps, res[i].tok_s, 100 * res[i].hit,
-		       res[i].mm);
+		       res[i].mm, res[i].mm_work);
 	printf("\nchange against %s (hit rate in points)\n", r0->name);
 	for (i = 0; i < o->npol; i++) {
 		if (i == base)

@@ -248,6 +248,7 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 	kvs_endpoint_of(&a->ss, &ep);
 	kvs_dp_set_backend_addr(&g->dp, b, &ep);
 	kvs_dp_set_place_seed(&g->dp, b, kvs_str_hash(be->name));
+	kvs_dp_set_expect_output(&g->dp, b, g->expect_output);
 }
 
 int gw_backend_add(struct gw *g, const struct kvs_addr *a)

@@ -569,10 +569,11 @@ void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, b
 }
 
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t predicted)
+			    uint64_t output, uint64_t predicted)
 {
 	struct kvs_backend *be = &dp->backends[b];
 
+	__atomic_fetch_add(&be->output_tokens, output, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->prompt_tokens, prompt, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->cached_tokens, cached, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->predicted_cached, predicted, __ATOMIC_RELAXED);
@@ -584,4 +585,18 @@ void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work)
 {
 	sub_floor(&dp->backends[b].outstanding_work, work);
+}
+
+void kvs_dp_output_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *output,
+			    uint64_t *ends)
+{
+	const struct kvs_backend *be = &dp->backends[b];
+
+	*output = __atomic_load_n(&be->output_tokens, __ATOMIC_RELAXED);
+	*ends = __atomic_load_n(&be->ends, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_set_expect_output(struct kvs_datapath *dp, uint32_t b, uint64_t v)
+{
+	__atomic_store_n(&dp->backends[b].expect_output, v, __ATOMIC_RELAXED);
 }

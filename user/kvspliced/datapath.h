@@ -104,7 +104,7 @@ void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint6
 void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
 			  uint64_t release);
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t predicted);
+			    uint64_t output, uint64_t predicted);
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
@@ -145,6 +145,12 @@ int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *c
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether a route read from the map is current. */
 int kvs_dp_route_current(const struct kvs_datapath *dp, const struct kvs_route *r);
+/* Tokens generated, from its ENDs, and its ENDs and ERRORs (a snapshot). */
+void kvs_dp_output_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *output,
+			    uint64_t *ends);
+/* The output tokens a request to b is charged for at most (the kernel
+ * reads it: kvs_charged_output). */
+void kvs_dp_set_expect_output(struct kvs_datapath *dp, uint32_t b, uint64_t v);
 /* The backend's END-report counters (a snapshot). */
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
 			 uint64_t *mispredicted);

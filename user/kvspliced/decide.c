@@ -245,8 +245,10 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 		install_routes(g, m, seed, g->hashes,
 			       n < g->cfg->window_blocks ? n : g->cfg->window_blocks,
 			       (uint32_t)d.backend);
-	m->gw_backend = kvs_gw_pack((uint32_t)d.backend,
-				    kvs_work_blocks(tokens, d.cached_blocks, m->max_tokens));
+	m->gw_backend =
+		kvs_gw_pack((uint32_t)d.backend,
+			    kvs_work_blocks(tokens, d.cached_blocks,
+					    kvs_charged_output(m->max_tokens, g->expect_output)));
 	m->gw_conn = c->cookie;
 	*backend = (uint32_t)d.backend;
 	pr_debug("event=decision conn=%llu req=%llu backend=%d reason=%s cached_blocks=%u "
@@ -257,10 +259,40 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	return 0;
 }
 
+/*
+ * What requests have been producing: the output tokens of the ENDs since
+ * the last tick, over the fleet, averaged into g->expect_output and
+ * published in every backend's record, where the kernel reads it to charge
+ * a request (kvs_charged_output). ENDs and ERRORs are counted together (an
+ * ERROR has no output count), so it errs low while errors are frequent.
+ */
+static void learn_output(struct gw *g)
+{
+	uint64_t out = 0, ends = 0, o, e;
+	uint32_t b;
+
+	for (b = 0; b < g->nslots; b++) {
+		if (!g->be[b].present)
+			continue;
+		kvs_dp_output_counters(&g->dp, b, &o, &e);
+		out += o;
+		ends += e;
+	}
+	if (ends >= g->seen_ends && out >= g->seen_output)
+		g->expect_output = kvs_expect_output(g->expect_output, out - g->seen_output,
+						     ends - g->seen_ends);
+	g->seen_output = out;
+	g->seen_ends = ends;
+	for (b = 0; b < g->nslots; b++)
+		if (g->be[b].present)
+			kvs_dp_set_expect_output(&g->dp, b, g->expect_output);
+}
+
 /* Correct each backend's index from what its ENDs reported since the last
  * tick (kvs_policy_feedback), and show the result in the backends map. */
 void gw_feedback(struct gw *g)
 {
+	learn_output(g);
 	uint64_t pred, miss;
 	uint32_t b, cap;
 

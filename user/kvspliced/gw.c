@@ -374,7 +374,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			.ho_fd = -1,
 			.metrics_fd = -1,
 			.control_fd = -1,
-			.ho_pending = -1 };
+			.ho_pending = -1,
+			.expect_output = KVS_EXPECT_OUTPUT_INIT };
 	struct gw_taken t = { 0 };
 	int err, ho_sock = -1;
 

@@ -56,7 +56,7 @@
 struct gw_ureq {
 	uint64_t req_id;
 	uint32_t backend;
-	uint32_t pad;
+	uint32_t out_tokens;	 /* output tokens charged (kvs_charged_output) */
 	uint64_t held_tokens;	 /* work it still charges its backend */
 	uint64_t prefill_tokens; /* of which prefill, until its first CHUNK */
 };
@@ -256,6 +256,9 @@ struct gw {
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
 	uint64_t health_tick_ns; /* the health check's last tick (health.c) */
+	/* Output tokens a request is charged for at most, learnt from the
+	 * ENDs (kvs_expect_output), and the counts it was last updated from. */
+	uint64_t expect_output, seen_output, seen_ends;
 };
 
 #endif

@@ -230,8 +230,9 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	blocks = kvs_gw_charge(m->gw_backend);
 	r.backend = b;
 	r.held_tokens = (uint64_t)blocks * KVS_BLOCK_TOKENS;
+	r.out_tokens = kvs_charged_output(m->max_tokens, g->expect_output);
 	if (g->cfg->release_prefill_early)
-		r.prefill_tokens = kvs_prefill_charge(blocks, m->max_tokens);
+		r.prefill_tokens = kvs_prefill_charge(blocks, r.out_tokens);
 	err = add_req(c, &r);
 	if (!err) {
 		err = up_put(g, u, m, prompt);
@@ -343,17 +344,20 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 	}
 }
 
-/* An END's report, as the kernel's account_end() reads it. */
-static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const uint8_t *payload)
+/* An END's report, as the kernel's account_end() reads it (rec: the
+ * request's record, NULL if it is gone). */
+static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const uint8_t *payload,
+		       const struct gw_ureq *rec)
 {
 	struct kvs_end_info e;
-	uint64_t pred_uncached, pred;
+	uint64_t pred_uncached, pred, charged_out;
 
 	kvs_end_decode(payload, &e);
+	charged_out = rec ? rec->out_tokens : e.output_tokens;
 	pred_uncached = (uint64_t)kvs_gw_charge(m->gw_backend) * KVS_BLOCK_TOKENS;
-	pred_uncached = pred_uncached > e.output_tokens ? pred_uncached - e.output_tokens : 0;
+	pred_uncached = pred_uncached > charged_out ? pred_uncached - charged_out : 0;
 	pred = e.prompt_tokens > pred_uncached ? e.prompt_tokens - pred_uncached : 0;
-	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, pred);
+	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, e.output_tokens, pred);
 }
 
 static void upstream_frames(struct gw *g, struct gw_conn *u)
@@ -390,7 +394,7 @@ static void upstream_frames(struct gw *g, struct gw_conn *u)
 					(uint64_t)kvs_gw_charge(m.gw_backend) * KVS_BLOCK_TOKENS;
 		kvs_dp_user_response(&g->dp, b, len, ends, release);
 		if (m.type == KVS_T_END && m.payload_len >= sizeof(struct kvs_end))
-			end_report(g, b, &m, frame + KVS_HDR_LEN);
+			end_report(g, b, &m, frame + KVS_HDR_LEN, rec);
 		if (ends && rec)
 			drop_req(c, rec);
 		if (!c || !c->up || c->closing)
