@@ -71,6 +71,8 @@ static const struct sim_opts defaults = { .backends = 7,
 					  .own_tokens = 2000,
 					  .max_tokens = 128,
 					  .declared_max_tokens = 4096,
+					  .index_scale = 1,
+					  .feedback = 1,
 					  .occupancy = 0.7,
 					  .seed = 1,
 					  .balance = KVS_POLICY_BALANCE,
@@ -155,6 +157,15 @@ static const struct kvs_opt rows[] = {
 	  .help = "kvsplice split: blocks of a prompt the kernel hashes\n"
 		  "(default {default}, the kernel's); above it, a what-if:\n"
 		  "checkpoints go on every 128 blocks" },
+	{ "kvsplice-index-scale", 0, KVS_OPT_DOUBLE(O, index_scale, 0.01, 100), .fmt = "%.2f",
+	  .arg = "F",
+	  .help = "kvsplice: size its index of each backend's cache at\n"
+		  "F x the real one (default {default}): a gateway\n"
+		  "configured with the wrong --backend-kv-blocks" },
+	{ "kvsplice-feedback", 0, KVS_OPT_ENUM(O, feedback, "no", "yes"), .arg = "yes|no",
+	  .help = "kvsplice: correct the index from the backends' END\n"
+		  "reports (cached against predicted), as the gateway's\n"
+		  "tick does (default yes)" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"

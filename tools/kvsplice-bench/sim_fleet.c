@@ -27,7 +27,8 @@
 #include "sim_int.h"
 #include "stats.h"
 
-const char *const pol_names[P_LLMD + 1] = { "rr", "lor", "chash", "kvsplice", "sglang", "llmd" };
+const char *const pol_names[P_DYNAMO + 1] = { "rr",	"lor",	"chash", "kvsplice",
+					      "sglang", "llmd", "dynamo" };
 
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
@@ -35,6 +36,7 @@ struct sreq {
 	uint64_t work;	       /* tokens charged to the backend */
 	uint64_t prefill_work; /* of which prefill, until the first token */
 	uint32_t out;	       /* output tokens charged (kvs_charged_output) */
+	uint32_t pred_cached;  /* prompt tokens the router expected cached */
 	uint64_t *h;
 };
 
@@ -43,7 +45,8 @@ struct backend {
 	bool stepping;
 	double step_end;
 	uint64_t work, outstanding, served;
-	uint64_t prefilled; /* prompt tokens it computed (not from cache) */
+	uint64_t prefilled;	   /* prompt tokens it computed (not from cache) */
+	uint64_t fb_pred, fb_miss; /* END reports since the last feedback */
 };
 
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
@@ -83,7 +86,8 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 		*cached_blocks = d.cached_blocks;
 		return d.backend;
 	case P_SGLANG:
-	case P_LLMD: {
+	case P_LLMD:
+	case P_DYNAMO: {
 		struct sim_bview v[KVS_MAX_BACKENDS];
 
 		for (b = 0; b < o->backends; b++)
@@ -130,6 +134,18 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
 	return d.backend;
 }
 
+/* The gateway's tick: each index corrected from its backend's END reports
+ * (gw_feedback). */
+static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
+{
+	for (uint32_t b = 0; b < nb; b++) {
+		if (be[b].fb_pred < KVS_POLICY_FEEDBACK_MIN)
+			continue;
+		kvs_policy_feedback(pol, b, be[b].fb_pred, be[b].fb_miss);
+		be[b].fb_pred = be[b].fb_miss = 0;
+	}
+}
+
 static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb)
 {
 	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
@@ -168,7 +184,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	}
 	kvs_policy_defaults(&pp);
 	pp.nbackends = o->backends;
-	pp.index_blocks = o->kv_blocks;
+	pp.index_blocks = (uint32_t)fmax(1, o->index_scale * o->kv_blocks);
 	pp.balance = o->balance;
 	pp.recompute_weight = o->recompute_weight;
 	kvs_policy_init(&pol, &pp, names);
@@ -183,7 +199,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 					     "the controller decides every request\n");
 	}
 	kvs_chash_build(&ring, names, o->backends, KVS_CHASH_VNODES);
-	if (p == P_SGLANG || p == P_LLMD)
+	if (p == P_SGLANG || p == P_LLMD || p == P_DYNAMO)
 		bl = sim_baseline_new(p, o);
 
 	while (done < w->n) {
@@ -208,6 +224,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			if (kr)
 				refresh_limit(kr, be, o->backends);
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
+			if (o->feedback)
+				feedback(&pol, be, o->backends);
 			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
@@ -237,6 +255,14 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
 			r->prefill_work =
 				kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS), r->out);
+			/* what the charge says was expected cached (account_end) */
+			{
+				uint64_t unc = r->work > r->out ? r->work - r->out : 0;
+
+				r->pred_cached = r->eng.prompt_tokens > unc ?
+							 (uint32_t)(r->eng.prompt_tokens - unc) :
+							 0;
+			}
 			be[r->backend].work += r->work;
 			be[r->backend].outstanding++;
 			kvs_engine_submit(&be[r->backend].eng, &r->eng);
@@ -279,6 +305,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				tick_out += r->eng.emitted;
 				tick_ends++;
 				k->prefilled += r->eng.prompt_tokens - r->eng.cached_tokens;
+				/* as the kernel's account_end() counts it */
+				k->fb_pred += r->pred_cached;
+				if (r->pred_cached > r->eng.cached_tokens + KVS_BLOCK_TOKENS)
+					k->fb_miss += r->pred_cached - r->eng.cached_tokens -
+						      KVS_BLOCK_TOKENS;
 				k->work -= r->work;
 				k->outstanding--;
 				k->served++;

@@ -14,8 +14,8 @@
 #define PROG "kvsplice-bench sim"
 #define MAX_POLICIES 8
 
-enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD };
-extern const char *const pol_names[P_LLMD + 1]; /* by enum pol; sim_fleet.c */
+enum pol { P_RR, P_LOR, P_CHASH, P_KVSPLICE, P_SGLANG, P_LLMD, P_DYNAMO };
+extern const char *const pol_names[P_DYNAMO + 1]; /* by enum pol; sim_fleet.c */
 
 /* How policy kvsplice is modelled: the split the gateway runs (the kernel
  * follows installed routes and places the rest, user/core/kroute.h), or the
@@ -31,6 +31,11 @@ struct sim_opts {
 	/* what each request tells the router it may generate (0: nothing);
 	 * max_tokens, or the trace's output_length, is what it generates */
 	uint32_t declared_max_tokens;
+	/* kvsplice: its index sized index_scale x the backends' real caches
+	 * (a router's estimate is rarely right), and whether the backends'
+	 * END reports correct it (kvs_policy_feedback, as the gateway does) */
+	double index_scale;
+	int feedback;
 	double rate, occupancy;
 	double balance, recompute_weight; /* kvsplice policy */
 	int release_early;		  /* prefill charge off at the first token */
