@@ -165,14 +165,16 @@ KVS_PIDS+=($!)
 kvs_wait_file "$KVS_TMP/fake.port"
 FAKE=127.0.0.1:$(cat "$KVS_TMP/fake.port")
 
-# fake MODEL [live options...]: a run straight at the fake server; its JSON
+# fake MODEL [live options...]: a run straight at the fake server (which
+# answers max_tokens / 2 CHUNKs: it declares 8, not 4096); its JSON
 # in $out, its exit status in $rc, its stderr in $KVS_TMP/fake-bench.err.
 fake() {
 	local model=$1
 	shift
 	rc=0
 	out=$("$KVS_BUILD/kvsplice-bench" live --connect "$FAKE" --quiet --model "$model" \
-		--prefixes 2 --prefix-tokens 64 --suffix-tokens 8 -m 8 --timeout-s 20 --json "$@" \
+		--prefixes 2 --prefix-tokens 64 --suffix-tokens 8 -m 8 --declared-max-tokens 8 \
+		--timeout-s 20 --json "$@" \
 		2>"$KVS_TMP/fake-bench.err") || rc=$?
 	[ -n "$out" ] || kvs_fail "model $model: no report: $(head -5 "$KVS_TMP/fake-bench.err")"
 }
@@ -202,8 +204,8 @@ KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
 kvs_start_gw --backend "$FAKE"
 [ "$(kvs_wait_backend 0 up 200)" = up ] || kvs_fail "the fake server never came up"
-out=$(kvs_bench -n 40 -k 4 --prefixes 2 --prefix-tokens 64 -m 8 --verify framing --json) ||
-	kvs_fail "real-shaped stream through the gateway failed: $out"
+out=$(kvs_bench -n 40 -k 4 --prefixes 2 --prefix-tokens 64 -m 8 --declared-max-tokens 8 \
+	--verify framing --json) || kvs_fail "real-shaped stream through the gateway failed: $out"
 assert_eq "through the gateway: ok" "$(jget "$out" .ok)" 40
 assert_eq "through the gateway: framing errors" "$(jget "$out" .framing_errors)" 0
 assert_eq "through the gateway: output tokens" "$(jget "$out" .output_tokens)" 200
@@ -217,7 +219,7 @@ assert_eq "errors: rejected" "$(jget "$out" .errors_by_code.rejected)" 5
 assert_eq "errors: ok" "$(jget "$out" .ok)" 10
 assert_eq "errors: ended by an END" "$(jget "$out" .ends)" 10
 txt=$("$KVS_BUILD/kvsplice-bench" live --connect "$FAKE" --quiet --model 1 -n 20 -k 2 \
-	--prefixes 2 --prefix-tokens 64 --verify framing 2>/dev/null) || true
+	--prefixes 2 --prefix-tokens 64 --declared-max-tokens 8 --verify framing 2>/dev/null) || true
 grep -q "^errors        cancelled 5, rejected 5$" <<<"$txt" || kvs_fail "errors line: $txt"
 echo "ok: the text report names the error codes"
 

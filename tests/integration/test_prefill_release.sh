@@ -18,7 +18,8 @@ kvs_start_sim A --time-scale 0.2
 # request runs, then checks that everything was released.
 sample_one_request() {
 	local out samples
-	kvs_bench -n 1 -k 1 --prefixes 1 --prefix-tokens 4000 --suffix-tokens 0 -m 500 --json \
+	kvs_bench -n 1 -k 1 --prefixes 1 --prefix-tokens 4000 --suffix-tokens 0 -m 500 \
+		--declared-max-tokens 500 --json \
 		>"$KVS_TMP/bench.json" &
 	local bench=$!
 	samples=""

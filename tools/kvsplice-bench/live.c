@@ -88,24 +88,26 @@ static int send_one(struct run *r, uint32_t ci)
 	struct req *q = &r->reqs[id - 1];
 	uint32_t group = live_groups(r) ? group_of(r, id) : 0;
 	size_t len = build_prompt(r, id, group);
-	uint32_t max_tokens = r->o->max_tokens;
+	uint32_t out = r->o->max_tokens, declared = r->o->declared_max_tokens;
 	struct kvs_msg m;
 
 	/* A trace gives each request's output length; --max-tokens caps it. */
-	if (r->o->trace &&
-	    (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < max_tokens))
-		max_tokens = r->trace.reqs[id - 1].output_tokens;
+	if (r->o->trace && (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < out))
+		out = r->trace.reqs[id - 1].output_tokens;
+	/* The true length reaches only the model, in the prompt's last bytes
+	 * (prompt.h); the header says what a client would declare. */
+	len += kvs_eos_marker(out, (char *)r->prompt + len);
 	m = (struct kvs_msg){
 		.type = KVS_T_REQUEST,
 		.req_id = id,
 		.cache_salt = r->o->salt,
 		.model_id = r->o->model,
-		.max_tokens = max_tokens,
+		.max_tokens = declared,
 		.prefix_len = r->o->hint ? (uint32_t)prefix_bytes(r) : 0,
 	};
 	q->conn = ci;
 	q->group = group;
-	q->max_tokens = max_tokens;
+	q->max_tokens = declared && declared < out ? declared : out;
 	/* Open loop: TTFT counts from when the request was due, so a client
 	 * that falls behind its schedule cannot hide the delay. */
 	q->send_ns = r->o->rate > 0 ? r->next_arrival_ns : kvs_now_ns();
@@ -272,7 +274,7 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 		prompt_cap = (size_t)r.trace.max_input_tokens * KVS_BYTES_PER_TOKEN;
 	r.reqs = calloc(r.n, sizeof(*r.reqs));
 	r.conns = calloc(o->connections, sizeof(*r.conns));
-	r.prompt = malloc(prompt_cap + 1);
+	r.prompt = malloc(prompt_cap + KVS_EOS_MARKER_MAX);
 	r.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!r.reqs || !r.conns || !r.prompt || r.epfd < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
@@ -403,6 +405,7 @@ static const struct run_opts defaults = {
 	.connections = 4,
 	.depth = 1,
 	.max_tokens = 8,
+	.declared_max_tokens = 4096,
 	.prefixes = 4,
 	.prefix_tokens = 1024,
 	.suffix_tokens = 64,
@@ -434,7 +437,15 @@ static const struct kvs_opt rows[] = {
 	  .help = "seed of the arrival times (default {default})" },
 	{ "max-tokens", 'm', KVS_OPT_U32(O, max_tokens, 0, 1000000),
 	  KVS_OPT_GIVEN(O, max_tokens_set), .arg = "M",
-	  .help = "tokens to generate per request (default {default})" },
+	  .help = "tokens to generate per request (default {default}):\n"
+		  "the true output length, told only to the model, in\n"
+		  "a marker \" <eos:M>\" at the end of each prompt\n"
+		  "(kvsplice-sim --help)" },
+	{ "declared-max-tokens", 0, KVS_OPT_U32(O, declared_max_tokens, 0, 1000000), .arg = "N",
+	  .help = "the max_tokens every REQUEST declares, as a real\n"
+		  "client's does (default {default}; 0 = none): the\n"
+		  "gateway never learns the true length, the model\n"
+		  "stops at the marker's, or at N if smaller" },
 	{ "prefixes", 0, KVS_OPT_U32(O, prefixes, 0, 10000000), .arg = "P",
 	  .help = "shared prefix groups; request i uses group i mod P\n"
 		  "(default {default}; 0 = nothing shared)" },
@@ -459,7 +470,8 @@ static const struct kvs_opt rows[] = {
 		  "id is always the same 512 tokens of text, so the\n"
 		  "backends see exactly the trace's sharing; -n\n"
 		  "replays the first N requests (default all),\n"
-		  "--max-tokens caps each request's output" },
+		  "--max-tokens caps each request's output (the\n"
+		  "true length, in the marker)" },
 	{ "speed", 0, KVS_OPT_DOUBLE(O, speed, 0.001, 1e6), .arg = "X",
 	  .help = "multiply the trace's arrival rate by X (default {default})" },
 	{ "hint", 0, KVS_OPT_FLAG(O, hint), .help = "send the prefix length as the routing hint" },
@@ -476,7 +488,8 @@ static const struct kvs_opt rows[] = {
 		  "the backends that answered)" },
 	{ "verify", 0, KVS_OPT_ENUM(O, verify, "sim", "framing"), .arg = "MODE",
 	  .help = "what every answer must be (default {default}):\n"
-		  "sim: kvsplice-sim's exact output (max-tokens\n"
+		  "sim: kvsplice-sim's exact output (the smaller of\n"
+		  "--max-tokens and a non-zero --declared-max-tokens\n"
 		  "CHUNKs of its token text); framing: any KVS1\n"
 		  "server's, as behind kvsplice-adapter (CHUNKs of\n"
 		  "any text and number, an early stop). Both check\n"

@@ -49,7 +49,8 @@ struct req {
 	uint32_t group;
 	uint32_t chunks;
 	uint32_t backend_id;
-	uint32_t max_tokens; /* asked for: the chunks kvsplice-sim must send */
+	uint32_t max_tokens; /* the output kvsplice-sim must send: the marker's, or
+			      * the declared max_tokens if smaller */
 	uint32_t prompt_tokens, cached_tokens, output_tokens; /* END's figures */
 	uint16_t error;
 	uint8_t status;
@@ -70,7 +71,9 @@ struct bconn {
 struct run_opts {
 	struct kvs_addr addrs[MAX_TARGETS]; /* connection i uses addrs[i % n] */
 	uint32_t naddrs;
-	uint32_t requests, connections, depth, max_tokens;
+	uint32_t requests, connections, depth;
+	uint32_t max_tokens;	      /* the true output length: the marker's */
+	uint32_t declared_max_tokens; /* the REQUEST header's (0: none declared) */
 	uint32_t prefixes, prefix_tokens, suffix_tokens, suffix_jitter;
 	uint32_t conversations, turn_tokens; /* conversation workload */
 	uint64_t salt;
@@ -115,12 +118,14 @@ struct summary {
 	uint32_t ends;				/* requests ended by an END */
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90;
 	double rps, tok_s, hit_rate, load_max_over_mean, load_cv;
+	double load_max_over_mean_work; /* by prefill tokens computed, not requests */
 	uint64_t prompt_tokens, cached_tokens, output_tokens;
 	uint32_t nbackends;
 	uint32_t backend_ids[MAX_BACKEND_IDS];
 	uint32_t backend_reqs[MAX_BACKEND_IDS];
-	uint32_t groups_split; /* prefix groups served by more than one backend */
-	uint32_t turn_moves;   /* later turns served elsewhere than the one before */
+	uint64_t backend_work[MAX_BACKEND_IDS]; /* prompt - cached tokens, from ENDs */
+	uint32_t groups_split;			/* prefix groups served by more than one backend */
+	uint32_t turn_moves; /* later turns served elsewhere than the one before */
 	uint32_t later_turns;
 	double wall_s;
 	double *ttft; /* of the ok requests, sorted; the caller frees it */

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * kvsplice-bench live's report: the summary of a run (latency percentiles,
- * hit rate, load per backend, prefix groups split, framing errors, errors
- * by code), printed as text or JSON, per request, and plotted. The figures
- * are the server's own (END's tokens and backend id), so they mean the same
- * under either --verify.
+ * hit rate, load per backend by requests and by prefill work, prefix
+ * groups split, framing errors, errors by code), printed as text or JSON,
+ * per request, and plotted. The figures are the server's own (END's tokens
+ * and backend id), so they mean the same under either --verify.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +56,10 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 			cached += q->cached_tokens;
 			s->output_tokens += q->output_tokens;
 			slot = backend_slot(s, q->backend_id);
-			if (slot >= 0)
+			if (slot >= 0) {
 				s->backend_reqs[slot]++;
+				s->backend_work[slot] += q->prompt_tokens - q->cached_tokens;
+			}
 			if (ngroups) {
 				g = q->group;
 				if (!group_backend[g])
@@ -106,6 +108,11 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 		loads[i] = i < s->nbackends ? s->backend_reqs[i] : 0;
 	s->load_max_over_mean = kvs_max_over_mean(loads, nloads);
 	s->load_cv = kvs_cv(loads, nloads);
+	/* By work too: requests differ in what they cost a backend, and a
+	 * router may balance counts while one backend computes most prefills. */
+	for (i = 0; i < nloads; i++)
+		loads[i] = i < s->nbackends ? (double)s->backend_work[i] : 0;
+	s->load_max_over_mean_work = kvs_max_over_mean(loads, nloads);
 	s->ttft = ttft;
 	free(e2e);
 	free(group_backend);
@@ -200,21 +207,24 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       "\"ttft_p50_ms\":%.3f,"
 		       "\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"e2e_p50_ms\":%.3f,"
 		       "\"e2e_p90_ms\":%.3f,\"hit_rate\":%.4f,\"load_max_over_mean\":%.3f,"
-		       "\"load_cv\":%.3f,\"prefix_groups\":%u,\"groups_split\":%u,"
+		       "\"load_max_over_mean_work\":%.3f,\"load_cv\":%.3f,\"prefix_groups\":%u,"
+		       "\"groups_split\":%u,"
 		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,",
 		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate,
 		       r->o->trace ? r->o->trace : "", r->o->trace ? r->o->speed : 0, r->n, s->ok,
 		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s, s->ttft_p50,
 		       s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
-		       s->load_max_over_mean, s->load_cv, live_groups(r), s->groups_split,
-		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
-		       (unsigned long long)s->cached_tokens, (unsigned long long)s->output_tokens);
+		       s->load_max_over_mean, s->load_max_over_mean_work, s->load_cv,
+		       live_groups(r), s->groups_split, s->later_turns, s->turn_moves,
+		       (unsigned long long)s->prompt_tokens, (unsigned long long)s->cached_tokens,
+		       (unsigned long long)s->output_tokens);
 		json_checks(r, s);
 		printf("\"backends\":[");
 		for (i = 0; i < s->nbackends; i++)
-			printf("%s{\"id\":%u,\"requests\":%u}", i ? "," : "", s->backend_ids[i],
-			       s->backend_reqs[i]);
+			printf("%s{\"id\":%u,\"requests\":%u,\"prefill_tokens\":%llu}",
+			       i ? "," : "", s->backend_ids[i], s->backend_reqs[i],
+			       (unsigned long long)s->backend_work[i]);
 		printf("]}\n");
 		return;
 	}
@@ -245,6 +255,11 @@ void live_print_summary(const struct run *r, const struct summary *s)
 	printf("load          max/mean %.2f, cv %.2f:", s->load_max_over_mean, s->load_cv);
 	for (i = 0; i < s->nbackends; i++)
 		printf(" backend %u=%u", s->backend_ids[i], s->backend_reqs[i]);
+	printf("\nwork          max/mean %.2f by prefill tokens computed:",
+	       s->load_max_over_mean_work);
+	for (i = 0; i < s->nbackends; i++)
+		printf(" backend %u=%llu", s->backend_ids[i],
+		       (unsigned long long)s->backend_work[i]);
 	printf("\n");
 }
 

@@ -4,10 +4,12 @@
  * any KVS1 server to the protocol's framing (docs/PROTOCOL.md): every frame
  * valid, every frame about a request this connection sent and has not seen
  * end, exactly one END or ERROR per request, END figures that can be true.
- * --verify sim (the default) adds kvsplice-sim's exact output: max_tokens
- * CHUNKs, each the 4 bytes of token text the simulator derives from the
- * request id and position. A frame that breaks a rule is counted by kind
- * (enum live_fault) and never ends a request that is not its own.
+ * --verify sim (the default) adds kvsplice-sim's exact output: as many
+ * CHUNKs as the prompt's end-of-sequence marker says, or the declared
+ * max_tokens if fewer (struct req's max_tokens), each the 4 bytes of token
+ * text the simulator derives from the request id and position. A frame
+ * that breaks a rule is counted by kind (enum live_fault) and never ends a
+ * request that is not its own.
  */
 #include <stdio.h>
 #include <string.h>
@@ -85,7 +87,7 @@ static void on_end(struct run *r, uint32_t ci, struct req *q, const struct kvs_m
 		if (!r->sim_hinted)
 			fprintf(stderr,
 				PROG ": request %llu: not kvsplice-sim's answer (%u CHUNKs%s, "
-				     "output_tokens %u, for max_tokens %u); any other server "
+				     "output_tokens %u, for an output of %u); any other server "
 				     "needs --verify framing\n",
 				(unsigned long long)m->req_id, q->chunks,
 				q->bad_bytes ? ", other text" : "", e.output_tokens, q->max_tokens);

@@ -9,7 +9,8 @@
  * caching on 16-token blocks, and the per-step time model. Each step is
  * planned, its modeled duration (times --time-scale) waited on a timer, and
  * then its tokens are sent: one CHUNK frame per token, an END frame with the
- * figures after a request's last.
+ * figures after a request's last. A prompt may end with an end-of-sequence
+ * marker (prompt.h) that stops the answer before max_tokens.
  *
  * This file: the options and startup; server.c serves.
  */
@@ -111,6 +112,14 @@ static const struct kvs_optset optset = {
 		 "caching: 16-token blocks (64 bytes of prompt), chained block hashes, LRU\n"
 		 "eviction of unused blocks, continuous batching with chunked prefill, and\n"
 		 "the per-step timing model of Llama-3.1-70B on 8xH100.\n"
+		 "\n"
+		 "A request generates max_tokens tokens (0: none), unless its prompt ends\n"
+		 "with an end-of-sequence marker, \" <eos:N>\" (the last bytes of the prompt,\n"
+		 "ASCII, N decimal): then it generates N, or max_tokens if that is smaller\n"
+		 "and not 0, and its END says how many, as a real model stops at its end\n"
+		 "of sequence. kvsplice-bench live appends it (the true output length) so\n"
+		 "that max_tokens can be what a real client declares. The marker is part\n"
+		 "of the prompt for hashing and caching.\n"
 		 "\n"
 		 "Options:\n",
 	.footer = "",

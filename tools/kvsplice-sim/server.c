@@ -37,6 +37,7 @@ struct sim_req {
 	struct sim_conn *conn;
 	uint64_t req_id, gw_conn;
 	uint32_t gw_backend;
+	uint32_t declared; /* the REQUEST's max_tokens (eng.max_tokens: what it generates) */
 	uint64_t *hashes;
 	struct sim_req *next_live; /* all requests not yet answered */
 };
@@ -146,8 +147,10 @@ static void finish(struct sim *s, struct sim_req *r)
 	s->served++;
 	s->cached_tokens_total += r->eng.cached_tokens;
 	s->prompt_tokens_total += r->eng.prompt_tokens;
-	pr_debug("event=served req=%llu prompt_tokens=%u cached_tokens=%u",
-		 (unsigned long long)r->req_id, r->eng.prompt_tokens, r->eng.cached_tokens);
+	pr_debug("event=served req=%llu prompt_tokens=%u cached_tokens=%u max_tokens=%u "
+		 "output_tokens=%u",
+		 (unsigned long long)r->req_id, r->eng.prompt_tokens, r->eng.cached_tokens,
+		 r->declared, r->eng.emitted);
 	req_free(s, r);
 }
 
@@ -194,6 +197,21 @@ static void on_timer(struct sim *s)
 	kick(s);
 }
 
+/*
+ * Tokens a request generates: its max_tokens (0: none, as ever), unless
+ * its prompt ends with an end-of-sequence marker (prompt.h) that says the
+ * answer stops sooner, as a real model stops at its end of sequence. With
+ * no max_tokens declared, the marker alone decides.
+ */
+static uint32_t output_len(const struct kvs_msg *m, const uint8_t *prompt)
+{
+	uint32_t eos;
+
+	if (!kvs_eos_parse(prompt, m->payload_len, &eos))
+		return m->max_tokens;
+	return m->max_tokens && m->max_tokens < eos ? m->max_tokens : eos;
+}
+
 static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 		   const uint8_t *prompt)
 {
@@ -211,7 +229,8 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 						     m->payload_len, r->hashes, nblocks);
 	r->eng.hashes = r->hashes;
 	r->eng.prompt_tokens = kvs_prompt_tokens(m->payload_len);
-	r->eng.max_tokens = m->max_tokens;
+	r->declared = m->max_tokens;
+	r->eng.max_tokens = output_len(m, prompt);
 	r->eng.arrival_ms = model_now(s);
 	r->conn = c;
 	c->refs++;

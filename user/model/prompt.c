@@ -2,6 +2,9 @@
 /* Deterministic synthetic text for prompts and generated tokens. */
 #include "prompt.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "kvsplice/hash.h"
 
 uint64_t kvs_splitmix64(uint64_t *state)
@@ -48,4 +51,29 @@ void kvs_token_text(uint64_t req_id, uint32_t idx, uint8_t out[KVS_TOKEN_TEXT_LE
 		h >>= 8;
 	}
 	out[KVS_TOKEN_TEXT_LEN - 1] = ' ';
+}
+
+size_t kvs_eos_marker(uint32_t n, char out[KVS_EOS_MARKER_MAX])
+{
+	return (size_t)snprintf(out, KVS_EOS_MARKER_MAX, " <eos:%u>", n);
+}
+
+bool kvs_eos_parse(const uint8_t *prompt, size_t len, uint32_t *n)
+{
+	uint64_t v = 0;
+	size_t i, digits = 0;
+
+	/* Backwards from the closing '>': digits, then "<eos:". */
+	if (!len || prompt[len - 1] != '>')
+		return false;
+	for (i = len - 1; i > 0 && prompt[i - 1] >= '0' && prompt[i - 1] <= '9'; i--)
+		digits++;
+	if (!digits || digits > 10 || i < 5 || memcmp(prompt + i - 5, "<eos:", 5))
+		return false;
+	for (; digits; digits--, i++)
+		v = v * 10 + (uint64_t)(prompt[i] - '0');
+	if (v > UINT32_MAX)
+		return false;
+	*n = (uint32_t)v;
+	return true;
 }
