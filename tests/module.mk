@@ -44,3 +44,10 @@ $(FUZZ_ADAPTER): tests/fuzz/fuzz_adapter.c $(ADAPTER_PARSE_SRCS) user/core/sse.c
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(filter %.c,$^) -o $@ -ljansson
 all: $(FUZZ_ADAPTER)
+
+# The simulator's re-implemented routers, built from kvsplice-bench's objects.
+BASELINE_OBJS := $(addprefix $(BUILD)/tools/kvsplice-bench/,sim_baselines.o sim_sgltree.o sim_bmap.o)
+$(BUILD)/tests/unit/test_baselines.o: INC := $(MODEL_INC) -Itools/kvsplice-bench
+$(BUILD)/tests/test_baselines: $(BUILD)/tests/unit/test_baselines.o $(BASELINE_OBJS) $(MODEL_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
