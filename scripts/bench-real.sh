@@ -85,7 +85,8 @@ start_fleet() {
 live() { # ARGS...: kvsplice-bench live on the workload, JSON
 	"$BUILD/kvsplice-bench" live --verify framing -n "$REQUESTS" -k "$CONNECTIONS" \
 		--prefixes "$PREFIXES" --prefix-tokens "$PREFIX_TOKENS" --suffix-tokens "$SUFFIX_TOKENS" \
-		--max-tokens "$MAX_TOKENS" --fleet "$SERVERS" --timeout-s 600 --json "$@"
+		--max-tokens "$MAX_TOKENS" --declare-true-length --fleet "$SERVERS" --timeout-s 600 \
+		--json "$@"
 }
 
 row() { # NAME JSON
@@ -131,7 +132,8 @@ awk -v n="$PREFIX_TOKENS" 'BEGIN { for (i = 0; i < n / 8; i++) printf "Line %d o
 	>"$TMP/prompt"
 overhead_live() { # N
 	"$BUILD/kvsplice-bench" live --connect "${ADS[0]}" --verify framing -n "$1" -k 1 \
-		--prompt-file "$TMP/prompt" --prefixes 1 --suffix-tokens 0 --max-tokens "$MAX_TOKENS" --json
+		--prompt-file "$TMP/prompt" --prefixes 1 --suffix-tokens 0 --max-tokens "$MAX_TOKENS" \
+		--declare-true-length --json
 }
 overhead_live 5 >/dev/null # the prompt into the server's cache
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

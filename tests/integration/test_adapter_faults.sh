@@ -146,7 +146,7 @@ kvs_start_fake S slow
 kvs_start_adapter C "$FAKE_URL_S" --poll-ms 10000
 out=$("$KVS_BUILD/kvsplice-bench" live --connect "$AD_C" --quiet \
 	--verify framing -n 50 -k 1 --prefixes 1 --prefix-tokens 16 --suffix-tokens 4 \
-	--max-tokens 3 --json) || kvs_fail "sequential run: $out"
+	--max-tokens 3 --declare-true-length --json) || kvs_fail "sequential run: $out"
 assert_eq "sequential requests answered" "$(jget "$out" .ok)" 50
 assert_le "50 sequential requests, seconds (a poll interval is 10)" \
 	"$(jget "$out" '.wall_s | floor')" 5

@@ -118,7 +118,7 @@ echo "ok: prefix 1 served elsewhere"
 
 # 4. kvsplice-bench live against the two servers left, real-server checks.
 out=$(kvs_bench --verify framing -n 24 -k 4 --prefixes 2 --prefix-tokens 512 --suffix-tokens 64 \
-	--max-tokens 8 --json) || kvs_fail "bench live: $out"
+	--max-tokens 8 --declare-true-length --json) || kvs_fail "bench live: $out"
 assert_eq "bench live: framing errors" "$(jget "$out" '.framing_errors // 0')" 0
 assert_eq "bench live: requests answered" "$(jget "$out" .ok)" 24
 echo "PASS test_real_llama"

@@ -95,8 +95,12 @@ static int send_one(struct run *r, uint32_t ci)
 	if (r->o->trace && (!r->o->max_tokens_set || r->trace.reqs[id - 1].output_tokens < out))
 		out = r->trace.reqs[id - 1].output_tokens;
 	/* The true length reaches only the model, in the prompt's last bytes
-	 * (prompt.h); the header says what a client would declare. */
-	len += kvs_eos_marker(out, (char *)r->prompt + len);
+	 * (prompt.h); the header says what a client would declare. A real
+	 * server knows no marker: it is told the length in the header. */
+	if (r->o->true_length)
+		declared = out;
+	else
+		len += kvs_eos_marker(out, (char *)r->prompt + len);
 	m = (struct kvs_msg){
 		.type = KVS_T_REQUEST,
 		.req_id = id,
@@ -446,6 +450,11 @@ static const struct kvs_opt rows[] = {
 		  "client's does (default {default}; 0 = none): the\n"
 		  "gateway never learns the true length, the model\n"
 		  "stops at the marker's, or at N if smaller" },
+	{ "declare-true-length", 0, KVS_OPT_FLAG(O, true_length),
+	  .help = "declare the true length in the header and send no\n"
+		  "marker: for real servers behind kvsplice-adapter,\n"
+		  "which stop where their model stops (overrides\n"
+		  "--declared-max-tokens)" },
 	{ "prefixes", 0, KVS_OPT_U32(O, prefixes, 0, 10000000), .arg = "P",
 	  .help = "shared prefix groups; request i uses group i mod P\n"
 		  "(default {default}; 0 = nothing shared)" },

@@ -74,6 +74,7 @@ struct run_opts {
 	uint32_t requests, connections, depth;
 	uint32_t max_tokens;	      /* the true output length: the marker's */
 	uint32_t declared_max_tokens; /* the REQUEST header's (0: none declared) */
+	int true_length;	      /* the header says the true length; no marker */
 	uint32_t prefixes, prefix_tokens, suffix_tokens, suffix_jitter;
 	uint32_t conversations, turn_tokens; /* conversation workload */
 	uint64_t salt;
