@@ -487,6 +487,8 @@ struct decision {
 	__u32 why;
 	__u32 depth;
 	__u32 charge;
+	__u32 gen; /* the backend's route_gen when sent (the report's) */
+	__u32 pad;
 	/* The frame's: where it starts, its length, its client, its seed
 	 * (a global function takes five arguments at most). */
 	__u32 off, len;
@@ -521,7 +523,7 @@ __noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struc
 	rep->hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
 	rep->prompt_tokens = kvs_prompt_tokens(bpf_ntohl(h->payload_len));
 	rep->charge = d->charge;
-	rep->pad = 0;
+	rep->gen = d->gen;
 	if (ng > KVS_REPORT_MAX_GROUPS)
 		ng = KVS_REPORT_MAX_GROUPS;
 	rep->ngroups = ng;
@@ -809,6 +811,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	if (sent)
 		return sent;
 	d->backend = b;
+	d->gen = be->route_gen;
 	if (d->why == KVS_WHY_KEPT) {
 		st->kept_holder++;
 		return 0;
@@ -875,7 +878,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	struct kvs_backend *be;
 	struct kvs_chain *ch;
 	struct scratch *sc;
-	int rb, sent = -1;
+	int rb, sent = 1; /* 1: not tried; 0 sent; -1, SEND_CLIENT_LIMIT */
 
 	if (h->type == KVS_T_PING) {
 		st->pass_other++;
@@ -911,6 +914,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 			if (sent == 0) {
 				st->fast_path_frames++;
 				d.backend = b;
+				d.gen = be->route_gen;
 				d.client = cookie;
 				d.key = d.why == KVS_WHY_KEY ?
 						d.cache_key :
@@ -925,7 +929,9 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 			st->pass_saturated++;
 		}
 		d.why = KVS_WHY_SPILL;
-		d.backend = b; /* the holder: kept if moving costs more */
+		/* the holder, kept if moving costs more; not one whose upstream
+		 * socket just refused the request (a second send would fail too) */
+		d.backend = sent == -1 ? KVS_MAX_BACKENDS : b;
 	}
 	if (cfg_kernel_place && sent != SEND_CLIENT_LIMIT) {
 		d.off = off;

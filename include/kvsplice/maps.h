@@ -341,7 +341,8 @@ struct kvs_report {
 	__u32 hint;    /* the client's hint, in blocks (kvs_hint_blocks) */
 	__u32 prompt_tokens;
 	__u32 charge; /* work charged, in blocks */
-	__u32 pad;
+	__u32 gen;    /* the backend's route_gen when sent: a report read after
+		       * its slot changed hands names a backend that is gone */
 	__u64 g[KVS_REPORT_MAX_GROUPS];
 };
 
@@ -399,6 +400,7 @@ struct kvs_ctl_stats {
 	__u64 user_cancels_dropped; /* ... and dropped: no such request in flight */
 	__u64 reports_read;	    /* the kernel's reports the index learnt from */
 	__u64 reports_bad;	    /* ... malformed, or naming no backend: ignored */
+	__u64 reports_stale;	    /* ... of a backend that has left since: ignored */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -93,7 +93,8 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(user_path_cancels)                                                                       \
 	X(user_cancels_dropped)                                                                    \
 	X(reports_read)                                                                            \
-	X(reports_bad)
+	X(reports_bad)                                                                             \
+	X(reports_stale)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

@@ -600,3 +600,9 @@ void kvs_dp_set_expect_output(struct kvs_datapath *dp, uint32_t b, uint64_t v)
 {
 	__atomic_store_n(&dp->backends[b].expect_output, v, __ATOMIC_RELAXED);
 }
+
+int kvs_dp_gen_current(const struct kvs_datapath *dp, uint32_t b, uint32_t gen)
+{
+	return b < KVS_MAX_BACKENDS &&
+	       gen == __atomic_load_n(&dp->backends[b].route_gen, __ATOMIC_ACQUIRE);
+}

@@ -143,6 +143,8 @@ typedef void (*kvs_dp_inflight_fn)(void *ctx, const struct kvs_req_key *k,
 int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *ctx);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
+/* Whether backend b's route_gen is still gen (it has not left since). */
+int kvs_dp_gen_current(const struct kvs_datapath *dp, uint32_t b, uint32_t gen);
 /* Whether a route read from the map is current. */
 int kvs_dp_route_current(const struct kvs_datapath *dp, const struct kvs_route *r);
 /* Tokens generated, from its ENDs, and its ENDs and ERRORs (a snapshot). */

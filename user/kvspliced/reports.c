@@ -55,6 +55,12 @@ static int on_report(void *ctx, void *data, size_t size)
 		g->ctl.reports_bad++;
 		return 0;
 	}
+	/* sent to a backend that has left since (its slot may be another's
+	 * now): nothing to learn of the one there */
+	if (!kvs_dp_gen_current(&g->dp, r->backend, r->gen)) {
+		g->ctl.reports_stale++;
+		return 0;
+	}
 	g->ctl.reports_read++;
 	kvs_policy_record(&g->policy, r->backend, (const uint64_t *)r->g, r->ngroups);
 	mark_learned(g, r);
