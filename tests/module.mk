@@ -10,12 +10,12 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(GW_LIB) $(MODEL_LIB) $(LIB
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
-# The placement probe: the verdict's own placement code (bpf/place.bpf.h)
+# The placement probe: the verdict's own placement code (bpf/datapath/place.bpf.h)
 # as a program test_place runs on inputs it writes.
-$(BUILD)/tests/place_probe.bpf.o: tests/bpf/place_probe.bpf.c bpf/place.bpf.h \
+$(BUILD)/tests/place_probe.bpf.o: tests/bpf/place_probe.bpf.c bpf/datapath/place.bpf.h \
 		$(wildcard include/kvsplice/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) $(BPF_CFLAGS) -Ibpf -c $< -o $@
+	$(CLANG) $(BPF_CFLAGS) -Ibpf/datapath -c $< -o $@
 $(BUILD)/tests/unit/test_place.o: $(BUILD)/tests/place_probe.skel.h
 $(BUILD)/tests/unit/test_place.o: INC := $(MODEL_INC) -I$(BUILD)/tests
 

@@ -7,7 +7,7 @@
  * run), so the simulator evaluates what the kernel does. tests/unit/
  * test_place.c runs both builds on the same inputs (the BPF one through
  * tests/bpf/place_probe.bpf.c, with the verdict's own placement code,
- * bpf/place.bpf.h) and compares.
+ * bpf/datapath/place.bpf.h) and compares.
  *
  * Rendezvous hashing bounded by load and by recent placements:
  *

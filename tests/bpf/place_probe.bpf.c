@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The verdict's placement code (bpf/place.bpf.h), run on a backends map that
+ * The verdict's placement code (bpf/datapath/place.bpf.h), run on a backends map that
  * tests/unit/test_place.c fills, through BPF_PROG_RUN: so the test compares
  * the clang-BPF build of include/kvsplice/place.h, as the kernel runs it,
  * with the gcc build userspace runs.

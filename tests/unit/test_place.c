@@ -3,7 +3,7 @@
  * The placement rule (include/kvsplice/place.h): the kernel's build and the
  * userspace build decide the same on the same inputs (the BPF one run
  * through tests/bpf/place_probe.bpf.c, which holds the verdict's own
- * placement code, bpf/place.bpf.h), and the rule keeps its promises: load
+ * placement code, bpf/datapath/place.bpf.h), and the rule keeps its promises: load
  * bound, room for new prefixes, agreement between gateways, and few keys
  * moved when a backend leaves.
  */

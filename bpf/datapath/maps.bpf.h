@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The data path's state: the skb fields read by CO-RE, the configuration
+ * the controller sets before load (rodata), the maps (pinned by name), and
+ * the per-CPU scratch of one verdict. The rest of bpf/datapath/ reads it.
+ */
+#ifndef KVS_DP_MAPS_BPF_H
+#define KVS_DP_MAPS_BPF_H
+
+/*
+ * The strparser hands both programs an skb whose frame starts at
+ * strp.offset, not at 0, whenever the previous frame ended inside the same
+ * TCP skb. The offset lives in the kernel skb's control block; these are the
+ * few fields we need, relocated by CO-RE against the running kernel's BTF.
+ */
+struct strp_msg {
+	int full_len;
+	int offset;
+} __attribute__((preserve_access_index));
+
+struct _strp_msg {
+	struct strp_msg strp;
+} __attribute__((preserve_access_index));
+
+struct sk_skb_cb {
+	struct _strp_msg strp;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	char cb[48];
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* Set by the controller before load (rodata, frozen at load time). */
+const volatile __u32 cfg_max_payload = KVS_DEFAULT_MAX_PAYLOAD;
+const volatile __u32 cfg_window_blocks = KVS_MAX_WINDOW_BLOCKS;
+/* A prefix match covering less than this percentage of the prompt (a system
+ * prompt everybody shares) is not followed: the controller decides. */
+const volatile __u32 cfg_min_match_pct = 30;
+/* Release a request's prefill charge at its first CHUNK (1) rather than
+ * holding the whole charge until its END (0); see release_prefill(). */
+const volatile __u32 cfg_release_prefill_early = 1;
+/* Requests one client connection may have in flight (0: no limit). Answers
+ * to a client that stops reading pile up in the kernel's queue for its
+ * socket; this caps how many can. */
+const volatile __u32 cfg_client_max_inflight = 0;
+/* Place requests no route covers here (1), by include/kvsplice/place.h,
+ * rather than hand them to the controller (0). */
+const volatile __u32 cfg_kernel_place = 1;
+/* The placement's load bound, in 1/KVS_PLACE_ONE of the mean. */
+const volatile __u32 cfg_balance = 1178; /* 1.15 */
+/* What a recomputed token costs against a queued one (kvs_place_keep). */
+const volatile __u32 cfg_recompute_weight = 16;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct kvs_conn);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct kvs_backend);
+	/* The controller mmaps it to set state fields in place, without
+	 * overwriting counters the kernel is incrementing. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, __u64); /* prefix hash or cache-key hash */
+	__type(value, struct kvs_route);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KVS_MAX_INFLIGHT);
+	__type(key, struct kvs_req_key);
+	__type(value, struct kvs_inflight);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kvs_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kvs_ctl_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ctl_stats SEC(".maps");
+
+_Static_assert(KVS_CHAIN_MAX == KVS_MAX_WINDOW_BLOCKS, "chain holds the whole window");
+
+/* The verdict's reports of what it decided, read by the controller. A
+ * report that finds the ring full is lost (counted): the request is sent
+ * all the same. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, KVS_REPORTS_RING);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} reports SEC(".maps");
+
+_Static_assert(KVS_REPORT_MAX_GROUPS *KVS_INDEX_GROUP == KVS_MAX_WINDOW_BLOCKS,
+	       "a report holds the window's groups");
+
+#include "place.bpf.h"
+
+/* Per-CPU scratch: the report being written, and the placement's state
+ * (too large for the verdict's stack). */
+struct scratch {
+	struct place_walk pw;
+	struct kvs_report rep;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+/* Per-CPU scratch: the chain of block hashes of the frame being routed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kvs_chain);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} chain SEC(".maps");
+
+#endif /* KVS_DP_MAPS_BPF_H */

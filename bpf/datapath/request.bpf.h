@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A client's frame: a REQUEST routed, or placed (include/kvsplice/place.h),
+ * sent, its routes learned and reported to the controller; PINGs and
+ * CANCELs; whatever the kernel cannot send goes to the controller.
+ */
+#ifndef KVS_DP_REQUEST_BPF_H
+#define KVS_DP_REQUEST_BPF_H
+
+#include "send.bpf.h"
+
+/* What the verdict decided for a request, to the controller. */
+struct decision {
+	__u64 key;	 /* placement key, or the followed route's hash */
+	__u64 cache_key; /* the cache key's route hash; 0: none */
+	__u32 backend;
+	__u32 why;
+	__u32 depth;
+	__u32 charge;
+	__u32 gen; /* the backend's route_gen when sent (the report's) */
+	__u32 pad;
+	/* The frame's: where it starts, its length, its client, its seed
+	 * (a global function takes five arguments at most). */
+	__u32 off, len;
+	__u64 client, seed;
+};
+
+/*
+ * A global function (not inlined), like place_request(): the verifier checks
+ * it once, not once per path through route_request() that reaches it,
+ * which multiplied the verdict's verification past its limit.
+ */
+__noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	__u32 zero = 0, ng;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct kvs_report *rep;
+	__u64 size, flags;
+
+	if (!ch || !h || !d || !st || !sc)
+		return -1;
+	rep = &sc->rep; /* its g[] filled as the prompt was hashed */
+	ng = ch->n / KVS_INDEX_GROUP;
+	rep->conn = d->client;
+	rep->req_id = bpf_be64_to_cpu(h->req_id);
+	rep->key = d->key;
+	rep->cache_key = d->cache_key;
+	rep->backend = d->backend;
+	rep->why = d->why;
+	rep->depth = d->depth;
+	rep->blocks = ch->n;
+	rep->hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	rep->prompt_tokens = kvs_prompt_tokens(bpf_ntohl(h->payload_len));
+	rep->charge = d->charge;
+	rep->gen = d->gen;
+	if (ng > KVS_REPORT_MAX_GROUPS)
+		ng = KVS_REPORT_MAX_GROUPS;
+	rep->ngroups = ng;
+	size = __builtin_offsetof(struct kvs_report, g) + (__u64)ng * sizeof(__u64);
+	if (size > sizeof(*rep))
+		size = sizeof(*rep);
+	/*
+	 * The controller is woken only when the ring is a sixteenth full; it
+	 * reads the rest on its tick (100 ms). Waking it for every report
+	 * doubled the verdict's time per request (15 -> 31-41 us,
+	 * scripts/bench-verdict.sh): nothing it learns from a report is
+	 * needed sooner.
+	 */
+	flags = bpf_ringbuf_query(&reports, BPF_RB_AVAIL_DATA) > KVS_REPORTS_RING / 16 ?
+			BPF_RB_FORCE_WAKEUP :
+			BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&reports, rep, size, flags)) {
+		st->reports_lost++;
+		return -1;
+	}
+	st->reports++;
+	return 0;
+}
+
+/*
+ * A request no route sends anywhere (none, too shallow, to a backend that
+ * is saturated or gone): placed here by include/kvsplice/place.h on its
+ * placement key (the cache key's hash, else the hinted or deepest
+ * checkpoint prefix's), sent, and its routes learned, so the next request
+ * sharing the prefix follows them. 0 when sent; SEND_CLIENT_LIMIT or -1 as
+ * send_request() says, or -1 when no backend may take it (the controller
+ * answers).
+ */
+__noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, struct kvs_chain *ch,
+			     struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	__u32 b, n, k, hint, plen, zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct kvs_backend *be;
+	int rb, sent;
+
+	if (!h || !ch || !d || !st || !sc)
+		return -1;
+	n = ch->n;
+	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	plen = bpf_ntohl(h->payload_len);
+
+	if (d->cache_key) {
+		d->key = d->cache_key;
+	} else {
+		k = kvs_place_depth(hint, n);
+		d->key = k ? ch->h[(k - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)] : d->seed;
+	}
+	rb = place_pick_backend(&sc->pw, d->key, d->why == KVS_WHY_SPILL);
+	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
+		return -1;
+	b = rb;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be)
+		return -1;
+	/* A holder over its bound: does moving cost more than staying? */
+	if (d->why == KVS_WHY_SPILL && d->backend < KVS_MAX_BACKENDS) {
+		__u32 hb = d->backend;
+		struct kvs_backend *hold = bpf_map_lookup_elem(&backends, &hb);
+
+		if (hold && may_place(hold) &&
+		    (hb == b ||
+		     kvs_place_keep(&sc->pw.s, cfg_balance, cfg_recompute_weight,
+				    kvs_prompt_tokens(plen), hold->outstanding_work,
+				    (__u64)d->depth * KVS_BLOCK_TOKENS, be->outstanding_work))) {
+			b = hb;
+			be = hold;
+			d->why = KVS_WHY_KEPT;
+		}
+	}
+	/* Placed, nothing of it is known to be cached there. */
+	d->charge =
+		kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? d->depth : 0,
+				kvs_charged_output(bpf_ntohl(h->max_tokens), be->expect_output));
+	sent = send_request(skb, h, d->off, d->len, b, be, d->client, d->charge, 1);
+	if (sent)
+		return sent;
+	d->backend = b;
+	d->gen = be->route_gen;
+	if (d->why == KVS_WHY_KEPT) {
+		st->kept_holder++;
+		return 0;
+	}
+	if (d->why != KVS_WHY_SPILL) /* a new prefix there */
+		__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
+	if (d->why == KVS_WHY_COLD)
+		st->placed_cold++;
+	else if (d->why == KVS_WHY_SHALLOW)
+		st->placed_shallow++;
+	else if (d->why == KVS_WHY_SPILL)
+		st->placed_spill++;
+	else
+		st->placed_stale++;
+	return 0;
+}
+
+/*
+ * The routes a request sent to d->backend teaches (global, as report()):
+ * the backend now holds the whole prompt, so every checkpoint deeper than
+ * the match routes there, and for a placement its cache key and hinted
+ * prefix too. Existing routes stand (the controller's, and those learned
+ * before), except a void one (its backend left), which is replaced: it
+ * would send every request of its prefix through placement for good.
+ */
+__noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
+{
+	struct kvs_stats *st = stats_slot();
+	struct kvs_backend *be;
+	__u32 b, n, hint;
+
+	if (!ch || !h || !d || !st)
+		return -1;
+	b = d->backend;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be)
+		return -1;
+	n = ch->n;
+	if (d->why >= KVS_WHY_COLD) {
+		hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+		if (d->cache_key)
+			learn_route(b, be, d->cache_key, 0,
+				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST,
+				    st);
+		if (d->why == KVS_WHY_STALE && d->depth)
+			learn_route(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
+				    d->depth, BPF_ANY, st);
+		if (hint > d->depth && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
+			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
+				    BPF_NOEXIST, st);
+	}
+	if (d->depth || d->why >= KVS_WHY_COLD)
+		learn_routes(b, be, d->depth, ch, st);
+	return 0;
+}
+
+static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
+					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
+					struct kvs_conn *conn)
+{
+	struct decision d = { .why = KVS_WHY_COLD };
+	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
+	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
+	struct kvs_backend *be;
+	struct kvs_chain *ch;
+	struct scratch *sc;
+	int rb, sent = 1; /* 1: not tried; 0 sent; -1, SEND_CLIENT_LIMIT */
+
+	if (h->type == KVS_T_PING) {
+		st->pass_other++;
+		if (stamp_client(skb, off, cookie, ~0u))
+			return SK_DROP;
+		return punt(skb, st);
+	}
+	if (h->type == KVS_T_CANCEL)
+		return client_cancel(skb, st, h, off, cookie, conn);
+	if (h->type != KVS_T_REQUEST)
+		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
+	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
+		if (stamp_client(skb, off, cookie, ~0u))
+			return SK_DROP;
+		return punt_request(skb, st, conn, off);
+	}
+	ch = bpf_map_lookup_elem(&chain, &zero);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!ch || !sc)
+		goto slow;
+
+	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
+	d.cache_key = key ? kvs_key_hash(seed, key) : 0;
+	rb = route_request(skb, h, off, st, ch, sc->rep.g, seed, &d.depth, &d.why);
+	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
+		b = rb;
+		be = bpf_map_lookup_elem(&backends, &b);
+		if (be && backend_accepts(be)) {
+			d.charge = kvs_work_blocks(kvs_prompt_tokens(plen), d.depth,
+						   kvs_charged_output(bpf_ntohl(h->max_tokens),
+								      be->expect_output));
+			sent = send_request(skb, h, off, len, b, be, cookie, d.charge, 1);
+			if (sent == 0) {
+				st->fast_path_frames++;
+				d.backend = b;
+				d.gen = be->route_gen;
+				d.client = cookie;
+				d.key = d.why == KVS_WHY_KEY ?
+						d.cache_key :
+						ch->h[(d.depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
+				learn(ch, h, &d);
+				report(ch, h, &d);
+				return SK_PASS;
+			}
+			if (sent != SEND_CLIENT_LIMIT) /* (punt_request counts that) */
+				st->pass_no_upstream++;
+		} else {
+			st->pass_saturated++;
+		}
+		d.why = KVS_WHY_SPILL;
+		/* the holder, kept if moving costs more; not one whose upstream
+		 * socket just refused the request (a second send would fail too) */
+		d.backend = sent == -1 ? KVS_MAX_BACKENDS : b;
+	}
+	if (cfg_kernel_place && sent != SEND_CLIENT_LIMIT) {
+		d.off = off;
+		d.len = len;
+		d.client = cookie;
+		d.seed = seed;
+		sent = place_request(skb, h, ch, &d);
+		if (sent == 0) {
+			st->fast_path_frames++;
+			learn(ch, h, &d);
+			report(ch, h, &d);
+			return SK_PASS;
+		}
+	}
+slow:
+	/* The slow path: the controller decides, installs routes, and sends
+	 * the frame on through its inject socket. */
+	st->slow_path_frames++;
+	if (stamp_client(skb, off, cookie, d.why == KVS_WHY_COLD ? KVS_GW_NO_ROUTE : ~0u)) {
+		st->drop_punt++;
+		return SK_DROP;
+	}
+	return punt_request(skb, st, conn, off);
+}
+
+#endif /* KVS_DP_REQUEST_BPF_H */

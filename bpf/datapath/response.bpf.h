@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A backend's frames: CHUNK, END and ERROR spliced back to the client named
+ * by gw_conn, the backend's load released as they come, its END reports
+ * counted; PONGs to the controller.
+ */
+#ifndef KVS_DP_RESPONSE_BPF_H
+#define KVS_DP_RESPONSE_BPF_H
+
+#include "send.bpf.h"
+
+/* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. ends: the
+ * frame ends a request the kernel sent to a backend (its END or ERROR, or
+ * the controller's ERROR for a backend that died), so the client has one
+ * request fewer in flight. */
+static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st,
+				     const struct kvs_hdr *h, int ends)
+{
+	__u64 client = bpf_be64_to_cpu(h->gw_conn);
+	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
+
+	if (ends && c && c->role == KVS_ROLE_CLIENT && c->inflight > 0)
+		__sync_fetch_and_add(&c->inflight, (__u32)-1); /* 32-bit: no atomic sub in BPF v2 */
+
+	/* Only ever into a client socket: a backend echoing a forged gw_conn
+	 * must not be able to write into another backend's stream. */
+	if (!c || c->role != KVS_ROLE_CLIENT ||
+	    bpf_sk_redirect_hash(skb, &socks, &client, 0) != SK_PASS) {
+		st->drop_no_client++;
+		return SK_DROP;
+	}
+	st->resp_frames++;
+	return SK_PASS;
+}
+
+static __always_inline int is_response(__u8 type)
+{
+	return type == KVS_T_CHUNK || type == KVS_T_END || type == KVS_T_ERROR;
+}
+
+/*
+ * Learn from an END: the backend's own count of cached prompt tokens, and how
+ * far the gateway's expectation was off. What was expected cached is
+ * recovered from the echoed charge (charge x 16 = uncached + output charged,
+ * rounded up, so the estimate errs low); the one block a fully cached prompt
+ * still recomputes is not counted as a miss.
+ */
+static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be,
+					const struct kvs_hdr *h, __u32 off)
+{
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct {
+		__be32 prompt_tokens, cached_tokens, output_tokens;
+	} e;
+	__u64 prompt, cached, output, charged_out, pred_uncached, pred;
+	struct kvs_inflight *rec;
+
+	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, &e, sizeof(e)))
+		return;
+	prompt = bpf_ntohl(e.prompt_tokens);
+	cached = bpf_ntohl(e.cached_tokens);
+	output = bpf_ntohl(e.output_tokens);
+	__sync_fetch_and_add(&be->output_tokens, output);
+	/* The charge was the uncached prompt plus the output charged then
+	 * (its record says; the output itself when the record is gone). */
+	rec = bpf_map_lookup_elem(&inflight, &rk);
+	charged_out = rec ? rec->out_tokens : output;
+	pred_uncached = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+	pred_uncached = pred_uncached > charged_out ? pred_uncached - charged_out : 0;
+	pred = prompt > pred_uncached ? prompt - pred_uncached : 0;
+	__sync_fetch_and_add(&be->prompt_tokens, prompt);
+	__sync_fetch_and_add(&be->cached_tokens, cached);
+	__sync_fetch_and_add(&be->predicted_cached, pred);
+	if (pred > cached + KVS_BLOCK_TOKENS)
+		__sync_fetch_and_add(&be->mispredicted, pred - cached - KVS_BLOCK_TOKENS);
+}
+
+/* Take work off a backend's count, never below zero: a stray or forged
+ * response must not wrap it and wedge the backend as saturated forever. */
+static __always_inline void release_work(struct kvs_backend *be, __u64 work)
+{
+	if (be->outstanding_work >= work)
+		__sync_fetch_and_sub(&be->outstanding_work, work);
+	else
+		be->outstanding_work = 0;
+}
+
+/*
+ * A request's first CHUNK: its backend has computed the prompt, so the
+ * prefill part of the charge could stop counting as load. Holding it until
+ * the END makes a backend that has just finished a long prefill look as busy
+ * as one about to start it, for the whole decode; releasing it early makes
+ * the load signal mostly decode work, which the bounded-load slack then
+ * hardly ever catches. Which is better depends on the prompt/output mix
+ * (docs/ARCHITECTURE.md, "Load in tokens, exactly"), hence
+ * --release-prefill. Only the backend the request went to can release it.
+ */
+static __always_inline void release_prefill(struct kvs_backend *be, const struct kvs_hdr *h,
+					    __u32 b)
+{
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
+	struct kvs_inflight *rec;
+	__u64 p;
+
+	if (!cfg_release_prefill_early)
+		return;
+	/* One lookup per CHUNK: the record must live until the END, and
+	 * nothing in a later CHUNK says the prefill was already released. */
+	rec = bpf_map_lookup_elem(&inflight, &rk);
+	if (!rec || rec->backend != b || rec->prefill_tokens == 0)
+		return;
+	/* CHUNK and END of one request come from one upstream socket, in
+	 * order, under its lock: nothing races on the record. */
+	p = rec->prefill_tokens;
+	rec->prefill_tokens = 0;
+	rec->held_tokens = rec->held_tokens > p ? rec->held_tokens - p : 0;
+	release_work(be, p);
+}
+
+/* An END or ERROR: what the request still holds, from its record, or the
+ * echoed charge when the record is gone (more in flight than the map). */
+static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_hdr *h, __u32 b)
+{
+	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
+				  .req_id = bpf_be64_to_cpu(h->req_id) };
+	__u64 echoed = (__u64)kvs_gw_charge(bpf_ntohl(h->gw_backend)) * KVS_BLOCK_TOKENS;
+	struct kvs_inflight *rec;
+	__u64 held;
+
+	rec = bpf_map_lookup_elem(&inflight, &rk);
+	if (!rec || rec->backend != b) {
+		st->inflight_lost++;
+		return echoed;
+	}
+	held = rec->held_tokens;
+	bpf_map_delete_elem(&inflight, &rk);
+	return held;
+}
+
+static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stats *st,
+					  const struct kvs_hdr *h, __u32 b, __u32 off, __u32 len)
+{
+	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
+
+	/* The answer to the controller's health check (ping_backend()). */
+	if (h->type == KVS_T_PONG)
+		return punt(skb, st);
+	if (!is_response(h->type)) {
+		st->drop_bad_upstream++;
+		return SK_DROP;
+	}
+	if (be) {
+		__sync_fetch_and_add(&be->resp_frames, 1);
+		__sync_fetch_and_add(&be->resp_bytes, len);
+		if (h->type == KVS_T_CHUNK) {
+			release_prefill(be, h, b);
+		} else {
+			__sync_fetch_and_add(&be->ends, 1);
+			if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
+				account_end(skb, be, h, off);
+			/* A stray END must not wrap a count and wedge the
+			 * backend as saturated forever. */
+			if (be->outstanding > 0)
+				__sync_fetch_and_sub(&be->outstanding, 1);
+			release_work(be, end_release(st, h, b));
+		}
+	}
+	return to_client(skb, st, h, h->type != KVS_T_CHUNK);
+}
+
+#endif /* KVS_DP_RESPONSE_BPF_H */

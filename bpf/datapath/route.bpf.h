@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A request's prompt hashed in the window, the route it should follow (cache
+ * key, hint, checkpoints), and the routes a request teaches.
+ */
+#ifndef KVS_DP_ROUTE_BPF_H
+#define KVS_DP_ROUTE_BPF_H
+
+#include "frame.bpf.h"
+
+/* State of one walk over a prompt's blocks (bpf_loop callback context). */
+struct hash_walk {
+	struct __sk_buff *skb;
+	struct kvs_chain *out;
+	__u64 *groups; /* every KVS_INDEX_GROUP-th hash, for the report */
+	__u64 h;
+	__u32 prompt_off;
+	__u32 n; /* block hashes computed so far */
+};
+
+static long hash_block(__u32 i, struct hash_walk *w)
+{
+	unsigned char blk[KVS_BLOCK_BYTES];
+
+	if (i >= KVS_MAX_WINDOW_BLOCKS)
+		return 1;
+	if (bpf_skb_load_bytes(w->skb, w->prompt_off + i * KVS_BLOCK_BYTES, blk, sizeof(blk)))
+		return 1;
+	w->h = kvs_block_hash(w->h, blk);
+	/* clang drops a mask it can prove redundant, then the verifier sees
+	 * an unbounded index: make i opaque so the mask stays. */
+	asm volatile("" : "+r"(i));
+	w->out->h[i & (KVS_MAX_WINDOW_BLOCKS - 1)] = w->h;
+	/* the report's copy, written here rather than by a second loop */
+	if ((i & (KVS_INDEX_GROUP - 1)) == KVS_INDEX_GROUP - 1)
+		w->groups[(i / KVS_INDEX_GROUP) & (KVS_REPORT_MAX_GROUPS - 1)] = w->h;
+	w->n = i + 1;
+	return 0;
+}
+
+/*
+ * Hash the prompt's full blocks, within the window, into the scratch chain
+ * (and every fourth into groups); returns how many were hashed. bpf_loop
+ * rather than an open-coded loop: the verifier checks the callback once,
+ * instead of following each of the 1024 possible exits into the lookups
+ * after it (which exceeds its limit).
+ */
+static __always_inline __u32 hash_prompt(struct __sk_buff *skb, __u32 prompt_off, __u32 nblocks,
+					 __u64 seed, struct kvs_chain *out, __u64 *groups)
+{
+	struct hash_walk w = {
+		.skb = skb,
+		.out = out,
+		.groups = groups,
+		.h = seed,
+		.prompt_off = prompt_off,
+		.n = 0,
+	};
+
+	if (nblocks > cfg_window_blocks)
+		nblocks = cfg_window_blocks;
+	if (nblocks > KVS_MAX_WINDOW_BLOCKS)
+		nblocks = KVS_MAX_WINDOW_BLOCKS;
+	bpf_loop(nblocks, hash_block, &w, 0);
+	return w.n;
+}
+
+static __always_inline struct kvs_route *lookup_route(__u64 hash)
+{
+	return bpf_map_lookup_elem(&routes, &hash);
+}
+
+/*
+ * The backend of the route the kernel is about to follow, or -1 if the route
+ * is void: routes of a backend that left (whose route_gen has moved on
+ * since) are void, so withdrawing all of a backend's routes is one
+ * increment, not a scan of the map. Checked once, on the match chosen:
+ * checking on every lookup multiplies the verifier's work (docs/
+ * EVALUATION.md, "Slow path", has the figure).
+ */
+static __always_inline int follow(struct kvs_route *r, struct kvs_stats *st, __u32 *why)
+{
+	__u32 b = r->backend;
+	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
+
+	if (!be || be->route_gen != r->gen) {
+		st->pass_stale++;
+		*why = KVS_WHY_STALE;
+		return -1;
+	}
+	__sync_fetch_and_add(&r->hits, 1);
+	return (int)b;
+}
+
+/*
+ * Whether a match `depth` blocks deep decides the route of a prompt of plen
+ * bytes. Measured against what the kernel sees, the window: a prompt longer
+ * than it that matches at the window's end matches all the kernel can
+ * tell, and placing it anew threw away the longest prefixes of all (the
+ * public trace's prompts reach 191k tokens, the window is 16k: 7 points of
+ * hit rate live, docs/EVALUATION.md, "The kernel places every request").
+ */
+static __always_inline int deep_enough(__u32 depth, __u32 plen)
+{
+	__u64 seen = (__u64)cfg_window_blocks * KVS_BLOCK_BYTES;
+
+	if (seen > plen)
+		seen = plen;
+	return (__u64)depth * KVS_BLOCK_BYTES * 100 >= (__u64)cfg_min_match_pct * seen;
+}
+
+/*
+ * The backend of the route a request should follow, or -1 when there is
+ * none to follow; *why says which (enum kvs_why) and *depth the matched
+ * depth in blocks (0 for a cache key). Routes are looked up by the explicit
+ * cache key first, then the client's prefix-length hint, then the
+ * checkpoints of the chain, deepest first; a match too shallow for the
+ * prompt is not followed. The prompt is hashed into ch first, whatever is
+ * found: the report and the routes learned from it need the chain.
+ */
+static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 off,
+					 struct kvs_stats *st, struct kvs_chain *ch, __u64 *groups,
+					 __u64 seed, __u32 *depth, __u32 *why)
+{
+	__u32 n, hint, k, plen = bpf_ntohl(h->payload_len);
+	struct kvs_route *r;
+	__u64 key = bpf_be64_to_cpu(h->cache_key);
+
+	*depth = 0;
+	n = hash_prompt(skb, off + KVS_HDR_LEN, plen / KVS_BLOCK_BYTES, seed, ch, groups);
+	ch->req_id = bpf_be64_to_cpu(h->req_id);
+	ch->n = n;
+	if (key) {
+		r = lookup_route(kvs_key_hash(seed, key));
+		if (r) {
+			st->cache_key_hits++;
+			*why = KVS_WHY_KEY;
+			return follow(r, st, why);
+		}
+	}
+
+	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
+		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+		if (r) {
+			*depth = hint;
+			*why = KVS_WHY_HINT;
+			return follow(r, st, why);
+		}
+	}
+
+	for (k = KVS_MAX_CHECKPOINTS; k > 0; k--) {
+		__u32 cp = kvs_checkpoint(k - 1);
+
+		if (cp > n)
+			continue;
+		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+		if (!r)
+			continue;
+		*depth = cp;
+		if (!deep_enough(cp, plen)) {
+			st->pass_shallow++;
+			*why = KVS_WHY_SHALLOW;
+			return -1;
+		}
+		*why = KVS_WHY_PREFIX;
+		return follow(r, st, why);
+	}
+	*why = KVS_WHY_COLD;
+	return -1;
+}
+
+/*
+ * The backend now serving a prompt will hold all of it: route the prompt's
+ * checkpoints deeper than the match to it too, so the next turn of a
+ * conversation (the prompt so far plus a little) matches deep instead of at
+ * the first turn's depth. Never overrides a route that exists (the
+ * controller's decisions stand); the controller reads these routes when it
+ * decides, so it knows what the fast path taught the backends.
+ */
+static __always_inline void learn_routes(__u32 b, const struct kvs_backend *be, __u32 depth,
+					 struct kvs_chain *ch, struct kvs_stats *st)
+{
+	struct kvs_route r = {
+		.backend = b,
+		.gen = be->route_gen,
+		.installed_ns = bpf_ktime_get_ns(),
+	};
+	__u32 k, n = ch->n;
+
+	for (k = 0; k < KVS_MAX_CHECKPOINTS; k++) {
+		__u32 cp = kvs_checkpoint(k);
+
+		if (cp <= depth)
+			continue;
+		if (cp > n)
+			break;
+		r.depth_blocks = cp;
+		if (bpf_map_update_elem(&routes, &ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], &r,
+					BPF_NOEXIST) == 0)
+			st->routes_learned++;
+	}
+}
+
+static __always_inline int backend_accepts(const struct kvs_backend *be)
+{
+	return be->state == KVS_BE_UP &&
+	       (be->max_outstanding == 0 || be->outstanding < be->max_outstanding) &&
+	       (be->work_limit == 0 || be->outstanding_work <= be->work_limit);
+}
+
+/* One route, unless the key has one (the controller's decisions and the
+ * routes learned before stand). */
+static __always_inline void learn_route(__u32 b, const struct kvs_backend *be, __u64 hash,
+					__u32 depth, __u64 flags, struct kvs_stats *st)
+{
+	struct kvs_route r = {
+		.backend = b,
+		.depth_blocks = depth,
+		.gen = be->route_gen,
+		.installed_ns = bpf_ktime_get_ns(),
+	};
+
+	if (bpf_map_update_elem(&routes, &hash, &r, flags) == 0)
+		st->routes_learned++;
+}
+
+#endif /* KVS_DP_ROUTE_BPF_H */
