@@ -172,6 +172,8 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 
 	if (!ch || !h || !d || !st)
 		return -1;
+	if (!d->depth && d->why < KVS_WHY_COLD) /* a cache key followed: nothing */
+		return 0;
 	b = d->backend;
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be)
@@ -190,8 +192,7 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
 				    BPF_NOEXIST, st);
 	}
-	if (d->depth || d->why >= KVS_WHY_COLD)
-		learn_routes(b, be, d->depth, ch, st);
+	learn_routes(b, be, d->depth, ch, st);
 	return 0;
 }
 

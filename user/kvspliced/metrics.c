@@ -101,36 +101,27 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	put(&o, "kvsplice_response_frames_total %llu\n", (unsigned long long)k->resp_frames);
 	head(&o, "kvsplice_decisions_total", "counter",
 	     "The controller's routing decisions by reason.");
-	put(&o, "kvsplice_decisions_total{reason=\"prefix\"} %llu\n",
-	    (unsigned long long)c->decided_prefix);
-	put(&o, "kvsplice_decisions_total{reason=\"spill\"} %llu\n",
-	    (unsigned long long)c->decided_spill);
-	put(&o, "kvsplice_decisions_total{reason=\"shared\"} %llu\n",
-	    (unsigned long long)c->decided_shared);
-	put(&o, "kvsplice_decisions_total{reason=\"cold\"} %llu\n",
-	    (unsigned long long)c->decided_cold);
+/* One labelled sample of a counter. */
+#define C(metric, labels, v) put(&o, metric "{" labels "} %llu\n", (unsigned long long)(v))
+	C("kvsplice_decisions_total", "reason=\"prefix\"", c->decided_prefix);
+	C("kvsplice_decisions_total", "reason=\"spill\"", c->decided_spill);
+	C("kvsplice_decisions_total", "reason=\"shared\"", c->decided_shared);
+	C("kvsplice_decisions_total", "reason=\"cold\"", c->decided_cold);
 	head(&o, "kvsplice_kernel_placed_total", "counter",
 	     "Requests the kernel placed itself (include/kvsplice/place.h), by why no route "
 	     "was followed.");
-	put(&o, "kvsplice_kernel_placed_total{why=\"cold\"} %llu\n",
-	    (unsigned long long)k->placed_cold);
-	put(&o, "kvsplice_kernel_placed_total{why=\"shallow\"} %llu\n",
-	    (unsigned long long)k->placed_shallow);
-	put(&o, "kvsplice_kernel_placed_total{why=\"spill\"} %llu\n",
-	    (unsigned long long)k->placed_spill);
-	put(&o, "kvsplice_kernel_placed_total{why=\"stale\"} %llu\n",
-	    (unsigned long long)k->placed_stale);
+	C("kvsplice_kernel_placed_total", "why=\"cold\"", k->placed_cold);
+	C("kvsplice_kernel_placed_total", "why=\"shallow\"", k->placed_shallow);
+	C("kvsplice_kernel_placed_total", "why=\"spill\"", k->placed_spill);
+	C("kvsplice_kernel_placed_total", "why=\"stale\"", k->placed_stale);
 	head(&o, "kvsplice_reports_total", "counter",
 	     "The kernel's decision reports: written, lost to a full ring (the request was "
 	     "served; the controller's index missed it), read by the controller.");
-	put(&o, "kvsplice_reports_total{state=\"written\"} %llu\n", (unsigned long long)k->reports);
-	put(&o, "kvsplice_reports_total{state=\"lost\"} %llu\n",
-	    (unsigned long long)k->reports_lost);
-	put(&o, "kvsplice_reports_total{state=\"read\"} %llu\n",
-	    (unsigned long long)c->reports_read);
+	C("kvsplice_reports_total", "state=\"written\"", k->reports);
+	C("kvsplice_reports_total", "state=\"lost\"", k->reports_lost);
+	C("kvsplice_reports_total", "state=\"read\"", c->reports_read);
 	head(&o, "kvsplice_errors_total", "counter", "Errors and refusals by kind.");
-#define E(kind, v)                                                                                 \
-	put(&o, "kvsplice_errors_total{kind=\"" kind "\"} %llu\n", (unsigned long long)(v))
+#define E(kind, v) C("kvsplice_errors_total", "kind=\"" kind "\"", v)
 	E("bad_frame", c->bad_frames);
 	E("no_backend", c->no_backend);
 	E("busy_client", c->busy_client);
@@ -143,6 +134,7 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	E("drop_punt", k->drop_punt);
 	E("cancel_unknown", k->drop_cancel + c->user_cancels_dropped);
 #undef E
+#undef C
 	head(&o, "kvsplice_cancels_total", "counter",
 	     "CANCELs sent to backends by path: the kernel's (clients' and the controller's own "
 	     "for clients gone), the userspace path's (clients').");
