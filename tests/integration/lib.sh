@@ -141,6 +141,20 @@ kvs_wait_for() {
 	kvs_fail "timed out waiting until $1"
 }
 
+# kvs_ms_until_out INDEX: waits (3 s at most) until backend INDEX is no
+# longer up; prints how many milliseconds that took.
+kvs_ms_until_out() {
+	local i t0 t1
+	t0=$(date +%s%N)
+	for i in $(seq 1 60); do
+		[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
+			jq -r ".[$1].state")" != up ] && break
+		sleep 0.05
+	done
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
 kvs_stats() {
 	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" stats --json
 }
