@@ -123,8 +123,8 @@ int kvs_verdict(struct __sk_buff *skb)
 
 	bad = hdr_status(&h, len);
 	if (!bad) /* the type's own rules, as the controller's codec checks them */
-		bad = kvs_type_rules(h.type, bpf_ntohs(h.status), bpf_ntohl(h.payload_len),
-				     bpf_ntohl(h.prefix_len));
+		bad = kvs_type_rules(h.type, bpf_ntohs(h.flags), bpf_ntohs(h.status),
+				     bpf_ntohl(h.payload_len), bpf_ntohl(h.prefix_len));
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);

@@ -40,7 +40,7 @@ static __always_inline int hdr_status(const struct kvs_hdr *h, __u32 frame_len)
 		return KVS_E_BAD_TYPE;
 	if (h->hdr_len != bpf_htons(KVS_HDR_LEN))
 		return KVS_E_BAD_HDR_LEN;
-	if (h->flags)
+	if (bpf_ntohs(h->flags) & ~KVS_F_KNOWN)
 		return KVS_E_BAD_FLAGS;
 	if (plen > cfg_max_payload)
 		return KVS_E_TOO_LARGE;

@@ -36,10 +36,20 @@ enum kvs_type {
 	KVS_T_MAX = KVS_T_CANCEL,
 };
 
-/* Header flags: none are defined in version 1. Set flags are rejected so
- * that they can be given meaning later without old gateways silently
- * ignoring them. */
-#define KVS_F_KNOWN 0u
+/* Header flags, REQUEST only (docs/PROTOCOL.md, "Flags"). An unknown bit,
+ * or any bit on another type, is refused, so that a bit can be given
+ * meaning later without an old gateway silently ignoring it.
+ *   JSON:   the payload is an OpenAI API request body, its prompt or
+ *           messages first (the front's canonical form); the backend
+ *           answers with the server's own response: CHUNK payloads are its
+ *           stream events (or its JSON response, in pieces) verbatim.
+ *   CHAT:   the body is for /v1/chat/completions, else /v1/completions.
+ *   STREAM: the client asked for a stream ("stream": true).
+ * CHAT and STREAM only with JSON. */
+#define KVS_F_JSON 0x1u
+#define KVS_F_CHAT 0x2u
+#define KVS_F_STREAM 0x4u
+#define KVS_F_KNOWN (KVS_F_JSON | KVS_F_CHAT | KVS_F_STREAM)
 
 /* Error codes carried in the header's status field of an ERROR frame. */
 enum kvs_status {
@@ -66,7 +76,7 @@ struct kvs_hdr {
 	__be32 magic;	    /*  0: KVS_MAGIC */
 	__u8 version;	    /*  4: KVS_VERSION */
 	__u8 type;	    /*  5: enum kvs_type */
-	__be16 flags;	    /*  6: must be 0 in version 1 */
+	__be16 flags;	    /*  6: KVS_F_*, REQUEST only; else 0 */
 	__be16 hdr_len;	    /*  8: KVS_HDR_LEN in version 1 */
 	__be16 status;	    /* 10: ERROR: enum kvs_status; else 0 */
 	__be32 payload_len; /* 12: bytes after the header */
@@ -112,12 +122,15 @@ struct kvs_load {
 
 /*
  * Each type's own rules for a header whose common fields are valid (host
- * byte order): KVS_E_OK or KVS_E_BAD_FIELD / KVS_E_BAD_TYPE. One definition
- * for the codec and the kernel's verdict, so that a frame the kernel passes
- * on is never one the controller refuses.
+ * byte order): KVS_E_OK, or KVS_E_BAD_FLAGS / KVS_E_BAD_FIELD /
+ * KVS_E_BAD_TYPE. One definition for the codec and the kernel's verdict, so
+ * that a frame the kernel passes on is never one the controller refuses.
  */
-static inline int kvs_type_rules(__u8 type, __u16 status, __u32 payload_len, __u32 prefix_len)
+static inline int kvs_type_rules(__u8 type, __u16 flags, __u16 status, __u32 payload_len,
+				 __u32 prefix_len)
 {
+	if (flags && (type != KVS_T_REQUEST || (flags & ~KVS_F_KNOWN) || !(flags & KVS_F_JSON)))
+		return KVS_E_BAD_FLAGS;
 	switch (type) {
 	case KVS_T_REQUEST: /* the reusable prefix is part of the prompt */
 		return prefix_len <= payload_len && !status ? KVS_E_OK : KVS_E_BAD_FIELD;

@@ -43,9 +43,16 @@ assert_eq "answer to a client CHUNK" "${reply:0:24}" "4b5653310104000000400003"
 reply=$(bad_client "$(hdr '\x4b\x56\x53\x31\x01\x01\x00\x00\x00\x40\x00\x00\x7f\x00\x00\x00')")
 assert_eq "answer to an oversized frame" "${reply:0:24}" "4b5653310104000000400005"
 
+# Flags: an unknown bit (0x0008) on a REQUEST, and the known JSON bit on a
+# PING (flags belong to REQUESTs only): bad flags, in the kernel's verdict.
+reply=$(bad_client "$(hdr '\x4b\x56\x53\x31\x01\x01\x00\x08\x00\x40\x00\x00\x00\x00\x00\x00')")
+assert_eq "answer to an unknown flag" "${reply:0:24}" "4b5653310104000000400006"
+reply=$(bad_client "$(hdr '\x4b\x56\x53\x31\x01\x05\x00\x01\x00\x40\x00\x00\x00\x00\x00\x00')")
+assert_eq "answer to a flag on a PING" "${reply:0:24}" "4b5653310104000000400006"
+
 wait $good || kvs_fail "the good client was affected: $(cat "$KVS_TMP/good.json")"
 assert_eq "good client requests ok" "$(jq .ok "$KVS_TMP/good.json")" 400
 s=$(kvs_stats)
-assert_eq "malformed frames counted by the kernel" "$(jget "$s" .pass_bad_frame)" 4
-assert_eq "errors the controller sent" "$(jget "$s" .controller.errors_sent)" 4
+assert_eq "malformed frames counted by the kernel" "$(jget "$s" .pass_bad_frame)" 6
+assert_eq "errors the controller sent" "$(jget "$s" .controller.errors_sent)" 6
 echo "PASS test_bad_frame"

@@ -158,6 +158,10 @@ static void cancel_vector(void **state)
 	memcpy(h, vec_cancel, sizeof(h));
 	h[11] = KVS_E_CANCELLED;
 	assert_int_equal(kvs_hdr_decode(h, 1024, &m), KVS_E_BAD_FIELD);
+	/* flags belong to REQUESTs only */
+	memcpy(h, vec_cancel, sizeof(h));
+	h[7] = KVS_F_JSON;
+	assert_int_equal(kvs_hdr_decode(h, 1024, &m), KVS_E_BAD_FLAGS);
 	kvs_buf_free(&b);
 }
 
@@ -184,7 +188,12 @@ static void validation_rules(void **state)
 	/* a CANCEL is empty: this one has the request's payload */
 	assert_int_equal(decode_with(5, KVS_T_CANCEL, 1024), KVS_E_BAD_FIELD);
 	assert_int_equal(decode_with(5, 0xff, 1024), KVS_E_BAD_TYPE);
-	assert_int_equal(decode_with(7, 1, 1024), KVS_E_BAD_FLAGS);
+	/* flags: known bits on a REQUEST, CHAT and STREAM only with JSON */
+	assert_int_equal(decode_with(7, KVS_F_JSON, 1024), KVS_E_OK);
+	assert_int_equal(decode_with(7, KVS_F_KNOWN, 1024), KVS_E_OK);
+	assert_int_equal(decode_with(7, 0x8, 1024), KVS_E_BAD_FLAGS);
+	assert_int_equal(decode_with(7, KVS_F_CHAT, 1024), KVS_E_BAD_FLAGS);
+	assert_int_equal(decode_with(7, KVS_F_STREAM, 1024), KVS_E_BAD_FLAGS);
 	assert_int_equal(decode_with(6, 0x80, 1024), KVS_E_BAD_FLAGS);
 	assert_int_equal(decode_with(9, 0x41, 1024), KVS_E_BAD_HDR_LEN);
 	assert_int_equal(decode_with(8, 0x01, 1024), KVS_E_BAD_HDR_LEN);

@@ -83,7 +83,7 @@ void kvs_hdr_peek(const void *buf, struct kvs_hdr_raw *raw)
 
 int kvs_msg_check(const struct kvs_msg *m)
 {
-	return kvs_type_rules(m->type, m->status, m->payload_len, m->prefix_len);
+	return kvs_type_rules(m->type, m->flags, m->status, m->payload_len, m->prefix_len);
 }
 
 int kvs_hdr_decode(const void *buf, uint32_t max_payload, struct kvs_msg *m)
