@@ -45,6 +45,15 @@ const volatile __u32 cfg_release_prefill_early = 1;
  * to a client that stops reading pile up in the kernel's queue for its
  * socket; this caps how many can. */
 const volatile __u32 cfg_client_max_inflight = 0;
+
+/* A client connection at its in-flight limit: its own (a front's), else
+ * the gateway's; 0 is no limit. */
+static __always_inline int conn_at_limit(const struct kvs_conn *c)
+{
+	__u32 lim = c->limit ? c->limit : cfg_client_max_inflight;
+
+	return lim && c->inflight >= lim;
+}
 /* Place requests no route covers here (1), by include/kvsplice/place.h,
  * rather than hand them to the controller (0). */
 const volatile __u32 cfg_kernel_place = 1;

@@ -218,7 +218,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		return client_cancel(skb, st, h, off, cookie, conn);
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
-	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
+	if (conn_at_limit(conn)) {
 		if (stamp_client(skb, off, cookie, ~0u))
 			return SK_DROP;
 		return punt_request(skb, st, conn, off);

@@ -50,7 +50,7 @@ static __always_inline int send_request(struct __sk_buff *skb, const struct kvs_
 		return -1;
 	/* Two CPUs may both pass this check for one client: the limit can be
 	 * exceeded by one per CPU, not more. */
-	if (fast && cfg_client_max_inflight && c && c->inflight >= cfg_client_max_inflight)
+	if (fast && c && conn_at_limit(c))
 		return SEND_CLIENT_LIMIT;
 	key = kvs_upstream_key(b, client % be->pool_size);
 	if (bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &gw, sizeof(gw), 0))
@@ -101,7 +101,7 @@ static __always_inline int punt_request(struct __sk_buff *skb, struct kvs_stats 
 	__u32 mark = bpf_htonl(KVS_GW_OVER_LIMIT);
 
 	/* Read, then add: two CPUs may both see room (one over, at most). */
-	if (cfg_client_max_inflight && conn->inflight >= cfg_client_max_inflight) {
+	if (conn_at_limit(conn)) {
 		st->pass_client_limit++;
 		bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &mark, sizeof(mark), 0);
 	}

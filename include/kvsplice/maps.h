@@ -177,8 +177,9 @@ struct kvs_conn {
 	__u32 path;	/* 0: the kernel's data path; 1: the userspace one (the
 			* controller reads and writes the socket; frames, bytes
 			* and inflight are not counted here) */
-	__u32 pad;
-	__u64 frames; /* frames the verdict saw from this socket */
+	__u32 limit;	/* CLIENT: its own in-flight limit (a front, kvspliced
+		       * --front-source); 0: the gateway's --max-client-inflight */
+	__u64 frames;	/* frames the verdict saw from this socket */
 	__u64 bytes;
 	__u64 partial_since_ns;		   /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */

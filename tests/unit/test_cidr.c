@@ -8,6 +8,10 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "netutil.h"
 
 static void parses(void **state)
@@ -65,11 +69,66 @@ static void refuses(void **state)
 			fail_msg("accepted '%s'", bad[i] ? bad[i] : "(null)");
 }
 
+static struct sockaddr_storage v4(const char *a)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+	in->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, a, &in->sin_addr), 1);
+	return ss;
+}
+
+static struct sockaddr_storage v6(const char *a)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in6 *in = (struct sockaddr_in6 *)&ss;
+
+	in->sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, a, &in->sin6_addr), 1);
+	return ss;
+}
+
+/* --front-source: which peers are fronts. */
+static void contains(void **state)
+{
+	const char *list[] = { "10.1.0.0/16", "192.168.7.9", "fd00::/8", "garbage" };
+	struct sockaddr_storage ss;
+
+	(void)state;
+	ss = v4("10.1.200.3");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 1);
+	ss = v4("10.2.0.1");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 0);
+	ss = v4("192.168.7.9");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 1);
+	ss = v4("192.168.7.8");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 0);
+	ss = v6("fd12::1");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 1);
+	ss = v6("fe80::1");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 0);
+	/* a dual-stack listener's IPv4 client */
+	ss = v6("::ffff:10.1.0.1");
+	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 1);
+	ss = v4("10.1.0.1");
+	assert_int_equal(kvs_cidr_contains(list, 0, &ss), 0);
+	{
+		const char *all[] = { "0.0.0.0/0" };
+
+		ss = v4("8.8.8.8");
+		assert_int_equal(kvs_cidr_contains(all, 1, &ss), 1);
+		ss = v6("::1");
+		assert_int_equal(kvs_cidr_contains(all, 1, &ss), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses),
 		cmocka_unit_test(refuses),
+		cmocka_unit_test(contains),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -363,3 +363,36 @@ uint64_t kvs_peer_host(int fd)
 		h = (h ^ p[off + i]) * 0x100000001b3ULL;
 	return h;
 }
+
+int kvs_cidr_contains(const char *const *cidrs, uint32_t n, const struct sockaddr_storage *ss)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	uint8_t a[16] = { 0 }, net[16];
+	uint32_t i, plen, bit;
+	int fam, family;
+
+	if (ss->ss_family == AF_INET) {
+		memcpy(a, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		family = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(a, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		family = 6;
+		if (!memcmp(a, mapped, 12)) { /* a dual-stack listener's IPv4 peer */
+			memmove(a, a + 12, 4);
+			memset(a + 4, 0, 12);
+			family = 4;
+		}
+	} else {
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (kvs_cidr_parse(cidrs[i], &fam, net, &plen) || fam != family)
+			continue;
+		for (bit = 0; bit < plen; bit++)
+			if ((a[bit / 8] ^ net[bit / 8]) & (0x80 >> (bit % 8)))
+				break;
+		if (bit == plen)
+			return 1;
+	}
+	return 0;
+}

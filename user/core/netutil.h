@@ -65,5 +65,9 @@ uint64_t kvs_now_ns(void);
  * and *prefixlen. 0 or -EINVAL.
  */
 int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefixlen);
+/* 1 when the address in ss (IPv4, IPv6, or IPv4-mapped IPv6) is in one of
+ * the n CIDRs (kvs_cidr_parse's forms; those that do not parse match
+ * nothing), else 0. */
+int kvs_cidr_contains(const char *const *cidrs, uint32_t n, const struct sockaddr_storage *ss);
 
 #endif

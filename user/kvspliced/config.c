@@ -32,6 +32,7 @@ static const struct settings defaults = {
 		.max_outstanding = KVS_DEFAULT_MAX_OUTSTANDING,
 		.health_interval_ms = KVS_DEFAULT_HEALTH_INTERVAL_MS,
 		.client_max_inflight = KVS_DEFAULT_CLIENT_INFLIGHT,
+		.front_max_inflight = KVS_DEFAULT_FRONT_INFLIGHT,
 		.max_payload = KVS_DEFAULT_MAX_PAYLOAD,
 		.window_blocks = KVS_MAX_WINDOW_BLOCKS,
 		.frame_timeout_ms = 30000,
@@ -123,6 +124,15 @@ static const struct kvs_opt rows[] = {
 	  .help = "requests in flight per backend before new ones go\n"
 		  "elsewhere or get a 'busy' error (default {default}; 0: no\n"
 		  "limit)" },
+	{ "front-source", 0,
+	  KVS_OPT_LIST(S, cfg.front_sources, cfg.nfront_sources, KVS_ADM_MAX_LIST, parse_cidr),
+	  .arg = "CIDR",
+	  .help = "clients from here are fronts (kvsplice-http), which\n"
+		  "carry many users on one connection: they get\n"
+		  "--max-front-inflight instead; repeat (at most {max})" },
+	{ "max-front-inflight", 0, KVS_OPT_U32(S, cfg.front_max_inflight, 0, 1u << 24), .arg = "N",
+	  .help = "requests one front connection may have in flight\n"
+		  "(default {default}; 0: no limit)" },
 	{ "max-client-inflight", 0, KVS_OPT_U32(S, cfg.client_max_inflight, 0, 1u << 24),
 	  .arg = "N",
 	  .help = "requests one client connection may have in flight;\n"

@@ -171,9 +171,29 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c)
 }
 
 /* Socket options every spliced socket needs, then into the maps. */
+/* A client from a --front-source carries many users' requests: it gets
+ * the front limit, in the kernel (the conns map) and the userspace path. */
+void gw_client_limit(struct gw *g, struct gw_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!g->cfg->nfront_sources || getpeername(c->fd, (struct sockaddr *)&ss, &len) ||
+	    !kvs_cidr_contains(g->cfg->front_sources, g->cfg->nfront_sources, &ss))
+		return;
+	c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight : UINT32_MAX;
+	pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,
+		 c->max_inflight);
+}
+
 int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend, uint32_t slot)
 {
-	struct kvs_conn kc = { .role = c->role, .backend = backend, .slot = slot };
+	struct kvs_conn kc = {
+		.role = c->role,
+		.backend = backend,
+		.slot = slot,
+		.limit = c->max_inflight,
+	};
 	/* The strparser's own frame timer, a backstop at twice the timeout:
 	 * the controller answers stalled frames first (on_stale_partial). */
 	uint64_t backstop_ms = 2ull * g->cfg->frame_timeout_ms;

@@ -196,13 +196,25 @@ static void routed_depths(struct gw *g, const uint64_t *h, uint32_t n, uint32_t 
 	}
 }
 
+static uint32_t client_limit(const struct gw *g, const struct gw_conn *c)
+{
+	return c->max_inflight ? c->max_inflight : g->cfg->client_max_inflight;
+}
+
+bool gw_client_at_limit(const struct gw *g, const struct gw_conn *c, uint32_t n)
+{
+	uint32_t lim = client_limit(g, c);
+
+	return lim && n >= lim;
+}
+
 void gw_refuse_busy_client(struct gw *g, struct gw_conn *c, uint64_t req_id)
 {
 	char msg[96];
 
 	g->ctl.busy_client++;
 	snprintf(msg, sizeof(msg), "kvsplice: %u requests of this connection in flight",
-		 g->cfg->client_max_inflight);
+		 client_limit(g, c));
 	gw_send_error(g, c->cookie, req_id, KVS_E_BUSY, msg);
 }
 

@@ -17,6 +17,9 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	      bool kernel, uint32_t *backend);
 /* A request over its client's --max-client-inflight: answered busy. */
 void gw_refuse_busy_client(struct gw *g, struct gw_conn *c, uint64_t req_id);
+/* Client c, with n requests in flight, is at its limit (a front's own,
+ * else --max-client-inflight; 0 is none). */
+bool gw_client_at_limit(const struct gw *g, const struct gw_conn *c, uint32_t n);
 /* The kernel's bound on each backend's work, from the fleet's load now. */
 void gw_publish_limits(struct gw *g);
 /* On the tick: each backend's index corrected from what its ENDs said. */

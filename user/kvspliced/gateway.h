@@ -19,6 +19,7 @@
 /* Bounds on what the kernel may queue for one client or one backend. */
 #define KVS_DEFAULT_MAX_OUTSTANDING 1024u
 #define KVS_DEFAULT_CLIENT_INFLIGHT 256u
+#define KVS_DEFAULT_FRONT_INFLIGHT 65536u
 #define KVS_DEFAULT_HEALTH_INTERVAL_MS 1000u
 #define KVS_DEFAULT_DRAIN_TIMEOUT_MS 60000u
 
@@ -29,7 +30,12 @@ struct gw_config {
 	uint32_t pool_size;	      /* upstream connections per backend */
 	uint32_t max_outstanding;     /* per backend; 0 = no limit */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
-	uint32_t health_interval_ms;  /* PING each backend this often; 0 = never */
+	/* Trusted multiplexers (kvsplice-http): clients from these CIDRs get
+	 * front_max_inflight instead (docs/RUNBOOK.md, "OpenAI clients"). */
+	const char *front_sources[KVS_ADM_MAX_LIST];
+	uint32_t nfront_sources;
+	uint32_t front_max_inflight; /* 0 = no limit */
+	uint32_t health_interval_ms; /* PING each backend this often; 0 = never */
 	uint32_t max_payload;
 	uint32_t window_blocks;
 	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */

@@ -129,6 +129,7 @@ struct gw_conn {
 	const struct gw_conn_ops *ops;
 	uint32_t backend, slot;
 	uint64_t cookie, key;
+	uint32_t max_inflight; /* CLIENT: a front's own limit; 0: the gateway's */
 	struct kvs_buf rx;
 	bool recv_pending;
 	bool poll_pending;

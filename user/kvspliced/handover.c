@@ -457,6 +457,7 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 			c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
 		switch (r->role) {
 		case KVS_ROLE_CLIENT:
+			gw_client_limit(g, c); /* the map kept the kernel's copy */
 			if (kvs_idmap_put(&g->clients, c->cookie, c))
 				return -ENOMEM;
 			break;

@@ -42,6 +42,9 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			  kvs_addr_str(&n->listen, b, sizeof(b))),
 		   "listen");
 	RESTART_IF(c->pool_size != n->pool_size, "pool");
+	RESTART_IF(c->nfront_sources != n->nfront_sources ||
+			   c->front_max_inflight != n->front_max_inflight,
+		   "front-source/max-front-inflight");
 	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
 	/* the work limit and the controller's policy take it now; the
 	 * kernel's placement has it in its rodata, set at load */

@@ -214,7 +214,7 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	uint32_t b, blocks;
 	int err;
 
-	if (g->cfg->client_max_inflight && c->up->nreqs >= g->cfg->client_max_inflight) {
+	if (gw_client_at_limit(g, c, c->up->nreqs)) {
 		gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
