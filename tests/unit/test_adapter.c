@@ -296,6 +296,70 @@ static void test_metrics(void **state)
 	assert_true(v == 0.375);
 }
 
+/* A client's own body (KVS1 flag JSON): kept, include_usage added for a
+ * stream only when the client did not ask, cache_prompt for llama.cpp. */
+static void test_client_body(void **state)
+{
+	static const char chat[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+				   "\"model\":\"m\",\"stream\":true,\"temperature\":0}";
+	static const char asked[] = "{\"prompt\":\"x\",\"stream\":true,"
+				    "\"stream_options\":{\"include_usage\":true}}";
+	json_t *extra = json_pack("{s:s,s:i}", "grammar", "g", "temperature", 1);
+	char err[128], *b;
+	bool added;
+
+	(void)state;
+	b = oai_client_body(chat, strlen(chat), true, OAI_VLLM, extra, &added, err, sizeof(err));
+	assert_non_null(b);
+	assert_true(added);
+	/* the client's keys first and kept (its temperature, not extra's) */
+	assert_string_equal(b, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+			       "\"model\":\"m\",\"stream\":true,\"temperature\":0,"
+			       "\"stream_options\":{\"include_usage\":true},\"grammar\":\"g\"}");
+	free(b);
+	b = oai_client_body(asked, strlen(asked), true, OAI_LLAMA_CPP, NULL, &added, err,
+			    sizeof(err));
+	assert_non_null(b);
+	assert_false(added);
+	assert_non_null(strstr(b, "\"cache_prompt\":true"));
+	free(b);
+	/* no stream: nothing added */
+	b = oai_client_body("{\"prompt\":\"x\"}", 14, false, OAI_VLLM, NULL, &added, err,
+			    sizeof(err));
+	assert_string_equal(b, "{\"prompt\":\"x\"}");
+	assert_false(added);
+	free(b);
+	assert_null(oai_client_body("[1]", 3, false, OAI_VLLM, NULL, &added, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a JSON object"));
+	assert_null(oai_client_body("{\"a\":", 5, true, OAI_VLLM, NULL, &added, err, sizeof(err)));
+	json_decref(extra);
+}
+
+/* The event include_usage adds is told from a content chunk. */
+static void test_usage_only(void **state)
+{
+	static const char *const yes[] = {
+		"{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}",
+		"{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}",
+	};
+	static const char *const no[] = {
+		"{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":3}}",
+		"{\"choices\":[]}",
+	};
+	struct oai_event ev;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(oai_parse_event(yes[i], strlen(yes[i]), &ev), 0);
+		assert_true(oai_usage_only(&ev));
+		oai_event_free(&ev);
+		assert_int_equal(oai_parse_event(no[i], strlen(no[i]), &ev), 0);
+		assert_false(oai_usage_only(&ev));
+		oai_event_free(&ev);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +371,8 @@ int main(void)
 		cmocka_unit_test(test_event_errors),
 		cmocka_unit_test(test_error_mapping),
 		cmocka_unit_test(test_body),
+		cmocka_unit_test(test_client_body),
+		cmocka_unit_test(test_usage_only),
 		cmocka_unit_test(test_metrics),
 	};
 

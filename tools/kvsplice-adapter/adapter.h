@@ -100,6 +100,7 @@ struct adapter {
 	struct state_poll *poll; /* the poll in progress, or NULL */
 	uint64_t next_poll_ns;
 	char completions_url[512];
+	char chat_url[512];
 	json_t *extra; /* cfg.extra_body, parsed */
 	struct adapter_stats stats;
 };

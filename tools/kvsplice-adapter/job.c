@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * One REQUEST as one streamed HTTP request to the inference server: the
- * body built, the stream split into events, each piece of text sent on as a
- * CHUNK, the usage turned into the END, every failure into one ERROR.
+ * One REQUEST as one HTTP request to the inference server: the body built
+ * (or, for a client's own OpenAI body, passed on), the stream split into
+ * events, each piece of text sent on as a CHUNK (or each event as the
+ * server wrote it; or a whole JSON response, for a request that asked for
+ * no stream), the usage turned into the END, every failure into one ERROR.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 
 /* An HTTP error body kept for its message; the rest is dropped. */
 #define ERRBODY_MAX (64u << 10)
+/* A whole JSON response (a request that asked for no stream), at most. */
+#define JSONBODY_MAX (64u << 20)
 
 struct job {
 	struct adapter *a;
@@ -39,6 +43,9 @@ struct job {
 	char fail_msg[320];
 	bool paused;
 	bool retried;
+	bool json;	 /* KVS1 flag JSON: the client's body, the server's answer verbatim */
+	bool stream;	 /* with json: the client asked for a stream */
+	bool hide_usage; /* with stream: include_usage was the adapter's, not the client's */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -172,8 +179,8 @@ static void fail(struct job *j, int code, const char *fmt, const char *detail)
 	snprintf(j->fail_msg, sizeof(j->fail_msg), fmt, detail);
 }
 
-/* Generated text as CHUNKs, each at most the largest frame. */
-static void send_text(struct job *j, const char *t, size_t n)
+/* Bytes as CHUNKs, each at most the largest frame. */
+static void send_bytes(struct job *j, const char *t, size_t n)
 {
 	uint32_t max = j->a->cfg.max_payload;
 
@@ -186,10 +193,50 @@ static void send_text(struct job *j, const char *t, size_t n)
 		t += k;
 		n -= k;
 	}
+}
+
+/* A piece of output: its time noted for the END's figures. */
+static void count_output(struct job *j)
+{
 	j->chunks++;
 	j->t_last = kvs_now_ns();
 	if (!j->t_first)
 		j->t_first = j->t_last;
+}
+
+/* Generated text, for a plain-prompt request. */
+static void send_text(struct job *j, const char *t, size_t n)
+{
+	send_bytes(j, t, n);
+	count_output(j);
+}
+
+/* An event as the server wrote it, for a request with the client's own
+ * body: the front writes CHUNK payloads to its client unchanged. Data of
+ * several lines goes back as several data: lines. */
+static int relay_event(struct job *j, const char *event, const char *data, size_t len)
+{
+	struct kvs_buf b;
+	size_t i, from = 0;
+	int r = 0;
+
+	kvs_buf_init(&b, 0);
+	if (strcmp(event, "message"))
+		r = kvs_buf_append(&b, "event: ", 7) || kvs_buf_append(&b, event, strlen(event)) ||
+		    kvs_buf_append(&b, "\n", 1);
+	for (i = 0; !r && i <= len; i++) {
+		if (i < len && data[i] != '\n')
+			continue;
+		r = kvs_buf_append(&b, "data: ", 6) || kvs_buf_append(&b, data + from, i - from) ||
+		    kvs_buf_append(&b, "\n", 1);
+		from = i + 1;
+	}
+	if (!r)
+		r = kvs_buf_append(&b, "\n", 1);
+	if (!r)
+		send_bytes(j, (const char *)kvs_buf_head(&b), b.len);
+	kvs_buf_free(&b);
+	return r ? -ENOMEM : 0;
 }
 
 /* The END: the server's usage, and its own timings where it reports them
@@ -263,8 +310,17 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 		oai_event_free(&ev);
 		return 1;
 	}
-	if (ev.text_len)
+	if (j->json) {
+		if (!(j->hide_usage && oai_usage_only(&ev)) && relay_event(j, event, data, len)) {
+			oai_event_free(&ev);
+			fail(j, KVS_E_INTERNAL, "kvsplice-adapter: %s", "out of memory");
+			return 1;
+		}
+		if (ev.text_len)
+			count_output(j);
+	} else if (ev.text_len) {
 		send_text(j, ev.text, ev.text_len);
+	}
 	if (ev.has_usage) {
 		j->usage.has_usage = true;
 		j->usage.prompt_tokens = ev.prompt_tokens;
@@ -286,6 +342,40 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 		send_end(j);
 	oai_event_free(&ev);
 	return 0;
+}
+
+/* A whole JSON response (the client asked for no stream): as CHUNKs, the
+ * front joins them; its usage (and llama.cpp's timings) for the END. */
+static void send_response(struct job *j)
+{
+	struct oai_event ev;
+
+	if (oai_parse_event((const char *)kvs_buf_head(&j->errbody), j->errbody.len, &ev) ||
+	    ev.is_error) {
+		char msg[320];
+
+		snprintf(msg, sizeof(msg), "kvsplice-adapter: the server answered HTTP %ld with %s",
+			 j->http_status,
+			 ev.is_error ? ev.error : "a body that is not a JSON object");
+		send_error(j,
+			   ev.is_error ? oai_error_code(ev.error_status, ev.error) : KVS_E_INTERNAL,
+			   msg);
+		oai_event_free(&ev);
+		return;
+	}
+	count_output(j);
+	send_bytes(j, (const char *)kvs_buf_head(&j->errbody), j->errbody.len);
+	j->usage.has_usage = ev.has_usage;
+	j->usage.prompt_tokens = ev.prompt_tokens;
+	j->usage.completion_tokens = ev.completion_tokens;
+	j->usage.has_cached = ev.has_cached;
+	j->usage.cached_tokens = ev.cached_tokens;
+	j->usage.has_timings = ev.has_timings;
+	j->usage.prompt_ms = ev.prompt_ms;
+	j->usage.predicted_ms = ev.predicted_ms;
+	j->usage.cache_n = ev.cache_n;
+	oai_event_free(&ev);
+	send_end(j);
 }
 
 /* The response's status, and whether a 2xx is a stream at all. */
@@ -315,6 +405,17 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 		return CURL_WRITEFUNC_PAUSE;
 	}
 	read_status(j);
+	if (j->json && !j->stream && j->http_status < 300) {
+		/* The response, whole, for the END: sent at the transfer's end. */
+		if (kvs_buf_append(&j->errbody, p, n)) {
+			fail(j, KVS_E_INTERNAL,
+			     "kvsplice-adapter: the server's response is larger "
+			     "than %s",
+			     "64 MiB");
+			return 0;
+		}
+		return n;
+	}
 	if (j->http_status >= 300 || j->not_stream) {
 		if (j->errbody.len < ERRBODY_MAX)
 			kvs_buf_append(&j->errbody, p,
@@ -363,16 +464,27 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	key_of(l, m, &j->peer, &j->key);
 	j->req = *m;
 	kvs_sse_init(&j->sse, a->cfg.max_payload);
-	kvs_buf_init(&j->errbody, ERRBODY_MAX);
-	j->body =
-		oai_completion_body(model, p, m->payload_len, m->max_tokens, a->st.kind, a->extra);
-	if (!j->body) {
-		refuse_request(a, l, m, KVS_E_REJECTED,
-			       "kvsplice-adapter: the prompt is not UTF-8 text (JSON cannot carry "
-			       "it)");
-		kvs_sse_free(&j->sse);
-		free(j);
-		return;
+	kvs_buf_init(&j->errbody, m->flags & KVS_F_JSON ? JSONBODY_MAX : ERRBODY_MAX);
+	j->json = m->flags & KVS_F_JSON;
+	j->stream = !j->json || (m->flags & KVS_F_STREAM);
+	if (j->json) {
+		char err[128];
+
+		j->body = oai_client_body(p, m->payload_len, j->stream, a->st.kind, a->extra,
+					  &j->hide_usage, err, sizeof(err));
+		if (!j->body) {
+			refuse_request(a, l, m, KVS_E_REJECTED, err);
+			goto refused;
+		}
+	} else {
+		j->body = oai_completion_body(model, p, m->payload_len, m->max_tokens, a->st.kind,
+					      a->extra);
+		if (!j->body) {
+			refuse_request(a, l, m, KVS_E_REJECTED,
+				       "kvsplice-adapter: the prompt is not UTF-8 text (JSON "
+				       "cannot carry it)");
+			goto refused;
+		}
 	}
 	b = bucket(a, j->peer, j->key, m->req_id);
 	j->hnext = *b;
@@ -385,7 +497,8 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 
 	j->h = curl_easy_init();
 	j->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	j->hdrs = curl_slist_append(j->hdrs, "Accept: text/event-stream");
+	j->hdrs = curl_slist_append(j->hdrs, j->stream ? "Accept: text/event-stream" :
+							 "Accept: application/json");
 	/* Without this, curl waits for a 100 Continue before a large body. */
 	j->hdrs = curl_slist_append(j->hdrs, "Expect:");
 	if (!j->h || !j->hdrs) {
@@ -393,7 +506,8 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 		job_free(j);
 		return;
 	}
-	curl_easy_setopt(j->h, CURLOPT_URL, a->completions_url);
+	curl_easy_setopt(j->h, CURLOPT_URL,
+			 j->json && (m->flags & KVS_F_CHAT) ? a->chat_url : a->completions_url);
 	curl_easy_setopt(j->h, CURLOPT_HTTPHEADER, j->hdrs);
 	curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, j->body);
 	curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(j->body));
@@ -420,6 +534,11 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	a->queue_tail = j;
 	a->queued++;
 	dispatch(a);
+	return;
+refused:
+	kvs_buf_free(&j->errbody);
+	kvs_sse_free(&j->sse);
+	free(j);
 }
 
 /*
@@ -465,6 +584,9 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 		 * timeout) is no longer the client's business. */
 	} else if (j->fail_code) {
 		send_error(j, j->fail_code, j->fail_msg);
+	} else if (res == CURLE_OK && j->json && !j->stream && j->http_status >= 200 &&
+		   j->http_status < 300) {
+		send_response(j);
 	} else if (res != CURLE_OK && res != CURLE_WRITE_ERROR && !j->http_status) {
 		const char *why = j->errbuf[0] ? j->errbuf : curl_easy_strerror(res);
 

@@ -318,6 +318,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(a->completions_url, sizeof(a->completions_url), "%s/v1/completions",
 		 a->cfg.server);
+	snprintf(a->chat_url, sizeof(a->chat_url), "%s/v1/chat/completions", a->cfg.server);
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		goto out;

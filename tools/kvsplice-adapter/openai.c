@@ -51,6 +51,50 @@ out:
 	return s;
 }
 
+char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kind kind,
+		      json_t *extra, bool *added_usage, char *err, size_t errlen)
+{
+	json_t *o = json_loadb(payload, len, JSON_ALLOW_NUL, NULL), *so;
+	char *s = NULL;
+
+	*added_usage = false;
+	if (!json_is_object(o)) {
+		snprintf(err, errlen, "kvsplice-adapter: the request body is not a JSON object");
+		json_decref(o);
+		return NULL;
+	}
+	if (stream) {
+		so = json_object_get(o, "stream_options");
+		if (!json_is_object(so)) {
+			so = json_object();
+			if (!so || json_object_set_new(o, "stream_options", so))
+				goto out;
+		}
+		if (!json_is_true(json_object_get(so, "include_usage"))) {
+			*added_usage = true;
+			json_object_set_new(so, "include_usage", json_true());
+		}
+	}
+	if (kind == OAI_LLAMA_CPP && !json_object_get(o, "cache_prompt"))
+		json_object_set_new(o, "cache_prompt", json_true());
+	if (json_is_object(extra) && json_object_update_missing(o, extra))
+		goto out;
+	/* In the order the front wrote: the messages or prompt first. */
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+out:
+	if (!s)
+		snprintf(err, errlen, "kvsplice-adapter: out of memory");
+	json_decref(o);
+	return s;
+}
+
+bool oai_usage_only(const struct oai_event *ev)
+{
+	json_t *c = json_object_get(ev->root, "choices");
+
+	return ev->has_usage && (!c || (json_is_array(c) && !json_array_size(c)));
+}
+
 static uint32_t u32_of(json_t *v)
 {
 	json_int_t i;

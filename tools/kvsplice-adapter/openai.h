@@ -36,6 +36,19 @@ const char *oai_kind_name(enum oai_kind k);
 char *oai_completion_body(const char *model, const void *prompt, size_t len, uint32_t max_tokens,
 			  enum oai_kind kind, json_t *extra);
 
+/*
+ * The body of a request a client wrote (KVS1 flag JSON: an OpenAI body from
+ * kvsplice-http), as the server gets it: every key the client set kept; for
+ * a stream, stream_options.include_usage added when the client did not ask
+ * for it (*added_usage then true: the usage-only event it brings is not the
+ * client's, and is not passed on), for the END's figures; for llama.cpp
+ * cache_prompt when absent; then every key of extra the body lacks. NULL
+ * with a message in err when the payload is not a JSON object. Free with
+ * free().
+ */
+char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kind kind,
+		      json_t *extra, bool *added_usage, char *err, size_t errlen);
+
 /* One stream event ("data: ..."), parsed. */
 struct oai_event {
 	bool done;	  /* "[DONE]" */
@@ -53,6 +66,9 @@ struct oai_event {
 	long error_status; /* its numeric code (HTTP status), 0 if none */
 	json_t *root;
 };
+
+/* True for the event include_usage adds: usage, and no choices. */
+bool oai_usage_only(const struct oai_event *ev);
 
 /* 0, or -EINVAL for data that is not a JSON object (or [DONE]); free the
  * event with oai_event_free either way. */

@@ -18,6 +18,7 @@
 #include "codec.h"
 #include "kvsplice/hash.h"
 #include "log.h"
+#include "oai.h"
 #include "prompt.h"
 
 #define TX_LIMIT (64u << 20)
@@ -38,6 +39,7 @@ struct sim_req {
 	uint64_t req_id, gw_conn;
 	uint32_t gw_backend;
 	uint32_t declared; /* the REQUEST's max_tokens (eng.max_tokens: what it generates) */
+	uint16_t flags;	   /* KVS_F_*: JSON asks for OpenAI-shaped answers (oai.c) */
 	uint64_t *hashes;
 	struct sim_req *next_live; /* all requests not yet answered */
 };
@@ -128,6 +130,42 @@ static uint32_t real_us(const struct sim *s, double model_ms)
 	return us > 0 ? (uint32_t)us : 0;
 }
 
+/* OpenAI-shaped output (a JSON request): bytes as CHUNKs, each at most
+ * the largest frame. */
+static void reply_bytes(struct sim *s, struct sim_req *r, struct kvs_buf *b)
+{
+	struct kvs_msg m = { .type = KVS_T_CHUNK };
+	const uint8_t *p = kvs_buf_head(b);
+	size_t n = b->len;
+
+	while (n) {
+		uint32_t k = n > s->max_payload ? s->max_payload : (uint32_t)n;
+
+		reply(s, r, &m, p, k);
+		p += k;
+		n -= k;
+	}
+	kvs_buf_free(b);
+}
+
+static void finish_json(struct sim *s, struct sim_req *r)
+{
+	struct sim_oai_usage u = {
+		.prompt_tokens = r->eng.prompt_tokens,
+		.cached_tokens = r->eng.cached_tokens,
+		.completion_tokens = r->eng.emitted,
+		.length = r->declared && r->eng.emitted >= r->declared,
+	};
+	bool chat = r->flags & KVS_F_CHAT;
+	struct kvs_buf b;
+
+	kvs_buf_init(&b, 0);
+	if (r->flags & KVS_F_STREAM ? sim_oai_last(&b, r->req_id, chat, &u) :
+				      sim_oai_whole(&b, r->req_id, chat, r->eng.emitted, &u))
+		kvs_buf_free(&b); /* out of memory: the END still ends it */
+	reply_bytes(s, r, &b);
+}
+
 static void finish(struct sim *s, struct sim_req *r)
 {
 	struct kvs_end_info e = {
@@ -142,6 +180,8 @@ static void finish(struct sim *s, struct sim_req *r)
 	uint8_t payload[sizeof(struct kvs_end)];
 	struct kvs_msg m = { .type = KVS_T_END };
 
+	if (r->flags & KVS_F_JSON)
+		finish_json(s, r);
 	kvs_end_encode(&e, payload);
 	reply(s, r, &m, payload, sizeof(payload));
 	s->served++;
@@ -186,7 +226,16 @@ static void on_timer(struct sim *s)
 		struct kvs_eng_event *ev = &s->eng.events[i];
 		struct sim_req *r = (struct sim_req *)ev->req;
 
-		if (r->eng.emitted > 0) {
+		if (r->eng.emitted > 0 && (r->flags & KVS_F_JSON)) {
+			struct kvs_buf b;
+
+			kvs_buf_init(&b, 0);
+			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
+			if ((r->flags & KVS_F_STREAM) &&
+			    !sim_oai_token(&b, r->req_id, r->flags & KVS_F_CHAT, tok, sizeof(tok)))
+				reply_bytes(s, r, &b);
+			kvs_buf_free(&b);
+		} else if (r->eng.emitted > 0) {
 			/* one token per request per step: this one's index */
 			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
 			reply(s, r, &m, tok, sizeof(tok));
@@ -230,6 +279,7 @@ static int enqueue(struct sim *s, struct sim_conn *c, const struct kvs_msg *m,
 	r->eng.hashes = r->hashes;
 	r->eng.prompt_tokens = kvs_prompt_tokens(m->payload_len);
 	r->declared = m->max_tokens;
+	r->flags = m->flags;
 	r->eng.max_tokens = output_len(m, prompt);
 	r->eng.arrival_ms = model_now(s);
 	r->conn = c;
