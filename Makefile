@@ -56,6 +56,7 @@ include tools/kvsplicectl/module.mk
 include tools/kvsplice-sim/module.mk
 include tools/kvsplice-bench/module.mk
 include tools/kvsplice-adapter/module.mk
+include tools/kvsplice-http/module.mk
 include tests/module.mk
 
 all: $(PROGS) $(UNIT_TESTS) $(HELPERS) $(FUZZ)
@@ -152,6 +153,7 @@ install: $(PROGS)
 	install -D -m 0755 $(BUILD)/kvsplice-sim $(DESTDIR)$(BINDIR)/kvsplice-sim
 	install -D -m 0755 $(BUILD)/kvsplice-bench $(DESTDIR)$(BINDIR)/kvsplice-bench
 	install -D -m 0755 $(BUILD)/kvsplice-adapter $(DESTDIR)$(BINDIR)/kvsplice-adapter
+	install -D -m 0755 $(BUILD)/kvsplice-http $(DESTDIR)$(BINDIR)/kvsplice-http
 	install -d $(DESTDIR)$(DOCDIR)
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 dist/kvspliced.conf $(DESTDIR)$(DOCDIR)/kvspliced.conf.example

@@ -11,7 +11,7 @@ PKGS=(
 	liburing-dev libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
 	libcmocka-dev libxxhash-dev iproute2 jq procps bsdextrautils gawk gnuplot-nox
 	valgrind util-linux clang-format cmake g++ git
-	libcurl4-openssl-dev libjansson-dev curl python3
+	libcurl4-openssl-dev libjansson-dev libevent-dev curl python3
 	"$@"
 )
 

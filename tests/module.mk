@@ -36,6 +36,13 @@ $(BUILD)/tests/test_adapter: $(BUILD)/tests/unit/test_adapter.o $(ADAPTER_PARSE_
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -ljansson
 
+# kvsplice-http's pure parts (no libevent).
+HTTP_PURE_SRCS := tools/kvsplice-http/canon.c tools/kvsplice-http/oaierr.c
+$(BUILD)/tests/unit/test_http.o: INC := $(CORE_INC) -Itools/kvsplice-http
+$(BUILD)/tests/test_http: $(BUILD)/tests/unit/test_http.o $(HTTP_PURE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -ljansson
+
 FUZZ_ADAPTER := $(BUILD)/fuzz/fuzz_adapter
 $(FUZZ_ADAPTER): tests/fuzz/fuzz_adapter.c $(ADAPTER_PARSE_SRCS) user/core/sse.c user/core/sse.h \
 		$(wildcard tools/kvsplice-adapter/*.h)

@@ -113,6 +113,20 @@ kvs_start_adapter() {
 	printf -v "AD_$name" '127.0.0.1:%s' "$(cat "$KVS_TMP/ad-$name.port")"
 }
 
+# kvs_start_http [kvsplice-http flags...]: the OpenAI front on a free port,
+# to the gateway at GW_PORT unless the flags name one; sets HTTP_URL
+# (http://127.0.0.1:PORT) and HTTP_PID.
+kvs_start_http() {
+	local gw=()
+	[[ " $* " == *" --gateway "* ]] || gw=(--gateway "127.0.0.1:$GW_PORT")
+	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
+		"${gw[@]}" "$@" 2>"$KVS_TMP/http.log" &
+	HTTP_PID=$!
+	KVS_PIDS+=($HTTP_PID)
+	kvs_wait_file "$KVS_TMP/http.port"
+	HTTP_URL="http://127.0.0.1:$(cat "$KVS_TMP/http.port")"
+}
+
 kvs_bench() {
 	"$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$GW_PORT" --quiet "$@"
 }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# kvsplice-http, the OpenAI front, over the gateway's kernel path to
+# kvsplice-sim (which answers JSON requests in OpenAI's shapes):
+#  - streamed and whole chat completions and completions come back as an
+#    OpenAI server sends them (SSE events ending in [DONE]; one JSON body);
+#  - bad input gets OpenAI error bodies (400 not JSON / no messages / a
+#    wrong type, 404, 405, 413) on one kept-alive connection, which then
+#    still serves a good request;
+#  - a front is one client with many users' requests: not in the
+#    gateway's --front-source, it hits --max-client-inflight (429 busy);
+#    in it, the same load passes;
+#  - a client that leaves mid-stream cancels its request at the backend;
+#  - with no gateway, /health and requests say 503.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+# ~1 ms a token at --time-scale 0.1.
+kvs_start_sim A --id 1 --time-scale 0.1 --log-level debug
+kvs_start_sim B --id 2 --time-scale 0.1 --log-level debug
+start_gw() {
+	kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+		--max-client-inflight 4 "$@"
+	for i in 0 1; do
+		[ "$(kvs_wait_backend $i up 400)" = up ] || kvs_fail "backend $i not up"
+	done
+}
+start_gw
+kvs_start_http --links 1 --link-inflight 64 --max-body 65536 --model sim-model
+post() { # PATH BODY [curl flags]: the body, then the status on a line of its own
+	curl -sS -N -w '\n%{http_code}\n' "$HTTP_URL$1" -H 'Content-Type: application/json' \
+		-d "$2" "${@:3}"
+}
+status() { tail -n 1 <<<"$1"; }
+body() { sed '$d' <<<"$1"; }
+
+# 1. Shapes.
+out=$(post /v1/chat/completions '{"model":"sim-model","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}')
+assert_eq "streamed chat: status" "$(status "$out")" 200
+events=$(body "$out" | grep '^data: ')
+assert_eq "streamed chat: events (5 tokens, the last, [DONE])" "$(wc -l <<<"$events")" 7
+assert_eq "streamed chat: ends with [DONE]" "$(tail -n 1 <<<"$events")" "data: [DONE]"
+text=$(head -n 5 <<<"$events" | sed 's/^data: //' | jq -r '.choices[0].delta.content' | tr -d '\n')
+assert_eq "streamed chat: 5 tokens of 4 bytes" "${#text}" 20
+assert_eq "streamed chat: finish_reason" \
+	"$(sed -n 6p <<<"$events" | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" length
+out=$(post /v1/completions '{"model":"sim-model","prompt":"Once upon a time","max_tokens":3}')
+assert_eq "whole completion: status" "$(status "$out")" 200
+assert_eq "whole completion: object" "$(body "$out" | jq -r .object)" text_completion
+assert_eq "whole completion: usage" "$(body "$out" | jq -r .usage.completion_tokens)" 3
+assert_eq "/v1/models" "$(curl -sf "$HTTP_URL/v1/models" | jq -r '.data[0].id')" sim-model
+assert_eq "/health" "$(curl -sf "$HTTP_URL/health" | jq -r .status)" ok
+s=$(kvs_stats)
+assert_ge "requests the kernel placed" "$(jget "$s" .placed_cold)" 2
+
+# 2. Bad input, all on one connection (curl --next reuses it).
+big=$(head -c 70000 /dev/zero | tr '\0' a)
+printf '{"messages":[{"role":"user","content":"%s"}]}' "$big" >"$KVS_TMP/big.json"
+curl -sS -o /dev/null -w '%{http_code} %{num_connects}\n' \
+	-H 'Content-Type: application/json' \
+	"$HTTP_URL/v1/chat/completions" -d '{"messages": [' --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e2" \
+	"$HTTP_URL/v1/chat/completions" -d '{"model":"m"}' --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e3" \
+	"$HTTP_URL/v1/chat/completions" -d '{"messages":[{"role":"user"}],"stream":"yes"}' --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e4" "$HTTP_URL/v1/embeddings" -d '{}' --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e5" "$HTTP_URL/v1/chat/completions" --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e6" \
+	"$HTTP_URL/v1/chat/completions" -d "@$KVS_TMP/big.json" --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e7" \
+	"$HTTP_URL/v1/completions" -d '{"prompt":"still here","max_tokens":2}' \
+	>"$KVS_TMP/codes"
+cat "$KVS_TMP/codes"
+assert_eq "statuses: bad JSON, no messages, stream not boolean, 404, 405, 413, then OK" \
+	"$(awk '{ printf "%s ", $1 }' "$KVS_TMP/codes")" "400 400 400 404 405 413 200 "
+assert_eq "one connection for all seven" "$(awk '{ n += $2 } END { print n }' "$KVS_TMP/codes")" 1
+assert_eq "no messages: param" "$(jq -r .error.param "$KVS_TMP/e2")" messages
+assert_eq "no messages: type" "$(jq -r .error.type "$KVS_TMP/e2")" invalid_request_error
+assert_eq "stream not boolean: param" "$(jq -r .error.param "$KVS_TMP/e3")" stream
+assert_eq "404: code" "$(jq -r .error.code "$KVS_TMP/e4")" unknown_url
+assert_eq "405: code" "$(jq -r .error.code "$KVS_TMP/e5")" method_not_allowed
+assert_eq "413: code" "$(jq -r .error.code "$KVS_TMP/e6")" request_too_large
+assert_eq "after the errors: served" "$(jq -r .usage.completion_tokens "$KVS_TMP/e7")" 2
+
+# 3. The gateway's per-connection limit: 12 requests at once on the
+# front's one connection, against --max-client-inflight 4.
+burst() { # prints the statuses of 12 concurrent 200-token requests
+	for i in $(seq 1 12); do
+		curl -sS -o /dev/null -w '%{http_code}\n' "$HTTP_URL/v1/completions" \
+			-d "{\"prompt\":\"burst $1 $i\",\"max_tokens\":200}" &
+	done
+	wait
+}
+codes=$(burst a | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+echo "not a front source: $codes"
+[[ $codes == *429:* ]] || kvs_fail "a front the gateway does not know passed its client limit: $codes"
+kill "$GW_PID"
+wait "$GW_PID" 2>/dev/null || true
+kvs_wait_for "front sees the gateway gone" '[ "$(curl -s "$HTTP_URL/health" | jq -r .status)" = no_gateway ]'
+out=$(post /v1/completions '{"prompt":"nobody there","max_tokens":2}')
+assert_eq "no gateway: 503" "$(status "$out")" 503
+assert_eq "no gateway: code" "$(body "$out" | jq -r .error.code)" no_backend
+rm -f "$KVS_TMP/gw.port"
+start_gw --front-source 127.0.0.0/8
+kill "$HTTP_PID"
+kvs_start_http --links 1 --link-inflight 64
+codes=$(burst b | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+echo "front source: $codes"
+assert_eq "a front source is not held to the client limit" "$codes" "200:12 "
+
+# 4. A client that leaves mid-stream: its request is cancelled at the sim.
+timeout 1 curl -sS -N "$HTTP_URL/v1/chat/completions" \
+	-d '{"messages":[{"role":"user","content":"a long answer"}],"max_tokens":20000,"stream":true}' \
+	>"$KVS_TMP/left" 2>/dev/null || true
+assert_ge "it had begun streaming" "$(grep -c '^data: ' "$KVS_TMP/left")" 1
+kvs_wait_for "the sim cancels it" 'cat "$KVS_TMP"/A.log "$KVS_TMP"/B.log | grep -q "event=cancelled"'
+echo "ok: cancelled at the backend"
+echo "PASS test_http_front"

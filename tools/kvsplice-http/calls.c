@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP side: the OpenAI endpoints, each POST one KVS1 REQUEST in
+ * flight ("call"), and the replies written as frames come back: a
+ * streamed call's CHUNKs (the server's SSE bytes) straight to the client,
+ * a non-streamed call's assembled and sent at its END. A client that
+ * leaves cancels its call; a KVS1 ERROR becomes an OpenAI error (an error
+ * event once a stream has begun).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#include "canon.h"
+#include "chash.h"
+#include "front.h"
+#include "netutil.h"
+#include "oaierr.h"
+
+struct call {
+	struct calls *cs;
+	struct evhttp_request *req; /* the client's; NULL once it has left */
+	struct link *l;		    /* the link it went on; NULL while waiting */
+	uint64_t id;		    /* its req_id */
+	struct canon_req body;	    /* until it is sent */
+	uint64_t salt;
+	bool stream, started;
+	struct evbuffer *acc;	    /* not streamed: the response so far */
+	struct call *qnext, *qprev; /* waiting for a link */
+};
+
+struct calls {
+	struct event_base *base;
+	const struct front_config *cfg;
+	struct links *ls;
+	struct front_stats *st;
+	struct kvs_idmap byid; /* every call, by req_id */
+	struct call *qhead, *qtail;
+	uint64_t next_id;
+};
+
+struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
+			struct front_stats *st)
+{
+	struct calls *cs = calloc(1, sizeof(*cs));
+
+	if (!cs)
+		return NULL;
+	cs->base = base;
+	cs->cfg = cfg;
+	cs->ls = ls;
+	cs->st = st;
+	if (kvs_idmap_init(&cs->byid, 1024)) {
+		free(cs);
+		return NULL;
+	}
+	return cs;
+}
+
+/* ---- replies ---- */
+
+static void add_header(struct evhttp_request *req, const char *k, const char *v)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
+}
+
+static void reply_json(struct evhttp_request *req, int status, const char *body)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	add_header(req, "Content-Type", "application/json");
+	if (b)
+		evbuffer_add(b, body, strlen(body));
+	evhttp_send_reply(req, status, NULL, b);
+	if (b)
+		evbuffer_free(b);
+}
+
+/* An OpenAI error; the connection stays usable (keep-alive). */
+static void reply_error(struct evhttp_request *req, int status, const char *message,
+			const char *type, const char *param, const char *code)
+{
+	char *body = oai_err_body(message, type, param, code);
+
+	reply_json(req, status,
+		   body ? body :
+			  "{\"error\":{\"message\":\"kvsplice-http: the error message is not "
+			  "UTF-8\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+	free(body);
+}
+
+/* ---- calls ---- */
+
+static void on_client_gone(struct evhttp_connection *evcon, void *arg);
+
+static void queue_remove(struct calls *cs, struct call *c)
+{
+	if (c->qprev)
+		c->qprev->qnext = c->qnext;
+	else
+		cs->qhead = c->qnext;
+	if (c->qnext)
+		c->qnext->qprev = c->qprev;
+	else
+		cs->qtail = c->qprev;
+	c->qnext = c->qprev = NULL;
+}
+
+static bool queued(const struct calls *cs, const struct call *c)
+{
+	return c->qprev || cs->qhead == c;
+}
+
+/* Forgets the call (its reply, if any, has been sent). */
+static void call_free(struct call *c)
+{
+	struct calls *cs = c->cs;
+
+	if (queued(cs, c))
+		queue_remove(cs, c);
+	kvs_idmap_del(&cs->byid, c->id);
+	if (c->req) {
+		struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+
+		if (evcon)
+			evhttp_connection_set_closecb(evcon, NULL, NULL);
+	}
+	canon_free(&c->body);
+	if (c->acc)
+		evbuffer_free(c->acc);
+	free(c);
+}
+
+/* The call ends with an error: an HTTP error, or an error event and the
+ * end of a stream already begun. */
+static void call_fail(struct call *c, int status, const char *message, const char *type,
+		      const char *code)
+{
+	struct evhttp_request *req = c->req;
+
+	c->cs->st->errors++;
+	if (!req) {
+		call_free(c);
+		return;
+	}
+	if (c->started) {
+		char *body = oai_err_body(message, type, NULL, code);
+		struct evbuffer *b = evbuffer_new();
+
+		if (b && body) {
+			evbuffer_add_printf(b, "data: %s\n\n", body);
+			evhttp_send_reply_chunk(req, b);
+		}
+		if (b)
+			evbuffer_free(b);
+		free(body);
+		call_free(c);
+		evhttp_send_reply_end(req);
+		return;
+	}
+	call_free(c);
+	reply_error(req, status, message, type, NULL, code);
+}
+
+static void fail_kvs(struct call *c, int kvs_status, const char *message)
+{
+	struct oai_err e = oai_err_of_kvs(kvs_status, message);
+
+	call_fail(c, e.status, message, e.type, e.code);
+}
+
+/* Sends waiting calls while a link has room. With no link up at all they
+ * fail at once (503: clients retry), rather than wait without bound. */
+static void dispatch(struct calls *cs)
+{
+	while (cs->qhead) {
+		struct call *c = cs->qhead;
+		struct link *l = links_pick(cs->ls);
+		struct kvs_msg m = {
+			.type = KVS_T_REQUEST,
+			.flags = c->body.flags,
+			.req_id = c->id,
+			.cache_salt = c->salt,
+			.model_id = c->body.model_id,
+			.prefix_len = c->body.prefix_len,
+			.max_tokens = c->body.max_tokens,
+		};
+
+		if (!l) {
+			if (links_up(cs->ls))
+				return; /* all full: the next END makes room */
+			queue_remove(cs, c);
+			fail_kvs(c, KVS_E_NO_BACKEND,
+				 "kvsplice-http: no connection to the gateway");
+			continue;
+		}
+		queue_remove(cs, c);
+		if (link_send(l, &m, c->body.body, (uint32_t)c->body.len)) {
+			fail_kvs(c, KVS_E_BACKEND_GONE,
+				 "kvsplice-http: the gateway connection failed");
+			continue;
+		}
+		c->l = l;
+		canon_free(&c->body);
+	}
+}
+
+void calls_on_ready(void *ctx)
+{
+	dispatch(ctx);
+}
+
+/* The client left: its call is cancelled (the server stops generating). */
+static void on_client_gone(struct evhttp_connection *evcon, void *arg)
+{
+	struct call *c = arg;
+	struct evhttp_request *req = c->req;
+
+	(void)evcon;
+	c->cs->st->cancelled++;
+	if (c->l) {
+		struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
+
+		link_send(c->l, &m, NULL, 0);
+	}
+	c->req = NULL;
+	call_free(c);
+	/* libevent detaches a request its client left before it was
+	 * answered, and leaves it to its owner; one still attached (the
+	 * front shutting down) it frees itself. */
+	if (req && !evhttp_request_get_connection(req))
+		evhttp_request_free(req);
+}
+
+/* Bytes the client has not read yet: above --max-buffered it is too slow
+ * to follow its own stream. */
+static size_t unread(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+
+	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+static void start_stream(struct call *c)
+{
+	add_header(c->req, "Content-Type", "text/event-stream");
+	add_header(c->req, "Cache-Control", "no-cache");
+	evhttp_send_reply_start(c->req, 200, "OK");
+	c->started = true;
+	c->cs->st->streamed++;
+}
+
+static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
+{
+	struct evbuffer *b;
+
+	c->cs->st->chunks++;
+	c->cs->st->chunk_bytes += len;
+	if (!c->stream) {
+		if (evbuffer_add(c->acc, p, len) ||
+		    evbuffer_get_length(c->acc) > c->cs->cfg->max_buffered * 4ull) {
+			struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
+
+			link_send(c->l, &m, NULL, 0);
+			call_fail(c, 502, "kvsplice-http: the response is larger than it keeps",
+				  "server_error", NULL);
+		}
+		return;
+	}
+	if (!c->started)
+		start_stream(c);
+	if (unread(c->req) > c->cs->cfg->max_buffered) {
+		struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
+
+		link_send(c->l, &m, NULL, 0);
+		pr_info("event=slow_client req=%llu unread=%zu", (unsigned long long)c->id,
+			unread(c->req));
+		call_fail(c, 500, "kvsplice-http: the client reads too slowly (--max-buffered)",
+			  "server_error", NULL);
+		return;
+	}
+	b = evbuffer_new();
+	if (b) {
+		evbuffer_add(b, p, len);
+		evhttp_send_reply_chunk(c->req, b);
+		evbuffer_free(b);
+	}
+}
+
+static void on_end(struct call *c)
+{
+	struct evhttp_request *req = c->req;
+	struct evbuffer *acc = c->acc;
+
+	c->cs->st->completed++;
+	if (c->stream) {
+		if (!c->started)
+			start_stream(c);
+		call_free(c);
+		evhttp_send_reply_end(req);
+		return;
+	}
+	c->acc = NULL;
+	call_free(c);
+	add_header(req, "Content-Type", "application/json");
+	evhttp_send_reply(req, 200, "OK", acc);
+	evbuffer_free(acc);
+}
+
+void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const uint8_t *payload)
+{
+	struct calls *cs = ctx;
+	struct call *c = kvs_idmap_get(&cs->byid, m->req_id);
+	char msg[512];
+
+	if (!c || c->l != l) /* ended, or cancelled: late frames are dropped */
+		return;
+	switch (m->type) {
+	case KVS_T_CHUNK:
+		on_chunk(c, payload, m->payload_len);
+		break;
+	case KVS_T_END:
+		on_end(c);
+		break;
+	case KVS_T_ERROR:
+		snprintf(msg, sizeof(msg), "%.*s",
+			 (int)(m->payload_len < sizeof(msg) - 1 ? m->payload_len : sizeof(msg) - 1),
+			 (const char *)payload);
+		if (m->status == KVS_E_BUSY)
+			cs->st->rejected_busy++;
+		fail_kvs(c, m->status, msg);
+		break;
+	default:
+		break;
+	}
+	dispatch(cs); /* an END or ERROR made room on the link */
+}
+
+void calls_on_lost(void *ctx, struct link *l)
+{
+	struct calls *cs = ctx;
+	uint32_t i;
+
+	cs->st->link_failures++;
+	/* Calls are found by id; a lost link is rare enough to walk them. */
+	for (i = 0; i <= cs->byid.mask && cs->byid.slots; i++) {
+		struct call *c = cs->byid.slots[i].val;
+
+		if (cs->byid.slots[i].id && c->l == l) {
+			fail_kvs(c, KVS_E_BACKEND_GONE,
+				 "kvsplice-http: the connection to the gateway was lost");
+			i = (uint32_t)-1; /* deletion shifts slots: walk again */
+		}
+	}
+}
+
+/* ---- endpoints ---- */
+
+static uint64_t tenant_salt(const struct calls *cs, struct evhttp_request *req)
+{
+	struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	const char *v = NULL;
+
+	if (cs->cfg->tenant == FRONT_TENANT_AUTHORIZATION)
+		v = evhttp_find_header(h, "Authorization");
+	else if (cs->cfg->tenant == FRONT_TENANT_HEADER)
+		v = evhttp_find_header(h, cs->cfg->tenant_header);
+	return v && *v ? kvs_str_hash(v) : 0;
+}
+
+static void post_completion(struct calls *cs, struct evhttp_request *req, enum canon_endpoint ep)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	char err[320], param[64];
+	struct call *c;
+	int r;
+
+	cs->st->requests++;
+	if (len > cs->cfg->max_body) {
+		snprintf(err, sizeof(err),
+			 "kvsplice-http: the request body is %zu bytes; at most %u are taken "
+			 "(--max-body)",
+			 len, cs->cfg->max_body);
+		cs->st->bad_requests++;
+		reply_error(req, 413, err, "invalid_request_error", NULL, "request_too_large");
+		return;
+	}
+	if (cs->byid.count >= cs->cfg->max_inflight) {
+		snprintf(err, sizeof(err),
+			 "kvsplice-http: %u requests are in flight, the most it takes "
+			 "(--max-inflight)",
+			 cs->cfg->max_inflight);
+		cs->st->rejected_busy++;
+		reply_error(req, 429, err, "rate_limit_error", NULL, "server_busy");
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		reply_error(req, 500, "kvsplice-http: out of memory", "server_error", NULL, NULL);
+		return;
+	}
+	r = canon_request(ep, (const char *)evbuffer_pullup(in, -1), len, &c->body, err,
+			  sizeof(err), param, sizeof(param));
+	if (r) {
+		free(c);
+		cs->st->bad_requests++;
+		reply_error(req, r == -ENOMEM ? 500 : 400, err,
+			    r == -ENOMEM ? "server_error" : "invalid_request_error",
+			    param[0] ? param : NULL, NULL);
+		return;
+	}
+	if (c->body.len > cs->cfg->max_frame) {
+		snprintf(err, sizeof(err),
+			 "kvsplice-http: the request is %zu bytes as KVS1 sends it; the gateway "
+			 "takes at most %u (--max-frame)",
+			 c->body.len, cs->cfg->max_frame);
+		canon_free(&c->body);
+		free(c);
+		cs->st->bad_requests++;
+		reply_error(req, 413, err, "invalid_request_error", NULL, "request_too_large");
+		return;
+	}
+	c->cs = cs;
+	c->req = req;
+	c->id = ++cs->next_id;
+	c->salt = tenant_salt(cs, req);
+	c->stream = c->body.flags & KVS_F_STREAM;
+	if ((!c->stream && !(c->acc = evbuffer_new())) || kvs_idmap_put(&cs->byid, c->id, c)) {
+		if (c->acc)
+			evbuffer_free(c->acc);
+		canon_free(&c->body);
+		free(c);
+		reply_error(req, 500, "kvsplice-http: out of memory", "server_error", NULL, NULL);
+		return;
+	}
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_client_gone, c);
+	if (cs->qtail) {
+		cs->qtail->qnext = c;
+		c->qprev = cs->qtail;
+	} else {
+		cs->qhead = c;
+	}
+	cs->qtail = c;
+	dispatch(cs);
+}
+
+static void get_models(struct calls *cs, struct evhttp_request *req)
+{
+	struct evbuffer *b = evbuffer_new();
+	uint32_t i;
+
+	if (!b) {
+		reply_error(req, 500, "kvsplice-http: out of memory", "server_error", NULL, NULL);
+		return;
+	}
+	evbuffer_add_printf(b, "{\"object\":\"list\",\"data\":[");
+	for (i = 0; i < cs->cfg->nmodels; i++) {
+		json_t *id = json_string(cs->cfg->models[i]);
+		char *s = id ? json_dumps(id, JSON_ENCODE_ANY) : NULL;
+
+		evbuffer_add_printf(b,
+				    "%s{\"id\":%s,\"object\":\"model\",\"created\":0,"
+				    "\"owned_by\":\"kvsplice\"}",
+				    i ? "," : "", s ? s : "\"?\"");
+		free(s);
+		json_decref(id);
+	}
+	evbuffer_add_printf(b, "]}");
+	add_header(req, "Content-Type", "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static void get_health(struct calls *cs, struct evhttp_request *req)
+{
+	uint32_t up = links_up(cs->ls);
+	char body[256];
+
+	snprintf(body, sizeof(body),
+		 "{\"status\":\"%s\",\"gateway_links_up\":%u,\"gateway_links\":%u,"
+		 "\"in_flight\":%u}",
+		 up ? "ok" : "no_gateway", up, cs->ls->n, cs->byid.count);
+	reply_json(req, up ? 200 : 503, body);
+}
+
+void calls_on_http(struct evhttp_request *req, void *arg)
+{
+	struct calls *cs = arg;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET;
+	char msg[320];
+
+	if (!path)
+		path = "";
+	if (!strcmp(path, "/v1/chat/completions") && post) {
+		post_completion(cs, req, CANON_CHAT);
+	} else if (!strcmp(path, "/v1/completions") && post) {
+		post_completion(cs, req, CANON_COMPLETIONS);
+	} else if (!strcmp(path, "/v1/models") && get) {
+		get_models(cs, req);
+	} else if (!strcmp(path, "/health") && get) {
+		get_health(cs, req);
+	} else if (!strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") ||
+		   !strcmp(path, "/v1/models") || !strcmp(path, "/health")) {
+		snprintf(msg, sizeof(msg), "kvsplice-http: %s takes %s", path,
+			 strstr(path, "completions") ? "POST" : "GET");
+		add_header(req, "Allow", strstr(path, "completions") ? "POST" : "GET");
+		reply_error(req, 405, msg, "invalid_request_error", NULL, "method_not_allowed");
+	} else {
+		snprintf(msg, sizeof(msg),
+			 "Invalid URL (%.200s): kvsplice-http serves "
+			 "/v1/chat/completions, /v1/completions, /v1/models and /health",
+			 path);
+		reply_error(req, 404, msg, "invalid_request_error", NULL, "unknown_url");
+	}
+}
+
+void calls_free(struct calls *cs)
+{
+	uint32_t i;
+
+	if (!cs)
+		return;
+	for (i = 0; i <= cs->byid.mask && cs->byid.slots; i++)
+		if (cs->byid.slots[i].id) {
+			struct call *c = cs->byid.slots[i].val;
+
+			c->req = NULL; /* evhttp_free answers nothing and frees them */
+			call_free(c);
+			i = (uint32_t)-1;
+		}
+	kvs_idmap_free(&cs->byid);
+	free(cs);
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvsplice-http: the types its files share. OpenAI API clients talk HTTP/1.1
+ * to the front; each request becomes one KVS1 REQUEST, its body in canonical
+ * form (canon.c), multiplexed by request id over a few KVS1 connections to
+ * the gateway ("links"); what comes back (the server's own stream events or
+ * response, verbatim) is written to the client as it arrives. One thread,
+ * one libevent loop for both sides: a CHUNK is written to its HTTP client in
+ * the callback that read it.
+ *
+ * Files: main.c (options, the loop), calls.c (the HTTP side: endpoints,
+ * requests in flight, replies), links.c (the KVS1 side: connections,
+ * frames in and out, reconnects), and the pure canon.c and oaierr.c.
+ * Calls run one way: main calls calls and links; calls calls links; links
+ * calls no other file (frames reach calls.c through the handler main
+ * gives it).
+ */
+#ifndef KVS_HTTP_FRONT_H
+#define KVS_HTTP_FRONT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "codec.h"
+#include "idmap.h"
+#include "log.h"
+
+#define FRONT_MAX_GATEWAYS 16
+#define FRONT_MAX_MODELS 32
+
+enum front_tenant {
+	FRONT_TENANT_NONE,	    /* cache_salt 0 for every request */
+	FRONT_TENANT_AUTHORIZATION, /* a hash of the Authorization header */
+	FRONT_TENANT_HEADER,	    /* a hash of --tenant-header's value */
+};
+
+struct front_config {
+	const char *listen;
+	const char *gateways[FRONT_MAX_GATEWAYS];
+	uint32_t ngateways;
+	const char *models[FRONT_MAX_MODELS]; /* what /v1/models lists */
+	uint32_t nmodels;
+	uint32_t links_per_gateway;
+	uint32_t link_inflight; /* requests in flight on one link, at most */
+	uint32_t max_inflight;	/* requests in the front (sent or waiting) */
+	uint32_t max_body;	/* bytes of a request body */
+	uint32_t max_frame;	/* the gateway's --max-frame */
+	uint32_t max_buffered;	/* response bytes a slow client may leave unread */
+	uint32_t idle_s;	/* an HTTP connection idle this long is closed */
+	int tenant;		/* enum front_tenant */
+	const char *tenant_header;
+	const char *port_file;
+	enum kvs_log_level level;
+};
+
+/* Figures, for /health's body and the log line at exit. */
+struct front_stats {
+	uint64_t requests, streamed, completed, errors, cancelled, rejected_busy;
+	uint64_t bad_requests, link_failures, chunks, chunk_bytes;
+};
+
+struct link;
+
+/* A frame for a request (calls.c handles it; links.c calls it). */
+typedef void (*link_frame_fn)(void *ctx, struct link *l, const struct kvs_msg *m,
+			      const uint8_t *payload);
+/* A link broke: every request it carried is lost (calls.c answers them). */
+typedef void (*link_lost_fn)(void *ctx, struct link *l);
+/* A link (re)connected: requests waiting for one can go. */
+typedef void (*link_ready_fn)(void *ctx);
+
+struct links {
+	struct event_base *base;
+	struct link **all;
+	uint32_t n;
+	uint32_t max_frame, inflight_cap;
+	link_frame_fn on_frame;
+	link_lost_fn on_lost;
+	link_ready_fn on_ready;
+	void *ctx;
+	struct event *retry; /* reconnects the links that are down */
+	uint64_t failures;
+};
+
+/* links.c */
+/* Opens (on_frame, on_lost, on_ready and ctx set in ls first) links_per_gateway connections to each gateway (those that fail are
+ * retried every 500 ms in the background). 0 or -errno. */
+int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg);
+void links_close(struct links *ls);
+/* The connected link with the fewest requests in flight below the cap, or
+ * NULL. */
+struct link *links_pick(struct links *ls);
+uint32_t links_up(const struct links *ls);
+/* Sends a frame; the link counts a REQUEST in flight until its END or
+ * ERROR comes back (a CANCELled one's ERROR cancelled included). 0 or
+ * -errno (the link is then broken: on_lost follows). */
+int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len);
+
+/* calls.c */
+struct calls;
+struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
+			struct front_stats *st);
+void calls_free(struct calls *cs);
+/* The HTTP side's handlers: register with evhttp_set_gencb. */
+void calls_on_http(struct evhttp_request *req, void *arg);
+void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const uint8_t *payload);
+void calls_on_lost(void *ctx, struct link *l);
+void calls_on_ready(void *ctx);
+
+#endif

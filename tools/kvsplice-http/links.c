@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KVS1 side: a few connections to each gateway, shared by every HTTP
+ * request (KVS1 is multiplexed by req_id). A link that breaks is reported
+ * to calls.c, which answers its requests, and is reconnected every 500 ms
+ * until it comes back.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "front.h"
+#include "netutil.h"
+
+#define RETRY_MS 500
+#define CONNECT_MS 2000
+
+struct link {
+	struct links *ls;
+	struct kvs_addr addr;
+	const char *name; /* the --gateway it goes to */
+	uint32_t slot;
+	struct bufferevent *bev; /* NULL while down */
+	uint32_t inflight;
+	bool said_down; /* logged, until it is back */
+};
+
+static void link_down(struct link *l, const char *why)
+{
+	struct links *ls = l->ls;
+
+	if (!l->bev)
+		return;
+	bufferevent_free(l->bev);
+	l->bev = NULL;
+	l->inflight = 0;
+	ls->failures++;
+	if (!l->said_down)
+		pr_warn("event=gateway_lost gateway=%s link=%u why=\"%s\"", l->name, l->slot, why);
+	l->said_down = true;
+	ls->on_lost(ls->ctx, l);
+	if (!evtimer_pending(ls->retry, NULL)) {
+		struct timeval tv = { 0, RETRY_MS * 1000 };
+
+		evtimer_add(ls->retry, &tv);
+	}
+}
+
+/* Every complete frame in the input, to the handler. */
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[KVS_HDR_LEN];
+	const uint8_t *frame;
+	struct kvs_msg m;
+	int r;
+
+	while (l->bev && evbuffer_get_length(in) >= KVS_HDR_LEN) {
+		evbuffer_copyout(in, hdr, KVS_HDR_LEN);
+		r = kvs_hdr_decode(hdr, l->ls->max_frame, &m);
+		if (r) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "the gateway sent a bad frame (%s)",
+				 kvs_status_name(r));
+			link_down(l, why);
+			return;
+		}
+		if (evbuffer_get_length(in) < KVS_HDR_LEN + (size_t)m.payload_len)
+			return;
+		frame = evbuffer_pullup(in, KVS_HDR_LEN + (ssize_t)m.payload_len);
+
+		if (!frame) {
+			link_down(l, "out of memory");
+			return;
+		}
+		if ((m.type == KVS_T_END || m.type == KVS_T_ERROR) && l->inflight)
+			l->inflight--;
+		l->ls->on_frame(l->ls->ctx, l, &m, frame + KVS_HDR_LEN);
+		if (l->bev) /* the handler may have lost the link */
+			evbuffer_drain(in, KVS_HDR_LEN + (size_t)m.payload_len);
+	}
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct link *l = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_EOF)
+		link_down(l, "the gateway closed the connection");
+	else if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		link_down(l, strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+static int link_connect(struct link *l)
+{
+	int fd = kvs_connect(&l->addr, CONNECT_MS);
+
+	if (fd < 0)
+		return fd;
+	kvs_set_nodelay(fd);
+	kvs_set_nonblock(fd, 1);
+	l->bev = bufferevent_socket_new(l->ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->bev) {
+		close(fd);
+		return -ENOMEM;
+	}
+	bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+	if (l->said_down)
+		pr_info("event=gateway_back gateway=%s link=%u", l->name, l->slot);
+	l->said_down = false;
+	return 0;
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct links *ls = arg;
+	bool down = false, up = false;
+	uint32_t i;
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i < ls->n; i++) {
+		struct link *l = ls->all[i];
+
+		if (l->bev)
+			continue;
+		if (link_connect(l) == 0) {
+			up = true;
+		} else {
+			down = true;
+			if (!l->said_down)
+				pr_warn("event=gateway_down gateway=%s link=%u", l->name, l->slot);
+			l->said_down = true;
+		}
+	}
+	if (down) {
+		struct timeval tv = { 0, RETRY_MS * 1000 };
+
+		evtimer_add(ls->retry, &tv);
+	}
+	if (up)
+		ls->on_ready(ls->ctx);
+}
+
+int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg)
+{
+	uint32_t g, k;
+
+	ls->base = base;
+	ls->max_frame = cfg->max_frame;
+	ls->inflight_cap = cfg->link_inflight;
+	ls->n = 0;
+	ls->all = calloc((size_t)cfg->ngateways * cfg->links_per_gateway, sizeof(*ls->all));
+	ls->retry = evtimer_new(base, on_retry, ls);
+	if (!ls->all || !ls->retry)
+		return -ENOMEM;
+	for (g = 0; g < cfg->ngateways; g++) {
+		struct kvs_addr addr;
+
+		if (kvs_parse_addr(cfg->gateways[g], &addr)) {
+			pr_warn("--gateway: '%s' is not ADDR:PORT", cfg->gateways[g]);
+			return -EINVAL;
+		}
+		for (k = 0; k < cfg->links_per_gateway; k++) {
+			struct link *l = calloc(1, sizeof(*l));
+
+			if (!l)
+				return -ENOMEM;
+			l->ls = ls;
+			l->addr = addr;
+			l->name = cfg->gateways[g];
+			l->slot = k;
+			ls->all[ls->n++] = l;
+			if (link_connect(l)) {
+				pr_warn("event=gateway_down gateway=%s link=%u (retrying)", l->name,
+					k);
+				l->said_down = true;
+			}
+		}
+	}
+	on_retry(-1, 0, ls); /* schedules the retries of those that failed */
+	return 0;
+}
+
+void links_close(struct links *ls)
+{
+	uint32_t i;
+
+	for (i = 0; i < ls->n; i++) {
+		if (ls->all[i]->bev)
+			bufferevent_free(ls->all[i]->bev);
+		free(ls->all[i]);
+	}
+	free(ls->all);
+	if (ls->retry)
+		event_free(ls->retry);
+	memset(ls, 0, sizeof(*ls));
+}
+
+struct link *links_pick(struct links *ls)
+{
+	struct link *best = NULL;
+	uint32_t i;
+
+	for (i = 0; i < ls->n; i++) {
+		struct link *l = ls->all[i];
+
+		if (l->bev && (!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
+		    (!best || l->inflight < best->inflight))
+			best = l;
+	}
+	return best;
+}
+
+uint32_t links_up(const struct links *ls)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ls->n; i++)
+		n += ls->all[i]->bev != NULL;
+	return n;
+}
+
+int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len)
+{
+	uint8_t hdr[KVS_HDR_LEN];
+	struct kvs_msg h = *m;
+	struct evbuffer *out;
+
+	if (!l->bev)
+		return -ENOTCONN;
+	h.payload_len = len;
+	kvs_hdr_encode(&h, hdr);
+	out = bufferevent_get_output(l->bev);
+	if (evbuffer_add(out, hdr, sizeof(hdr)) || (len && evbuffer_add(out, payload, len))) {
+		link_down(l, "out of memory");
+		return -ENOMEM;
+	}
+	if (m->type == KVS_T_REQUEST)
+		l->inflight++;
+	return 0;
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-http: an OpenAI-compatible HTTP front for the kvsplice gateway.
+ * Clients (the openai libraries, curl, LangChain) POST to
+ * /v1/chat/completions and /v1/completions as they would to the server;
+ * each request goes through the gateway as one KVS1 REQUEST, routed and
+ * spliced in the kernel, to a kvsplice-adapter and its server, and the
+ * server's answer comes back unchanged (docs/ARCHITECTURE.md, "The OpenAI
+ * front").
+ *
+ * This file: the options, startup, the loop (libevent), shutdown.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "front.h"
+#include "netutil.h"
+#include "opts.h"
+
+#define PROG "kvsplice-http"
+
+static const struct front_config defaults = {
+	.listen = "127.0.0.1:8080",
+	.links_per_gateway = 2,
+	.link_inflight = 256,
+	.max_inflight = 4096,
+	.max_body = KVS_DEFAULT_MAX_PAYLOAD,
+	.max_frame = KVS_DEFAULT_MAX_PAYLOAD,
+	.max_buffered = 4u << 20,
+	.idle_s = 300,
+	.tenant = FRONT_TENANT_NONE,
+	.level = KVS_LOG_INFO,
+};
+
+static int parse_gateway(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	struct kvs_addr a;
+
+	if (kvs_parse_addr(v, &a)) {
+		fprintf(stderr, "%s: --%s: '%s' is not ADDR:PORT\n", who, o->name, v);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
+static int parse_str(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	if (!*v) {
+		fprintf(stderr, "%s: --%s: empty\n", who, o->name);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
+#define S struct front_config
+static const struct kvs_opt rows[] = {
+	{ "listen", 'l', KVS_OPT_STR(S, listen), .arg = "ADDR:PORT",
+	  .help = "where OpenAI clients connect, HTTP/1.1\n"
+		  "(default {default}; port 0: a free one, see\n"
+		  "--port-file)" },
+	{ "gateway", 'g', KVS_OPT_LIST(S, gateways, ngateways, FRONT_MAX_GATEWAYS, parse_gateway),
+	  .arg = "ADDR:PORT",
+	  .help = "a kvspliced listener, KVS1 (required;\n"
+		  "repeat for several gateways)" },
+	{ "links", 0, KVS_OPT_U32(S, links_per_gateway, 1, 64), .arg = "N",
+	  .help = "KVS1 connections to each gateway (default\n"
+		  "{default}); requests are multiplexed on them" },
+	{ "link-inflight", 0, KVS_OPT_U32(S, link_inflight, 1, 1u << 24), .arg = "N",
+	  .help = "requests in flight on one connection, at\n"
+		  "most (default {default}: the gateway's\n"
+		  "--max-client-inflight; raise both together,\n"
+		  "or give the front the gateway's front\n"
+		  "limits, see --help's end)" },
+	{ "max-inflight", 0, KVS_OPT_U32(S, max_inflight, 1, 1u << 24), .arg = "N",
+	  .help = "requests in the front, sent or waiting for\n"
+		  "room on a connection; more get HTTP 429\n"
+		  "(default {default})" },
+	{ "model", 'm', KVS_OPT_LIST(S, models, nmodels, FRONT_MAX_MODELS, parse_str),
+	  .arg = "NAME",
+	  .help = "a model GET /v1/models lists (repeat; the\n"
+		  "request's model goes to the server as sent)" },
+	{ "tenant", 0, KVS_OPT_ENUM(S, tenant, "none", "authorization", "header"), .arg = "FROM",
+	  .help = "what separates tenants' caches (cache_salt):\n"
+		  "none (default), authorization (the API key)\n"
+		  "or header (--tenant-header's value)" },
+	{ "tenant-header", 0, KVS_OPT_STR(S, tenant_header), .arg = "NAME",
+	  .help = "the header naming the tenant, with --tenant\n"
+		  "header (X-Tenant, ...)" },
+	{ "max-body", 0, KVS_OPT_U32(S, max_body, 1, KVS_MAX_PAYLOAD_LIMIT), .arg = "BYTES",
+	  .help = "largest request body; larger ones get 413\n"
+		  "(default {default})" },
+	{ "max-frame", 0, KVS_OPT_U32(S, max_frame, 1, KVS_MAX_PAYLOAD_LIMIT), .arg = "BYTES",
+	  .help = "the gateway's --max-frame: largest KVS1\n"
+		  "payload sent or taken (default {default})" },
+	{ "max-buffered", 0, KVS_OPT_U32(S, max_buffered, 4096, 1u << 30), .arg = "BYTES",
+	  .help = "response bytes a client may leave unread;\n"
+		  "beyond, its request is cancelled (default\n"
+		  "{default})" },
+	{ "idle-timeout", 0, KVS_OPT_U32(S, idle_s, 1, 86400), .arg = "S",
+	  .help = "an HTTP connection idle this long is closed\n"
+		  "(default {default})" },
+	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
+	  .help = "write the listening port to FILE once\n"
+		  "listening" },
+	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
+	  .help = "warn, info (default) or debug" },
+	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+};
+#undef S
+
+static const struct kvs_optset optset = {
+	.prog = PROG,
+	KVS_OPT_ROWS(rows),
+	.defaults = &defaults,
+	.usage = "Usage: " PROG " --gateway ADDR:PORT [--gateway ...] [--listen ADDR:PORT]\n"
+		 "       [options]\n"
+		 "\n"
+		 "An OpenAI-compatible HTTP front for kvsplice: POST /v1/chat/completions\n"
+		 "and /v1/completions (streamed or not), GET /v1/models and /health. Each\n"
+		 "request goes to the gateway as one KVS1 REQUEST, its body rearranged so\n"
+		 "that the messages (or the prompt) come first, always serialized alike:\n"
+		 "requests that share a system prompt or a conversation share a byte\n"
+		 "prefix, which the gateway's kernel program routes to the server holding\n"
+		 "it. The server's answer (its stream events, or its JSON response) comes\n"
+		 "back unchanged. Behind the gateway, kvsplice-adapter in front of each\n"
+		 "server (vLLM, SGLang, llama.cpp).\n"
+		 "\n"
+		 "Options:\n",
+	.footer = "\n"
+		  "The front carries many users on a few connections: give its address to\n"
+		  "the gateway's --front-source (its own in-flight limit, --max-front-inflight)\n"
+		  "and set --link-inflight to match. Errors are OpenAI's: 400 bad body, 404,\n"
+		  "405, 413 too large, 429 busy, 502 backend gone, 503 no backend, 504.\n",
+	.help_col = 27,
+	.help_on_error = true,
+};
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	event_base_loopexit(arg, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct front_config cfg;
+	struct front_stats st = { 0 };
+	struct links ls = { 0 };
+	struct event_base *base = NULL;
+	struct evhttp *http = NULL;
+	struct event *sigint = NULL, *sigterm = NULL;
+	struct calls *cs = NULL;
+	struct kvs_addr addr;
+	int r, fd = -1, rc = 1;
+
+	cfg = defaults;
+	r = kvs_opts_argv(&optset, argc, argv, &cfg);
+	if (r)
+		return r > 0 ? 0 : 2;
+	if (!cfg.ngateways) {
+		fprintf(stderr, PROG ": --gateway ADDR:PORT is required (see --help)\n");
+		return 2;
+	}
+	if (cfg.tenant == FRONT_TENANT_HEADER && !cfg.tenant_header) {
+		fprintf(stderr, PROG ": --tenant header needs --tenant-header NAME\n");
+		return 2;
+	}
+	if (kvs_parse_addr(cfg.listen, &addr)) {
+		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", cfg.listen);
+		return 2;
+	}
+	kvs_log_init(PROG, cfg.level);
+	signal(SIGPIPE, SIG_IGN);
+
+	base = event_base_new();
+	http = base ? evhttp_new(base) : NULL;
+	if (!http) {
+		pr_warn("cannot start libevent");
+		goto cleanup;
+	}
+	fd = kvs_listen(&addr, 1024);
+	if (fd < 0) {
+		pr_warn("--listen %s: %s", cfg.listen, strerror(-fd));
+		goto cleanup;
+	}
+	kvs_set_nonblock(fd, 1);
+	if (evhttp_accept_socket(http, fd)) {
+		pr_warn("--listen %s: libevent does not take the socket", cfg.listen);
+		close(fd);
+		goto cleanup;
+	}
+	/* Bodies up to 4x the limit are read and answered with an OpenAI
+	 * 413, the connection kept; beyond, libevent answers its own 413
+	 * and closes, without reading them. */
+	evhttp_set_max_body_size(http, (ev_ssize_t)cfg.max_body * 4);
+	evhttp_set_max_headers_size(http, 64 << 10);
+	evhttp_set_timeout(http, (int)cfg.idle_s);
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+						 EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+
+	cs = calls_new(base, &cfg, &ls, &st);
+	if (!cs) {
+		pr_warn("out of memory");
+		goto cleanup;
+	}
+	ls.on_frame = calls_on_frame;
+	ls.on_lost = calls_on_lost;
+	ls.on_ready = calls_on_ready;
+	ls.ctx = cs;
+	r = links_open(&ls, base, &cfg);
+	if (r) {
+		pr_warn("cannot set up the gateway connections: %s", strerror(-r));
+		goto cleanup;
+	}
+	evhttp_set_gencb(http, calls_on_http, cs);
+
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	if (!sigint || !sigterm || event_add(sigint, NULL) || event_add(sigterm, NULL)) {
+		pr_warn("cannot handle signals");
+		goto cleanup;
+	}
+	if (cfg.port_file && kvs_write_port_file(cfg.port_file, kvs_local_port(fd))) {
+		pr_warn("--port-file %s: cannot write it", cfg.port_file);
+		goto cleanup;
+	}
+	pr_info("event=listening listen=%s port=%d gateways=%u links=%u up=%u", cfg.listen,
+		kvs_local_port(fd), cfg.ngateways, ls.n, links_up(&ls));
+	event_base_dispatch(base);
+	rc = 0;
+	pr_info("event=exit requests=%llu streamed=%llu completed=%llu errors=%llu "
+		"cancelled=%llu busy=%llu bad_requests=%llu link_failures=%llu chunks=%llu "
+		"chunk_bytes=%llu",
+		(unsigned long long)st.requests, (unsigned long long)st.streamed,
+		(unsigned long long)st.completed, (unsigned long long)st.errors,
+		(unsigned long long)st.cancelled, (unsigned long long)st.rejected_busy,
+		(unsigned long long)st.bad_requests, (unsigned long long)st.link_failures,
+		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes);
+cleanup:
+	if (sigint)
+		event_free(sigint);
+	if (sigterm)
+		event_free(sigterm);
+	calls_free(cs);
+	if (http)
+		evhttp_free(http);
+	links_close(&ls);
+	if (base)
+		event_base_free(base);
+	return rc;
+}
