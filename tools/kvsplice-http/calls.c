@@ -293,10 +293,14 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 	}
 }
 
-static void on_end(struct call *c)
+/* A whole response's headers say which backend served it and what its
+ * cache gave (the END's figures): for operators following routing. */
+static void on_end(struct call *c, const uint8_t *payload, uint32_t len)
 {
 	struct evhttp_request *req = c->req;
 	struct evbuffer *acc = c->acc;
+	struct kvs_end_info e;
+	char v[16];
 
 	c->cs->st->completed++;
 	if (c->stream) {
@@ -309,6 +313,13 @@ static void on_end(struct call *c)
 	c->acc = NULL;
 	call_free(c);
 	add_header(req, "Content-Type", "application/json");
+	if (len == sizeof(struct kvs_end)) {
+		kvs_end_decode(payload, &e);
+		snprintf(v, sizeof(v), "%u", e.backend_id);
+		add_header(req, "X-Kvsplice-Backend", v);
+		snprintf(v, sizeof(v), "%u", e.cached_tokens);
+		add_header(req, "X-Kvsplice-Cached-Tokens", v);
+	}
 	evhttp_send_reply(req, 200, "OK", acc);
 	evbuffer_free(acc);
 }
@@ -326,7 +337,7 @@ void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const ui
 		on_chunk(c, payload, m->payload_len);
 		break;
 	case KVS_T_END:
-		on_end(c);
+		on_end(c, payload, m->payload_len);
 		break;
 	case KVS_T_ERROR:
 		snprintf(msg, sizeof(msg), "%.*s",
