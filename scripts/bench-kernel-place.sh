@@ -18,8 +18,6 @@ TOKENS=${TOKENS:-8000}
 source "$(dirname "$0")/bench-lib.sh"
 bench_setup bench-kernel-place
 
-cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
-
 run() { # MODE: prints one line of figures
 	local mode=$1 gw cpu0 cpu1 out s
 	PIDS=()
@@ -30,10 +28,10 @@ run() { # MODE: prints one line of figures
 	gw=$!
 	PIDS+=($gw)
 	bench_wait_file "$TMP/gw.port"
-	cpu0=$(cpu_ms "$gw")
+	cpu0=$(bench_cpu_ms "$gw")
 	out=$("$BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$TMP/gw.port")" --quiet \
 		-n "$REQUESTS" -k 1 -d 1 --prefixes 0 --suffix-tokens "$TOKENS" -m 1 --json)
-	cpu1=$(cpu_ms "$gw")
+	cpu1=$(bench_cpu_ms "$gw")
 	s=$("$BUILD/kvsplicectl" --pin-dir "$PIN" stats --json)
 	jq -r --arg mode "$mode" --argjson cpu "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" \
 		--argjson s "$s" '[$mode, .ok, (.ttft_p50_ms * 1000 | round), (.ttft_p90_ms * 1000 | round),

@@ -6,6 +6,7 @@
 #   bench_start_sims N [kvsplice-sim flags...]
 #                       starts N simulators; sets BACKENDS to their
 #                       --backend ADDR:PORT arguments
+#   bench_cpu_ms PID    the CPU time (user + system) PID has used, in ms
 PIDS=()
 
 bench_setup() {
@@ -44,3 +45,5 @@ bench_start_sims() {
 		BACKENDS+=(--backend "127.0.0.1:$(cat "$TMP/sim$i.port")")
 	done
 }
+
+bench_cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }

@@ -10,7 +10,8 @@
 #    gateway's --front-source, it hits --max-client-inflight (429 busy);
 #    in it, the same load passes;
 #  - a client that leaves mid-stream cancels its request at the backend;
-#  - with no gateway, /health and requests say 503.
+#  - with no gateway, /health and requests say 503;
+#  - backends that die mid-stream end it with an OpenAI error event.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -114,4 +115,18 @@ timeout 1 curl -sS -N "$HTTP_URL/v1/chat/completions" \
 assert_ge "it had begun streaming" "$(grep -c '^data: ' "$KVS_TMP/left")" 1
 kvs_wait_for "the sim cancels it" 'cat "$KVS_TMP"/A.log "$KVS_TMP"/B.log | grep -q "event=cancelled"'
 echo "ok: cancelled at the backend"
+
+# 5. The backends die mid-stream: the stream ends with an OpenAI error
+# event (the gateway's backend_gone), not a cut connection.
+curl -sS -N "$HTTP_URL/v1/chat/completions" \
+	-d '{"messages":[{"role":"user","content":"cut short"}],"max_tokens":20000,"stream":true}' \
+	>"$KVS_TMP/cut" 2>/dev/null &
+cut=$!
+kvs_wait_for "the stream has begun" '[ "$(grep -c "^data: " "$KVS_TMP/cut")" -ge 10 ]'
+kill -9 "${KVS_PIDS[0]}" "${KVS_PIDS[1]}" # both simulators
+wait "$cut" || kvs_fail "curl failed: the stream was cut, not ended"
+last=$(grep '^data: ' "$KVS_TMP/cut" | tail -n 1 | sed 's/^data: //')
+echo "last event: $last"
+assert_eq "the last event is an error" "$(jq -r .error.code <<<"$last")" backend_gone
+assert_eq "its type" "$(jq -r .error.type <<<"$last")" server_error
 echo "PASS test_http_front"
