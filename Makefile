@@ -164,6 +164,9 @@ install: $(PROGS)
 	sed 's|@BINDIR@|$(BINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvsplice-adapter@.service \
 		> $(DESTDIR)$(UNITDIR)/kvsplice-adapter@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/kvsplice-adapter@.service
+	sed 's|@BINDIR@|$(BINDIR)|; s|@DOCDIR@|$(DOCDIR)|' dist/kvsplice-http.service \
+		> $(DESTDIR)$(UNITDIR)/kvsplice-http.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/kvsplice-http.service
 
 clean:
 	rm -rf $(BUILD)
