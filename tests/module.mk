@@ -43,6 +43,15 @@ $(BUILD)/tests/test_http: $(BUILD)/tests/unit/test_http.o $(HTTP_PURE_SRCS:%.c=$
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -ljansson
 
+FUZZ_HTTP := $(BUILD)/fuzz/fuzz_http
+$(FUZZ_HTTP): tests/fuzz/fuzz_http.c $(HTTP_PURE_SRCS) user/core/buf.c user/core/chash.c \
+		$(wildcard tools/kvsplice-http/*.h)
+	@mkdir -p $(@D)
+	$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude $(CORE_INC) -Itools/kvsplice-http \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(filter %.c,$^) -o $@ -ljansson
+all: $(FUZZ_HTTP)
+
 FUZZ_ADAPTER := $(BUILD)/fuzz/fuzz_adapter
 $(FUZZ_ADAPTER): tests/fuzz/fuzz_adapter.c $(ADAPTER_PARSE_SRCS) user/core/sse.c user/core/sse.h \
 		$(wildcard tools/kvsplice-adapter/*.h)
