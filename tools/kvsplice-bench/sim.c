@@ -122,6 +122,11 @@ static const struct kvs_opt rows[] = {
 	  .help = "with --join-at: the last backend 'joins' then\n"
 		  "(default), 'never' comes, or is there 'always': the\n"
 		  "fleets it joins, for the same before and after" },
+	{ "join-flush", 0, KVS_OPT_FLAG(O, join_flush),
+	  .help = "kvsplice, with --join-at: void every route when the\n"
+		  "backend joins, as kvsplicectl routes flush would:\n"
+		  "every prefix is placed anew, the newcomer included\n"
+		  "(held prefixes moved to it, at their recomputation)" },
 	{ "occupancy", 0, KVS_OPT_DOUBLE(O, occupancy, 0.001, 100), .arg = "F",
 	  .help = "contexts total F x the fleet's KV (default {default})" },
 	{ "contexts", 0, KVS_OPT_U32(O, contexts, 1, 10000000), .arg = "N",

@@ -237,6 +237,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	uint64_t expect = KVS_EXPECT_OUTPUT_INIT, tick_out = 0, tick_ends = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct sim_baseline *bl = NULL;
+	bool flushed = false;
 	/* --join-at: the last backend joins at join_ms */
 	double join_ms = w->n ? w->arrival_ms[0] + o->join_at_s * 1000 : 0;
 	struct join_acc ja = { .ttft_before = malloc(sizeof(double) * w->n),
@@ -296,6 +297,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
+		}
+		if (kr && o->join_flush && !flushed && t_arr >= join_ms && t_arr <= t_step) {
+			for (b = 0; b < o->backends; b++) /* routes flush at the add */
+				kvs_kr_backend_left(kr, b);
+			flushed = true;
 		}
 		if (t_arr <= t_step) { /* an arrival: route it */
 			struct sreq *r = calloc(1, sizeof(*r));

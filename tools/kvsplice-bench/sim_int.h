@@ -47,6 +47,7 @@ struct sim_opts {
 	 * (J_NEVER: the fleet without it) or is there from the start
 	 * (J_ALWAYS): the same requests, before and after, in all three */
 	int newcomer;
+	int join_flush; /* kvsplice: every route voided at the join (routes flush) */
 	double balance, recompute_weight; /* kvsplice policy */
 	int release_early;		  /* prefill charge off at the first token */
 	enum kvsplice_model model;	  /* kvsplice: split or controller */
