@@ -502,7 +502,9 @@ static const struct kvs_opt rows[] = {
 		  "max/mean counts every one, those that served nothing\n"
 		  "as 0; targets that are backends count themselves.\n"
 		  "Only if none can say (a gateway older than the\n"
-		  "fleet's PONG), the backends that answered" },
+		  "fleet's PONG), the backends that answered. Those\n"
+		  "PINGs add a connection and a PONG per backend to\n"
+		  "the gateway's counters; with N given, none is sent" },
 	{ "verify", 0, KVS_OPT_ENUM(O, verify, "sim", "framing"), .arg = "MODE",
 	  .help = "what every answer must be (default {default}):\n"
 		  "sim: kvsplice-sim's exact output (the smaller of\n"
