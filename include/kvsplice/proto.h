@@ -105,7 +105,22 @@ struct kvs_end {
 	__be32 reserved;
 };
 
-/* Payload of a PONG frame: the backend's load report. */
+/*
+ * Payload of a PONG frame: the backend's load report. A gateway answers a
+ * client's PING itself with the same 24 bytes, their meaning set by the
+ * PING's cache_key (echoed in the PONG) and flagged KVS_LOAD_F_FLEET, so
+ * that a client sees the whole fleet, the backends that served it nothing
+ * included (docs/PROTOCOL.md, "PONG payload"):
+ *   cache_key 0, the fleet: running = requests in flight over all
+ *     backends, kv_used_blocks = backends in service, kv_total_blocks =
+ *     backends the gateway has (any state), backend_id = KVS_GATEWAY_ID;
+ *   cache_key s + 1, backend slot s (s < KVS_MAX_BACKENDS): running = its
+ *     requests in flight, waiting = requests the gateway has sent it (low
+ *     32 bits), kv_* = what it last reported, backend_id = s; NOT_READY
+ *     when it is not in service, NO_BACKEND when the slot is empty.
+ * Gateways before the fleet answer the first form without the flag and
+ * with kv_total_blocks 0, whatever the cache_key.
+ */
 struct kvs_load {
 	__be32 running; /* requests being prefilled or decoded */
 	__be32 waiting; /* requests queued */
@@ -115,10 +130,17 @@ struct kvs_load {
 	__be32 flags; /* KVS_LOAD_F_* */
 };
 
+/* The backend_id of a gateway's answer about the whole fleet. */
+#define KVS_GATEWAY_ID 0xffffffffu
+
 /* PONG flags. NOT_READY: the backend is up but cannot serve (its inference
  * server is down, loading, or failing its health check); the gateway treats
- * it as a backend that did not answer. */
+ * it as a backend that did not answer. FLEET: a gateway's answer to a
+ * client's PING, with the meaning above. NO_BACKEND: in a FLEET answer about
+ * one slot, the slot is empty. */
 #define KVS_LOAD_F_NOT_READY 1u
+#define KVS_LOAD_F_FLEET 2u
+#define KVS_LOAD_F_NO_BACKEND 4u
 
 /*
  * Each type's own rules for a header whose common fields are valid (host

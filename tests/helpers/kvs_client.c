@@ -15,7 +15,9 @@
  *   dup     (at once) send request 1 again while it is in flight, then
  *           wait for every answer
  * Exit status 0 when every request ended (END or ERROR), 1 otherwise.
- * "kvs_client ADDR:PORT ping" sends one PING and prints its PONG:
+ * "kvs_client ADDR:PORT ping [ASK]" sends one PING (its cache_key ASK,
+ * default 0: to a gateway, 0 asks for the fleet, s + 1 for backend slot
+ * s) and prints its PONG:
  *   pong running=R waiting=W kv=U/T backend=ID flags=F
  *
  *   kvs_client ADDR:PORT PROMPT_FILE COUNT MAX_TOKENS ACTION [SUFFIX]
@@ -37,10 +39,12 @@ struct answer {
 	int ended;
 };
 
-static int send_frame(int fd, uint8_t type, uint64_t req_id, uint32_t max_tokens, const void *p,
-		      uint32_t len)
+static int send_frame_key(int fd, uint8_t type, uint64_t req_id, uint64_t cache_key,
+			  uint32_t max_tokens, const void *p, uint32_t len)
 {
-	struct kvs_msg m = { .type = type, .req_id = req_id, .max_tokens = max_tokens };
+	struct kvs_msg m = {
+		.type = type, .req_id = req_id, .cache_key = cache_key, .max_tokens = max_tokens
+	};
 	struct kvs_buf b;
 	int r;
 
@@ -48,6 +52,12 @@ static int send_frame(int fd, uint8_t type, uint64_t req_id, uint32_t max_tokens
 	r = kvs_put_frame(&b, &m, p, len) ? -1 : kvs_write_all(fd, kvs_buf_head(&b), b.len);
 	kvs_buf_free(&b);
 	return r;
+}
+
+static int send_frame(int fd, uint8_t type, uint64_t req_id, uint32_t max_tokens, const void *p,
+		      uint32_t len)
+{
+	return send_frame_key(fd, type, req_id, 0, max_tokens, p, len);
 }
 
 static void print_end(uint64_t id, const struct answer *a, const uint8_t *p, uint64_t t0)
@@ -62,7 +72,7 @@ static void print_end(uint64_t id, const struct answer *a, const uint8_t *p, uin
 	       a->first_ns ? (double)(a->first_ns - t0) / 1e6 : -1.0);
 }
 
-static int ping(int fd)
+static int ping(int fd, uint64_t ask)
 {
 	struct kvs_load_info li;
 	const uint8_t *frame;
@@ -71,7 +81,7 @@ static int ping(int fd)
 	int rc = 1;
 
 	kvs_buf_init(&rx, 0);
-	if (send_frame(fd, KVS_T_PING, 7, 0, NULL, 0))
+	if (send_frame_key(fd, KVS_T_PING, 7, ask, 0, NULL, 0))
 		goto out;
 	while (kvs_buf_recv(&rx, fd, 4096) > 0)
 		if (kvs_next_frame(&rx, KVS_MAX_PAYLOAD_LIMIT, &m, &frame) > 0) {
@@ -104,9 +114,10 @@ int main(int argc, char **argv)
 	uint64_t t0;
 	int fd, st, rc = 1;
 
-	if (argc == 3 && !strcmp(argv[2], "ping") && !kvs_parse_addr(argv[1], &addr)) {
+	if ((argc == 3 || argc == 4) && !strcmp(argv[2], "ping") &&
+	    !kvs_parse_addr(argv[1], &addr)) {
 		fd = kvs_connect(&addr, 5000);
-		return fd < 0 ? 1 : ping(fd);
+		return fd < 0 ? 1 : ping(fd, argc == 4 ? strtoull(argv[3], NULL, 0) : 0);
 	}
 	if (argc < 6 || kvs_parse_addr(argv[1], &addr)) {
 		fprintf(stderr, "usage: kvs_client ADDR:PORT PROMPT_FILE COUNT MAX_TOKENS "

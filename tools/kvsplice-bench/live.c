@@ -250,6 +250,7 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	struct epoll_event ev, evs[64];
 	uint64_t start, deadline, last_progress;
 	struct summary s;
+	double wall_s;
 	uint32_t i;
 	int n, rc = 1;
 
@@ -303,6 +304,7 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 		epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
 
+	live_fleet_ask(o, &r.fleet, false);
 	start = last_progress = kvs_now_ns();
 	deadline = start + (uint64_t)o->timeout_s * 1000000000ull;
 	r.next_arrival_ns = start;
@@ -344,7 +346,9 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, r.n);
 		}
 	}
-	live_summarize(&r, (double)(kvs_now_ns() - start) / 1e9, &s);
+	wall_s = (double)(kvs_now_ns() - start) / 1e9;
+	live_fleet_ask(o, &r.fleet, true); /* a backend added meanwhile counts */
+	live_summarize(&r, wall_s, &s);
 	if (o->per_request)
 		live_print_per_request(&r);
 	live_print_summary(&r, &s);
@@ -492,9 +496,15 @@ static const struct kvs_opt rows[] = {
 	  .help = "give up after S seconds (default {default})" },
 	{ "per-request", 0, KVS_OPT_FLAG(O, per_request), .help = "print one line per request" },
 	{ "fleet", 0, KVS_OPT_U32(O, fleet, 1, MAX_BACKEND_IDS), .arg = "N",
-	  .help = "N backends are behind the target: load max/mean\n"
-		  "counts those that served nothing (default: only\n"
-		  "the backends that answered)" },
+	  .help = "N backends are behind the target. By default the\n"
+		  "targets are asked (a PING before and after the run):\n"
+		  "a gateway says how many backends it has, and load\n"
+		  "max/mean counts every one, those that served nothing\n"
+		  "as 0; targets that are backends count themselves.\n"
+		  "Only if none can say (a gateway older than the\n"
+		  "fleet's PONG), the backends that answered. Those\n"
+		  "PINGs add a connection and a PONG per backend to\n"
+		  "the gateway's counters; with N given, none is sent" },
 	{ "verify", 0, KVS_OPT_ENUM(O, verify, "sim", "framing"), .arg = "MODE",
 	  .help = "what every answer must be (default {default}):\n"
 		  "sim: kvsplice-sim's exact output (the smaller of\n"

@@ -92,6 +92,20 @@ struct run_opts {
 	int requests_set, max_tokens_set;
 };
 
+/* What the targets say of the fleet (live_fleet.c), asked before and
+ * after the run. */
+#define MAX_FLEET_SLOTS 64 /* a gateway's backend slots (KVS_MAX_BACKENDS) */
+struct live_fleet {
+	uint32_t gateways, old_gateways; /* targets that answered as gateways
+					  * (old: without the fleet) */
+	uint32_t from_gateway;		 /* the most backends a gateway said it has */
+	uint32_t in_service;		 /* of which in service (up, not drained): the least */
+	uint32_t from_backends;		 /* targets that are backends, by id */
+	bool per_slot;			 /* a gateway answered slot by slot */
+	bool in_before[MAX_FLEET_SLOTS], in_after[MAX_FLEET_SLOTS];
+	uint32_t sent_before[MAX_FLEET_SLOTS], sent_after[MAX_FLEET_SLOTS];
+};
+
 struct run {
 	const struct run_opts *o;
 	struct req *reqs; /* index = req_id - 1 */
@@ -110,6 +124,7 @@ struct run {
 	uint32_t late;		     /* frames after a backend_gone ERROR, ignored */
 	uint32_t conn_errors;	     /* ERRORs with req_id 0: about a connection */
 	bool sim_hinted;	     /* told once that another server needs --verify framing */
+	struct live_fleet fleet;
 };
 
 struct summary {
@@ -122,6 +137,8 @@ struct summary {
 	double load_max_over_mean_work; /* by prefill tokens computed, not requests */
 	uint64_t prompt_tokens, cached_tokens, output_tokens;
 	uint32_t nbackends;
+	uint32_t fleet;		/* backends counted in max/mean: at least nbackends */
+	const char *fleet_from; /* "gateway", "backends", "option" or "seen" */
 	uint32_t backend_ids[MAX_BACKEND_IDS];
 	uint32_t backend_reqs[MAX_BACKEND_IDS];
 	uint64_t backend_work[MAX_BACKEND_IDS]; /* prompt - cached tokens, from ENDs */
@@ -149,6 +166,19 @@ bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const ui
 /* A header the codec refused (status: why) on connection ci: the stream
  * cannot be framed past it. */
 void live_bad_header(struct run *r, uint32_t ci, int status);
+
+/* live_fleet.c */
+/* Asks each target what it is (before the run, then after): a gateway
+ * its fleet and the requests it has sent each backend, a backend its id.
+ * Nothing with --fleet. */
+void live_fleet_ask(const struct run_opts *o, struct live_fleet *f, bool after);
+/* Backends in the fleet, *src saying who said so: --fleet ("option"), the
+ * gateway ("gateway", the most it had before or after), the targets
+ * themselves ("backends"); 0 and "seen" when nobody could say (a gateway
+ * from before the fleet). */
+uint32_t live_fleet_size(const struct run_opts *o, const struct live_fleet *f, const char **src);
+/* Requests the gateway sent backend slot s during the run, or -1. */
+int64_t live_fleet_sent(const struct live_fleet *f, uint32_t s);
 
 /* live_report.c */
 /* The run's figures; s->ttft is the caller's to free. */

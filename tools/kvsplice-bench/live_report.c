@@ -101,9 +101,14 @@ void live_summarize(const struct run *r, double wall_s, struct summary *s)
 	s->hit_rate = prompt ? (double)cached / (double)prompt : 0;
 	s->prompt_tokens = prompt;
 	s->cached_tokens = cached;
-	/* Backends that served nothing are the worst imbalance of all, but
-	 * only the operator knows they exist (--fleet). */
-	nloads = r->o->fleet > s->nbackends ? r->o->fleet : s->nbackends;
+	/* Backends that served nothing are the worst imbalance of all, and
+	 * no END names them: the gateway says how many there are (--fleet). */
+	s->fleet = live_fleet_size(r->o, &r->fleet, &s->fleet_from);
+	if (s->fleet < s->nbackends)
+		s->fleet = s->nbackends;
+	if (s->fleet > MAX_BACKEND_IDS)
+		s->fleet = MAX_BACKEND_IDS;
+	nloads = s->fleet;
 	for (i = 0; i < nloads; i++)
 		loads[i] = i < s->nbackends ? s->backend_reqs[i] : 0;
 	s->load_max_over_mean = kvs_max_over_mean(loads, nloads);
@@ -196,6 +201,57 @@ static void text_checks(const struct run *r, const struct summary *s)
 	printf("\n");
 }
 
+/* Who said how many backends there are, how many served nothing, and
+ * what the gateway sent each during the run (it counts requests, the
+ * ENDs above count answers: the same, unless other clients shared it). */
+static void text_fleet(const struct run *r, const struct summary *s)
+{
+	static const char *const from[] = {
+		"gateway",  "said by the gateway",
+		"backends", "the targets are the backends",
+		"option",   "--fleet",
+		"seen",	    "those that answered: the gateway did not say"
+	};
+	const char *why = s->fleet_from;
+	uint32_t i;
+
+	for (i = 0; i < sizeof(from) / sizeof(from[0]); i += 2)
+		if (!strcmp(from[i], s->fleet_from))
+			why = from[i + 1];
+	printf("fleet         %u backends (%s), %u served nothing", s->fleet, why,
+	       s->fleet - s->nbackends);
+	if (!strcmp(s->fleet_from, "gateway"))
+		printf("; %u in service before or after the run", r->fleet.in_service);
+	printf("\n");
+	if (!r->fleet.per_slot)
+		return;
+	printf("gateway       requests it sent during the run, by backend slot:");
+	for (i = 0; i < MAX_FLEET_SLOTS; i++)
+		if (live_fleet_sent(&r->fleet, i) >= 0)
+			printf(" %u=%lld", i, (long long)live_fleet_sent(&r->fleet, i));
+	printf("\n");
+}
+
+static void json_fleet(const struct run *r, const struct summary *s)
+{
+	const char *sep = "";
+
+	printf("\"fleet\":%u,\"fleet_from\":\"%s\",\"idle_backends\":%u,", s->fleet, s->fleet_from,
+	       s->fleet - s->nbackends);
+	if (!strcmp(s->fleet_from, "gateway"))
+		printf("\"fleet_in_service\":%u,", r->fleet.in_service);
+	if (!r->fleet.per_slot)
+		return;
+	printf("\"gateway_slots\":[");
+	for (uint32_t i = 0; i < MAX_FLEET_SLOTS; i++)
+		if (live_fleet_sent(&r->fleet, i) >= 0) {
+			printf("%s{\"slot\":%u,\"requests\":%lld}", sep, i,
+			       (long long)live_fleet_sent(&r->fleet, i));
+			sep = ",";
+		}
+	printf("],");
+}
+
 void live_print_summary(const struct run *r, const struct summary *s)
 {
 	uint32_t i;
@@ -220,6 +276,7 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       (unsigned long long)s->prompt_tokens, (unsigned long long)s->cached_tokens,
 		       (unsigned long long)s->output_tokens);
 		json_checks(r, s);
+		json_fleet(r, s);
 		printf("\"backends\":[");
 		for (i = 0; i < s->nbackends; i++)
 			printf("%s{\"id\":%u,\"requests\":%u,\"prefill_tokens\":%llu}",
@@ -261,14 +318,16 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		printf(" backend %u=%llu", s->backend_ids[i],
 		       (unsigned long long)s->backend_work[i]);
 	printf("\n");
+	text_fleet(r, s);
 }
 
 /* --plot: this run's TTFT CDF and requests per backend (in the order the
- * backends first answered; those that served nothing, up to --fleet, as 0). */
+ * backends first answered; those that served nothing, up to the fleet, as
+ * 0). */
 int live_plot(const struct run *r, const struct summary *s)
 {
 	double loads[MAX_BACKEND_IDS] = { 0 };
-	uint32_t nloads = r->o->fleet > s->nbackends ? r->o->fleet : s->nbackends, i;
+	uint32_t nloads = s->fleet, i;
 	struct bench_series ser = { .name = r->o->label,
 				    .ttft_ms = s->ttft,
 				    .n = s->ok,

@@ -111,6 +111,22 @@ static const struct kvs_opt rows[] = {
 		  "(default {default}; 0: none), as real clients do; what it\n"
 		  "generates (--max-tokens, a trace's output_length)\n"
 		  "only the backend model knows" },
+	{ "join-at", 0, KVS_OPT_DOUBLE(O, join_at_s, 0, 1e7), .arg = "S",
+	  .help = "the last backend joins S seconds after the first\n"
+		  "arrival (absent until then, as one added with\n"
+		  "kvsplicectl backend add, its cache empty); the\n"
+		  "report adds its share of the requests after, and\n"
+		  "TTFT before and after (default 0: there from the\n"
+		  "start)" },
+	{ "newcomer", 0, KVS_OPT_ENUM(O, newcomer, "joins", "never", "always"), .arg = "MODE",
+	  .help = "with --join-at: the last backend 'joins' then\n"
+		  "(default), 'never' comes, or is there 'always': the\n"
+		  "fleets it joins, for the same before and after" },
+	{ "join-flush", 0, KVS_OPT_FLAG(O, join_flush),
+	  .help = "kvsplice, with --join-at: void every route when the\n"
+		  "backend joins, as kvsplicectl routes flush would:\n"
+		  "every prefix is placed anew, the newcomer included\n"
+		  "(held prefixes moved to it, at their recomputation)" },
 	{ "occupancy", 0, KVS_OPT_DOUBLE(O, occupancy, 0.001, 100), .arg = "F",
 	  .help = "contexts total F x the fleet's KV (default {default})" },
 	{ "contexts", 0, KVS_OPT_U32(O, contexts, 1, 10000000), .arg = "N",
@@ -217,6 +233,10 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	}
 	if (o->trace && o->kind != W_CONTEXTS) {
 		fprintf(stderr, PROG ": --trace and --workload do not combine\n");
+		return 2;
+	}
+	if (o->join_at_s > 0 && o->backends < 2) {
+		fprintf(stderr, PROG ": --join-at needs at least 2 --backends\n");
 		return 2;
 	}
 	if (!o->contexts)

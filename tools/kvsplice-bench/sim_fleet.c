@@ -40,6 +40,15 @@ struct sreq {
 	uint64_t *h;
 };
 
+/* --join-at: what the requests that arrived before and after the join saw. */
+struct join_acc {
+	double *ttft_before, *ttft_after;
+	uint32_t before, after, newcomer;
+	uint32_t after_60, newcomer_60; /* arrived in the join's first 60 s */
+	uint64_t prompt, cached;	/* of the requests after */
+	uint64_t work, newcomer_work;	/* prefill tokens computed after */
+};
+
 struct backend {
 	struct kvs_engine eng;
 	bool stepping;
@@ -49,9 +58,61 @@ struct backend {
 	uint64_t fb_pred, fb_miss; /* END reports since the last feedback */
 };
 
-static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct kvs_policy *pol,
-		struct kvs_chash *ring, struct sim_baseline *bl, uint32_t *rr, struct sreq *r,
-		uint32_t *cached_blocks)
+static void join_count(struct join_acc *a, const struct sim_opts *o, const struct sreq *r,
+		       double join_ms, double ttft)
+{
+	bool newcomer = r->backend == o->backends - 1;
+	uint64_t work = r->eng.prompt_tokens - r->eng.cached_tokens;
+
+	if (r->eng.arrival_ms < join_ms) {
+		a->ttft_before[a->before++] = ttft;
+		return;
+	}
+	a->ttft_after[a->after++] = ttft;
+	a->newcomer += newcomer;
+	if (r->eng.arrival_ms < join_ms + 60000) {
+		a->after_60++;
+		a->newcomer_60 += newcomer;
+	}
+	a->prompt += r->eng.prompt_tokens;
+	a->cached += r->eng.cached_tokens;
+	a->work += work;
+	a->newcomer_work += newcomer ? work : 0;
+}
+
+static void join_result(struct join_acc *a, struct result *res)
+{
+	struct join_figures *j = &res->join;
+
+	j->before = a->before;
+	j->after = a->after;
+	j->before_p50 = kvs_percentile(a->ttft_before, a->before, 50);
+	j->before_p90 = kvs_percentile(a->ttft_before, a->before, 90);
+	j->before_p99 = kvs_percentile(a->ttft_before, a->before, 99);
+	j->after_p50 = kvs_percentile(a->ttft_after, a->after, 50);
+	j->after_p90 = kvs_percentile(a->ttft_after, a->after, 90);
+	j->after_p99 = kvs_percentile(a->ttft_after, a->after, 99);
+	j->share = a->after ? (double)a->newcomer / a->after : 0;
+	j->share_60 = a->after_60 ? (double)a->newcomer_60 / a->after_60 : 0;
+	j->work_share = a->work ? (double)a->newcomer_work / (double)a->work : 0;
+	j->hit_after = a->prompt ? (double)a->cached / (double)a->prompt : 0;
+	free(a->ttft_before);
+	free(a->ttft_after);
+}
+
+/* The backends the router may send to at time t: all of them, or with
+ * --join-at, all but the last until it joins. */
+static uint32_t present(const struct sim_opts *o, double join_ms, double t)
+{
+	if (o->join_at_s <= 0 || o->newcomer == J_ALWAYS)
+		return o->backends;
+	return o->newcomer == J_NEVER || t < join_ms ? o->backends - 1 : o->backends;
+}
+
+/* nb: the backends present (be[0..nb)); the rest are not in the fleet yet. */
+static int pick(const struct sim_opts *o, enum pol p, struct backend *be, uint32_t nb,
+		struct kvs_policy *pol, struct kvs_chash *ring, struct sim_baseline *bl,
+		uint32_t *rr, struct sreq *r, uint32_t *cached_blocks)
 {
 	uint64_t load[KVS_MAX_BACKENDS];
 	uint8_t ok[KVS_MAX_BACKENDS];
@@ -62,12 +123,12 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 
 	*cached_blocks = 0;
 	for (b = 0; b < o->backends; b++)
-		ok[b] = 1;
+		ok[b] = b < nb;
 	switch (p) {
 	case P_RR:
-		return (int)((*rr)++ % o->backends);
+		return (int)((*rr)++ % nb);
 	case P_LOR:
-		for (b = 1; b < o->backends; b++)
+		for (b = 1; b < nb; b++)
 			if (be[b].outstanding < be[best].outstanding)
 				best = b;
 		return (int)best;
@@ -90,10 +151,10 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 	case P_DYNAMO: {
 		struct sim_bview v[KVS_MAX_BACKENDS];
 
-		for (b = 0; b < o->backends; b++)
+		for (b = 0; b < nb; b++)
 			v[b] = (struct sim_bview){ .eng = &be[b].eng,
 						   .outstanding = be[b].outstanding };
-		return sim_baseline_pick(bl, v, o->backends, &r->eng, r->eng.arrival_ms);
+		return sim_baseline_pick(bl, v, nb, &r->eng, r->eng.arrival_ms);
 	}
 	}
 	return 0;
@@ -101,20 +162,21 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, struct
 
 #define KR_TICK_MS 100.0 /* the controller's tick (user/kvspliced) */
 
-/* The fleet as the kernel's backends map has it. */
-static void fleet_load(const struct backend *be, uint32_t nb, uint64_t *load, uint64_t *out,
-		       uint8_t *up)
+/* The fleet as the kernel's backends map has it: be[0..nb), the first
+ * npresent of them up (a backend not added yet is a slot not up). */
+static void fleet_load(const struct backend *be, uint32_t nb, uint32_t npresent, uint64_t *load,
+		       uint64_t *out, uint8_t *up)
 {
 	for (uint32_t b = 0; b < nb; b++) {
 		load[b] = be[b].work;
 		out[b] = be[b].outstanding;
-		up[b] = 1;
+		up[b] = b < npresent;
 	}
 }
 
 /* kvsplice split: the verdict, then the controller's reading of its
  * report. *work is what the kernel charged. */
-static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
+static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, uint32_t npresent,
 		      const struct sreq *r, uint32_t charged_out, uint64_t *work)
 {
 	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
@@ -127,7 +189,7 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
 				.max_tokens = charged_out, /* what the kernel charges */
 				.seed = kvs_seed(0, 0) };
 
-	fleet_load(be, nb, load, out, up);
+	fleet_load(be, nb, npresent, load, out, up);
 	kvs_kr_decide(kr, &q, load, out, up, &d);
 	kvs_kr_report(kr, &q, &d);
 	*work = d.charge;
@@ -146,12 +208,13 @@ static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
 	}
 }
 
-static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb)
+static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
+			  uint32_t npresent)
 {
 	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
 	uint8_t up[KVS_MAX_BACKENDS];
 
-	fleet_load(be, nb, load, out, up);
+	fleet_load(be, nb, npresent, load, out, up);
 	kvs_kr_refresh(kr, load, up);
 }
 
@@ -174,6 +237,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	uint64_t expect = KVS_EXPECT_OUTPUT_INIT, tick_out = 0, tick_ends = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct sim_baseline *bl = NULL;
+	bool flushed = false;
+	/* --join-at: the last backend joins at join_ms */
+	double join_ms = w->n ? w->arrival_ms[0] + o->join_at_s * 1000 : 0;
+	struct join_acc ja = { .ttft_before = malloc(sizeof(double) * w->n),
+			       .ttft_after = malloc(sizeof(double) * w->n) };
 
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
@@ -222,13 +290,18 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		}
 		if (p == P_KVSPLICE && next_tick < t_arr && next_tick < t_step) {
 			if (kr)
-				refresh_limit(kr, be, o->backends);
+				refresh_limit(kr, be, o->backends, present(o, join_ms, next_tick));
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);
 			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
+		}
+		if (kr && o->join_flush && !flushed && t_arr >= join_ms && t_arr <= t_step) {
+			for (b = 0; b < o->backends; b++) /* routes flush at the add */
+				kvs_kr_backend_left(kr, b);
+			flushed = true;
 		}
 		if (t_arr <= t_step) { /* an arrival: route it */
 			struct sreq *r = calloc(1, sizeof(*r));
@@ -246,9 +319,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			/* the router knows the declared bound, not the length */
 			r->out = kvs_charged_output(o->declared_max_tokens, expect);
 			if (kr) {
-				pb = pick_split(kr, be, o->backends, r, r->out, &r->work);
+				pb = pick_split(kr, be, o->backends, present(o, join_ms, t_arr), r,
+						r->out, &r->work);
 			} else {
-				pb = pick(o, p, be, &pol, &ring, bl, &rr, r, &cb);
+				pb = pick(o, p, be, present(o, join_ms, t_arr), &pol, &ring, bl,
+					  &rr, r, &cb);
 				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->out) *
 					  (uint64_t)KVS_BLOCK_TOKENS;
 			}
@@ -298,6 +373,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 					continue;
 				ttft[done] = r->eng.first_ms - r->eng.arrival_ms;
 				e2e[done] = r->eng.end_ms - r->eng.arrival_ms;
+				if (o->join_at_s > 0)
+					join_count(&ja, o, r, join_ms, ttft[done]);
 				done++;
 				prompt += r->eng.prompt_tokens;
 				cached += r->eng.cached_tokens;
@@ -351,6 +428,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	}
 	res->cv = kvs_cv(res->loads, o->backends);
 	res->ttft = ttft; /* sorted by the percentiles */
+	join_result(&ja, res);
 
 	for (b = 0; b < o->backends; b++)
 		kvs_engine_free(&be[b].eng);

@@ -22,6 +22,8 @@ extern const char *const pol_names[P_DYNAMO + 1]; /* by enum pol; sim_fleet.c */
  * controller deciding every request (kvs_policy_decide), as before it. */
 enum kvsplice_model { M_SPLIT, M_CONTROLLER };
 
+enum join_mode { J_JOINS, J_NEVER, J_ALWAYS };
+
 enum workload_kind { W_CONTEXTS, W_GROUPS, W_CONVERSATIONS, W_UNIQUE };
 /* by enum workload_kind, then NULL (--workload's words); sim_workload.c */
 extern const char *const workload_names[W_UNIQUE + 2];
@@ -37,6 +39,15 @@ struct sim_opts {
 	double index_scale;
 	int feedback;
 	double rate, occupancy;
+	/* the last backend joins this many seconds after the first arrival
+	 * (absent until then, as one added with kvsplicectl); 0: there from
+	 * the start */
+	double join_at_s;
+	/* with join_at_s: the last backend joins then (J_JOINS), never comes
+	 * (J_NEVER: the fleet without it) or is there from the start
+	 * (J_ALWAYS): the same requests, before and after, in all three */
+	int newcomer;
+	int join_flush; /* kvsplice: every route voided at the join (routes flush) */
 	double balance, recompute_weight; /* kvsplice policy */
 	int release_early;		  /* prefill charge off at the first token */
 	enum kvsplice_model model;	  /* kvsplice: split or controller */
@@ -66,6 +77,17 @@ struct workload {
 	uint32_t id_blocks; /* our 16-token blocks per id: 32 in a trace, else 1 */
 };
 
+/* --join-at: the requests that arrived before the join and after it. */
+struct join_figures {
+	uint32_t before, after;
+	double before_p50, before_p90, before_p99; /* TTFT, ms */
+	double after_p50, after_p90, after_p99;
+	double share;	   /* of the requests after, those the newcomer served */
+	double share_60;   /* the same, of those in the join's first 60 s */
+	double work_share; /* of the prefill tokens computed after */
+	double hit_after;  /* hit rate of the requests after */
+};
+
 struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
@@ -73,6 +95,7 @@ struct result {
 	uint32_t done;
 	double *ttft;			/* sorted, done of them: for --plot */
 	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
+	struct join_figures join;	/* --join-at only */
 };
 
 /* sim_workload.c */

@@ -48,8 +48,27 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->mm_work, r->cv);
 		for (b = 0; b < o->backends; b++)
 			printf("%s%.0f", b ? "," : "", r->loads[b]);
+		if (o->join_at_s > 0) {
+			const struct join_figures *j = &r->join;
+
+			static const char *const how[] = { "joins", "never", "always" };
+
+			printf("],\"join\":{\"newcomer\":\"%s\",\"at_s\":%.3f,\"before\":%u,\"after\":%u,"
+			       "\"newcomer_share\":%.4f,\"newcomer_share_60s\":%.4f,"
+			       "\"newcomer_work_share\":%.4f,\"fair_share\":%.4f,"
+			       "\"hit_rate_after\":%.4f,\"ttft_before_ms\":[%.2f,%.2f,%.2f],"
+			       "\"ttft_after_ms\":[%.2f,%.2f,%.2f]",
+			       how[o->newcomer], o->join_at_s, j->before, j->after, j->share,
+			       j->share_60, j->work_share, 1.0 / o->backends, j->hit_after,
+			       j->before_p50, j->before_p90, j->before_p99, j->after_p50,
+			       j->after_p90, j->after_p99);
+			printf("}");
+			printf(",\"vs_baseline\":{");
+		} else {
+			printf("],\"vs_baseline\":{");
+		}
 		/* percent change against the baseline; hit rate in points */
-		printf("],\"vs_baseline\":{\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
+		printf("\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
 		       "\"ttft_p99_pct\":%.1f,\"e2e_p50_pct\":%.1f,\"e2e_p90_pct\":%.1f,"
 		       "\"throughput_rps_pct\":%.1f,\"output_tok_s_pct\":%.1f,"
 		       "\"hit_rate_points\":%.2f,\"load_max_over_mean_pct\":%.1f}}",
@@ -59,6 +78,31 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		       100 * (r->hit - r0->hit), pct(r->mm, r0->mm));
 	}
 	printf("]}\n");
+}
+
+/* --join-at: what the newcomer got, and TTFT before and after it came. */
+static void print_join(const struct sim_opts *o, const struct result *res)
+{
+	static const char *const how[] = { "joined", "never came (--newcomer never)",
+					   "was there from the start (--newcomer always)" };
+
+	printf("\nbackend %u %s; at %.0f s: its share of the requests that arrived after\n"
+	       "(fair: %.1f%%), in the first 60 s, of the prefill work; TTFT before / after\n",
+	       o->backends - 1, how[o->newcomer], o->join_at_s, 100.0 / o->backends);
+	printf("%-9s %7s %7s %7s  %-20s %-20s %6s\n", "policy", "share", "60 s", "work",
+	       "before p50/p90/p99", "after p50/p90/p99", "hit");
+	for (uint32_t i = 0; i < o->npol; i++) {
+		const struct join_figures *j = &res[i].join;
+		char before[32], after[32];
+
+		snprintf(before, sizeof(before), "%.0f/%.0f/%.0f", j->before_p50, j->before_p90,
+			 j->before_p99);
+		snprintf(after, sizeof(after), "%.0f/%.0f/%.0f", j->after_p50, j->after_p90,
+			 j->after_p99);
+		printf("%-9s %6.1f%% %6.1f%% %6.1f%%  %-20s %-20s %5.1f%%\n", res[i].name,
+		       100 * j->share, 100 * j->share_60, 100 * j->work_share, before, after,
+		       100 * j->hit_after);
+	}
 }
 
 void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_t base)
@@ -93,6 +137,8 @@ void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_
 			printf(" %6.0f", res[i].loads[b]);
 		printf("\n");
 	}
+	if (o->join_at_s > 0)
+		print_join(o, res);
 }
 
 void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling)

@@ -373,11 +373,41 @@ void gw_backends_tick(struct gw *g, uint64_t now)
 	}
 }
 
-void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)])
+/* cache_key s + 1: slot s as the gateway sees it (include/kvsplice/proto.h).
+ * The request count is the kernel's (both paths'), so the client's own
+ * count from the ENDs can be checked against it. */
+static void pong_slot(struct gw *g, uint32_t s, struct kvs_load_info *li)
 {
-	struct kvs_load_info li = { .backend_id = UINT32_MAX };
+	uint64_t tokens, requests;
+	const struct kvs_be_report *rep;
 
-	for (uint32_t b = 0; b < g->nslots; b++)
-		li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
+	li->backend_id = s;
+	if (s >= g->nslots || !g->be[s].present) {
+		li->flags |= KVS_LOAD_F_NO_BACKEND | KVS_LOAD_F_NOT_READY;
+		return;
+	}
+	kvs_dp_charged(&g->dp, s, &tokens, &requests);
+	rep = &g->dp.backends[s].report;
+	li->running = (uint32_t)kvs_dp_outstanding(&g->dp, s);
+	li->waiting = (uint32_t)requests;
+	li->kv_used_blocks = rep->kv_used_blocks;
+	li->kv_total_blocks = rep->kv_total_blocks;
+	if (gw_backend_state(g, s) != KVS_BE_UP)
+		li->flags |= KVS_LOAD_F_NOT_READY;
+}
+
+void gw_pong_payload(struct gw *g, uint64_t ask, uint8_t payload[sizeof(struct kvs_load)])
+{
+	struct kvs_load_info li = { .backend_id = KVS_GATEWAY_ID, .flags = KVS_LOAD_F_FLEET };
+
+	if (ask && ask <= KVS_MAX_BACKENDS) {
+		pong_slot(g, (uint32_t)(ask - 1), &li);
+	} else {
+		for (uint32_t b = 0; b < g->nslots; b++) {
+			li.running += (uint32_t)kvs_dp_outstanding(&g->dp, b);
+			li.kv_used_blocks += gw_backend_state(g, b) == KVS_BE_UP;
+			li.kv_total_blocks += g->be[b].present;
+		}
+	}
 	kvs_load_encode(&li, payload);
 }

@@ -55,8 +55,9 @@ int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, ui
 		      uint32_t *removed);
 /* On the tick: removals that may complete, backends due for a retry. */
 void gw_backends_tick(struct gw *g, uint64_t now);
-/* The PONG the gateway answers a client's PING with: the fleet's requests
- * in flight as its load. */
-void gw_pong_payload(struct gw *g, uint8_t payload[sizeof(struct kvs_load)]);
+/* The PONG the gateway answers a client's PING with, ask being the PING's
+ * cache_key: 0, the fleet (its backends, those in service, the requests
+ * in flight); s + 1, backend slot s (include/kvsplice/proto.h). */
+void gw_pong_payload(struct gw *g, uint64_t ask, uint8_t payload[sizeof(struct kvs_load)]);
 
 #endif

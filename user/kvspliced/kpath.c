@@ -209,9 +209,12 @@ static void route_request(struct gw *g, struct gw_conn *c, struct kvs_msg *m, co
 static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 {
 	uint8_t payload[sizeof(struct kvs_load)];
-	struct kvs_msg m = { .type = KVS_T_PONG, .req_id = ping->req_id, .gw_conn = c->cookie };
+	struct kvs_msg m = { .type = KVS_T_PONG,
+			     .req_id = ping->req_id,
+			     .cache_key = ping->cache_key, /* what it asked about */
+			     .gw_conn = c->cookie };
 
-	gw_pong_payload(g, payload);
+	gw_pong_payload(g, ping->cache_key, payload);
 	gw_kpath_put(g, &m, payload, sizeof(payload));
 }
 

@@ -297,10 +297,11 @@ static void pong(struct gw *g, struct gw_conn *c, const struct kvs_msg *ping)
 	uint8_t payload[sizeof(struct kvs_load)];
 	struct kvs_msg m = { .type = KVS_T_PONG,
 			     .req_id = ping->req_id,
+			     .cache_key = ping->cache_key, /* what it asked about */
 			     .gw_conn = c->cookie,
 			     .payload_len = sizeof(payload) };
 
-	gw_pong_payload(g, payload);
+	gw_pong_payload(g, ping->cache_key, payload);
 	up_put(g, c, &m, payload);
 }
 
