@@ -558,8 +558,7 @@ void calls_free(struct calls *cs)
 		if (cs->byid.slots[i].id) {
 			struct call *c = cs->byid.slots[i].val;
 
-			c->req = NULL; /* evhttp_free answers nothing and frees them */
-			call_free(c);
+			call_free(c); /* evhttp_free then frees its request */
 			i = (uint32_t)-1;
 		}
 	kvs_idmap_free(&cs->byid);

@@ -253,9 +253,11 @@ cleanup:
 		event_free(sigint);
 	if (sigterm)
 		event_free(sigterm);
-	calls_free(cs);
+	/* HTTP first: each client's close cancels its request at the server
+	 * (on_client_gone) while the gateway links are still up. */
 	if (http)
 		evhttp_free(http);
+	calls_free(cs);
 	links_close(&ls);
 	if (base)
 		event_base_free(base);
