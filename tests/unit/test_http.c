@@ -113,10 +113,30 @@ static void test_completion_and_model(void **state)
 	assert_int_not_equal(canon_model_id("llama"), canon_model_id("llama2"));
 	assert_int_not_equal(canon_model_id(""), 0);
 	assert_int_equal(d.prefix_len, strlen(two));
-	/* a content array's objects: keys sorted, compact */
-	assert_non_null(strstr(d.body, "\"content\":[{\"text\":\"x\",\"type\":\"text\"}]"));
+	/* a content part: type first, the rest sorted */
+	assert_non_null(strstr(d.body, "\"content\":[{\"type\":\"text\",\"text\":\"x\"}]"));
 	canon_free(&c);
 	canon_free(&d);
+}
+
+/* Inside a parameter, the client's order stays: a JSON Schema's
+ * properties are the order a constrained model writes them in. Content
+ * parts are put in one order whatever the client's. */
+static void test_nested_order(void **state)
+{
+	struct canon_req a = canon_ok(
+		CANON_CHAT,
+		"{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{"
+		"\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}}}}},"
+		"\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\",\"type\":\"text\"},"
+		"{\"image_url\":{\"url\":\"u\",\"detail\":\"low\"},\"type\":\"image_url\"}]}]}");
+
+	(void)state;
+	assert_non_null(strstr(a.body, "\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"));
+	assert_non_null(strstr(a.body,
+			       "[{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"image_url\","
+			       "\"image_url\":{\"url\":\"u\",\"detail\":\"low\"}}]"));
+	canon_free(&a);
 }
 
 static void bad(enum canon_endpoint ep, const char *body, const char *want_param,
@@ -194,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_same_bytes),
 		cmocka_unit_test(test_turns_share_prefix),
 		cmocka_unit_test(test_completion_and_model),
+		cmocka_unit_test(test_nested_order),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_errors),
 	};

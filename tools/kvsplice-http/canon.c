@@ -12,8 +12,10 @@
 #include "chash.h"
 #include "kvsplice/proto.h"
 
-/* Nested values: compact, object keys sorted, NULs kept (\u0000). */
-#define DUMP_FLAGS (JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+/* Nested values: compact, NULs kept (\u0000), object keys in the client's
+ * order: in a JSON Schema (response_format, a tool's parameters) the order
+ * of properties is the order a constrained model writes them in. */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
 
 uint32_t canon_model_id(const char *model)
 {
@@ -82,6 +84,41 @@ static int put_rest(struct kvs_buf *b, json_t *o, const char *const *skip, bool 
 	return r;
 }
 
+/* A content part ({"type":"text","text":...}, an image_url, ...): type
+ * first, the rest sorted; a part's keys carry no order. */
+static int put_part(struct kvs_buf *b, json_t *p)
+{
+	static const char *const fixed[] = { "type", NULL };
+	json_t *type = json_object_get(p, "type");
+	int r;
+
+	if (!json_is_object(p))
+		return put_value(b, p);
+	if ((r = kvs_buf_append(b, "{", 1)) || (type && (r = put_member(b, true, "type", type))) ||
+	    (r = put_rest(b, p, fixed, !type)))
+		return r;
+	return kvs_buf_append(b, "}", 1);
+}
+
+/* A message's content: a string, or an array of parts (each canonical). */
+static int put_content(struct kvs_buf *b, json_t *c)
+{
+	size_t i;
+	json_t *p;
+	int r;
+
+	if (!json_is_array(c))
+		return put_value(b, c);
+	if ((r = kvs_buf_append(b, "[", 1)))
+		return r;
+	json_array_foreach(c, i, p)
+	{
+		if ((i && (r = kvs_buf_append(b, ",", 1))) || (r = put_part(b, p)))
+			return r;
+	}
+	return kvs_buf_append(b, "]", 1);
+}
+
 /* {"role":..,"content":..,the rest sorted}: the same bytes for the same
  * message whatever order its client wrote. */
 static int put_message(struct kvs_buf *b, json_t *m)
@@ -93,7 +130,8 @@ static int put_message(struct kvs_buf *b, json_t *m)
 	if ((r = kvs_buf_append(b, "{", 1)) ||
 	    (r = put_member(b, true, "role", json_object_get(m, "role"))))
 		return r;
-	if (content && (r = put_member(b, false, "content", content)))
+	if (content &&
+	    ((r = kvs_buf_append(b, ",\"content\":", 11)) || (r = put_content(b, content))))
 		return r;
 	if ((r = put_rest(b, m, fixed, false)))
 		return r;
