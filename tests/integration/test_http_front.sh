@@ -9,8 +9,10 @@
 #  - a front is one client with many users' requests: not in the
 #    gateway's --front-source, it hits --max-client-inflight (429 busy);
 #    in it, the same load passes;
-#  - a client that leaves mid-stream cancels its request at the backend;
-#  - with no gateway, /health and requests say 503;
+#  - a client that leaves mid-stream, or before its whole answer, cancels
+#    its request at the backend;
+#  - with no gateway, /health and requests say 503; a gateway that drops
+#    SYNs does not hold up the others;
 #  - backends that die mid-stream end it with an OpenAI error event.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -111,13 +113,51 @@ codes=$(burst b | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
 echo "front source: $codes"
 assert_eq "a front source is not held to the client limit" "$codes" "200:12 "
 
+# 3b. A second gateway that drops every SYN (a listener whose backlog is
+# full) must not hold up the requests the first one can take: the front
+# connects without blocking its loop (a blocking connect held it 2 s per
+# attempt, every 500 ms, per link: each request took seconds).
+cat >"$KVS_TMP/blackhole.py" <<'PY'
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(0)
+port = s.getsockname()[1]
+fill = []
+for i in range(3):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(("127.0.0.1", port))
+    except BlockingIOError: pass
+    fill.append(c)
+open(sys.argv[1] + ".tmp", "w").write(str(port))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(3600)
+PY
+python3 "$KVS_TMP/blackhole.py" "$KVS_TMP/bh.port" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/bh.port"
+kill "$HTTP_PID"
+kvs_start_http --links 2 --link-inflight 64 --gateway "127.0.0.1:$GW_PORT" \
+	--gateway "127.0.0.1:$(cat "$KVS_TMP/bh.port")"
+ok=0
+for i in $(seq 1 6); do
+	curl -sSf -m 3 -o /dev/null "$HTTP_URL/v1/completions" -d '{"prompt":"around a dead gateway","max_tokens":2}' &&
+		ok=$((ok + 1))
+done
+assert_eq "served beside a gateway that drops SYNs" "$ok" 6
+
 # 4. A client that leaves mid-stream: its request is cancelled at the sim.
 timeout 1 curl -sS -N "$HTTP_URL/v1/chat/completions" \
 	-d '{"messages":[{"role":"user","content":"a long answer"}],"max_tokens":20000,"stream":true}' \
 	>"$KVS_TMP/left" 2>/dev/null || true
 assert_ge "it had begun streaming" "$(grep -c '^data: ' "$KVS_TMP/left")" 1
-kvs_wait_for "the sim cancels it" 'cat "$KVS_TMP"/A.log "$KVS_TMP"/B.log | grep -q "event=cancelled"'
+cancelled() { cat "$KVS_TMP"/A.log "$KVS_TMP"/B.log | grep -c "event=cancelled" || true; }
+kvs_wait_for "the sim cancels it" '[ "$(cancelled)" -ge 1 ]'
 echo "ok: cancelled at the backend"
+# And one that leaves before any byte of its answer (a whole response,
+# written only at its END): the front watches its socket.
+timeout 1 curl -sS "$HTTP_URL/v1/completions" -d '{"prompt":"a long whole answer","max_tokens":20000}' \
+	>/dev/null 2>&1 || true
+kvs_wait_for "the sim cancels the whole one too" '[ "$(cancelled)" -ge 2 ]'
+echo "ok: a whole request whose client left is cancelled"
 
 # 5. The backends die mid-stream: the stream ends with an OpenAI error
 # event (the gateway's backend_gone), not a cut connection.

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -31,6 +32,7 @@ struct call {
 	uint64_t salt;
 	bool stream, started;
 	struct evbuffer *acc;	    /* not streamed: the response so far */
+	struct event *watch;	    /* the client's socket, for its leaving early */
 	struct call *qnext, *qprev; /* waiting for a link */
 };
 
@@ -133,7 +135,22 @@ static void call_free(struct call *c)
 	canon_free(&c->body);
 	if (c->acc)
 		evbuffer_free(c->acc);
+	if (c->watch)
+		event_free(c->watch);
 	free(c);
+}
+
+/* Stops the call's request at the server. The call leaves its link first:
+ * a send that fails loses the link, and on_lost must not answer the call
+ * a second time. */
+static void send_cancel(struct call *c)
+{
+	struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
+	struct link *l = c->l;
+
+	c->l = NULL;
+	if (l)
+		link_send(l, &m, NULL, 0);
 }
 
 /* The call ends with an error: an HTTP error, or an error event and the
@@ -192,8 +209,8 @@ static void dispatch(struct calls *cs)
 		};
 
 		if (!l) {
-			if (links_up(cs->ls))
-				return; /* all full: the next END makes room */
+			if (links_up(cs->ls) || links_connecting(cs->ls))
+				return; /* all full, or coming up: an END or on_ready */
 			queue_remove(cs, c);
 			fail_kvs(c, KVS_E_NO_BACKEND,
 				 "kvsplice-http: no connection to the gateway");
@@ -223,11 +240,7 @@ static void on_client_gone(struct evhttp_connection *evcon, void *arg)
 
 	(void)evcon;
 	c->cs->st->cancelled++;
-	if (c->l) {
-		struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
-
-		link_send(c->l, &m, NULL, 0);
-	}
+	send_cancel(c);
 	c->req = NULL;
 	call_free(c);
 	/* libevent detaches a request its client left before it was
@@ -235,6 +248,45 @@ static void on_client_gone(struct evhttp_connection *evcon, void *arg)
 	 * front shutting down) it frees itself. */
 	if (req && !evhttp_request_get_connection(req))
 		evhttp_request_free(req);
+}
+
+/*
+ * libevent reads nothing from a connection while its request waits for an
+ * answer, so a client that leaves before the first byte of it (a whole
+ * response, a stream not begun) would be noticed only when the answer is
+ * written, and its server would generate all of it for nobody. The call
+ * watches the socket itself: end of file, or an error, closes the
+ * connection, and the close cancels the call (on_client_gone). Bytes
+ * waiting to be read (a pipelined request) end the watch: they are
+ * libevent's.
+ */
+static void on_client_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct call *c = arg;
+	char byte;
+	ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	(void)what;
+	if (n > 0)
+		return;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		event_add(c->watch, NULL);
+		return;
+	}
+	evhttp_connection_free(evhttp_request_get_connection(c->req));
+}
+
+static void watch_client(struct call *c)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+
+	if (fd < 0)
+		return;
+	c->watch = event_new(c->cs->base, fd, EV_READ, on_client_readable, c);
+	if (c->watch)
+		event_add(c->watch, NULL);
 }
 
 /* Bytes the client has not read yet: above --max-buffered it is too slow
@@ -265,9 +317,7 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 	if (!c->stream) {
 		if (evbuffer_add(c->acc, p, len) ||
 		    evbuffer_get_length(c->acc) > c->cs->cfg->max_buffered * 4ull) {
-			struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
-
-			link_send(c->l, &m, NULL, 0);
+			send_cancel(c);
 			call_fail(c, 502, "kvsplice-http: the response is larger than it keeps",
 				  "server_error", NULL);
 		}
@@ -276,9 +326,7 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 	if (!c->started)
 		start_stream(c);
 	if (unread(c->req) > c->cs->cfg->max_buffered) {
-		struct kvs_msg m = { .type = KVS_T_CANCEL, .req_id = c->id };
-
-		link_send(c->l, &m, NULL, 0);
+		send_cancel(c);
 		pr_info("event=slow_client req=%llu unread=%zu", (unsigned long long)c->id,
 			unread(c->req));
 		call_fail(c, 500, "kvsplice-http: the client reads too slowly (--max-buffered)",
@@ -369,6 +417,7 @@ void calls_on_lost(void *ctx, struct link *l)
 			i = (uint32_t)-1; /* deletion shifts slots: walk again */
 		}
 	}
+	dispatch(cs); /* with no link left, the waiting ones get 503 now */
 }
 
 /* ---- endpoints ---- */
@@ -452,6 +501,7 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 		return;
 	}
 	evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_client_gone, c);
+	watch_client(c);
 	if (cs->qtail) {
 		cs->qtail->qnext = c;
 		c->qprev = cs->qtail;

@@ -67,7 +67,8 @@ struct link;
 /* A frame for a request (calls.c handles it; links.c calls it). */
 typedef void (*link_frame_fn)(void *ctx, struct link *l, const struct kvs_msg *m,
 			      const uint8_t *payload);
-/* A link broke: every request it carried is lost (calls.c answers them). */
+/* A link broke, or its connect failed: every request it carried is lost
+ * (calls.c answers them, and the waiting ones if no link is left). */
 typedef void (*link_lost_fn)(void *ctx, struct link *l);
 /* A link (re)connected: requests waiting for one can go. */
 typedef void (*link_ready_fn)(void *ctx);
@@ -86,14 +87,18 @@ struct links {
 };
 
 /* links.c */
-/* Opens (on_frame, on_lost, on_ready and ctx set in ls first) links_per_gateway connections to each gateway (those that fail are
- * retried every 500 ms in the background). 0 or -errno. */
+/* Starts (on_frame, on_lost, on_ready and ctx set in ls first)
+ * links_per_gateway connections to each gateway, without blocking: each
+ * is up when on_ready says so; those that fail are retried every 500 ms.
+ * 0 or -errno. */
 int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg);
 void links_close(struct links *ls);
 /* The connected link with the fewest requests in flight below the cap, or
  * NULL. */
 struct link *links_pick(struct links *ls);
 uint32_t links_up(const struct links *ls);
+/* Links whose connect is under way. */
+uint32_t links_connecting(const struct links *ls);
 /* Sends a frame; the link counts a REQUEST in flight until its END or
  * ERROR comes back (a CANCELled one's ERROR cancelled included). 0 or
  * -errno (the link is then broken: on_lost follows). */

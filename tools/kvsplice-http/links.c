@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * The KVS1 side: a few connections to each gateway, shared by every HTTP
- * request (KVS1 is multiplexed by req_id). A link that breaks is reported
- * to calls.c, which answers its requests, and is reconnected every 500 ms
- * until it comes back.
+ * request (KVS1 is multiplexed by req_id). Connections are made without
+ * blocking the loop (a gateway that drops SYNs must not stall the
+ * requests going to the others); a link that breaks is reported to
+ * calls.c, which answers its requests, and is reconnected every 500 ms
+ * until it comes back. TCP keepalive finds a gateway that vanished
+ * without a FIN.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +30,7 @@ struct link {
 	const char *name; /* the --gateway it goes to */
 	uint32_t slot;
 	struct bufferevent *bev; /* NULL while down */
+	bool up;		 /* connected (else connecting, while bev is set) */
 	uint32_t inflight;
 	bool said_down; /* logged, until it is back */
 };
@@ -37,6 +43,7 @@ static void link_down(struct link *l, const char *why)
 		return;
 	bufferevent_free(l->bev);
 	l->bev = NULL;
+	l->up = false;
 	l->inflight = 0;
 	ls->failures++;
 	if (!l->said_down)
@@ -87,42 +94,72 @@ static void on_read(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* Idle 10 s, then 3 probes 5 s apart: a gateway gone without a FIN (its
+ * host down) is found in 25 s, and its requests answered. */
+static void keepalive(int fd)
+{
+	int on = 1, idle = 10, intvl = 5, cnt = 3;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct link *l = arg;
 
-	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		int fd = bufferevent_getfd(bev);
+
+		kvs_set_nodelay(fd);
+		keepalive(fd);
+		bufferevent_set_timeouts(bev, NULL, NULL);
+		l->up = true;
+		if (l->said_down)
+			pr_info("event=gateway_back gateway=%s link=%u", l->name, l->slot);
+		l->said_down = false;
+		l->ls->on_ready(l->ls->ctx);
+		return;
+	}
+	if (!l->up) {
+		if (!l->said_down)
+			pr_warn("event=gateway_down gateway=%s link=%u why=\"%s\" (retrying)",
+				l->name, l->slot,
+				what & BEV_EVENT_TIMEOUT ? "connect timed out" :
+							   strerror(EVUTIL_SOCKET_ERROR()));
+		l->said_down = true;
+	}
 	if (what & BEV_EVENT_EOF)
 		link_down(l, "the gateway closed the connection");
 	else if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		link_down(l, strerror(EVUTIL_SOCKET_ERROR()));
 }
 
+/* Starts a connect; it completes (or fails) in on_event. */
 static int link_connect(struct link *l)
 {
-	int fd = kvs_connect(&l->addr, CONNECT_MS);
+	struct timeval tv = { CONNECT_MS / 1000, (CONNECT_MS % 1000) * 1000 };
 
-	if (fd < 0)
-		return fd;
-	kvs_set_nodelay(fd);
-	kvs_set_nonblock(fd, 1);
-	l->bev = bufferevent_socket_new(l->ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!l->bev) {
-		close(fd);
+	l->bev = bufferevent_socket_new(l->ls->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->bev)
 		return -ENOMEM;
-	}
 	bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+	bufferevent_set_timeouts(l->bev, NULL, &tv); /* the connect's */
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
-	if (l->said_down)
-		pr_info("event=gateway_back gateway=%s link=%u", l->name, l->slot);
-	l->said_down = false;
+	if (bufferevent_socket_connect(l->bev, (struct sockaddr *)&l->addr.ss, (int)l->addr.len)) {
+		bufferevent_free(l->bev);
+		l->bev = NULL;
+		return -ECONNREFUSED;
+	}
 	return 0;
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct links *ls = arg;
-	bool down = false, up = false;
+	bool failed = false;
 	uint32_t i;
 
 	(void)fd;
@@ -130,24 +167,18 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 	for (i = 0; i < ls->n; i++) {
 		struct link *l = ls->all[i];
 
-		if (l->bev)
+		if (l->bev || !link_connect(l))
 			continue;
-		if (link_connect(l) == 0) {
-			up = true;
-		} else {
-			down = true;
-			if (!l->said_down)
-				pr_warn("event=gateway_down gateway=%s link=%u", l->name, l->slot);
-			l->said_down = true;
-		}
+		failed = true;
+		if (!l->said_down)
+			pr_warn("event=gateway_down gateway=%s link=%u", l->name, l->slot);
+		l->said_down = true;
 	}
-	if (down) {
+	if (failed) {
 		struct timeval tv = { 0, RETRY_MS * 1000 };
 
 		evtimer_add(ls->retry, &tv);
 	}
-	if (up)
-		ls->on_ready(ls->ctx);
 }
 
 int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg)
@@ -179,14 +210,9 @@ int links_open(struct links *ls, struct event_base *base, const struct front_con
 			l->name = cfg->gateways[g];
 			l->slot = k;
 			ls->all[ls->n++] = l;
-			if (link_connect(l)) {
-				pr_warn("event=gateway_down gateway=%s link=%u (retrying)", l->name,
-					k);
-				l->said_down = true;
-			}
 		}
 	}
-	on_retry(-1, 0, ls); /* schedules the retries of those that failed */
+	on_retry(-1, 0, ls); /* starts every connect */
 	return 0;
 }
 
@@ -213,7 +239,7 @@ struct link *links_pick(struct links *ls)
 	for (i = 0; i < ls->n; i++) {
 		struct link *l = ls->all[i];
 
-		if (l->bev && (!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
+		if (l->up && (!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
 		    (!best || l->inflight < best->inflight))
 			best = l;
 	}
@@ -225,7 +251,16 @@ uint32_t links_up(const struct links *ls)
 	uint32_t i, n = 0;
 
 	for (i = 0; i < ls->n; i++)
-		n += ls->all[i]->bev != NULL;
+		n += ls->all[i]->up;
+	return n;
+}
+
+uint32_t links_connecting(const struct links *ls)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ls->n; i++)
+		n += ls->all[i]->bev && !ls->all[i]->up;
 	return n;
 }
 
@@ -235,7 +270,7 @@ int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint
 	struct kvs_msg h = *m;
 	struct evbuffer *out;
 
-	if (!l->bev)
+	if (!l->up)
 		return -ENOTCONN;
 	h.payload_len = len;
 	kvs_hdr_encode(&h, hdr);

@@ -257,6 +257,8 @@ cleanup:
 	 * (on_client_gone) while the gateway links are still up. */
 	if (http)
 		evhttp_free(http);
+	if (base)
+		event_base_loop(base, EVLOOP_NONBLOCK); /* writes those CANCELs */
 	calls_free(cs);
 	links_close(&ls);
 	if (base)
