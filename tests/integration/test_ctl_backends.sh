@@ -22,6 +22,7 @@ backend = $b
 [limits]
 max-outstanding = 1024
 drain-timeout-ms = 5000
+front-source = 10.9.0.0/16
 CONF
 kvs_start_gw --config "$conf"
 ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
@@ -122,6 +123,12 @@ assert_eq "backends after a failed reload" "$(ctl backends --json | jq length)" 
 sed -i '$d' "$conf"
 r=$(ctl reload --json) || kvs_fail "reload: $r"
 grep -q "0 added, 0 removing" <<<"$(jget "$r" .message)" || kvs_fail "reload message: $r"
+# A changed front-source (one CIDR for another: the same count) takes a
+# restart, and the reload says so.
+sed -i 's/^front-source = 10.9.0.0\/16/front-source = 127.0.0.0\/8/' "$conf"
+r=$(ctl reload --json) || kvs_fail "reload: $r"
+grep -q "front-source" <<<"$(jget "$r" .message)" || kvs_fail "front-source change unreported: $r"
+echo "ok: reload: $(jget "$r" .message)"
 
 # The controller dies (SIGKILL: its maps stay pinned, the kernel splices
 # on): status says so, exit 3, with what the maps still say.

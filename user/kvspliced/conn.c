@@ -170,7 +170,6 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c)
 	return 0;
 }
 
-/* Socket options every spliced socket needs, then into the maps. */
 /* A client from a --front-source carries many users' requests: it gets
  * the front limit, in the kernel (the conns map) and the userspace path. */
 void gw_client_limit(struct gw *g, struct gw_conn *c)
@@ -186,6 +185,7 @@ void gw_client_limit(struct gw *g, struct gw_conn *c)
 		 c->max_inflight);
 }
 
+/* Socket options every spliced socket needs, then into the maps. */
 int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend, uint32_t slot)
 {
 	struct kvs_conn kc = {

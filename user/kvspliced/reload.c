@@ -11,6 +11,17 @@
 #include "backend.h"
 #include "log.h"
 
+/* Two CIDR lists as given: a change of one entry is a change too. */
+static bool lists_differ(const char *const *a, uint32_t na, const char *const *b, uint32_t nb)
+{
+	if (na != nb)
+		return true;
+	for (uint32_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]))
+			return true;
+	return false;
+}
+
 /* Settings a reload applies at once (the controller's own); the others
  * are the kernel's, the sockets' or the listeners' and need a restart. */
 static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, size_t len)
@@ -42,7 +53,8 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			  kvs_addr_str(&n->listen, b, sizeof(b))),
 		   "listen");
 	RESTART_IF(c->pool_size != n->pool_size, "pool");
-	RESTART_IF(c->nfront_sources != n->nfront_sources ||
+	RESTART_IF(lists_differ(c->front_sources, c->nfront_sources, n->front_sources,
+				n->nfront_sources) ||
 			   c->front_max_inflight != n->front_max_inflight,
 		   "front-source/max-front-inflight");
 	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
@@ -62,7 +74,8 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 		   "metrics");
 	RESTART_IF(!c->adm.ifname != !n->adm.ifname ||
 			   (n->adm.ifname && strcmp(c->adm.ifname, n->adm.ifname)) ||
-			   c->adm.nallow != n->adm.nallow || c->adm.ndeny != n->adm.ndeny ||
+			   lists_differ(c->adm.allow, c->adm.nallow, n->adm.allow, n->adm.nallow) ||
+			   lists_differ(c->adm.deny, c->adm.ndeny, n->adm.deny, n->adm.ndeny) ||
 			   c->adm.syn_rate != n->adm.syn_rate ||
 			   c->adm.syn_burst != n->adm.syn_burst,
 		   "xdp-iface/allow/deny/syn-rate/syn-burst");
