@@ -101,6 +101,8 @@ echo "not a front source: $codes"
 [[ $codes == *429:* ]] || kvs_fail "a front the gateway does not know passed its client limit: $codes"
 kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null || true
+# A clean stop unpins every map (the reports ring was once left behind).
+assert_eq "maps left pinned after a clean stop" "$(ls -A "$KVS_PIN" 2>/dev/null | tr '\n' ' ')" ""
 kvs_wait_for "front sees the gateway gone" '[ "$(curl -s "$HTTP_URL/health" | jq -r .status)" = no_gateway ]'
 out=$(post /v1/completions '{"prompt":"nobody there","max_tokens":2}')
 assert_eq "no gateway: 503" "$(status "$out")" 503

@@ -21,6 +21,7 @@
 #define KVS_MAP_CTL_STATS "ctl_stats"
 #define KVS_MAP_CHAIN "chain"
 #define KVS_MAP_INFLIGHT "inflight"
+#define KVS_MAP_REPORTS "reports"
 /* The admission program's (bpf/admission.bpf.c), pinned when it runs. */
 #define KVS_MAP_XDP_ALLOW_V4 "xdp_allow_v4"
 #define KVS_MAP_XDP_DENY_V4 "xdp_deny_v4"
