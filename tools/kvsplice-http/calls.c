@@ -551,18 +551,6 @@ static void get_health(struct calls *cs, struct evhttp_request *req)
 	reply_json(req, up ? 200 : 503, body);
 }
 
-/* A stream is many small writes: Nagle would hold each behind the ACK of
- * the last, which the client delays (40 ms a chunk). libevent accepts the
- * socket; this is the first the front sees of it. */
-static void no_delay(struct evhttp_request *req)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-
-	if (bev)
-		kvs_set_nodelay(bufferevent_getfd(bev));
-}
-
 void calls_on_http(struct evhttp_request *req, void *arg)
 {
 	struct calls *cs = arg;
@@ -574,7 +562,6 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 
 	if (!path)
 		path = "";
-	no_delay(req);
 	if (!strcmp(path, "/v1/chat/completions") && post) {
 		post_completion(cs, req, CANON_CHAT);
 	} else if (!strcmp(path, "/v1/completions") && post) {

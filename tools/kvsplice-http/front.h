@@ -83,7 +83,6 @@ struct links {
 	link_ready_fn on_ready;
 	void *ctx;
 	struct event *retry; /* reconnects the links that are down */
-	uint64_t failures;
 };
 
 /* links.c */

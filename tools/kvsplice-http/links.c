@@ -45,7 +45,6 @@ static void link_down(struct link *l, const char *why)
 	l->bev = NULL;
 	l->up = false;
 	l->inflight = 0;
-	ls->failures++;
 	if (!l->said_down)
 		pr_warn("event=gateway_lost gateway=%s link=%u why=\"%s\"", l->name, l->slot, why);
 	l->said_down = true;
