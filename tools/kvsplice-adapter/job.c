@@ -39,7 +39,8 @@ struct job {
 	bool not_stream;	/* a 2xx that is not text/event-stream */
 	long http_status;
 	struct kvs_buf errbody;
-	int fail_code; /* set by a callback: the ERROR to send */
+	struct kvs_buf ev; /* relay_event's, reused from event to event */
+	int fail_code;	   /* set by a callback: the ERROR to send */
 	char fail_msg[320];
 	bool paused;
 	bool retried;
@@ -152,6 +153,7 @@ static void job_free(struct job *j)
 	free(j->body);
 	kvs_sse_free(&j->sse);
 	kvs_buf_free(&j->errbody);
+	kvs_buf_free(&j->ev);
 	free(j);
 }
 
@@ -216,26 +218,25 @@ static void send_text(struct job *j, const char *t, size_t n)
  * several lines goes back as several data: lines. */
 static int relay_event(struct job *j, const char *event, const char *data, size_t len)
 {
-	struct kvs_buf b;
+	struct kvs_buf *b = &j->ev;
 	size_t i, from = 0;
 	int r = 0;
 
-	kvs_buf_init(&b, 0);
+	kvs_buf_consume(b, b->len);
 	if (strcmp(event, "message"))
-		r = kvs_buf_append(&b, "event: ", 7) || kvs_buf_append(&b, event, strlen(event)) ||
-		    kvs_buf_append(&b, "\n", 1);
+		r = kvs_buf_append(b, "event: ", 7) || kvs_buf_append(b, event, strlen(event)) ||
+		    kvs_buf_append(b, "\n", 1);
 	for (i = 0; !r && i <= len; i++) {
 		if (i < len && data[i] != '\n')
 			continue;
-		r = kvs_buf_append(&b, "data: ", 6) || kvs_buf_append(&b, data + from, i - from) ||
-		    kvs_buf_append(&b, "\n", 1);
+		r = kvs_buf_append(b, "data: ", 6) || kvs_buf_append(b, data + from, i - from) ||
+		    kvs_buf_append(b, "\n", 1);
 		from = i + 1;
 	}
 	if (!r)
-		r = kvs_buf_append(&b, "\n", 1);
+		r = kvs_buf_append(b, "\n", 1);
 	if (!r)
-		send_bytes(j, (const char *)kvs_buf_head(&b), b.len);
-	kvs_buf_free(&b);
+		send_bytes(j, (const char *)kvs_buf_head(b), b->len);
 	return r ? -ENOMEM : 0;
 }
 
@@ -465,6 +466,7 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	j->req = *m;
 	kvs_sse_init(&j->sse, a->cfg.max_payload);
 	kvs_buf_init(&j->errbody, m->flags & KVS_F_JSON ? JSONBODY_MAX : ERRBODY_MAX);
+	kvs_buf_init(&j->ev, 0);
 	j->json = m->flags & KVS_F_JSON;
 	j->stream = !j->json || (m->flags & KVS_F_STREAM);
 	if (j->json) {
@@ -537,6 +539,7 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	return;
 refused:
 	kvs_buf_free(&j->errbody);
+	kvs_buf_free(&j->ev);
 	kvs_sse_free(&j->sse);
 	free(j);
 }

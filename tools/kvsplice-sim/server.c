@@ -130,13 +130,13 @@ static uint32_t real_us(const struct sim *s, double model_ms)
 	return us > 0 ? (uint32_t)us : 0;
 }
 
-/* OpenAI-shaped output (a JSON request): bytes as CHUNKs, each at most
- * the largest frame. */
-static void reply_bytes(struct sim *s, struct sim_req *r, struct kvs_buf *b)
+/* OpenAI-shaped output (a JSON request), built in s->oai: as CHUNKs, each
+ * at most the largest frame; s->oai is emptied for the next. */
+static void reply_oai(struct sim *s, struct sim_req *r)
 {
 	struct kvs_msg m = { .type = KVS_T_CHUNK };
-	const uint8_t *p = kvs_buf_head(b);
-	size_t n = b->len;
+	const uint8_t *p = kvs_buf_head(&s->oai);
+	size_t n = s->oai.len;
 
 	while (n) {
 		uint32_t k = n > s->max_payload ? s->max_payload : (uint32_t)n;
@@ -145,7 +145,7 @@ static void reply_bytes(struct sim *s, struct sim_req *r, struct kvs_buf *b)
 		p += k;
 		n -= k;
 	}
-	kvs_buf_free(b);
+	kvs_buf_consume(&s->oai, s->oai.len);
 }
 
 static void finish_json(struct sim *s, struct sim_req *r)
@@ -157,13 +157,11 @@ static void finish_json(struct sim *s, struct sim_req *r)
 		.length = r->declared && r->eng.emitted >= r->declared,
 	};
 	bool chat = r->flags & KVS_F_CHAT;
-	struct kvs_buf b;
 
-	kvs_buf_init(&b, 0);
-	if (r->flags & KVS_F_STREAM ? sim_oai_last(&b, r->req_id, chat, &u) :
-				      sim_oai_whole(&b, r->req_id, chat, r->eng.emitted, &u))
-		kvs_buf_free(&b); /* out of memory: the END still ends it */
-	reply_bytes(s, r, &b);
+	if (r->flags & KVS_F_STREAM ? sim_oai_last(&s->oai, r->req_id, chat, &u) :
+				      sim_oai_whole(&s->oai, r->req_id, chat, r->eng.emitted, &u))
+		kvs_buf_consume(&s->oai, s->oai.len); /* no memory: the END still ends it */
+	reply_oai(s, r);
 }
 
 static void finish(struct sim *s, struct sim_req *r)
@@ -227,14 +225,12 @@ static void on_timer(struct sim *s)
 		struct sim_req *r = (struct sim_req *)ev->req;
 
 		if (r->eng.emitted > 0 && (r->flags & KVS_F_JSON)) {
-			struct kvs_buf b;
-
-			kvs_buf_init(&b, 0);
 			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
 			if ((r->flags & KVS_F_STREAM) &&
-			    !sim_oai_token(&b, r->req_id, r->flags & KVS_F_CHAT, tok, sizeof(tok)))
-				reply_bytes(s, r, &b);
-			kvs_buf_free(&b);
+			    sim_oai_token(&s->oai, r->req_id, r->flags & KVS_F_CHAT, tok,
+					  sizeof(tok)))
+				kvs_buf_consume(&s->oai, s->oai.len);
+			reply_oai(s, r);
 		} else if (r->eng.emitted > 0) {
 			/* one token per request per step: this one's index */
 			kvs_token_text(r->req_id, r->eng.emitted - 1, tok);
@@ -472,6 +468,7 @@ int sim_start(struct sim *s, const struct kvs_addr *addr, const char *listen)
 	struct epoll_event ev;
 	int err;
 
+	kvs_buf_init(&s->oai, 0);
 	err = kvs_engine_init(&s->eng, &s->model, s->max_seqs);
 	if (err) {
 		fprintf(stderr, PROG ": cannot allocate the engine: %s\n", strerror(-err));
@@ -531,6 +528,7 @@ void sim_stop(struct sim *s)
 		req_free(s, s->live);
 	while (s->conns)
 		conn_close(s, s->conns);
+	kvs_buf_free(&s->oai);
 	close(s->tfd);
 	close(s->epfd);
 	close(s->lfd);

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "engine.h"
 #include "model.h"
 #include "netutil.h"
@@ -34,6 +35,7 @@ struct sim {
 	uint64_t t0_ns;	   /* model time 0 */
 	struct sim_req *live;
 	struct sim_conn *conns; /* open connections */
+	struct kvs_buf oai;	/* OpenAI-shaped output being built (oai.c), reused */
 	uint64_t served, cached_tokens_total, prompt_tokens_total;
 	uint64_t cancelled, cancels_ignored; /* CANCELs that stopped a request; for none */
 };
