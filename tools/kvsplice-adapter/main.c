@@ -87,12 +87,9 @@ static const struct kvs_opt rows[] = {
 	{ "max-frame", 0, KVS_OPT_U32(S, max_payload, 1, KVS_MAX_PAYLOAD_LIMIT), .arg = "BYTES",
 	  .help = "largest KVS1 payload accepted or sent\n"
 		  "(default {default})" },
-	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
-	  .help = "write the listening port to FILE once\n"
-		  "listening" },
-	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
-	  .help = "warn, info (default) or debug" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_PORT_FILE(S, port_file),
+	KVS_OPT_ROW_LOG_LEVEL(S, level),
+	KVS_OPT_ROW_HELP,
 };
 #undef S
 

@@ -304,7 +304,7 @@ static const struct kvs_opt rows[] = {
 	{ "plot", 0, KVS_OPT_STR(O, plot), .arg = "DIR",
 	  .help = "GB/s and CPU per GB by frame size, per config\n"
 		  "(gnuplot: DIR/datapath.{svg,png}, data and script)" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

@@ -55,7 +55,7 @@ static const struct kvs_opt rows[] = {
 	{ "seed", 0, KVS_OPT_U64(O, seed, 0, UINT64_MAX), .arg = "S",
 	  .help = "(default {default})" },
 	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON output" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

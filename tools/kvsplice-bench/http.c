@@ -46,7 +46,7 @@ static const struct kvs_opt rows[] = {
 	{ "extra-body", 0, KVS_OPT_STR(O, extra), .arg = "JSON",
 	  .help = "keys added to every body (as the adapter's)" },
 	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON output" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

@@ -522,7 +522,7 @@ static const struct kvs_opt rows[] = {
 	{ "label", 0, KVS_OPT_FUNC(O, label, parse_label), .arg = "NAME",
 	  .help = "name of the run in the plots (default live)" },
 	{ "quiet", 'q', KVS_OPT_FLAG(O, quiet), .help = "no progress lines on stderr" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

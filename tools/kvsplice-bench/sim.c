@@ -191,7 +191,7 @@ static const struct kvs_opt rows[] = {
 	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
 	  .help = "write TTFT CDFs and requests per backend as SVG\n"
 		  "and PNG (gnuplot), with their data, into DIR" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

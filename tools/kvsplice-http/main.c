@@ -109,12 +109,9 @@ static const struct kvs_opt rows[] = {
 	{ "idle-timeout", 0, KVS_OPT_U32(S, idle_s, 1, 86400), .arg = "S",
 	  .help = "an HTTP connection idle this long is closed\n"
 		  "(default {default})" },
-	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
-	  .help = "write the listening port to FILE once\n"
-		  "listening" },
-	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
-	  .help = "warn, info (default) or debug" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_PORT_FILE(S, port_file),
+	KVS_OPT_ROW_LOG_LEVEL(S, level),
+	KVS_OPT_ROW_HELP,
 };
 #undef S
 

@@ -70,8 +70,7 @@ static const struct kvs_opt rows[] = {
 	  .help = "where to listen (default {default}, a free port)" },
 	{ "port", 'p', KVS_OPT_FUNC(S, listen, parse_port), .arg = "P",
 	  .help = "shorthand for --listen 127.0.0.1:P" },
-	{ "port-file", 0, KVS_OPT_STR(S, port_file), .arg = "FILE",
-	  .help = "write the listening port to FILE once listening" },
+	KVS_OPT_ROW_PORT_FILE(S, port_file),
 	{ "id", 0, KVS_OPT_U32(S, s.id, 0, UINT32_MAX - 1), .arg = "N",
 	  .help = "backend id reported in END frames (default: port)" },
 	{ "kv-blocks", 0, KVS_OPT_U32(S, s.model.kv_blocks, 1, 1u << 28), .arg = "N",
@@ -96,9 +95,8 @@ static const struct kvs_opt rows[] = {
 	{ "not-ready-file", 0, KVS_OPT_STR(S, s.not_ready_file), .arg = "FILE",
 	  .help = "while FILE exists, answer PINGs NOT_READY (as an inference\n"
 		  "server that is down or loading would)" },
-	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
-	  .help = "warn, info (default) or debug" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_LOG_LEVEL(S, level),
+	KVS_OPT_ROW_HELP,
 };
 #undef S
 

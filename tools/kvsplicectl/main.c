@@ -117,7 +117,7 @@ static const struct kvs_opt rows[] = {
 	{ "json", 'j', KVS_OPT_FLAG(O, json), .help = "machine-readable output" },
 	{ "limit", 'l', KVS_OPT_FUNC(O, limit, parse_limit), .short_unlisted = true, .arg = "N",
 	  .help = "routes: how many to list" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef O
 

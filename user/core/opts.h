@@ -77,6 +77,22 @@ struct kvs_opt {
 int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 
+/* Rows several programs have, worded once. */
+#define KVS_OPT_ROW_HELP                                                                           \
+	{                                                                                          \
+		"help", 'h', KVS_OPT_HELP, .help = "this text"                                     \
+	}
+#define KVS_OPT_ROW_LOG_LEVEL(T, m)                                                                \
+	{                                                                                          \
+		"log-level", 0, KVS_OPT_FUNC(T, m, kvs_opt_log_level),                             \
+			.arg = "LEVEL", .help = "warn, info (default) or debug"                    \
+	}
+#define KVS_OPT_ROW_PORT_FILE(T, m)                                                                \
+	{                                                                                          \
+		"port-file", 0, KVS_OPT_STR(T, m),                                                 \
+			.arg = "FILE", .help = "write the listening port to FILE once\nlistening"  \
+	}
+
 /* An option set's rows: .opts and .nopts from one array. */
 #define KVS_OPT_ROWS(r) .opts = (r), .nopts = sizeof(r) / sizeof((r)[0])
 

@@ -228,13 +228,12 @@ static const struct kvs_opt rows[] = {
 		  "/<last part of --pin-dir>.sock)" },
 	{ "keep-pins", 0, KVS_OPT_FLAG(S, cfg.keep_pins),
 	  .help = "leave the maps pinned after exit, for inspection" },
-	{ "port-file", 0, KVS_OPT_STR(S, cfg.port_file), .arg = "FILE",
-	  .help = "write the listening port to FILE once listening" },
+	KVS_OPT_ROW_PORT_FILE(S, cfg.port_file),
 	{ "metrics", 0, KVS_OPT_FUNC(S, cfg.metrics, parse_metrics), .arg = "ADDR:PORT",
 	  .help = "serve Prometheus metrics at http://ADDR:PORT/metrics" },
 	{ "log-level", 0, KVS_OPT_FUNC(S, level, kvs_opt_log_level), .arg = "LEVEL",
 	  .help = "warn, info (default) or debug; logs are logfmt on stderr" },
-	{ "help", 'h', KVS_OPT_HELP, .help = "this text" },
+	KVS_OPT_ROW_HELP,
 };
 #undef S
 
