@@ -22,26 +22,15 @@
  * newcomer joining 30 s in (about 420 requests before). */
 static struct sim_opts opts(int newcomer)
 {
-	struct sim_opts o = { .backends = NB,
-			      .kv_blocks = 20000,
-			      .requests = 900,
-			      .rate = 14,
-			      .context_tokens = 6000,
-			      .own_tokens = 2000,
-			      .max_tokens = 128,
-			      .declared_max_tokens = 4096,
-			      .index_scale = 1,
-			      .feedback = 1,
-			      .occupancy = 0.7,
-			      .seed = 3,
-			      .balance = KVS_POLICY_BALANCE,
-			      .recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
-			      .release_early = 1,
-			      .model = M_SPLIT,
-			      .window_blocks = KVS_MAX_WINDOW_BLOCKS,
-			      .join_at_s = 30,
-			      .newcomer = newcomer,
-			      .json = 1 }; /* no progress lines */
+	struct sim_opts o = sim_defaults;
+
+	o.backends = NB;
+	o.kv_blocks = 20000;
+	o.requests = 900;
+	o.seed = 3;
+	o.join_at_s = 30;
+	o.newcomer = newcomer;
+	o.json = 1; /* no progress lines */
 
 	o.contexts =
 		(uint32_t)(o.occupancy * NB * o.kv_blocks * KVS_BLOCK_TOKENS / o.context_tokens);

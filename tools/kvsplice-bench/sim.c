@@ -63,29 +63,6 @@ static int policies_opt(const char *who, const struct kvs_opt *row, const char *
 	return parse_policies(v, KVS_OPT_TARGET(struct sim_opts, pols, dst));
 }
 
-static const struct sim_opts defaults = { .backends = 7,
-					  .kv_blocks = KVS_MODEL_KV_BLOCKS,
-					  .requests = 20000,
-					  .rate = 14,
-					  .context_tokens = 6000,
-					  .own_tokens = 2000,
-					  .max_tokens = 128,
-					  .declared_max_tokens = 4096,
-					  .index_scale = 1,
-					  .feedback = 1,
-					  .occupancy = 0.7,
-					  .seed = 1,
-					  .balance = KVS_POLICY_BALANCE,
-					  .speed = 1,
-					  .recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
-					  .groups = 256,
-					  .question_tokens = 1000,
-					  .conversations = 2000,
-					  .turn_tokens = 600,
-					  .release_early = 1,
-					  .model = M_SPLIT,
-					  .window_blocks = KVS_MAX_WINDOW_BLOCKS };
-
 #define O struct sim_opts
 static const struct kvs_opt rows[] = {
 	{ "policies", 0, KVS_OPT_FUNC(O, pols, policies_opt), .arg = "LIST",
@@ -198,7 +175,7 @@ static const struct kvs_opt rows[] = {
 static const struct kvs_optset optset = {
 	.prog = PROG,
 	KVS_OPT_ROWS(rows),
-	.defaults = &defaults,
+	.defaults = &sim_defaults,
 	.usage = "Usage: kvsplice-bench sim [options]\n"
 		 "\n"
 		 "Discrete-event simulation of a fleet of batching backends behind each\n"
@@ -216,7 +193,7 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 {
 	int r;
 
-	*o = defaults;
+	*o = sim_defaults;
 	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
 	r = kvs_opts_argv(&optset, argc, argv, o);
 	if (r)

@@ -101,6 +101,8 @@ struct result {
 /* sim_workload.c */
 /* The workload of o: generated, fixed by the seed, or read from --trace.
  * 0, or -1 with a message (a trace that cannot be read). */
+/* sim_workload.c: the defaults of every option (tests start from them). */
+extern const struct sim_opts sim_defaults;
 int sim_make_workload(const struct sim_opts *o, struct workload *w);
 void sim_free_workload(struct workload *w);
 uint32_t sim_prompt_tokens(const struct sim_opts *o, const struct workload *w, uint32_t i);

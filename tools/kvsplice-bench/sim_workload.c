@@ -12,10 +12,35 @@
 
 #include "engine.h"
 #include "kvsplice/hash.h"
+#include "policy.h"
 #include "prefix_cache.h"
 #include "prompt.h"
 #include "sim_int.h"
 #include "trace.h"
+
+/* kvsplice-bench sim's defaults (its --help shows them). */
+const struct sim_opts sim_defaults = { .backends = 7,
+				       .kv_blocks = KVS_MODEL_KV_BLOCKS,
+				       .requests = 20000,
+				       .rate = 14,
+				       .context_tokens = 6000,
+				       .own_tokens = 2000,
+				       .max_tokens = 128,
+				       .declared_max_tokens = 4096,
+				       .index_scale = 1,
+				       .feedback = 1,
+				       .occupancy = 0.7,
+				       .seed = 1,
+				       .balance = KVS_POLICY_BALANCE,
+				       .speed = 1,
+				       .recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT,
+				       .groups = 256,
+				       .question_tokens = 1000,
+				       .conversations = 2000,
+				       .turn_tokens = 600,
+				       .release_early = 1,
+				       .model = M_SPLIT,
+				       .window_blocks = KVS_MAX_WINDOW_BLOCKS };
 
 const char *const workload_names[W_UNIQUE + 2] = { "contexts", "groups", "conversations", "unique",
 						   NULL };
