@@ -31,6 +31,7 @@ SPEED=${SPEED:-1}
 [ "$(id -u)" -eq 0 ] || { echo "make run needs root (BPF, sockmap)" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/kvsplice-demo.XXXXXX)
 PIN=/sys/fs/bpf/kvsplice-demo-$$
+source "$(dirname "$0")/bench-lib.sh" # bench_cpu_ms
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -92,11 +93,10 @@ GW=$!
 PIDS+=($GW)
 while [ ! -s "$TMP/gw.port" ]; do sleep 0.02; done
 # The controller's CPU time (user + system, ms) over the run.
-cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$GW/stat"; }
-cpu0=$(cpu_ms)
+cpu0=$(bench_cpu_ms "$GW")
 "$BUILD/kvsplice-bench" live --connect "127.0.0.1:$(cat "$TMP/gw.port")" "${WORKLOAD[@]}" \
 	>"$TMP/kv.json"
-cpu1=$(cpu_ms)
+cpu1=$(bench_cpu_ms "$GW")
 "$BUILD/kvsplicectl" --pin-dir "$PIN" stats --json >"$TMP/stats.json"
 "$BUILD/kvsplicectl" --pin-dir "$PIN" backends >"$TMP/backends.txt"
 stop_all
