@@ -94,6 +94,12 @@ assert_eq "reports lost" "$(jget "$s1" .reports_lost)" 0
 # Running again, the controller reads what the kernel reported meanwhile.
 kvs_wait_for "the controller read every report" \
 	'[ "$(jget "$(kvs_stats)" .controller.reports_read)" = "$(jget "$(kvs_stats)" .reports)" ]'
+# A health round after the pause: every backend has answered a PING sent
+# since (its PONG is younger than the 10 s pause). An ejection for the
+# PONGs the stopped controller could not read would have come before.
+kvs_wait_for "every backend answered a PING after the pause" \
+	'[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
+		jq "[.[] | select(.pong.age_s < 2)] | length")" = 3 ]'
 s2=$(kvs_stats)
 assert_eq "prompt bytes the controller read" "$(jget "$s2" .controller.slow_bytes)" 0
 assert_eq "health-check ejections after the pause" "$(jget "$s2" .controller.health_failures)" 0
