@@ -92,10 +92,16 @@ static struct sockaddr_storage v6(const char *a)
 /* --front-source: which peers are fronts. */
 static void contains(void **state)
 {
-	const char *list[] = { "10.1.0.0/16", "192.168.7.9", "fd00::/8", "garbage" };
+	const char *text[] = { "10.1.0.0/16", "192.168.7.9", "fd00::/8", "10.1.2.0/24" };
+	struct kvs_cidr list[4];
 	struct sockaddr_storage ss;
+	int i;
 
 	(void)state;
+	for (i = 0; i < 4; i++)
+		assert_int_equal(kvs_cidr_parse(text[i], &list[i].family, list[i].addr,
+						&list[i].prefixlen),
+				 0);
 	ss = v4("10.1.200.3");
 	assert_int_equal(kvs_cidr_contains(list, 4, &ss), 1);
 	ss = v4("10.2.0.1");
@@ -114,7 +120,11 @@ static void contains(void **state)
 	ss = v4("10.1.0.1");
 	assert_int_equal(kvs_cidr_contains(list, 0, &ss), 0);
 	{
-		const char *all[] = { "0.0.0.0/0" };
+		struct kvs_cidr all[1];
+
+		assert_int_equal(kvs_cidr_parse("0.0.0.0/0", &all[0].family, all[0].addr,
+						&all[0].prefixlen),
+				 0);
 
 		ss = v4("8.8.8.8");
 		assert_int_equal(kvs_cidr_contains(all, 1, &ss), 1);

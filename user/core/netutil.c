@@ -364,12 +364,12 @@ uint64_t kvs_peer_host(int fd)
 	return h;
 }
 
-int kvs_cidr_contains(const char *const *cidrs, uint32_t n, const struct sockaddr_storage *ss)
+int kvs_cidr_contains(const struct kvs_cidr *nets, uint32_t n, const struct sockaddr_storage *ss)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	uint8_t a[16] = { 0 }, net[16];
-	uint32_t i, plen, bit;
-	int fam, family;
+	uint8_t a[16] = { 0 };
+	uint32_t i, bit;
+	int family;
 
 	if (ss->ss_family == AF_INET) {
 		memcpy(a, &((const struct sockaddr_in *)ss)->sin_addr, 4);
@@ -386,12 +386,12 @@ int kvs_cidr_contains(const char *const *cidrs, uint32_t n, const struct sockadd
 		return 0;
 	}
 	for (i = 0; i < n; i++) {
-		if (kvs_cidr_parse(cidrs[i], &fam, net, &plen) || fam != family)
+		if (nets[i].family != family)
 			continue;
-		for (bit = 0; bit < plen; bit++)
-			if ((a[bit / 8] ^ net[bit / 8]) & (0x80 >> (bit % 8)))
+		for (bit = 0; bit < nets[i].prefixlen; bit++)
+			if ((a[bit / 8] ^ nets[i].addr[bit / 8]) & (0x80 >> (bit % 8)))
 				break;
-		if (bit == plen)
+		if (bit == nets[i].prefixlen)
 			return 1;
 	}
 	return 0;

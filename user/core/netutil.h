@@ -65,9 +65,14 @@ uint64_t kvs_now_ns(void);
  * and *prefixlen. 0 or -EINVAL.
  */
 int kvs_cidr_parse(const char *s, int *family, uint8_t addr[16], uint32_t *prefixlen);
+/* A CIDR as kvs_cidr_parse reads it: parsed once, matched many times. */
+struct kvs_cidr {
+	int family; /* 4 or 6 */
+	uint8_t addr[16];
+	uint32_t prefixlen;
+};
 /* 1 when the address in ss (IPv4, IPv6, or IPv4-mapped IPv6) is in one of
- * the n CIDRs (kvs_cidr_parse's forms; those that do not parse match
- * nothing), else 0. */
-int kvs_cidr_contains(const char *const *cidrs, uint32_t n, const struct sockaddr_storage *ss);
+ * the n CIDRs, else 0. */
+int kvs_cidr_contains(const struct kvs_cidr *nets, uint32_t n, const struct sockaddr_storage *ss);
 
 #endif

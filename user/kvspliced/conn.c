@@ -177,8 +177,8 @@ void gw_client_limit(struct gw *g, struct gw_conn *c)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	if (!g->cfg->nfront_sources || getpeername(c->fd, (struct sockaddr *)&ss, &len) ||
-	    !kvs_cidr_contains(g->cfg->front_sources, g->cfg->nfront_sources, &ss))
+	if (!g->nfronts || getpeername(c->fd, (struct sockaddr *)&ss, &len) ||
+	    !kvs_cidr_contains(g->fronts, g->nfronts, &ss))
 		return;
 	c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight : UINT32_MAX;
 	pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,

@@ -437,6 +437,13 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		if (kvs_read_kstats(g.dp.stats_fd, &k) == 0)
 			g.inject_queued = g.inject_seen_last_tick = k.inject_frames;
 	}
+	/* Checked when the configuration was read: they parse. */
+	for (uint32_t i = 0; i < cfg->nfront_sources; i++) {
+		struct kvs_cidr *n = &g.fronts[g.nfronts];
+
+		if (!kvs_cidr_parse(cfg->front_sources[i], &n->family, n->addr, &n->prefixlen))
+			g.nfronts++;
+	}
 	err = init_slots(&g, &t);
 	if (!err)
 		err = kvs_idmap_init(&g.clients, 1024);

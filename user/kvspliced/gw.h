@@ -189,7 +189,10 @@ struct gw_backend {
 
 struct gw {
 	const struct gw_config *cfg; /* = &live */
-	struct gw_config live;	     /* as started, with what reloads changed */
+	/* cfg->front_sources, parsed at start (a change takes a restart) */
+	struct kvs_cidr fronts[KVS_ADM_MAX_LIST];
+	uint32_t nfronts;
+	struct gw_config live; /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
 	uint64_t started_ns;
