@@ -8,7 +8,7 @@ set -euo pipefail
 
 PKGS=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config
-	liburing-dev libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
+	liburing-dev libsystemd-dev libnl-3-dev libnl-route-3-dev libnl-idiag-3-dev
 	libcmocka-dev libxxhash-dev iproute2 jq procps bsdextrautils gawk gnuplot-nox
 	valgrind util-linux clang-format cmake g++ git
 	libcurl4-openssl-dev libjansson-dev libevent-dev curl python3

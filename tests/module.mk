@@ -8,7 +8,7 @@ $(BUILD)/tests/helpers/%: $(BUILD)/tests/helpers/%.o $(MODEL_LIB) $(LIB)
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(GW_LIB) $(MODEL_LIB) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(GW_LDLIBS) -lcmocka
 
 # The placement probe: the verdict's own placement code (bpf/datapath/place.bpf.h)
 # as a program test_place runs on inputs it writes.

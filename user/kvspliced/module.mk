@@ -7,6 +7,8 @@ $(BUILD)/user/kvspliced/datapath.o: $(BUILD)/kvsplice.skel.h
 $(BUILD)/user/kvspliced/admission.o: $(BUILD)/admission.skel.h
 $(GW_LIB): $(GW_SRCS:%.c=$(BUILD)/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
+# libsystemd: sd-daemon (sdnotify.c), the service manager's protocols.
+GW_LDLIBS := -lsystemd
 $(BUILD)/kvspliced: $(BUILD)/user/kvspliced/main.o $(GW_LIB) $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(GW_LDLIBS)
 PROGS     += $(BUILD)/kvspliced

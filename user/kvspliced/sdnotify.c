@@ -1,44 +1,59 @@
 // SPDX-License-Identifier: MIT
-/* systemd's notification protocol, without libsystemd. */
+/* The service manager's protocols, through libsystemd (sd-daemon). */
 #include "sdnotify.h"
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include <systemd/sd-daemon.h>
 
 int kvs_sd_notify(const char *fmt, ...)
 {
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	socklen_t salen;
 	char msg[256];
 	va_list ap;
-	int fd, err = 0;
-	size_t n;
+	int r;
 
-	if (!path || !*path)
-		return 0;
-	n = strlen(path);
-	if (n >= sizeof(sa.sun_path) || (path[0] != '/' && path[0] != '@'))
-		return -EINVAL;
-	memcpy(sa.sun_path, path, n);
-	if (path[0] == '@') /* an abstract socket */
-		sa.sun_path[0] = '\0';
-	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen) < 0)
-		err = -errno;
-	close(fd);
-	return err;
+	r = sd_notify(0, msg);
+	return r < 0 ? r : 0;
+}
+
+bool kvs_sd_notifying(void)
+{
+	const char *p = getenv("NOTIFY_SOCKET");
+
+	return p && *p;
+}
+
+int kvs_sd_store_fds(const char *name, const int *fds, unsigned n)
+{
+	char msg[300];
+
+	if (n > KVS_SD_FDS_MAX)
+		return -EINVAL;
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", name);
+	return sd_pid_notify_with_fds(0, 0, msg, fds, n);
+}
+
+int kvs_sd_store_remove(const char *name)
+{
+	int r = sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s", name);
+
+	return r < 0 ? r : 0;
+}
+
+int kvs_sd_listen_fds(char ***names)
+{
+	*names = NULL;
+	return sd_listen_fds_with_names(1, names);
+}
+
+void kvs_sd_names_free(char **names)
+{
+	for (char **p = names; p && *p; p++)
+		free(*p);
+	free(names);
 }
