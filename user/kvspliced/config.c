@@ -42,6 +42,7 @@ static const struct settings defaults = {
 		.kernel_slack = 512,
 		.release_prefill_early = 1,
 		.kernel_place = 1,
+		.fd_store = 1,
 		.pin_dir = KVS_DEFAULT_PIN_DIR,
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
 	},
@@ -226,6 +227,13 @@ static const struct kvs_opt rows[] = {
 	{ "control-socket", 0, KVS_OPT_STR(S, cfg.control_path), .arg = "PATH",
 	  .help = "where kvsplicectl reaches this controller (default\n" KVS_CONTROL_DIR
 		  "/<last part of --pin-dir>.sock)" },
+	{ "fd-store", 0, KVS_OPT_ENUM(S, cfg.fd_store, "no", "yes"), .arg = "yes|no",
+	  .help = "under systemd ($NOTIFY_SOCKET), hand the listening,\n"
+		  "client and backend sockets to its descriptor store\n"
+		  "(the unit's FileDescriptorStoreMax=), so that after a\n"
+		  "crash the restarted controller gets them back and no\n"
+		  "connection drops (docs/RUNBOOK.md, \"Crashes\";\n"
+		  "default yes; without systemd it does nothing)" },
 	{ "keep-pins", 0, KVS_OPT_FLAG(S, cfg.keep_pins),
 	  .help = "leave the maps pinned after exit, for inspection" },
 	KVS_OPT_ROW_PORT_FILE(S, cfg.port_file),

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "fdstore.h"
 #include "log.h"
 #include "loop.h"
 #include "sendq.h"
@@ -117,6 +118,7 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
 	}
+	gw_fdstore_forget(g, c);
 	if (c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
 		shutdown(c->fd, SHUT_RDWR); /* the pending op completes */
 	gw_conn_release(g, c);

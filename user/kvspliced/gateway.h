@@ -60,6 +60,7 @@ struct gw_config {
 	const char *config_path;   /* --config FILE, for status and reloads */
 	int check_only;		   /* --check: validate, do not run */
 	int user_path;		   /* --datapath user: the userspace data path */
+	int fd_store;		   /* hand sockets to systemd's descriptor store */
 };
 
 void gw_config_defaults(struct gw_config *c);

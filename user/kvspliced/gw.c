@@ -18,6 +18,7 @@
 #include "conn.h"
 #include "control.h"
 #include "decide.h"
+#include "fdstore.h"
 #include "handover.h"
 #include "health.h"
 #include "kpath.h"
@@ -63,6 +64,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	gw_health_tick(g, now);
 	gw_upgrade_reap(g);
 	gw_kpath_tick(g);
+	gw_fdstore_tick(g);
 	/* Every quarter of the frame timeout (at most each second): a frame
 	 * is answered between 1 and 1.25 timeouts after it began. */
 	if (now >= g->next_partial_scan_ns) {
@@ -116,6 +118,9 @@ static void gw_teardown(struct gw *g)
 
 	/* First the ring: no recv may still be writing into a buffer we free. */
 	io_uring_queue_exit(&g->ring);
+	/* Stopped (not handed over): the store lets go of the sockets too. */
+	if (!g->handed_over)
+		gw_fdstore_clear(g);
 	for (i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
 
@@ -157,7 +162,8 @@ static void gw_teardown(struct gw *g)
 }
 
 /* The backend slots to start with: the running controller's when taking
- * over (its own list is applied once it runs), else the configured list. */
+ * over (or the maps' when restarted from the descriptor store; its own list
+ * is applied once it runs), else the configured list. */
 static int init_slots(struct gw *g, const struct gw_taken *t)
 {
 	const char *names[KVS_MAX_BACKENDS];
@@ -165,7 +171,7 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 	struct kvs_addr a;
 	uint32_t b;
 
-	if (g->cfg->takeover) {
+	if (t->nslots) {
 		g->nslots = t->nslots;
 		for (b = 0; b < t->nslots; b++) {
 			const struct kvs_ho_backend *r = &t->be[b];
@@ -202,7 +208,9 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 /* Taking over: the sockets adopted, the old controller told to go, the
  * kernel's view of each backend set as this one sees it, then this one's
  * own backend list applied as a reload would. On failure before the ACK
- * the old controller carries on, and nothing of its is touched. */
+ * the old controller carries on, and nothing of its is touched. Restarted
+ * from the descriptor store (ho_sock -1), there is no one to tell, and on
+ * failure no one carries on: this one stops as a fresh one would. */
 static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 {
 	struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
@@ -210,6 +218,10 @@ static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 	int err = gw_adopt(g, t);
 
 	gw_taken_free(t, false);
+	if (err && ho_sock < 0) {
+		pr_warn("event=fd_store_adopt_failed err=\"%s\"", strerror(-err));
+		return err;
+	}
 	if (err) {
 		/* The old controller carries on: leave its sockets, map
 		 * entries and pins alone on the way out. */
@@ -219,13 +231,20 @@ static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 		g->dp.handed_over = true;
 		return err;
 	}
-	err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
-	close(ho_sock);
+	if (ho_sock >= 0) {
+		err = kvs_ho_send(ho_sock, &ack, sizeof(ack), NULL, 0);
+		close(ho_sock);
+	} else {
+		gw_fdstore_adopted(g);
+	}
 	if (!err)
 		err = gw_start_adopted(g);
 	if (err)
 		return err;
-	pr_info("event=took_over sockets=%u clients=%u", n, g->clients.count);
+	if (ho_sock < 0)
+		pr_info("event=restarted_from_fd_store sockets=%u clients=%u", n, g->clients.count);
+	else
+		pr_info("event=took_over sockets=%u clients=%u", n, g->clients.count);
 	kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
 	/* A probation, say, is not carried over: the health check finds a
 	 * backend that still does not answer. */
@@ -377,7 +396,9 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			.ho_pending = -1,
 			.expect_output = KVS_EXPECT_OUTPUT_INIT };
 	struct gw_taken t = { 0 };
+	struct gw_stored stored = { 0 };
 	int err, ho_sock = -1;
+	bool restarted = false; /* after a crash, with the store's sockets */
 
 	g.cfg = &g.live;
 	g.started_ns = kvs_now_ns();
@@ -411,6 +432,14 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			return ho_sock;
 		}
 		dpo.takeover = true;
+	} else {
+		/* Sockets systemd kept for us: the last controller crashed,
+		 * and the pinned maps it left are the live state. */
+		restarted = gw_fdstore_received(&stored) > 0 && cfg->fd_store;
+		if (restarted)
+			dpo.takeover = true;
+		else
+			gw_stored_free(&stored); /* shut down: no one will serve them */
 	}
 	err = kvs_dp_open(&g.dp, &dpo);
 	if (err && cfg->user_path && !cfg->takeover && !cfg->adm.ifname) {
@@ -421,9 +450,12 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			strerror(-err));
 		err = kvs_dp_open_memory(&g.dp);
 	}
+	if (!err && restarted && g.dp.in_memory)
+		err = -EOPNOTSUPP;
 	if (err) {
 		if (ho_sock >= 0)
 			close(ho_sock); /* the old controller carries on */
+		gw_stored_free(&stored);
 		gw_taken_free(&t, true);
 		io_uring_queue_exit(&g.ring);
 		free(g.hashes);
@@ -444,9 +476,12 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		if (!kvs_cidr_parse(cfg->front_sources[i], &n->family, n->addr, &n->prefixlen))
 			g.nfronts++;
 	}
-	err = init_slots(&g, &t);
+	gw_fdstore_init(&g);
+	err = kvs_idmap_init(&g.clients, 1024);
+	if (!err && restarted)
+		err = gw_fdstore_take(&g, &stored, &t);
 	if (!err)
-		err = kvs_idmap_init(&g.clients, 1024);
+		err = init_slots(&g, &t);
 	if (err) {
 		if (cfg->takeover) { /* the old controller carries on */
 			close(ho_sock);
@@ -454,13 +489,15 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			g.handed_over = true;
 			g.dp.handed_over = true;
 		}
+		if (restarted)
+			gw_taken_free(&t, true);
 		goto out;
 	}
 	kvs_policy_on_evict(&g.policy, gw_withdraw_route, &g);
 	/* Without the reports the kernel still routes everything; the index
 	 * just learns nothing from it (said in the log). */
 	gw_reports_open(&g);
-	err = cfg->takeover ? start_taken_over(&g, &t, ho_sock) : start_fresh(&g);
+	err = cfg->takeover || restarted ? start_taken_over(&g, &t, ho_sock) : start_fresh(&g);
 	if (!err)
 		gw_reports_arm(&g);
 	if (!err)

@@ -145,6 +145,10 @@ struct gw_conn {
 	 * (probe.c): in no data path until it is. */
 	bool probing;
 	uint64_t probe_id, probe_deadline_ns;
+	/* Handed to the service manager's descriptor store (fdstore.c):
+	 * closing it must shut the socket down, or the store's copy keeps
+	 * the connection open. */
+	bool fdstored;
 	void (*probed)(struct gw *g, struct gw_conn *c, int err, const char *why);
 	struct gw_upath *up; /* on the userspace data path; NULL on the kernel's */
 };
@@ -185,6 +189,18 @@ struct gw_backend {
 	bool said_not_ready; /* logged; logged again only after a ready answer */
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
+};
+
+/* The service manager's descriptor store, as this controller uses it
+ * (fdstore.c). */
+struct gw_fdstore {
+	bool on;	    /* $NOTIFY_SOCKET set and --fd-store yes */
+	bool listen_in;	    /* the listening socket handed in */
+	bool metrics_in;    /* --metrics' */
+	bool said;	    /* logged that it is in use */
+	bool failing;	    /* the last hand-in failed (logged once) */
+	bool fresh_punt;    /* restarted with a new punt pair, not the kept one */
+	uint64_t fds, msgs; /* handed in so far, in this many datagrams */
 };
 
 struct gw {
@@ -263,6 +279,7 @@ struct gw {
 	/* Output tokens a request is charged for at most, learnt from the
 	 * ENDs (kvs_expect_output), and the counts it was last updated from. */
 	uint64_t expect_output, seen_output, seen_ends;
+	struct gw_fdstore fdstore;
 };
 
 #endif

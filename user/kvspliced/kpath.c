@@ -579,7 +579,7 @@ static int loopback_pair(int *a, int *b)
  * Punt: the verdict redirects into one end (in the SOCKHASH); the controller
  * reads the other, which is a plain socket.
  */
-int gw_kpath_setup(struct gw *g)
+int gw_kpath_setup_inject(struct gw *g)
 {
 	int wfd, kfd, big = 4 << 20, err;
 
@@ -593,9 +593,12 @@ int gw_kpath_setup(struct gw *g)
 		close(kfd);
 		return -ENOMEM;
 	}
-	err = gw_conn_splice(g, g->inject, g->inject->cookie, 0, 0);
-	if (err)
-		return err;
+	return gw_conn_splice(g, g->inject, g->inject->cookie, 0, 0);
+}
+
+int gw_kpath_setup_punt(struct gw *g)
+{
+	int wfd, kfd, big = 4 << 20, err;
 
 	err = loopback_pair(&kfd, &wfd);
 	if (err)
@@ -616,4 +619,11 @@ int gw_kpath_setup(struct gw *g)
 	if (!err)
 		err = gw_arm_recv(g, g->punt);
 	return err;
+}
+
+int gw_kpath_setup(struct gw *g)
+{
+	int err = gw_kpath_setup_inject(g);
+
+	return err ? err : gw_kpath_setup_punt(g);
 }

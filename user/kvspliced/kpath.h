@@ -14,6 +14,10 @@ extern const struct gw_path_ops gw_kpath_ops;
 
 /* The controller's two socket pairs into the kernel. 0 or -errno. */
 int gw_kpath_setup(struct gw *g);
+/* Each pair alone (a controller restarted from the service manager's
+ * store takes a fresh inject pair: the one it had may hold half a frame). */
+int gw_kpath_setup_inject(struct gw *g);
+int gw_kpath_setup_punt(struct gw *g);
 /* What a connection of the kernel path with this role does on its events
  * (clients, upstreams, the controller's own pairs; NULL for others). */
 const struct gw_conn_ops *gw_kpath_conn_ops(uint32_t role);
