@@ -22,10 +22,14 @@
  *
  * What it holds is written to --state FILE after each change (replaced
  * whole, so a reader never sees half of it), one key=value a line:
- * starts, pid, ready (READY=1 of the current run), fds, msgs (FDSTORE
- * datagrams), removes, hups, dups, refused, and fds.NAME per name.
+ * starts, pid, ready (READY=1 of the current run), held, fds, msgs
+ * (FDSTORE datagrams), removes, hups, dups, refused, and fds.NAME per name.
+ * While the file --hold names exists, a dead program is not restarted
+ * (held=1; the store is kept): a test looks at the gateway without its
+ * controller, then removes the file.
  *
- *   fdstore_harness --state FILE [--max N] [--restarts N] -- PROGRAM ARGS...
+ *   fdstore_harness --state FILE [--max N] [--restarts N] [--hold FILE]
+ *                   -- PROGRAM ARGS...
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,7 +58,8 @@ struct kept {
 static struct kept *store;
 static size_t nstore, capstore;
 static unsigned long maxfds = 65536, starts, msgs, removes, hups, dups, refused;
-static int ready;
+static int ready, held;
+static const char *hold;
 static pid_t child = -1;
 static const char *state_path;
 static volatile sig_atomic_t got_term;
@@ -74,9 +79,9 @@ static void write_state(void)
 	if (!f)
 		return;
 	fprintf(f,
-		"starts=%lu\npid=%d\nready=%d\nfds=%zu\nmsgs=%lu\nremoves=%lu\nhups=%lu\n"
-		"dups=%lu\nrefused=%lu\n",
-		starts, (int)child, ready, nstore, msgs, removes, hups, dups, refused);
+		"starts=%lu\npid=%d\nready=%d\nheld=%d\nfds=%zu\nmsgs=%lu\nremoves=%lu\n"
+		"hups=%lu\ndups=%lu\nrefused=%lu\n",
+		starts, (int)child, ready, held, nstore, msgs, removes, hups, dups, refused);
 	/* per name: counted in one pass over the names seen so far */
 	for (size_t i = 0; i < nstore; i++) {
 		size_t n = 0, j;
@@ -261,12 +266,14 @@ int main(int argc, char **argv)
 			maxfds = strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--restarts") && i + 1 < argc)
 			max_restarts = strtoul(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
+			hold = argv[++i];
 		else
 			break;
 	}
 	if (!state_path || i >= argc - 1 || strcmp(argv[i], "--")) {
-		fprintf(stderr, "usage: fdstore_harness --state FILE [--max N] [--restarts N] -- "
-				"PROGRAM ARGS...\n");
+		fprintf(stderr, "usage: fdstore_harness --state FILE [--max N] [--restarts N] "
+				"[--hold FILE] -- PROGRAM ARGS...\n");
 		return 2;
 	}
 	argv += i + 1;
@@ -290,8 +297,6 @@ int main(int argc, char **argv)
 	write_state();
 	for (;;) {
 		struct pollfd *p = calloc(nstore + 1, sizeof(*p));
-		int st;
-		pid_t w;
 
 		if (!p)
 			break;
@@ -317,33 +322,51 @@ int main(int argc, char **argv)
 				write_state();
 		}
 		free(p);
-		if (got_term && child > 0) {
+		if (got_term) {
+			if (child <= 0)
+				break; /* held: nothing to stop */
 			kill(child, SIGTERM);
 			got_term = 0;
 			max_restarts = 0;
 		}
-		w = waitpid(child, &st, WNOHANG);
-		if (w != child)
-			continue;
-		/* What was sent before it died counts: read it all first. */
-		{
-			struct pollfd q = { .fd = sock, .events = POLLIN };
+		if (child > 0) {
+			int st;
 
-			while (poll(&q, 1, 0) > 0 && (q.revents & POLLIN))
-				on_notify(sock);
+			if (waitpid(child, &st, WNOHANG) != child)
+				continue;
+			/* What was sent before it died counts: read it all first. */
+			{
+				struct pollfd q = { .fd = sock, .events = POLLIN };
+
+				while (poll(&q, 1, 0) > 0 && (q.revents & POLLIN))
+					on_notify(sock);
+			}
+			if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || restarts >= max_restarts) {
+				rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+				fprintf(stderr, "fdstore_harness: pid %d ended (status %d); done\n",
+					(int)child, rc);
+				break;
+			}
+			fprintf(stderr,
+				"fdstore_harness: pid %d %s %d; restarting with %zu stored "
+				"descriptors\n",
+				(int)child, WIFSIGNALED(st) ? "killed by signal" : "exited",
+				WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), nstore);
+			child = -1;
+			ready = 0;
+			write_state();
 		}
-		if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || restarts >= max_restarts) {
-			rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-			fprintf(stderr, "fdstore_harness: pid %d ended (status %d); done\n",
-				(int)child, rc);
-			break;
+		/* Dead: restarted, unless a test holds it down to look at the
+		 * gateway without a controller (the store kept meanwhile). */
+		if (hold && access(hold, F_OK) == 0) {
+			if (!held) {
+				held = 1;
+				write_state();
+			}
+			continue;
 		}
-		fprintf(stderr,
-			"fdstore_harness: pid %d %s %d; restarting with %zu stored descriptors\n",
-			(int)child, WIFSIGNALED(st) ? "killed by signal" : "exited",
-			WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), nstore);
+		held = 0;
 		restarts++;
-		ready = 0;
 		child = start(argv, notify_path);
 		starts++;
 		write_state();

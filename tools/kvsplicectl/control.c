@@ -137,6 +137,7 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 	char path[256], *reply = NULL;
 	const char *p = socket_path(o, path, sizeof(path));
 	uint32_t n[KVS_BE_STATES] = { 0 };
+	struct ctl_spliced sp;
 	int err = ask(p, o->json ? "status --json\n" : "status\n", &reply), rc;
 
 	if (!err) {
@@ -144,23 +145,33 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 		free(reply);
 		return rc;
 	}
-	/* No controller: what the maps still say (the kernel keeps splicing
-	 * established connections without it). */
-	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0) {
+	/* No controller: what the maps still hold. The kernel splices the
+	 * sockets still in its SOCKHASH, and only those: a controller that
+	 * died without a descriptor store took them all with it. */
+	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0 || ctl_count_spliced(o, &sp) < 0) {
 		not_running(p, err);
 		return 3;
 	}
 	if (o->json) {
 		printf("{\"controller\":\"not running\",\"error\":\"%s\",\"pin_dir\":\"%s\","
+		       "\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
 		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
 		       "\"probation\":%u}}\n",
-		       strerror(-err), o->pin_dir, n[KVS_BE_UP], n[KVS_BE_DRAINING],
-		       n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION]);
+		       strerror(-err), o->pin_dir, sp.clients, sp.upstreams, sp.punt, n[KVS_BE_UP],
+		       n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION]);
 	} else {
 		printf("controller  not running (%s: %s)\n", p, strerror(-err));
-		printf("pin dir     %s (maps still pinned: established connections are still "
-		       "spliced)\n",
-		       o->pin_dir);
+		printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
+		if (sp.clients && sp.upstreams)
+			printf("spliced     %u client and %u backend connections still in the "
+			       "socket map: the kernel goes on splicing their requests%s\n",
+			       sp.clients, sp.upstreams,
+			       sp.punt ? "; what needs the controller waits for its restart" :
+					 "; what needs the controller is dropped");
+		else
+			printf("spliced     nothing: %u client and %u backend connections in the "
+			       "socket map (they closed with the controller)\n",
+			       sp.clients, sp.upstreams);
 		printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
 		       "probation\n",
 		       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],

@@ -25,6 +25,12 @@ int ctl_open_map(const struct ctl_opts *o, const char *name);
 /* Backends by state from the backends map, for status without a
  * controller; -errno if the map cannot be read. */
 int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t nstates);
+/* The sockets the kernel's SOCKHASH holds now, by kind: what it can still
+ * splice without a controller. 0 or -errno. */
+struct ctl_spliced {
+	uint32_t clients, upstreams, punt, other;
+};
+int ctl_count_spliced(const struct ctl_opts *o, struct ctl_spliced *n);
 
 /*
  * The commands. Each takes the argc words after its name (main.c has

@@ -145,6 +145,36 @@ int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t ns
 	return 0;
 }
 
+int ctl_count_spliced(const struct ctl_opts *o, struct ctl_spliced *n)
+{
+	int socks = kvs_pin_open(o->pin_dir, KVS_MAP_SOCKS), conns;
+	__u64 key, next, *prev = NULL;
+
+	memset(n, 0, sizeof(*n));
+	if (socks < 0)
+		return socks;
+	conns = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
+	while (bpf_map_get_next_key(socks, prev, &next) == 0) {
+		struct kvs_conn c;
+
+		key = next;
+		prev = &key;
+		if (key & KVS_UPSTREAM_KEY_BIT)
+			n->upstreams++;
+		else if (key == KVS_PUNT_KEY)
+			n->punt++;
+		else if (conns >= 0 && bpf_map_lookup_elem(conns, &key, &c) == 0 &&
+			 c.role == KVS_ROLE_CLIENT)
+			n->clients++;
+		else
+			n->other++; /* the controller's inject socket */
+	}
+	if (conns >= 0)
+		close(conns);
+	close(socks);
+	return 0;
+}
+
 /* s as a JSON string, quotes included (a backend's answer, escaped for the
  * log, may hold quotes and backslashes). */
 static void json_str(const char *s, size_t max)

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A controller crash under systemd's descriptor store (issue 18, item 1):
+# kvspliced runs under tests/helpers/fdstore_harness, which plays systemd
+# (NOTIFY_SOCKET, FDSTORE=1, restart with LISTEN_FDS). 16 clients have
+# requests in flight when the controller is SIGKILLed: while it is dead the
+# kernel goes on splicing (the requests in flight complete, `status` says
+# what the socket map holds), and the restarted controller adopts every
+# socket from the store: no client connection drops, every request is
+# answered byte for byte, old and new connections work. Closed sockets
+# leave the store; a clean stop empties it. Without the store, `status`
+# after a SIGKILL says the socket map is empty (it used to claim that
+# established connections were still spliced).
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.02
+kvs_start_sim B --time-scale 0.02
+BACKENDS=(--backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B")
+ST=$KVS_TMP/store
+HOLD=$KVS_TMP/hold
+CTL=("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN")
+st() { sed -n "s/^$1=//p" "$ST" 2>/dev/null; }
+num() { local v; v=$(st "$1"); echo "${v:-0}"; }
+
+"$KVS_BUILD/tests/helpers/fdstore_harness" --state "$ST" --hold "$HOLD" -- \
+	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
+	--pin-dir "$KVS_PIN" "${BACKENDS[@]}" --pool 2 2>"$KVS_TMP/gw.log" &
+HARNESS=$!
+KVS_PIDS+=($HARNESS)
+kvs_wait_file "$KVS_TMP/gw.port"
+GW_PORT=$(cat "$KVS_TMP/gw.port")
+kvs_wait_for "READY=1 and the listener and both pools in the store" \
+	'[ "$(num ready)" = 1 ] && [ "$(num fds.kvs-listen)" = 1 ] && [ "$(num fds.kvs-upstream)" = 4 ] && [ "$(num fds.kvs-punt)" = 1 ]'
+echo "ok: in the store: listener, 4 pool connections, the punt pair"
+
+# Routes for the 8 prefixes, so that the requests below are the kernel's.
+out=$(kvs_bench -n 64 -k 4 --prefixes 8 --prefix-tokens 1024 --json) || kvs_fail "warm-up: $out"
+
+# 16 connections, requests at 120/s for ~10 s, each answer checked.
+kvs_bench -n 1200 -k 16 --rate 120 --prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 -m 16 \
+	--json --timeout-s 60 >"$KVS_TMP/during.json" 2>"$KVS_TMP/during.err" &
+bench=$!
+KVS_PIDS+=($bench)
+kvs_wait_for "the 16 clients in the store" '[ "$(num fds.kvs-client)" -ge 16 ]'
+fast0=$(jget "$(kvs_stats)" .fast_path_frames)
+kvs_wait_for "requests flowing" \
+	'[ "$(jget "$(kvs_stats)" .fast_path_frames)" -ge $((fast0 + 50)) ]'
+
+# SIGKILL, held down: the kernel splices on without a controller.
+touch "$HOLD"
+GW1=$(num pid)
+kill -9 "$GW1"
+kvs_wait_for "the harness holding the dead controller" '[ "$(num held)" = 1 ]'
+kill -0 "$GW1" 2>/dev/null && kvs_fail "the controller survived SIGKILL"
+set +e
+status=$("${CTL[@]}" status --json)
+rc=$?
+set -e
+assert_eq "status exit code without a controller" "$rc" 3
+assert_eq "status: clients still in the socket map" "$(jget "$status" .spliced.clients)" 16
+assert_eq "status: pool connections still in the socket map" "$(jget "$status" .spliced.upstreams)" 4
+text=$("${CTL[@]}" status || true)
+grep -q "16 client and 4 backend connections still in the socket map" <<<"$text" ||
+	kvs_fail "status text: $text"
+fast1=$(jget "$(kvs_stats)" .fast_path_frames)
+kvs_wait_for "the kernel splicing requests while no controller runs" \
+	'[ "$(jget "$(kvs_stats)" .fast_path_frames)" -ge $((fast1 + 100)) ]'
+echo "ok: $(($(jget "$(kvs_stats)" .fast_path_frames) - fast1)) requests spliced with no controller"
+
+# Restarted with the store's sockets.
+rm -f "$HOLD"
+kvs_wait_for "the restarted controller ready" '[ "$(num starts)" = 2 ] && [ "$(num ready)" = 1 ]'
+grep -q "event=restarted_from_fd_store" "$KVS_TMP/gw.log" || kvs_fail "no restarted_from_fd_store line"
+line=$(grep -o 'event=restarted_from_fd_store.*' "$KVS_TMP/gw.log")
+echo "ok: $line"
+clients=$(sed -n 's/.*clients=\([0-9]*\).*/\1/p' <<<"$line")
+assert_ge "clients adopted" "$clients" 16
+
+if ! wait $bench; then
+	kvs_fail "the clients saw failures across the crash: $(jq -c '{ok,errors,mismatches,lost}' "$KVS_TMP/during.json"); $(head -3 "$KVS_TMP/during.err")"
+fi
+out=$(cat "$KVS_TMP/during.json")
+assert_eq "requests answered byte for byte across the crash" "$(jget "$out" .ok)" 1200
+assert_eq "lost" "$(jget "$out" .lost)" 0
+assert_eq "mismatches" "$(jget "$out" .mismatches)" 0
+
+# New connections after the restart.
+out=$(kvs_bench -n 100 -k 4 --prefixes 8 --prefix-tokens 1024 --json) ||
+	kvs_fail "new clients after the restart: $out"
+assert_eq "new clients after the restart: ok" "$(jget "$out" .ok)" 100
+status=$("${CTL[@]}" status --json) || kvs_fail "status with the restarted controller: $status"
+
+# Closed connections leave the store (shut down, their copy hangs up).
+kvs_wait_for "closed clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
+echo "ok: no client left in the store once they closed ($(num hups) hang-ups)"
+
+# A clean stop empties the store (FDSTOREREMOVE=1).
+kill -TERM "$HARNESS"
+for _ in $(seq 1 200); do kill -0 "$HARNESS" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$HARNESS" 2>/dev/null && kvs_fail "the harness did not stop"
+assert_eq "descriptors removed (FDSTOREREMOVE) on a clean stop: listener, pools, punt pair" \
+	"$(num removes)" 7
+
+# Without the store: a SIGKILL takes every socket with it, and status says so.
+mv "$KVS_TMP/gw.log" "$KVS_TMP/gw-store.log"
+rm -f "$KVS_TMP/gw.port"
+kvs_start_gw "${BACKENDS[@]}"
+out=$(kvs_bench -n 20 -k 2 --prefixes 2 --json) || kvs_fail "plain gateway: $out"
+kill -9 "$GW_PID"
+for _ in $(seq 1 100); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.05; done
+set +e
+status=$("${CTL[@]}" status --json)
+set -e
+assert_eq "status after a SIGKILL without the store: clients" "$(jget "$status" .spliced.clients)" 0
+assert_eq "status after a SIGKILL without the store: pool" "$(jget "$status" .spliced.upstreams)" 0
+text=$("${CTL[@]}" status || true)
+grep -q "spliced     nothing" <<<"$text" || kvs_fail "status text: $text"
+echo "PASS test_fdstore"
