@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "codec.h"
-#include "fdstore.h"
 #include "log.h"
 #include "loop.h"
 #include "sendq.h"
@@ -118,7 +117,11 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
 	}
-	gw_fdstore_forget(g, c);
+	/* A copy in systemd's descriptor store (fdstore.c) would keep the
+	 * connection open: shut down, the peer sees it closed and systemd,
+	 * polling its copy, drops it. */
+	if (c->fdstored)
+		shutdown(c->fd, SHUT_RDWR);
 	if (c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
 		shutdown(c->fd, SHUT_RDWR); /* the pending op completes */
 	gw_conn_release(g, c);

@@ -25,7 +25,13 @@
 
 void gw_fdstore_init(struct gw *g)
 {
-	g->fdstore.on = g->cfg->fd_store && kvs_sd_notifying() && !g->dp.in_memory;
+	/* systemd 254 and later say how many it keeps ($FDSTORE): with none,
+	 * every hand-in would cost a warning in its journal. 252 says
+	 * nothing: the unit's FileDescriptorStoreMax= is trusted. */
+	const char *max = getenv("FDSTORE");
+
+	g->fdstore.on = g->cfg->fd_store && kvs_sd_notifying() && !g->dp.in_memory &&
+			!(max && strtoul(max, NULL, 10) == 0);
 }
 
 /* Descriptors of one name, sent together. */
@@ -128,16 +134,6 @@ void gw_fdstore_tick(struct gw *g)
 	}
 	for (int k = 0; k < 4; k++)
 		flush(g, &b[k]);
-}
-
-void gw_fdstore_forget(struct gw *g, struct gw_conn *c)
-{
-	if (!c->fdstored)
-		return;
-	/* The store's copy would keep the connection open: shut down, the
-	 * peer sees it closed and systemd, polling its copy, drops it. */
-	shutdown(c->fd, SHUT_RDWR);
-	c->fdstored = false;
 }
 
 void gw_fdstore_clear(struct gw *g)

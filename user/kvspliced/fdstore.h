@@ -15,9 +15,10 @@
  * kvs-upstream, kvs-punt (the kernel's end of the punt pair) and
  * kvs-punt-reader. Which client or backend slot a socket is comes from the
  * socket itself (its cookie) and the pinned conns map, which the kernel
- * keeps. A socket the controller closes is shut down first, so that the
- * store's copy hangs up and systemd drops it (it polls what it holds); on
- * a clean stop every name is removed with FDSTOREREMOVE=1.
+ * keeps. A socket the controller closes is shut down first (conn.c, for
+ * those marked fdstored), so that the store's copy hangs up and systemd
+ * drops it (it polls what it holds); on a clean stop every name is
+ * removed with FDSTOREREMOVE=1.
  */
 #ifndef KVS_GW_FDSTORE_H
 #define KVS_GW_FDSTORE_H
@@ -37,8 +38,6 @@
 void gw_fdstore_init(struct gw *g);
 /* On the tick: the sockets not handed in yet, in batches. */
 void gw_fdstore_tick(struct gw *g);
-/* c is being closed: shut down, if the store holds a copy of it. */
-void gw_fdstore_forget(struct gw *g, struct gw_conn *c);
 /* A clean stop (not a hand-over): the store emptied. */
 void gw_fdstore_clear(struct gw *g);
 
