@@ -228,38 +228,46 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-struct known {
-	const uint64_t *cookies;
-	size_t n;
-	uint32_t max_payload;
-};
-
 /* Whole frames, each naming a client we hold (or none: a backend's PONG),
  * from off to the end of what was read (the last one may be unfinished). */
-static bool frames_from(const uint8_t *p, size_t len, size_t off, const struct known *k)
+static bool frames_from(const uint8_t *p, size_t len, size_t off, const uint64_t *cookies, size_t n,
+			uint32_t max_payload)
 {
-	while (len - off >= KVS_HDR_LEN) {
-		struct kvs_buf v = {
-			.data = (uint8_t *)p, .off = off, .len = len - off, .cap = len
-		};
+	static const uint8_t magic[4] = { KVS_MAGIC >> 24, (KVS_MAGIC >> 16) & 0xff,
+					  (KVS_MAGIC >> 8) & 0xff, KVS_MAGIC & 0xff };
+
+	for (;;) {
+		size_t left = len - off;
+		struct kvs_buf v = { .data = (uint8_t *)p, .off = off, .len = left, .cap = len };
 		struct kvs_hdr_raw raw;
 		const uint8_t *frame;
 		struct kvs_msg m;
 		int r;
 
+		/* A header still arriving: as far as it goes, it is one. */
+		if (left < KVS_HDR_LEN)
+			return !memcmp(p + off, magic, left < 4 ? left : 4);
 		kvs_hdr_peek(p + off, &raw);
-		if (!raw.magic_ok || raw.payload_len > k->max_payload ||
-		    (raw.gw_conn &&
-		     !bsearch(&raw.gw_conn, k->cookies, k->n, sizeof(uint64_t), cmp_u64)))
+		if (!raw.magic_ok || raw.payload_len > max_payload ||
+		    (raw.gw_conn && !bsearch(&raw.gw_conn, cookies, n, sizeof(uint64_t), cmp_u64)))
 			return false;
-		r = kvs_next_frame(&v, k->max_payload, &m, &frame);
+		r = kvs_next_frame(&v, max_payload, &m, &frame);
 		if (r <= 0)
 			return r == 0;
 		if (!m.gw_conn && m.type != KVS_T_PONG)
 			return false;
 		off += KVS_HDR_LEN + (size_t)m.payload_len;
 	}
-	return true;
+}
+
+size_t gw_punt_resync(const uint8_t *p, size_t len, const uint64_t *cookies, size_t n,
+		      uint32_t max_payload)
+{
+	size_t off = 0;
+
+	while (off < len && !frames_from(p, len, off, cookies, n, max_payload))
+		off++;
+	return off;
 }
 
 /*
@@ -269,19 +277,19 @@ static bool frames_from(const uint8_t *p, size_t len, size_t off, const struct k
  * offset from which whole frames follow to the end is taken as the stream's
  * next frame.
  */
-static void read_punt(int fd, struct kvs_buf *rx, const struct known *k)
+static void read_punt(int fd, struct kvs_buf *rx, const uint64_t *cookies, size_t n,
+		      uint32_t max_payload)
 {
-	size_t off = 0;
+	size_t off;
 
 	while (rx->len < PUNT_READ_MAX && !kvs_buf_reserve(rx, 65536)) {
-		ssize_t n = recv(fd, kvs_buf_tail(rx), kvs_buf_room(rx), MSG_DONTWAIT);
+		ssize_t got = recv(fd, kvs_buf_tail(rx), kvs_buf_room(rx), MSG_DONTWAIT);
 
-		if (n <= 0)
+		if (got <= 0)
 			break;
-		kvs_buf_commit(rx, (size_t)n);
+		kvs_buf_commit(rx, (size_t)got);
 	}
-	while (off < rx->len && !frames_from(kvs_buf_head(rx), rx->len, off, k))
-		off++;
+	off = gw_punt_resync(kvs_buf_head(rx), rx->len, cookies, n, max_payload);
 	if (off)
 		pr_warn("event=punt_resynced skipped_bytes=%zu reason=\"the rest of a frame the "
 			"crashed controller was reading\"",
@@ -339,7 +347,7 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 {
 	uint32_t used[KVS_MAX_BACKENDS] = { 0 }, zero = 0;
 	int punt_k = -1, punt_r = -1, err = 0;
-	struct known k = { .max_payload = g->cfg->max_payload };
+	size_t nc = 0;
 	uint64_t *cookies = calloc((size_t)s->n + 1, sizeof(*cookies));
 	struct kvs_conn kc;
 	uint64_t cookie;
@@ -378,15 +386,14 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 			continue; /* discarded with s */
 		}
 		if (r->role == KVS_ROLE_CLIENT)
-			cookies[k.n++] = r->cookie;
+			cookies[nc++] = r->cookie;
 		listen |= r->role == KVS_HO_LISTEN;
 		metrics |= r->role == KVS_HO_METRICS;
 		t->fds[t->n++] = s->fds[i];
 		s->fds[i] = -1;
 	}
 	t->got = t->n;
-	qsort(cookies, k.n, sizeof(*cookies), cmp_u64);
-	k.cookies = cookies;
+	qsort(cookies, nc, sizeof(*cookies), cmp_u64);
 	/* The inject pair is always new: the dead controller may have written
 	 * half a frame into the old one, and the kernel would take what we
 	 * write next for its rest. (The old one closed with it.) */
@@ -396,8 +403,8 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 		err = gw_kpath_setup_punt(g);
 	}
 	if (!err && punt_ok)
-		read_punt(punt_r, &t->punt_rx, &k);
-	pr_info("event=fd_store_taken sockets=%u clients=%zu backend_slots=%u punt=%s", t->n, k.n,
+		read_punt(punt_r, &t->punt_rx, cookies, nc, g->cfg->max_payload);
+	pr_info("event=fd_store_taken sockets=%u clients=%zu backend_slots=%u punt=%s", t->n, nc,
 		t->nslots, punt_ok ? "kept" : "new");
 out:
 	free(cookies);

@@ -61,5 +61,12 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t);
  * store already (systemd would only compare and drop a second copy). */
 void gw_fdstore_adopted(struct gw *g);
 void gw_stored_free(struct gw_stored *s);
+/* Where the kept punt stream's next whole frame begins in the len bytes
+ * read from it (the dead controller may have read the start of one): the
+ * first offset from which whole frames follow to the end (the last may be
+ * unfinished), each naming one of the n clients in cookies (sorted) or
+ * none (a backend's PONG); len if there is none. */
+size_t gw_punt_resync(const uint8_t *p, size_t len, const uint64_t *cookies, size_t n,
+		      uint32_t max_payload);
 
 #endif
