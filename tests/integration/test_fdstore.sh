@@ -4,9 +4,10 @@
 # (NOTIFY_SOCKET, FDSTORE=1, restart with LISTEN_FDS). 16 clients have
 # requests in flight when the controller is SIGKILLed: while it is dead the
 # kernel goes on splicing (the requests in flight complete, `status` says
-# what the socket map holds), and the restarted controller adopts every
-# socket from the store: no client connection drops, every request is
-# answered byte for byte, old and new connections work. Closed sockets
+# what the socket map holds; PINGs, which need the controller, wait in the
+# kept punt socket), and the restarted controller adopts every socket from
+# the store: no client connection drops, every request is answered byte
+# for byte, the PINGs are answered, old and new connections work. Closed sockets
 # leave the store; a clean stop empties it. Without the store, `status`
 # after a SIGKILL says the socket map is empty (it used to claim that
 # established connections were still spliced).
@@ -36,12 +37,44 @@ echo "ok: in the store: listener, 4 pool connections, the punt pair"
 # Routes for the 8 prefixes, so that the requests below are the kernel's.
 out=$(kvs_bench -n 64 -k 4 --prefixes 8 --prefix-tokens 1024 --json) || kvs_fail "warm-up: $out"
 
+# A client whose PINGs need the controller (the kernel punts them): sent
+# while no controller runs, they wait in the kept punt socket.
+cat >"$KVS_TMP/pinger.py" <<'PY'
+import os, socket, struct, sys, time
+port, go = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port))
+print("connected", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.02)
+for rid in (101, 102, 103):
+    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, rid,
+                          0, 0, 0, 0, 0, 0, 0))
+print("sent", flush=True)
+s.settimeout(60)
+buf, want = b'', {101, 102, 103}
+while want:
+    while len(buf) < 64 or len(buf) < 64 + struct.unpack('>I', buf[12:16])[0]:
+        d = s.recv(65536)
+        if not d:
+            raise EOFError('gateway closed the connection')
+        buf += d
+    n = 64 + struct.unpack('>I', buf[12:16])[0]
+    f, buf = buf[:n], buf[n:]
+    if f[5] == 6:
+        want.discard(struct.unpack('>Q', f[16:24])[0])
+print("pongs", flush=True)
+PY
+python3 "$KVS_TMP/pinger.py" "$GW_PORT" "$KVS_TMP/go" >"$KVS_TMP/pinger.out" 2>&1 &
+PINGER=$!
+KVS_PIDS+=($PINGER)
+kvs_wait_for "the pinger connected" 'grep -q connected "$KVS_TMP/pinger.out"'
+
 # 16 connections, requests at 120/s for ~10 s, each answer checked.
 kvs_bench -n 1200 -k 16 --rate 120 --prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 -m 16 \
 	--json --timeout-s 60 >"$KVS_TMP/during.json" 2>"$KVS_TMP/during.err" &
 bench=$!
 KVS_PIDS+=($bench)
-kvs_wait_for "the 16 clients in the store" '[ "$(num fds.kvs-client)" -ge 16 ]'
+kvs_wait_for "the 16 clients and the pinger in the store" '[ "$(num fds.kvs-client)" -ge 17 ]'
 fast0=$(jget "$(kvs_stats)" .fast_path_frames)
 kvs_wait_for "requests flowing" \
 	'[ "$(jget "$(kvs_stats)" .fast_path_frames)" -ge $((fast0 + 50)) ]'
@@ -57,15 +90,18 @@ status=$("${CTL[@]}" status --json)
 rc=$?
 set -e
 assert_eq "status exit code without a controller" "$rc" 3
-assert_eq "status: clients still in the socket map" "$(jget "$status" .spliced.clients)" 16
+assert_eq "status: clients still in the socket map" "$(jget "$status" .spliced.clients)" 17
 assert_eq "status: pool connections still in the socket map" "$(jget "$status" .spliced.upstreams)" 4
 text=$("${CTL[@]}" status || true)
-grep -q "16 client and 4 backend connections still in the socket map" <<<"$text" ||
+grep -q "17 client and 4 backend connections still in the socket map" <<<"$text" ||
 	kvs_fail "status text: $text"
 fast1=$(jget "$(kvs_stats)" .fast_path_frames)
 kvs_wait_for "the kernel splicing requests while no controller runs" \
 	'[ "$(jget "$(kvs_stats)" .fast_path_frames)" -ge $((fast1 + 100)) ]'
 echo "ok: $(($(jget "$(kvs_stats)" .fast_path_frames) - fast1)) requests spliced with no controller"
+touch "$KVS_TMP/go"
+kvs_wait_for "the pinger's PINGs sent" 'grep -q sent "$KVS_TMP/pinger.out"'
+grep -q pongs "$KVS_TMP/pinger.out" && kvs_fail "PONGs with no controller"
 
 # Restarted with the store's sockets.
 rm -f "$HOLD"
@@ -74,7 +110,12 @@ grep -q "event=restarted_from_fd_store" "$KVS_TMP/gw.log" || kvs_fail "no restar
 line=$(grep -o 'event=restarted_from_fd_store.*' "$KVS_TMP/gw.log")
 echo "ok: $line"
 clients=$(sed -n 's/.*clients=\([0-9]*\).*/\1/p' <<<"$line")
-assert_ge "clients adopted" "$clients" 16
+assert_ge "clients adopted" "$clients" 17
+wait $PINGER || kvs_fail "the PINGs sent while no controller ran: $(cat "$KVS_TMP/pinger.out")"
+grep -q pongs "$KVS_TMP/pinger.out" || kvs_fail "no PONGs: $(cat "$KVS_TMP/pinger.out")"
+kept=$(sed -n 's/.*event=punt_kept bytes=\([0-9]*\).*/\1/p' "$KVS_TMP/gw.log")
+assert_ge "bytes that waited in the kept punt socket" "${kept:-0}" 192
+echo "ok: the 3 PINGs sent while no controller ran answered after its restart"
 
 if ! wait $bench; then
 	kvs_fail "the clients saw failures across the crash: $(jq -c '{ok,errors,mismatches,lost}' "$KVS_TMP/during.json"); $(head -3 "$KVS_TMP/during.err")"
