@@ -6,8 +6,9 @@
  * Type=notify service with Restart=on-failure and FileDescriptorStoreMax=
  * would:
  *
- *   - NOTIFY_SOCKET: a datagram socket it binds; READY=1, MAINPID=,
- *     STOPPING=1 noted; FDSTORE=1 keeps the descriptors that come with the
+ *   - NOTIFY_SOCKET: a datagram socket it binds (NotifyAccess=all);
+ *     READY=1 noted; MAINPID= makes that process the service's (an
+ *     upgrade's successor: the harness is a subreaper, as PID 1 is); FDSTORE=1 keeps the descriptors that come with the
  *     message (SCM_RIGHTS) under FDNAME= (a descriptor it holds already,
  *     the same open socket, is not kept twice; past --max the rest are
  *     closed); FDSTOREREMOVE=1 closes every one named FDNAME=;
@@ -22,8 +23,9 @@
  *
  * What it holds is written to --state FILE after each change (replaced
  * whole, so a reader never sees half of it), one key=value a line:
- * starts, pid, ready (READY=1 of the current run), held, fds, msgs
- * (FDSTORE datagrams), removes, hups, dups, refused, and fds.NAME per name.
+ * starts, pid (the main process), ready (READY=1 of the current run),
+ * held, fds, msgs (FDSTORE datagrams), removes, hups, dups, refused,
+ * mainpids (MAINPID= changes), and fds.NAME per name.
  * While the file --hold names exists, a dead program is not restarted
  * (held=1; the store is kept): a test looks at the gateway without its
  * controller, then removes the file.
@@ -39,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -57,7 +60,7 @@ struct kept {
 
 static struct kept *store;
 static size_t nstore, capstore;
-static unsigned long maxfds = 65536, starts, msgs, removes, hups, dups, refused;
+static unsigned long maxfds = 65536, starts, msgs, removes, hups, dups, refused, mainpids;
 static int ready, held;
 static const char *hold;
 static pid_t child = -1;
@@ -80,8 +83,9 @@ static void write_state(void)
 		return;
 	fprintf(f,
 		"starts=%lu\npid=%d\nready=%d\nheld=%d\nfds=%zu\nmsgs=%lu\nremoves=%lu\n"
-		"hups=%lu\ndups=%lu\nrefused=%lu\n",
-		starts, (int)child, ready, held, nstore, msgs, removes, hups, dups, refused);
+		"hups=%lu\ndups=%lu\nrefused=%lu\nmainpids=%lu\n",
+		starts, (int)child, ready, held, nstore, msgs, removes, hups, dups, refused,
+		mainpids);
 	/* per name: counted in one pass over the names seen so far */
 	for (size_t i = 0; i < nstore; i++) {
 		size_t n = 0, j;
@@ -184,6 +188,10 @@ static void on_notify(int sock)
 	}
 	if (field(buf, "READY=", val, sizeof(val)) && !strcmp(val, "1"))
 		ready = 1;
+	if (field(buf, "MAINPID=", val, sizeof(val)) && atoi(val) > 0) {
+		child = atoi(val); /* an upgrade's successor: the service's now */
+		mainpids++;
+	}
 	if (field(buf, "FDSTORE=", val, sizeof(val)) && !strcmp(val, "1")) {
 		const char *name = field(buf, "FDNAME=", val, sizeof(val)) ? val : "stored";
 
@@ -292,6 +300,9 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGTERM, &act, NULL);
 	sigaction(SIGINT, &act, NULL);
+	/* As PID 1 is for everything: an upgrade's successor, orphaned when
+	 * its predecessor exits, is reaped here. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	child = start(argv, notify_path);
 	starts = 1;
 	write_state();
@@ -330,17 +341,23 @@ int main(int argc, char **argv)
 			max_restarts = 0;
 		}
 		if (child > 0) {
-			int st;
+			int st = 0;
+			pid_t w;
+			bool died = false;
 
-			if (waitpid(child, &st, WNOHANG) != child)
-				continue;
-			/* What was sent before it died counts: read it all first. */
-			{
+			/* Any child or orphan (a subreaper): a predecessor that
+			 * handed over and named its successor exits too. What
+			 * was sent before a death counts: read it all first, as
+			 * systemd handles notifications ahead of SIGCHLD. */
+			while (!died && (w = waitpid(-1, &st, WNOHANG)) > 0) {
 				struct pollfd q = { .fd = sock, .events = POLLIN };
 
 				while (poll(&q, 1, 0) > 0 && (q.revents & POLLIN))
 					on_notify(sock);
+				died = w == child;
 			}
+			if (!died)
+				continue;
 			if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || restarts >= max_restarts) {
 				rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 				fprintf(stderr, "fdstore_harness: pid %d ended (status %d); done\n",

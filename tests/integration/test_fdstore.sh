@@ -8,7 +8,8 @@
 # kept punt socket), and the restarted controller adopts every socket from
 # the store: no client connection drops, every request is answered byte
 # for byte, the PINGs are answered, old and new connections work. Closed sockets
-# leave the store; a clean stop empties it. Without the store, `status`
+# leave the store; a clean stop empties it. An upgrade keeps each socket
+# in the store once, and a crash after it is survived too. Without the store, `status`
 # after a SIGKILL says the socket map is empty (it used to claim that
 # established connections were still spliced).
 source "$(dirname "$0")/lib.sh"
@@ -134,6 +135,27 @@ status=$("${CTL[@]}" status --json) || kvs_fail "status with the restarted contr
 # Closed connections leave the store (shut down, their copy hangs up).
 kvs_wait_for "closed clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
 echo "ok: no client left in the store once they closed ($(num hups) hang-ups)"
+
+# An upgrade under the store, then a crash of the successor: the old
+# controller names it (MAINPID=), the successor hands the same sockets in
+# again (systemd keeps one copy of each), and its crash is survived too.
+before=$(num fds)
+out=$("${CTL[@]}" upgrade) || kvs_fail "upgrade: $out"
+GW2=$(jget "$("${CTL[@]}" status --json)" .pid)
+kvs_wait_for "the successor is the service's main process" '[ "$(num pid)" = "$GW2" ]'
+kvs_wait_for "the successor's hand-in, each socket kept once" '[ "$(num dups)" -ge "$before" ]'
+assert_eq "descriptors in the store after the upgrade (none twice)" "$(num fds)" "$before"
+kvs_bench -n 400 -k 8 --rate 80 --prefixes 8 --prefix-tokens 1024 --json --timeout-s 60 \
+	>"$KVS_TMP/during2.json" 2>"$KVS_TMP/during2.err" &
+bench=$!
+KVS_PIDS+=($bench)
+kvs_wait_for "the 8 clients in the store" '[ "$(num fds.kvs-client)" -ge 8 ]'
+kill -9 "$GW2"
+kvs_wait_for "the successor's successor ready" '[ "$(num starts)" = 3 ] && [ "$(num ready)" = 1 ]'
+wait $bench || kvs_fail "a crash after an upgrade: $(jq -c '{ok,errors,mismatches,lost}' "$KVS_TMP/during2.json"); $(head -3 "$KVS_TMP/during2.err")"
+assert_eq "requests answered across a crash after an upgrade" "$(jget "$(cat "$KVS_TMP/during2.json")" .ok)" 400
+kvs_wait_for "its clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
+
 
 # A clean stop empties the store (FDSTOREREMOVE=1).
 kill -TERM "$HARNESS"

@@ -502,6 +502,10 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
  * and handle the frames the old one had read and not handled. */
 int gw_start_adopted(struct gw *g)
 {
+	/* First the frames already read, then the reads armed: a receive is
+	 * aimed at the buffer's tail as it is when armed, and handling what
+	 * is buffered moves the tail (an emptied buffer starts over). */
+	gw_kpath_drain(g);
 	for (uint32_t i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
 
@@ -514,7 +518,6 @@ int gw_start_adopted(struct gw *g)
 			return -EBUSY;
 		}
 	}
-	gw_kpath_drain(g);
 	return 0;
 }
 
