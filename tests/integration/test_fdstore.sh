@@ -131,6 +131,7 @@ out=$(kvs_bench -n 100 -k 4 --prefixes 8 --prefix-tokens 1024 --json) ||
 	kvs_fail "new clients after the restart: $out"
 assert_eq "new clients after the restart: ok" "$(jget "$out" .ok)" 100
 status=$("${CTL[@]}" status --json) || kvs_fail "status with the restarted controller: $status"
+assert_eq "status: the descriptor store in use" "$(jget "$status" .fd_store.on)" true
 
 # Closed connections leave the store (shut down, their copy hangs up).
 kvs_wait_for "closed clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
@@ -169,6 +170,9 @@ mv "$KVS_TMP/gw.log" "$KVS_TMP/gw-store.log"
 rm -f "$KVS_TMP/gw.port"
 kvs_start_gw "${BACKENDS[@]}"
 out=$(kvs_bench -n 20 -k 2 --prefixes 2 --json) || kvs_fail "plain gateway: $out"
+text=$("${CTL[@]}" status)
+grep -q "crash       drops every connection (no descriptor store: not under systemd)" <<<"$text" ||
+	kvs_fail "status without the store: $text"
 kill -9 "$GW_PID"
 for _ in $(seq 1 100); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.05; done
 set +e

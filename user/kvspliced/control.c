@@ -134,13 +134,14 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
 			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
-			"\"routes\":%ld,"
+			"\"routes\":%ld,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
 			"\"upgrade\":",
 			total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
 			n[KVS_BE_PROBATION], g->clients.count, kclients, uclients,
 			(unsigned long long)k.fast_path_frames,
 			(unsigned long long)g->ctl.slow_frames,
-			(unsigned long long)g->ctl.user_path_frames, routes);
+			(unsigned long long)g->ctl.user_path_frames, routes,
+			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds);
 		if (g->upgrade_pid > 0)
 			fprintf(out, "{\"pid\":%d,\"state\":\"%s\",\"status\":%d}}\n",
 				(int)g->upgrade_pid, g->upgrade_status < 0 ? "running" : "failed",
@@ -167,6 +168,14 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
 		(unsigned long long)g->ctl.user_path_frames);
 	fprintf(out, "routes      %ld\n", routes);
+	if (g->fdstore.on)
+		fprintf(out,
+			"crash       connections survive it: sockets in systemd's descriptor "
+			"store (%llu handed in)\n",
+			(unsigned long long)g->fdstore.fds);
+	else
+		fprintf(out, "crash       drops every connection (no descriptor store: %s)\n",
+			g->cfg->fd_store ? "not under systemd" : "--fd-store no");
 	if (g->upgrade_pid > 0 && g->upgrade_status < 0)
 		fprintf(out, "upgrade     under way: new controller pid %d\n", (int)g->upgrade_pid);
 	else if (g->upgrade_pid > 0)
