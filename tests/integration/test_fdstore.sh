@@ -9,7 +9,8 @@
 # the store: no client connection drops, every request is answered byte
 # for byte, the PINGs are answered, old and new connections work. Closed sockets
 # leave the store; a clean stop empties it. An upgrade keeps each socket
-# in the store once, and a crash after it is survived too. Without the store, `status`
+# in the store once, and a crash after it is survived too, as is one
+# followed by a restart with a bigger --pool. Without the store, `status`
 # after a SIGKILL says the socket map is empty (it used to claim that
 # established connections were still spliced).
 source "$(dirname "$0")/lib.sh"
@@ -19,14 +20,19 @@ kvs_start_sim A --time-scale 0.02
 kvs_start_sim B --time-scale 0.02
 BACKENDS=(--backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B")
 ST=$KVS_TMP/store
+export POOLF=$KVS_TMP/pool
 HOLD=$KVS_TMP/hold
 CTL=("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN")
 st() { sed -n "s/^$1=//p" "$ST" 2>/dev/null; }
 num() { local v; v=$(st "$1"); echo "${v:-0}"; }
 
+# The unit's ExecStart, with --pool read from a file at each start (a
+# restart may bring a changed configuration).
+echo 2 >"$KVS_TMP/pool"
 "$KVS_BUILD/tests/helpers/fdstore_harness" --state "$ST" --hold "$HOLD" -- \
+	sh -c 'exec "$0" "$@" --pool "$(cat "$POOLF")"' \
 	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
-	--pin-dir "$KVS_PIN" "${BACKENDS[@]}" --pool 2 2>"$KVS_TMP/gw.log" &
+	--pin-dir "$KVS_PIN" "${BACKENDS[@]}" 2>"$KVS_TMP/gw.log" &
 HARNESS=$!
 KVS_PIDS+=($HARNESS)
 kvs_wait_file "$KVS_TMP/gw.port"
@@ -157,13 +163,26 @@ wait $bench || kvs_fail "a crash after an upgrade: $(jq -c '{ok,errors,mismatche
 assert_eq "requests answered across a crash after an upgrade" "$(jget "$(cat "$KVS_TMP/during2.json")" .ok)" 400
 kvs_wait_for "its clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
 
+# A restart with a bigger --pool: the kept connections serve on, the new
+# slots are dialled (event=pool_refill), and handed in once spliced.
+echo 3 >"$KVS_TMP/pool"
+kill -9 "$(num pid)"
+kvs_wait_for "restarted with --pool 3" '[ "$(num starts)" = 4 ] && [ "$(num ready)" = 1 ]'
+kvs_wait_for "6 pool connections in the store" '[ "$(num fds.kvs-upstream)" = 6 ]'
+grep -q "event=pool_refill backend=127.0.0.1:$SIM_PORT_A index=0 missing=1" "$KVS_TMP/gw.log" ||
+	kvs_fail "no pool_refill for A"
+out=$(kvs_bench -n 100 -k 8 --prefixes 8 --prefix-tokens 1024 --json) ||
+	kvs_fail "after a restart with --pool 3: $out"
+assert_eq "requests after a restart with a bigger pool" "$(jget "$out" .ok)" 100
+kvs_wait_for "those clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
+
 
 # A clean stop empties the store (FDSTOREREMOVE=1).
 kill -TERM "$HARNESS"
 for _ in $(seq 1 200); do kill -0 "$HARNESS" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$HARNESS" 2>/dev/null && kvs_fail "the harness did not stop"
 assert_eq "descriptors removed (FDSTOREREMOVE) on a clean stop: listener, pools, punt pair" \
-	"$(num removes)" 7
+	"$(num removes)" 9
 
 # Without the store: a SIGKILL takes every socket with it, and status says so.
 mv "$KVS_TMP/gw.log" "$KVS_TMP/gw-store.log"

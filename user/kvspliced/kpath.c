@@ -461,15 +461,20 @@ static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 }
 
 /* Backend b's pool: --pool connections, each probed with a PING before it
- * is spliced (pool_probed). */
+ * is spliced (pool_probed). Slots it holds already are left as they are
+ * (a controller restarted after a crash fills what was being connected
+ * when it died). */
 static int connect_pool(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 
 	for (uint32_t s = 0; s < g->cfg->pool_size; s++) {
 		struct gw_conn *c;
-		int fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS), err;
+		int fd, err;
 
+		if (be->pool[s])
+			continue;
+		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
 		if (fd < 0)
 			return fd;
 		c = gw_conn_new(g, fd, KVS_ROLE_UPSTREAM, &upstream_ops);
