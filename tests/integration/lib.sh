@@ -26,6 +26,7 @@ kvs_cleanup() {
 	local pid
 	for pid in "${KVS_PIDS[@]}"; do
 		kill "$pid" 2>/dev/null || true
+		kill -CONT "$pid" 2>/dev/null || true # a test may have stopped it
 	done
 	for pid in "${KVS_PIDS[@]}"; do
 		wait "$pid" 2>/dev/null || true
@@ -50,10 +51,15 @@ kvs_setup() {
 	trap 'exit 130' INT TERM
 }
 
+# How long a wait for a condition may take before the test fails: generous,
+# as waiting ends the moment the condition holds; on a machine whose cores
+# are busy (make test-loaded) a daemon may need seconds to start.
+KVS_WAIT_S=${KVS_WAIT_S:-60}
+
 # Waits until FILE exists (a process writes its port there once listening).
 kvs_wait_file() {
-	local f=$1 i
-	for i in $(seq 1 100); do
+	local f=$1 end=$((SECONDS + KVS_WAIT_S))
+	while [ $SECONDS -le $end ]; do
 		[ -s "$f" ] && return 0
 		sleep 0.05
 	done
@@ -131,24 +137,26 @@ kvs_bench() {
 	"$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$GW_PORT" --quiet "$@"
 }
 
-# kvs_wait_backend INDEX STATE [TRIES] [SLEEP]: waits until backend INDEX is
-# in STATE (up, down, ...); prints the state it ended in.
+# kvs_wait_backend INDEX STATE [SECONDS] [SLEEP]: waits until backend INDEX
+# is in STATE (up, down, ...), for KVS_WAIT_S seconds unless SECONDS says
+# otherwise; prints the state it ended in.
 kvs_wait_backend() {
-	local i st
-	for i in $(seq 1 "${3:-100}"); do
+	local st end=$((SECONDS + ${3:-$KVS_WAIT_S}))
+	while :; do
 		st=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r ".[$1].state")
 		[ "$st" = "$2" ] && break
+		[ $SECONDS -le $end ] || break
 		sleep "${4:-0.05}"
 	done
 	echo "$st"
 }
 
-# kvs_wait_for WHAT CMD [TRIES]: waits until the shell command CMD succeeds
-# (checked every 0.05 s, TRIES times, default 400: 20 s on an idle machine);
-# fails the test naming WHAT if it never does.
+# kvs_wait_for WHAT CMD [SECONDS]: waits until the shell command CMD
+# succeeds (checked every 0.05 s, for KVS_WAIT_S seconds unless SECONDS says
+# otherwise); fails the test naming WHAT if it never does.
 kvs_wait_for() {
-	local i
-	for i in $(seq 1 "${3:-400}"); do
+	local end=$((SECONDS + ${3:-$KVS_WAIT_S}))
+	while [ $SECONDS -le $end ]; do
 		eval "$2" && return 0
 		sleep 0.05
 	done

@@ -47,7 +47,7 @@ st=$(state 0)
 grep -qx "down\|probation" <<<"$st" || kvs_fail "A's state while it hangs: $st (re-admitted?)"
 
 kill -CONT "$A"
-kvs_wait_backend 0 up 100 0.1 >/dev/null
+kvs_wait_backend 0 up "" 0.1 >/dev/null
 assert_eq "A's state once it runs again" "$(state 0)" up
 grep -q "event=backend_readmitted backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" ||
 	kvs_fail "no re-admission line"
