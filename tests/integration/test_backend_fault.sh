@@ -19,13 +19,9 @@ kvs_bench -n 16 -k 16 -m 400 "${WL[@]}" --timeout-s 60 >"$KVS_TMP/run.json" \
 	2>"$KVS_TMP/bench.log" &
 BENCH=$!
 # Wait until both backends are streaming, then kill A.
-for i in $(seq 1 100); do
-	n=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
-		jq '[.[] | select(.outstanding > 0)] | length')
-	[ "$n" = 2 ] && break
-	sleep 0.05
-done
-assert_eq "backends with requests in flight before the kill" "$n" 2
+kvs_wait_for "both backends have requests in flight" \
+	'[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
+		jq "[.[] | select(.outstanding > 0)] | length")" = 2 ]'
 sleep 0.5
 held=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq '.[0].outstanding')
 kill -9 "${KVS_PIDS[0]}"

@@ -106,7 +106,7 @@ assert_eq "requests sent to the HTTP servers" \
 	"$(jget "$(be "$H")" .requests)+$(jget "$(be "$P")" .requests)" 0+0
 
 # The gateway keeps retrying (backing off), and says it no more.
-sleep 1.5
+kvs_wait_for "the gateway retried the HTTP servers" '[ "$(grep -c "\" 400 -" "$KVS_TMP/P.log")" -ge 3 ]'
 assert_eq "not-KVS1 lines for $H after its retries" \
 	"$(grep -c "event=backend_not_kvs1 backend=$H " "$KVS_TMP/gw.log")" 1
 n=$(grep -c '" 400 -' "$KVS_TMP/P.log" || true)
