@@ -85,7 +85,7 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 		const struct result *r = &rs[i];
 
 		printf("%s{\"name\":\"%s\",\"mode\":\"%s\",\"frame_bytes\":%u,\"ok\":%s,"
-		       "\"rps\":%.1f,\"gbps\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,",
+		       "\"rps\":%.1f,\"gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,",
 		       i ? "," : "", cfg_names[r->cfg], mode_names[r->mode], r->size,
 		       r->ok ? "true" : "false", r->rps, r->gbps, r->p50_us, r->p99_us);
 		/* Without a direct run there is nothing to add to: null, not nan
