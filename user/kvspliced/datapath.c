@@ -509,6 +509,13 @@ int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *c
 	return err ? err : w.n;
 }
 
+bool kvs_dp_inflight_has(struct kvs_datapath *dp, const struct kvs_req_key *k)
+{
+	struct kvs_inflight rec;
+
+	return bpf_map_lookup_elem(dp->inflight_fd, k, &rec) == 0;
+}
+
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
 {
 	__atomic_fetch_add(&dp->backends[b].route_gen, 1, __ATOMIC_RELEASE);
