@@ -68,6 +68,7 @@ upgrade_under_load() {
 	bench -n "$n" --rate 150 -k 8 --prefixes 16 --prefix-tokens 512 -m 48 --json \
 		>"$KVS_TMP/load-$label.json" &
 	load=$!
+	KVS_PIDS+=($load)
 	# the load is under way: requests are in flight on every slot
 	kvs_wait_for "requests in flight ($label)" "[ \$(total_requests) -ge $((sent + 200)) ]"
 	out=$(ctl upgrade) || kvs_fail "upgrade ($label): $out"
@@ -148,6 +149,19 @@ echo "ok: metrics moved to 127.0.0.2"
 after_upgrade 400 down
 one_each "$NEW"
 [ "$MID" != "$NEW" ] || kvs_fail "second upgrade kept pid $MID"
+
+# A file with an error: the successor exits before it asks for anything,
+# and this controller serves on.
+echo "pool = lots" >>"$conf"
+set +e
+out=$(ctl upgrade 2>&1)
+rc=$?
+set -e
+assert_eq "exit status of an upgrade to a broken file" "$rc" 1
+grep -q "exited with 2; pid $NEW carries on" <<<"$out" || kvs_fail "broken file: $out"
+assert_eq "controller after the failed upgrade" "$(jget "$(ctl status --json)" .pid)" "$NEW"
+sed -i '$d' "$conf"
+after_upgrade 100 broken
 
 # 3. A third upgrade with nothing changed: still one of each, and the
 #    backends counted as they are (2, not the slots ever used).
