@@ -448,13 +448,6 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 		c = gw_conn_new(g, t->fds[i], r->role, ops ? ops : &adopted_other);
 		if (!c)
 			return -ENOMEM;
-		/* This configuration's --max-frame (an upgrade may raise it):
-		 * the strparser aborts a frame larger than the receive buffer. */
-		if ((r->role == KVS_ROLE_CLIENT || r->role == KVS_ROLE_UPSTREAM ||
-		     r->role == ROLE_PUNT_READER) &&
-		    kvs_size_rcvbuf(c->fd, KVS_HDR_LEN + g->cfg->max_payload))
-			pr_warn("event=rcvbuf_not_resized role=%u max_frame=%u", r->role,
-				g->cfg->max_payload);
 		c->key = r->key;
 		c->backend = r->backend;
 		c->slot = r->slot;
