@@ -22,6 +22,7 @@ a=127.0.0.1:$SIM_PORT_A b=127.0.0.1:$SIM_PORT_B c=127.0.0.1:$SIM_PORT_C
 conf=$KVS_TMP/kvspliced.conf
 cat >"$conf" <<CONF
 listen = 127.0.0.1:0
+pin-dir = $KVS_PIN
 [backends]
 backend = $a
 backend = $b
@@ -31,8 +32,7 @@ max-outstanding = 1024
 drain-timeout-ms = 10000
 CONF
 # (not kvs_start_gw: its --listen on the command line would override the file's)
-"$KVS_BUILD/kvspliced" --config "$conf" --port-file "$KVS_TMP/gw.port" --pin-dir "$KVS_PIN" \
-	2>"$KVS_TMP/gw.log" &
+"$KVS_BUILD/kvspliced" --config "$conf" --port-file "$KVS_TMP/gw.port" 2>"$KVS_TMP/gw.log" &
 GW_PID=$!
 KVS_PIDS+=($GW_PID)
 kvs_wait_file "$KVS_TMP/gw.port"
@@ -162,6 +162,20 @@ grep -q "exited with 2; pid $NEW carries on" <<<"$out" || kvs_fail "broken file:
 assert_eq "controller after the failed upgrade" "$(jget "$(ctl status --json)" .pid)" "$NEW"
 sed -i '$d' "$conf"
 after_upgrade 100 broken
+# Another pin-dir: the successor would hold sockets that are in maps it
+# does not see; it refuses, and this controller serves on.
+sed -i "s|^pin-dir = .*|pin-dir = ${KVS_PIN}-moved|" "$conf"
+set +e
+out=$(ctl upgrade 2>&1)
+rc=$?
+set -e
+rmdir "${KVS_PIN}-moved" 2>/dev/null || true
+assert_eq "exit status of an upgrade to another pin-dir" "$rc" 1
+grep -q "event=takeover_refused reason=\"no maps pinned at ${KVS_PIN}-moved\"" "$KVS_TMP/gw.log" ||
+	kvs_fail "pin-dir change: $out"
+assert_eq "controller after the refused upgrade" "$(jget "$(ctl status --json)" .pid)" "$NEW"
+sed -i "s|^pin-dir = .*|pin-dir = $KVS_PIN|" "$conf"
+after_upgrade 100 pin-dir
 
 # 3. A third upgrade with nothing changed: still one of each, and the
 #    backends counted as they are (2, not the slots ever used).

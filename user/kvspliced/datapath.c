@@ -65,6 +65,22 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	 * (libbpf reuses every pinned map of the same definition). */
 	if (!o->takeover)
 		kvs_pin_clear(o->pin_dir);
+	/* Taking over with another --pin-dir (changed with an upgrade): the
+	 * sockets handed over are in the maps pinned at the old one, which
+	 * this controller would never see. Refused: the old one carries on. */
+	if (o->takeover) {
+		char path[sizeof(dp->pin_dir) + 16];
+
+		snprintf(path, sizeof(path), "%s/socks", o->pin_dir);
+		if (access(path, F_OK)) {
+			err = -ENOENT;
+			pr_warn("event=takeover_refused reason=\"no maps pinned at %s\" "
+				"hint=\"--pin-dir cannot change across an upgrade: restart "
+				"instead\"",
+				o->pin_dir);
+			goto fail;
+		}
+	}
 
 	dp->skel = kvsplice_bpf__open_opts(&oo);
 	if (!dp->skel) {
