@@ -9,7 +9,8 @@
 # before, during or after; a moved --listen takes clients at its new
 # address (those connected stay), a moved --metrics serves there. Also: the successor's command line holds one
 # --takeover and one --handover-socket however many upgrades came before,
-# and its log counts the backends there are.
+# and its log counts the backends there are. An upgrade to a file with an
+# error, or to another pin-dir, is refused and the running one serves on.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
