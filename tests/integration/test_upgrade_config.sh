@@ -7,9 +7,10 @@
 # the pool connections it took over are kept, the missing ones opened and
 # the surplus ones closed once they carry no request, and no request fails
 # before, during or after; a moved --listen takes clients at its new
-# address (those connected stay), a moved --metrics serves there. Also: the successor's command line holds one
-# --takeover and one --handover-socket however many upgrades came before,
-# and its log counts the backends there are. An upgrade to a file with an
+# address (those connected stay), a moved --metrics serves there. Also:
+# the successor's command line holds one --takeover and one
+# --handover-socket however many upgrades came before, and its log counts
+# the backends there are. An upgrade to a file with an
 # error, or to another pin-dir, is refused and the running one serves on.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
