@@ -38,7 +38,7 @@ enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b)
 /* The kernel follows routes to b, and sends it requests, only while UP. */
 void gw_publish_backend(struct gw *g, uint32_t b)
 {
-	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->cfg->pool_size,
+	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->be[b].pool_n,
 			   g->cfg->max_outstanding);
 }
 
@@ -243,6 +243,7 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 
 	memset(be, 0, sizeof(*be));
 	be->present = true;
+	be->pool_n = g->cfg->pool_size; /* a take-over's: as handed over (pool.c) */
 	be->addr = *a;
 	kvs_addr_str(a, be->name, sizeof(be->name));
 	kvs_endpoint_of(&a->ss, &ep);

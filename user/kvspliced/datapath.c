@@ -65,6 +65,22 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	 * (libbpf reuses every pinned map of the same definition). */
 	if (!o->takeover)
 		kvs_pin_clear(o->pin_dir);
+	/* Taking over with another --pin-dir (changed with an upgrade): the
+	 * sockets handed over are in the maps pinned at the old one, which
+	 * this controller would never see. Refused: the old one carries on. */
+	if (o->takeover) {
+		char path[sizeof(dp->pin_dir) + 16];
+
+		snprintf(path, sizeof(path), "%s/socks", o->pin_dir);
+		if (access(path, F_OK)) {
+			err = -ENOENT;
+			pr_warn("event=takeover_refused reason=\"no maps pinned at %s\" "
+				"hint=\"--pin-dir cannot change across an upgrade: restart "
+				"instead\"",
+				o->pin_dir);
+			goto fail;
+		}
+	}
 
 	dp->skel = kvsplice_bpf__open_opts(&oo);
 	if (!dp->skel) {
@@ -507,6 +523,13 @@ int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *c
 			       sizeof(struct kvs_inflight), 1024, each_inflight, &w);
 
 	return err ? err : w.n;
+}
+
+bool kvs_dp_inflight_has(struct kvs_datapath *dp, const struct kvs_req_key *k)
+{
+	struct kvs_inflight rec;
+
+	return bpf_map_lookup_elem(dp->inflight_fd, k, &rec) == 0;
 }
 
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
