@@ -198,6 +198,7 @@ struct gw_backend {
 	bool said_not_ready; /* logged; logged again only after a ready answer */
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
+	bool said_down;	     /* logged down or unreachable; again once it was up */
 };
 
 struct gw {
