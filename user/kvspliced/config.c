@@ -225,7 +225,9 @@ static const struct kvs_opt rows[] = {
 		  "requests in flight; the rest are answered\n"
 		  "backend_gone (default {default})" },
 	{ "pin-dir", 0, KVS_OPT_STR(S, cfg.pin_dir), .arg = "DIR",
-	  .help = "where maps are pinned (default {default})" },
+	  .help = "where maps are pinned, on a bpf file system\n"
+		  "(default {default}); made if absent,\n"
+		  "and then removed at a clean exit once empty" },
 	{ "control-socket", 0, KVS_OPT_STR(S, cfg.control_path), .arg = "PATH",
 	  .help = "where kvsplicectl reaches this controller (default\n" KVS_CONTROL_DIR
 		  "/<last part of --pin-dir>.sock)" },

@@ -29,6 +29,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = o->pin_dir);
 	int err, sock_fd;
+	long fs_type = 0;
 	void *mem;
 
 	memset(dp, 0, sizeof(*dp));
@@ -40,7 +41,17 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		pr_warn("event=bpffs_mount_failed err=\"%s\"", strerror(-err));
 		return err;
 	}
-	dp->lock_fd = kvs_pin_lock(o->pin_dir);
+	err = kvs_pin_dir_fs(o->pin_dir, &fs_type);
+	if (err == -ENOTSUP) {
+		/* libbpf would fail to pin the first map, and the load with
+		 * EINVAL, which says nothing of why. */
+		pr_warn("event=pin_dir_not_bpffs dir=%s fs_type=0x%lx hint=\"maps can be pinned "
+			"only on a bpf file system: choose a --pin-dir under /sys/fs/bpf, or "
+			"mount one there first (mount -t bpf bpf DIR)\"",
+			o->pin_dir, fs_type);
+		return err;
+	}
+	dp->lock_fd = kvs_pin_lock_made(o->pin_dir, &dp->made_pin_dir);
 	/* Taking over: the old controller lets go of the lock once it has
 	 * handed everything over; wait for that, a little. */
 	for (int i = 0; o->takeover && dp->lock_fd == -EBUSY && i < 100; i++) {
@@ -99,8 +110,11 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
-		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
-			strerror(-err));
+		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"%s\"", strerror(-err),
+			geteuid() ? "run as root (BPF and sockmap need it)" :
+				    "capabilities dropped (CAP_BPF, CAP_NET_ADMIN), or a "
+				    "kernel without BTF or sockmap: the libbpf lines above "
+				    "say which");
 		goto fail;
 	}
 
@@ -189,8 +203,19 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 		kvsplice_bpf__destroy(dp->skel);
 		dp->skel = NULL;
 	}
-	if (unpin && dp->pin_dir[0])
+	if (unpin && dp->pin_dir[0]) {
 		kvs_pin_clear(dp->pin_dir);
+		/* Ours, emptied, and still locked: no other controller uses it
+		 * (one taking over is handed the pins, and then unpin is
+		 * false). Left empty, pin dirs would pile up. */
+		if (dp->made_pin_dir && dp->lock_fd >= 0) {
+			int err = kvs_pin_dir_remove(dp->pin_dir);
+
+			if (err)
+				pr_warn("event=pin_dir_not_removed dir=%s err=\"%s\"", dp->pin_dir,
+					strerror(-err));
+		}
+	}
 	if (dp->lock_fd >= 0)
 		close(dp->lock_fd);
 	dp->lock_fd = -1;

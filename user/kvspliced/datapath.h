@@ -31,6 +31,7 @@ struct kvs_datapath {
 	struct kvsplice_bpf *skel;
 	char pin_dir[256];
 	int lock_fd;
+	bool made_pin_dir; /* made by this process: removed at exit if empty */
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd;
 	uint32_t balance_fp;	      /* the kernel's placement bound, fixed at load */
 	struct kvs_backend *backends; /* mmap of the backends map */
