@@ -486,8 +486,8 @@ static const struct kvs_opt rows[] = {
 	{ "turn-tokens", 0, KVS_OPT_U32(O, turn_tokens, 1, 1u << 20), .arg = "T",
 	  .help = "tokens each turn adds (default {default})" },
 	{ "trace", 0, KVS_OPT_STR(O, trace), .arg = "FILE",
-	  .help = "replay a JSONL request trace (../shared/traces/\n"
-		  "README.md): arrival times, prompt and output\n"
+	  .help = "replay a JSONL request trace (the format of\n"
+		  "traces/README.md): arrival times, prompt and output\n"
 		  "lengths from the trace, open loop; the same hash\n"
 		  "id is always the same 512 tokens of text, so the\n"
 		  "backends see exactly the trace's sharing; -n\n"
