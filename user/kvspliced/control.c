@@ -205,16 +205,17 @@ static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const 
 static void add_refused(struct gw *g, FILE *out, uint32_t b)
 {
 	char name[64], why[sizeof(g->dp.backends[b].reason)];
+	const char *what = g->be[b].said_not_kvs1 ? "does not speak KVS1" : "cannot be reached";
 
 	snprintf(name, sizeof(name), "%s", g->be[b].name);
 	snprintf(why, sizeof(why), "%s", g->dp.backends[b].reason);
 	gw_backend_withdraw(g, b);
 	pr_warn("event=backend_add_refused backend=%s reason=\"%s\"", name, why);
 	reply_error(out,
-		    "%s cannot be reached (%s): not added. Start it and add it again, or list "
-		    "it in the configuration file and reload (a listed backend is kept and "
-		    "retried until it answers)",
-		    name, why);
+		    "%s %s (%s): not added. Start it and add it again, or list it in the "
+		    "configuration file and reload (a listed backend is kept and retried "
+		    "until it answers)",
+		    name, what, why);
 }
 
 static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, const char *arg)
