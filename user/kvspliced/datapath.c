@@ -203,18 +203,18 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 		kvsplice_bpf__destroy(dp->skel);
 		dp->skel = NULL;
 	}
-	if (unpin && dp->pin_dir[0]) {
+	if (unpin && dp->pin_dir[0])
 		kvs_pin_clear(dp->pin_dir);
-		/* Ours, emptied, and still locked: no other controller uses it
-		 * (one taking over is handed the pins, and then unpin is
-		 * false). Left empty, pin dirs would pile up. */
-		if (dp->made_pin_dir && dp->lock_fd >= 0) {
-			int err = kvs_pin_dir_remove(dp->pin_dir);
+	/* Ours, and still locked: no other controller pins there (one taking
+	 * over waits for the lock, which a hand-over has let go of already).
+	 * Left empty (unpinned, or a take-over refused), pin dirs would pile
+	 * up; with pins left, rmdir leaves it. */
+	if (dp->made_pin_dir && dp->lock_fd >= 0) {
+		int err = kvs_pin_dir_remove(dp->pin_dir);
 
-			if (err)
-				pr_warn("event=pin_dir_not_removed dir=%s err=\"%s\"", dp->pin_dir,
-					strerror(-err));
-		}
+		if (err)
+			pr_warn("event=pin_dir_not_removed dir=%s err=\"%s\"", dp->pin_dir,
+				strerror(-err));
 	}
 	if (dp->lock_fd >= 0)
 		close(dp->lock_fd);
