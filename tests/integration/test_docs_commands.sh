@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The commands the README and the RUNBOOK give work as written:
 #  - the README's live trace replay (its simulators' flags and its bench
-#    line, only the address and build dir put in): the trace is in the
-#    repository, and every request of it is answered, no busy line;
+#    line, only the address, build dir and plot dir put in): the trace is
+#    in the repository, and every request of it is answered, no busy line;
 #  - no command signals gateways by process name (`kill -HUP $(pidof
 #    kvspliced)` reloads every gateway on the host); the RUNBOOK's way to
 #    signal one gateway reloads that one alone.
@@ -32,12 +32,13 @@ kvs_start_sim B $simflags
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
 cmd=${cmd//build\//$KVS_BUILD/}
 cmd=${cmd//127.0.0.1:7480/127.0.0.1:$GW_PORT}
-cmd=$(sed 's/--plot [^ ]*//' <<<"$cmd")
+cmd=$(sed "s|--plot [^ ]*|--plot $KVS_TMP/live|" <<<"$cmd")
 n=$(sed -n 's/.* -n \([0-9]*\) .*/\1/p' <<<"$cmd")
 out=$(eval "$cmd --json" 2>"$KVS_TMP/trace.err") ||
 	kvs_fail "the README's trace replay failed: $(jq -c '{ok, errors, lost}' <<<"$out") $(tail -3 "$KVS_TMP/trace.err")"
 assert_eq "README trace replay: answered" "$(jget "$out" .ok)" "$n"
 assert_eq "README trace replay: busy lines" "$(grep -c busy "$KVS_TMP/trace.err" || true)" 0
+ls "$KVS_TMP"/live/*.svg >/dev/null 2>&1 || kvs_fail "README trace replay: no plots in --plot's dir"
 
 # One gateway's pid, as the RUNBOOK says, for a signal to it alone.
 grep -q 'kill -HUP "$(kvsplicectl --pin-dir DIR status --json | jq .pid)"' docs/RUNBOOK.md ||
