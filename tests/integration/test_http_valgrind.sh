@@ -24,8 +24,8 @@ valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
 	--gateway "127.0.0.1:$GW" --links 2 --max-body 4096 2>"$KVS_TMP/valgrind.log" &
 VG=$!
-for i in $(seq 1 600); do [ -s "$KVS_TMP/http.port" ] && break; sleep 0.05; done
-[ -s "$KVS_TMP/http.port" ] || kvs_fail "the front did not start under valgrind"
+KVS_PIDS+=($VG) # cleaned up on every path
+KVS_WAIT_S=180 kvs_wait_file "$KVS_TMP/http.port"
 U=http://127.0.0.1:$(cat "$KVS_TMP/http.port")
 chat() { # MAX_TOKENS STREAM
 	printf '{"messages":[{"role":"user","content":"valgrind %s"}],"max_tokens":%s,"stream":%s}' \
