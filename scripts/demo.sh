@@ -11,7 +11,7 @@
 # TRACE=FILE replays a JSONL request trace instead (its arrival times, scaled
 # by SPEED, and its prompt and output lengths), e.g. the public Mooncake
 # trace on 7 instances of the default size:
-#   TRACE=../shared/traces/mooncake_fast25_synthetic_trace.jsonl SPEED=10 \
+#   TRACE=traces/mooncake_fast25_synthetic_trace.jsonl SPEED=10 \
 #     TIME_SCALE=0.1 BACKENDS=7 KV_BLOCKS=81250 CONNECTIONS=64 make run
 set -euo pipefail
 

@@ -7,12 +7,27 @@
 # per test and a closing "N passed, N failed, N skipped" line; exits 1 if
 # any failed.
 #   tests/run.sh BUILD [unit|integration]
+# KVS_TEST_HOGS=N (make test-loaded: 2) runs N CPU hogs, processes spinning
+# at normal priority, for the whole run: the suite must hold on a machine
+# whose cores are busy, as a user's CI often is.
 set -u
 BUILD=${1:-build}
 WHAT=${2:-all}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export KVS_BUILD=$(cd "$BUILD" && pwd)
 LOGDIR=$(mktemp -d /tmp/kvs-tests.XXXXXX)
+HOGS=()
+stop_hogs() {
+	[ ${#HOGS[@]} -gt 0 ] && kill "${HOGS[@]}" 2>/dev/null
+	HOGS=()
+}
+trap stop_hogs EXIT
+trap 'stop_hogs; exit 130' INT TERM
+for _ in $(seq 1 "${KVS_TEST_HOGS:-0}"); do
+	(while :; do :; done) &
+	HOGS+=($!)
+done
+[ ${#HOGS[@]} -gt 0 ] && echo "with ${#HOGS[@]} CPU hogs running (pids ${HOGS[*]})"
 pass=0
 fail=0
 skip=0
@@ -64,5 +79,5 @@ fi
 
 echo
 [ $fail -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed, $skip skipped"
+echo "$pass passed, $fail failed, $skip skipped${HOGS:+ (with ${#HOGS[@]} CPU hogs)}"
 [ $fail -eq 0 ]

@@ -18,8 +18,8 @@ valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	"$KVS_BUILD/kvsplice-adapter" --server "$FAKE_URL_F" \
 	--port-file "$KVS_TMP/ad.port" --stall-timeout 1 --poll-ms 100 2>"$KVS_TMP/valgrind.log" &
 VG=$!
-for i in $(seq 1 600); do [ -s "$KVS_TMP/ad.port" ] && break; sleep 0.05; done
-[ -s "$KVS_TMP/ad.port" ] || kvs_fail "the adapter did not start under valgrind"
+KVS_PIDS+=($VG) # cleaned up on every path
+KVS_WAIT_S=180 kvs_wait_file "$KVS_TMP/ad.port"
 AD=127.0.0.1:$(cat "$KVS_TMP/ad.port")
 
 ask() { # MODE COUNT ACTION

@@ -19,13 +19,9 @@ kvs_bench -n 16 -k 16 -m 400 "${WL[@]}" --timeout-s 60 >"$KVS_TMP/run.json" \
 	2>"$KVS_TMP/bench.log" &
 BENCH=$!
 # Wait until both backends are streaming, then kill A.
-for i in $(seq 1 100); do
-	n=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
-		jq '[.[] | select(.outstanding > 0)] | length')
-	[ "$n" = 2 ] && break
-	sleep 0.05
-done
-assert_eq "backends with requests in flight before the kill" "$n" 2
+kvs_wait_for "both backends have requests in flight" \
+	'[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
+		jq "[.[] | select(.outstanding > 0)] | length")" = 2 ]'
 sleep 0.5
 held=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq '.[0].outstanding')
 kill -9 "${KVS_PIDS[0]}"
@@ -64,7 +60,7 @@ assert_eq "backends that served them" "$(jget "$out" '.backends | length')" 1
 # A comes back on its port: re-admitted, it takes work again.
 "$KVS_BUILD/kvsplice-sim" --port "$SIM_PORT_A" --time-scale 0.5 2>"$KVS_TMP/A2.log" &
 KVS_PIDS+=($!)
-st=$(kvs_wait_backend 0 up 100 0.1)
+st=$(kvs_wait_backend 0 up "" 0.1)
 assert_eq "A's state after it returned" "$st" up
 # (another salt: the same request ids would otherwise repeat the prompts B
 # has cached, and the kernel would rightly send them there)

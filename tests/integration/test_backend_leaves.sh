@@ -17,7 +17,7 @@ assert_eq "backends that served the warm-up" "$(jq '.backends | length' "$KVS_TM
 # A leaves (not under load: in-flight requests on a dying backend are the
 # reliability issue's subject).
 kill "${KVS_PIDS[0]}"
-st=$(kvs_wait_backend 0 down 50)
+st=$(kvs_wait_backend 0 down)
 assert_eq "state of the backend that left" "$st" down
 
 s0=$(kvs_stats)

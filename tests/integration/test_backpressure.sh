@@ -2,10 +2,12 @@
 # Back-pressure: what the gateway lets pile up for a peer that stops reading
 # is bounded by in-flight limits, and the overflow gets a clear "busy" error.
 #  - A client pipelines 300 requests and reads nothing, with
-#    --max-client-inflight 32: 32 go to the backend (33 if two CPUs race on
-#    the count), the others are answered busy; when it reads at last, it
-#    finds those answers whole and the errors, nothing lost. The
-#    controller's RSS stays flat.
+#    --max-client-inflight 32, to a backend that is stopped (SIGSTOP: none
+#    of its requests can complete and free its place for another, however
+#    slowly the machine runs): 32 go to the backend (33 if two CPUs race on
+#    the count), the others are answered busy; when the backend runs again
+#    and the client reads at last, it finds those answers whole and the
+#    errors, nothing lost. The controller's RSS stays flat.
 #  - A backend that stops reading (answers the probe of each connection,
 #    then never reads), with
 #    --max-outstanding 64: 32 to 64 (+1 per CPU) requests go to it, the rest of 300 are
@@ -16,27 +18,32 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 # --- a client that stops reading --------------------------------------
-# Slow, so that nothing completes while the 300 requests arrive (a request
-# that completes frees its place for another): at --time-scale 5 (about a
-# second a request) a loaded machine once let 64 through a limit of 32.
-kvs_start_sim A --time-scale 25
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --max-client-inflight 32
+# The backend is stopped while the requests arrive, so that the count of
+# requests that reached it is the count in flight at once: with a running
+# backend, one that completed would rightly free its place for another
+# (a slow, busy machine once let 64 through a limit of 32 that way). No
+# health checks: a stopped backend answers no PING and would be ejected.
+kvs_start_sim A --time-scale 0.01
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --max-client-inflight 32 --health-interval-ms 0
+SIM_A_PID=${KVS_PIDS[-2]}
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss "$GW_PID")
-out=$(python3 - "$GW_PORT" <<'PY'
-import socket, struct, sys, time
-port = int(sys.argv[1])
+kill -STOP "$SIM_A_PID"
+python3 - "$GW_PORT" "$KVS_TMP/go" >"$KVS_TMP/client.out" <<'PY' &
+import os, socket, struct, sys, time
+port, go = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port))
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and reads nothing for a while
 prompt = b'back pressure ' * 20
 for i in range(300):
     s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
                           0, 0, 0, 0, 20, 0, 0) + prompt)
-time.sleep(2)
+while not os.path.exists(go):  # the test looks at the counts first
+    time.sleep(0.05)
 ends, busy, chunks, other = set(), 0, 0, 0
-data, s_deadline = b'', time.time() + 90
-s.settimeout(30)
-while len(ends) + busy < 300 and time.time() < s_deadline:
+data = b''
+s.settimeout(120)
+while len(ends) + busy < 300:
     d = s.recv(1 << 20)
     if not d:
         break
@@ -57,14 +64,23 @@ while len(ends) + busy < 300 and time.time() < s_deadline:
         data = data[64 + pl:]
 print(f"{len(ends)} {busy} {chunks} {other}")
 PY
-)
-read -r ends busy chunks other <<<"$out"
-echo "client that stopped reading: $ends answered, $busy busy, $chunks chunks, $other other"
+client=$!
+# Every request either reached the (stopped) backend or was answered busy.
+kvs_wait_for "all 300 requests are placed or refused" \
+	'st=$(kvs_stats); [ $(($(jget "$st" ".backends[0].requests") + $(jget "$st" .controller.busy_client))) -ge 300 ]'
 st=$(kvs_stats)
 echo "kernel: $(jget "$st" '{fast_path_frames, slow_path_frames, pass_client_limit, inject_frames} | tostring')"
 sent=$(jget "$st" '.backends[0].requests')
 assert_le "requests that reached the backend" "$sent" 33
 assert_ge "requests that reached the backend" "$sent" 32
+kill -CONT "$SIM_A_PID"
+touch "$KVS_TMP/go"
+wait "$client" || kvs_fail "the client failed"
+out=$(cat "$KVS_TMP/client.out")
+read -r ends busy chunks other <<<"$out"
+echo "client that stopped reading: $ends answered, $busy busy, $chunks chunks, $other other"
+st=$(kvs_stats)
+assert_eq "requests that reached the backend, after" "$(jget "$st" '.backends[0].requests')" "$sent"
 assert_eq "answers received once it read" "$ends" "$sent"
 assert_eq "busy errors" "$busy" $((300 - sent))
 assert_eq "chunks (20 per answer)" "$chunks" $((sent * 20))
@@ -103,12 +119,8 @@ rss0=$(rss "$GW_PID")
 kvs_bench -n 300 -k 10 -d 30 --prefixes 0 --suffix-tokens 2000 --json --timeout-s 60 \
 	>"$KVS_TMP/stuck.json" 2>/dev/null &
 bench=$!
-for i in $(seq 1 100); do
-	st=$(kvs_stats)
-	[ $(($(jget "$st" .controller.no_backend) + $(jget "$st" '.backends[0].outstanding'))) \
-		-ge 300 ] && break
-	sleep 0.1
-done
+kvs_wait_for "all 300 requests are held or refused" \
+	'st=$(kvs_stats); [ $(($(jget "$st" .controller.no_backend) + $(jget "$st" ".backends[0].outstanding"))) -ge 300 ]'
 held=$(jget "$st" '.backends[0].outstanding')
 # (the controller and the kernel count apart for an instant: one over per CPU)
 assert_le "requests charged to the stuck backend" "$held" 66

@@ -6,6 +6,7 @@
 # through the kernel path) no request may be refused busy: the controller
 # counts each request it injects until the kernel's count of frames read
 # passes it (docs/EVALUATION.md, "Data path", the bug this guards against).
+# A configuration left out (HAProxy missing) says so in the table.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -36,6 +37,20 @@ grep -q "busy" "$KVS_TMP/bench.log" && kvs_fail "busy errors: $(grep busy "$KVS_
 out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.3 --sizes 1024 --modes rr --conns 2 \
 	--configs kernel --json 2>>"$KVS_TMP/bench.log") || kvs_fail "kernel-only run failed"
 assert_eq "latency added without a direct run" "$(jq -c '[.configs[].p50_added_us]' <<<"$out")" "[null]"
+# A config whose program is missing (HAProxy, when not installed: make
+# bench-datapath installs it, kvsplice-bench does not) is left out where
+# its rows would be, saying why and how to get it, not only on stderr.
+out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.2 --sizes 1024 --modes rr --conns 1 \
+	--configs direct,haproxy --haproxy "$KVS_TMP/no-haproxy" 2>>"$KVS_TMP/bench.log") ||
+	kvs_fail "run without HAProxy failed"
+grep -q "^haproxy  *(left out: HAProxy is not installed; make bench-datapath installs it" <<<"$out" ||
+	kvs_fail "no row says HAProxy was left out: $out"
+out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.2 --sizes 1024 --modes rr --conns 1 \
+	--configs direct,haproxy --haproxy "$KVS_TMP/no-haproxy" --json 2>>"$KVS_TMP/bench.log") ||
+	kvs_fail "run without HAProxy failed (--json)"
+grep -q "make bench-datapath" <<<"$(jq -r .left_out.haproxy <<<"$out")" ||
+	kvs_fail "JSON left_out: $(jq -c .left_out <<<"$out")"
+assert_eq "runs without HAProxy" "$(jq '.configs | length' <<<"$out")" 1
 # A mode or config it does not know is refused, naming what it knows.
 if "$KVS_BUILD/kvsplice-bench" datapath --modes rr,streaming >/dev/null 2>"$KVS_TMP/err.log"; then
 	kvs_fail "--modes rr,streaming accepted"

@@ -16,7 +16,8 @@ kvs_bench -n 20 -k 2 --prefixes 2 --json >/dev/null || kvs_fail "load failed"
 # A slow request, so that the inflight map has an entry while we look.
 kvs_bench -n 1 -k 1 -m 400 --prefixes 0 --json >/dev/null &
 slow=$!
-sleep 0.3
+kvs_wait_for "the slow request is in the inflight map" \
+	'[ "$(bpftool map dump pinned "$KVS_PIN/inflight" -j | jq length)" -ge 1 ]'
 
 kvs_btf_named inflight kvs_inflight held_tokens .value.held_tokens
 kvs_btf_named inflight kvs_req_key req_id .key.conn
@@ -35,12 +36,12 @@ wait "$slow" || kvs_fail "slow request failed"
 # The two dumps are taken one after the other: a client closing between
 # them (the slow request's, whose FIN the controller is still handling)
 # is in the first and not the second. Equal once the closes are done.
-for i in $(seq 1 50); do
+same_count() {
 	socks=$(bpftool map dump pinned "$KVS_PIN/socks" -j | jq length)
 	conns=$(bpftool map dump pinned "$KVS_PIN/conns" -j | jq length)
-	[ "$socks" = "$conns" ] && break
-	sleep 0.1
-done
+	[ "$socks" = "$conns" ]
+}
+kvs_wait_for "socks and conns agree" same_count
 assert_eq "socks entries = conns entries" "$socks" "$conns"
 
 # reports: the kernel's ring of decisions, 8 MiB.

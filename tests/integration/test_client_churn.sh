@@ -42,10 +42,8 @@ wait $good || kvs_fail "the good client failed: $(cat "$KVS_TMP/good.json")"
 assert_eq "good client: requests ok" "$(jq .ok "$KVS_TMP/good.json")" 600
 
 # Answers still streaming to vanished clients drain within the sim's time.
-for i in $(seq 1 100); do
-	[ "$(count_inflight)" = 0 ] && [ "$(count_conns)" = "$conns0" ] && break
-	sleep 0.1
-done
+kvs_wait_for "the churned clients leave the maps" \
+	'[ "$(count_inflight)" = 0 ] && [ "$(count_conns)" = "$conns0" ]'
 assert_eq "inflight records left" "$(count_inflight)" 0
 assert_eq "conns map entries (before: $conns0)" "$(count_conns)" "$conns0"
 assert_eq "gateway descriptors (before: $fds0)" "$(count_fds)" "$fds0"

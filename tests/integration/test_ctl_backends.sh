@@ -48,15 +48,15 @@ r=$(ctl backend add "$c" --json) || kvs_fail "backend add: $r"
 assert_eq "added C" "$(jget "$r" .state)" up
 out=$(ctl backend add "$c" 2>&1) && kvs_fail "adding C twice succeeded"
 grep -q "is a backend already" <<<"$out" || kvs_fail "add twice: $out"
-sleep 1.5
-assert_ge "requests to C after its add" "$(jget "$(be "$c")" .requests)" 1
+kvs_wait_for "C takes requests" '[ "$(jget "$(be "$c")" .requests)" -ge 1 ]'
 
 # drain A: it takes no new request while the load goes on.
 ctl backend drain "$a" >/dev/null || kvs_fail "drain A"
 assert_eq "A draining" "$(jget "$(be "$a")" .state)" draining
-sleep 0.3 # what was in flight to A finishes
+# What was in flight to A (or being placed as it was drained) finishes.
+kvs_wait_for "A's work in flight finishes" '[ "$(jget "$(be "$a")" .outstanding)" = 0 ]'
 before=$(jget "$(be "$a")" .requests)
-sleep 1.2
+sleep 1.2 # while the load goes on: nothing new may reach A
 assert_eq "requests to A while drained" "$(jget "$(be "$a")" .requests)" "$before"
 assert_eq "A's work in flight, drained" "$(jget "$(be "$a")" .outstanding)" 0
 ctl backend undrain "$a" >/dev/null || kvs_fail "undrain A"
@@ -64,10 +64,7 @@ assert_eq "A up again" "$(jget "$(be "$a")" .state)" up
 
 # remove B: drained, then gone.
 r=$(ctl backend remove "$b" --json) || kvs_fail "remove B: $r"
-for i in $(seq 1 50); do
-	[ "$(be "$b")" = null ] && break
-	sleep 0.1
-done
+kvs_wait_for "B is removed" '[ "$(be "$b")" = null ]'
 assert_eq "B gone from the backends" "$(be "$b")" null
 grep -q "event=backend_removed backend=$b" "$KVS_TMP/gw.log" || kvs_fail "no backend_removed log"
 
@@ -85,11 +82,11 @@ assert_eq "errors" "$(jget "$res" .errors)" 0
 
 # conns: this test's own connection, and the upstream pools, with TCP state.
 exec {fd}<>"/dev/tcp/127.0.0.1/$GW_PORT"
-sleep 0.2
-cj=$(ctl conns --json)
 mine=$(ss -Htn state established "( dport = :$GW_PORT )" | awk '{print $3}' | head -1)
-row=$(jq -c --arg m "$mine" '[.[] | select(.role == "client" and .remote == $m)][0]' <<<"$cj")
-[ "$row" != null ] || kvs_fail "conns: no client row for $mine: $cj"
+my_row() { ctl conns --json | jq -c --arg m "$mine" '[.[] | select(.role == "client" and .remote == $m)][0]'; }
+kvs_wait_for "conns lists this test's connection" '[ "$(my_row)" != null ]'
+cj=$(ctl conns --json)
+row=$(my_row)
 assert_eq "conns: client state" "$(jget "$row" .state)" ESTABLISHED
 assert_eq "conns: client local" "$(jget "$row" .local)" "127.0.0.1:$GW_PORT"
 path=${KVS_DATAPATH:-kernel}
@@ -103,10 +100,7 @@ grep -q "^role " <<<"$(ctl conns)" || kvs_fail "conns text header"
 sed -i "s/^backend = .*//; s/^max-outstanding = .*/max-outstanding = 77/" "$conf"
 printf 'backend = %s\nbackend = %s\n' "$a" "$b" >>"$conf"
 kill -HUP "$GW_PID"
-for i in $(seq 1 50); do
-	[ "$(be "$c")" = null ] && [ "$(be "$b")" != null ] && break
-	sleep 0.1
-done
+kvs_wait_for "the reload is applied" '[ "$(be "$c")" = null ] && [ "$(be "$b")" != null ]'
 assert_eq "after SIGHUP: backends" "$(ctl backends --json | jq -c '[.[].backend] | sort')" \
 	"$(jq -cn --arg a "$a" --arg b "$b" '[$a, $b] | sort')"
 assert_eq "after SIGHUP: max_outstanding in the map" \

@@ -3,7 +3,8 @@
 # --json), marks routes void once their backend left, and `routes flush`
 # empties it - the kernel then sends each prompt to the controller once
 # more, which installs its routes again, and the answers stay right.
-# Also: `make install` lays out the programs, docs and the systemd unit.
+# Also: `make install` lays out the programs, docs, the systemd units
+# (where PREFIX says) and the configuration file the unit reads.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -27,7 +28,7 @@ grep -q "routes; top 3 by hits" <<<"$txt" || kvs_fail "text output: $txt"
 
 # A backend leaves: its routes are void at once.
 kill "${KVS_PIDS[0]}"
-kvs_wait_backend 0 down 50 >/dev/null
+kvs_wait_backend 0 down >/dev/null
 void=$(ctl routes --limit 1000000 --json | jq '[.top[] | select(.backend == 0 and (.current | not))] | length')
 assert_ge "A's routes shown void after it left" "$void" 1
 
@@ -59,5 +60,30 @@ out=$("$dest/usr/sbin/kvspliced" --config "$dest/usr/share/doc/kvsplice/kvsplice
 grep -q "configuration OK: 2 backends, listening on 0.0.0.0:7480" <<<"$out" || kvs_fail "check: $out"
 grep -q -- "--takeover" <<<"$("$dest/usr/sbin/kvspliced" --help)" ||
 	kvs_fail "installed binary does not run"
-echo "ok: make install lays out programs, docs and the systemd unit"
+# The configuration file the unit reads is there, every backend commented
+# out (it names none until the operator does), and a second install leaves
+# the operator's file alone.
+conf=$(sed -n 's/^Environment=KVSPLICED_ARGS=--config=//p' "$dest/lib/systemd/system/kvspliced.service")
+assert_eq "the unit's config file" "$conf" /etc/kvsplice/kvspliced.conf
+[ -f "$dest$conf" ] || kvs_fail "make install: no $conf"
+out=$("$dest/usr/sbin/kvspliced" --config "$dest$conf" --check 2>&1) &&
+	kvs_fail "installed config names a backend: $out"
+grep -q "at least one backend is required" <<<"$out" || kvs_fail "installed config: $out"
+out=$("$dest/usr/sbin/kvspliced" --config "$dest$conf" --backend 10.0.0.1:8000 --check) ||
+	kvs_fail "installed config with a backend: $out"
+echo "backend = 10.0.0.9:8000 # the operator's" >>"$dest$conf"
+make -s -C "$(dirname "$0")/../.." BUILD="$KVS_BUILD" DESTDIR="$dest" PREFIX=/usr install >/dev/null ||
+	kvs_fail "second make install failed"
+grep -q "the operator's" "$dest$conf" || kvs_fail "make install overwrote $conf"
+# PREFIX decides where the units go too, and what they run.
+dest2=$KVS_TMP/dest2
+make -s -C "$(dirname "$0")/../.." BUILD="$KVS_BUILD" DESTDIR="$dest2" PREFIX=/usr/local install \
+	>/dev/null || kvs_fail "make install PREFIX=/usr/local failed"
+unit=$dest2/usr/local/lib/systemd/system/kvspliced.service
+[ -f "$unit" ] || kvs_fail "PREFIX=/usr/local: no $unit: $(find "$dest2" -name '*.service')"
+[ -e "$dest2/lib" ] && kvs_fail "PREFIX=/usr/local: something in /lib: $(find "$dest2/lib")"
+grep -q "^ExecStart=/usr/local/sbin/kvspliced \$KVSPLICED_ARGS" "$unit" ||
+	kvs_fail "PREFIX=/usr/local: $(grep ExecStart "$unit")"
+[ -f "$dest2/etc/kvsplice/kvspliced.conf" ] || kvs_fail "PREFIX=/usr/local: no config file"
+echo "ok: make install lays out programs, docs, the systemd units (by PREFIX) and a config file"
 echo "PASS test_ctl_routes"

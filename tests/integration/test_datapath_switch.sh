@@ -19,7 +19,11 @@ assert_eq "data path at start" "$(jget "$(ctl datapath --json)" .datapath)" kern
 kvs_bench -n 400 --rate 100 -k 4 --prefixes 8 --prefix-tokens 512 --salt 1 --json \
 	>"$KVS_TMP/k1.json" &
 k1=$!
-sleep 0.5
+clients_on() { # PATH: client connections the maps put on it
+	ctl conns --json | jq "[.[] | select(.role == \"client\" and .path == \"$1\")] | length"
+}
+# All four connected before the switch (on a busy machine that takes a while).
+kvs_wait_for "the kernel-path clients are connected" '[ "$(clients_on kernel)" -ge 4 ]'
 r=$(ctl datapath user --json) || kvs_fail "datapath user: $r"
 assert_eq "data path after the switch" "$(jget "$r" .datapath)" user
 assert_eq "kernel-path clients still connected" "$(jget "$r" .clients.kernel)" 4
@@ -29,7 +33,7 @@ u0=$(jget "$(kvs_stats)" .controller.user_path_frames)
 kvs_bench -n 300 --rate 100 -k 3 --prefixes 8 --prefix-tokens 512 --salt 2 --json \
 	>"$KVS_TMP/u1.json" &
 u1=$!
-sleep 0.5
+kvs_wait_for "the userspace-path clients are connected" '[ "$(clients_on user)" -ge 3 ]'
 c=$(ctl conns --json)
 assert_eq "clients on the userspace path (conns)" \
 	"$(jq '[.[] | select(.role == "client" and .path == "user")] | length' <<<"$c")" 3

@@ -18,7 +18,7 @@ kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
 # 40 short-lived clients, each 6 cold requests in a row (all slow path, so the
 # first frame of each is the one that arrived early).
 for i in $(seq 1 40); do
-	out=$(kvs_bench -n 6 -k 1 -d 1 --prefixes 6 --salt "$i" --json --timeout-s 5) ||
+	out=$(kvs_bench -n 6 -k 1 -d 1 --prefixes 6 --salt "$i" --json --timeout-s 30) ||
 		kvs_fail "client $i stalled: $out"
 done
 echo "ok: 40 immediately-sending clients, 240 requests complete"

@@ -164,13 +164,13 @@ assert_eq "requests answered across a crash after an upgrade" "$(jget "$(cat "$K
 kvs_wait_for "its clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
 
 # A restart with a bigger --pool: the kept connections serve on, the new
-# slots are dialled (event=pool_refill), and handed in once spliced.
+# slot is opened (pool.c, as after an upgrade) and handed in once spliced.
 echo 3 >"$KVS_TMP/pool"
 kill -9 "$(num pid)"
 kvs_wait_for "restarted with --pool 3" '[ "$(num starts)" = 4 ] && [ "$(num ready)" = 1 ]'
 kvs_wait_for "6 pool connections in the store" '[ "$(num fds.kvs-upstream)" = 6 ]'
-grep -q "event=pool_refill backend=127.0.0.1:$SIM_PORT_A index=0 missing=1" "$KVS_TMP/gw.log" ||
-	kvs_fail "no pool_refill for A"
+grep -q "event=pool_resized backend=127.0.0.1:$SIM_PORT_A index=0 pool=3" "$KVS_TMP/gw.log" ||
+	kvs_fail "A's pool not resized to 3"
 out=$(kvs_bench -n 100 -k 8 --prefixes 8 --prefix-tokens 1024 --json) ||
 	kvs_fail "after a restart with --pool 3: $out"
 assert_eq "requests after a restart with a bigger pool" "$(jget "$out" .ok)" 100

@@ -17,13 +17,14 @@ kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B"
 A=${KVS_PIDS[0]}
 state() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r ".[$1].state"; }
 
-sleep 0.5
-grep -q "event=pong backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" || kvs_fail "no PONG from A"
+kvs_wait_for "A answers the health check" \
+	'grep -q "event=pong backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log"'
 echo "ok: backends answer the health check"
 
 kvs_bench -n 8 -k 8 -m 400 --prefixes 0 --json --timeout-s 30 >"$KVS_TMP/hung.json" 2>/dev/null &
 bench=$!
-sleep 0.5
+kvs_wait_for "requests are in flight to A" \
+	'[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq ".[0].outstanding")" -gt 0 ]'
 kill -STOP "$A"
 # Ejected: down, then (connections still succeed) on probation.
 ms=$(kvs_ms_until_out 0)
@@ -47,7 +48,7 @@ st=$(state 0)
 grep -qx "down\|probation" <<<"$st" || kvs_fail "A's state while it hangs: $st (re-admitted?)"
 
 kill -CONT "$A"
-kvs_wait_backend 0 up 100 0.1 >/dev/null
+kvs_wait_backend 0 up "" 0.1 >/dev/null
 assert_eq "A's state once it runs again" "$(state 0)" up
 grep -q "event=backend_readmitted backend=127.0.0.1:$SIM_PORT_A" "$KVS_TMP/gw.log" ||
 	kvs_fail "no re-admission line"

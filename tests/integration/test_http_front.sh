@@ -25,7 +25,7 @@ start_gw() {
 	kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
 		--max-client-inflight 4 "$@"
 	for i in 0 1; do
-		[ "$(kvs_wait_backend $i up 400)" = up ] || kvs_fail "backend $i not up"
+		[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
 	done
 }
 start_gw

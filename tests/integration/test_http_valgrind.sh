@@ -15,7 +15,7 @@ fi
 kvs_start_sim A --time-scale 0.1
 start_gw() {
 	kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --front-source 127.0.0.1/32 "$@"
-	[ "$(kvs_wait_backend 0 up 400)" = up ] || kvs_fail "backend not up"
+	[ "$(kvs_wait_backend 0 up)" = up ] || kvs_fail "backend not up"
 }
 start_gw
 GW=$GW_PORT
@@ -24,8 +24,8 @@ valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
 	--gateway "127.0.0.1:$GW" --links 2 --max-body 4096 2>"$KVS_TMP/valgrind.log" &
 VG=$!
-for i in $(seq 1 600); do [ -s "$KVS_TMP/http.port" ] && break; sleep 0.05; done
-[ -s "$KVS_TMP/http.port" ] || kvs_fail "the front did not start under valgrind"
+KVS_PIDS+=($VG) # cleaned up on every path
+KVS_WAIT_S=180 kvs_wait_file "$KVS_TMP/http.port"
 U=http://127.0.0.1:$(cat "$KVS_TMP/http.port")
 chat() { # MAX_TOKENS STREAM
 	printf '{"messages":[{"role":"user","content":"valgrind %s"}],"max_tokens":%s,"stream":%s}' \
@@ -64,7 +64,7 @@ wait "$cut" || true
 grep -q '"error"' "$KVS_TMP/cut" || kvs_fail "no error event when the gateway went away"
 rm -f "$KVS_TMP/gw.port"
 start_gw --listen "127.0.0.1:$GW"
-kvs_wait_for "the front reconnects" '[ "$(curl -s "$U/health" | jq -r .status)" = ok ]' 600
+kvs_wait_for "the front reconnects" '[ "$(curl -s "$U/health" | jq -r .status)" = ok ]' 120
 # A stop with requests in flight.
 left=()
 for i in 1 2 3; do
@@ -72,7 +72,7 @@ for i in 1 2 3; do
 	left+=($!)
 done
 kvs_wait_for "three streams have begun" \
-	'[ -s "$KVS_TMP/inflight1" ] && [ -s "$KVS_TMP/inflight2" ] && [ -s "$KVS_TMP/inflight3" ]' 600
+	'[ -s "$KVS_TMP/inflight1" ] && [ -s "$KVS_TMP/inflight2" ] && [ -s "$KVS_TMP/inflight3" ]' 120
 kill "$VG"
 rc=0
 wait "$VG" || rc=$?

@@ -203,7 +203,7 @@ rm -rf "$KVS_PIN" # the first gateway's; cleanup removes the second's
 KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
 kvs_start_gw --backend "$FAKE"
-[ "$(kvs_wait_backend 0 up 200)" = up ] || kvs_fail "the fake server never came up"
+[ "$(kvs_wait_backend 0 up)" = up ] || kvs_fail "the fake server never came up"
 out=$(kvs_bench -n 40 -k 4 --prefixes 2 --prefix-tokens 64 -m 8 --declared-max-tokens 8 \
 	--verify framing --json) || kvs_fail "real-shaped stream through the gateway failed: $out"
 assert_eq "through the gateway: ok" "$(jget "$out" .ok)" 40

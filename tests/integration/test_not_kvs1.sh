@@ -7,8 +7,8 @@
 # it as a bad request (a status line; Python's http.server, taking it for
 # HTTP/0.9, an HTML page alone), which is logged once (escaped) with the
 # advice to put kvsplice-adapter in front of it, and
-# `kvsplicectl backends` (and --json, and `backend add`) shows why each is
-# down. No request is ever sent to them: all go to the simulator beside
+# `kvsplicectl backends` (and --json) shows why each is down; `backend
+# add` of one says why and does not add it. No request is ever sent to them: all go to the simulator beside
 # them, and none fails.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -106,17 +106,17 @@ assert_eq "requests sent to the HTTP servers" \
 	"$(jget "$(be "$H")" .requests)+$(jget "$(be "$P")" .requests)" 0+0
 
 # The gateway keeps retrying (backing off), and says it no more.
-sleep 1.5
+kvs_wait_for "the gateway retried the HTTP servers" '[ "$(grep -c "\" 400 -" "$KVS_TMP/P.log")" -ge 3 ]'
 assert_eq "not-KVS1 lines for $H after its retries" \
 	"$(grep -c "event=backend_not_kvs1 backend=$H " "$KVS_TMP/gw.log")" 1
 n=$(grep -c '" 400 -' "$KVS_TMP/P.log" || true)
 assert_ge "probes http.server answered (start, then retries)" "$n" 3
 assert_eq "state of $H after its retries" "$(jget "$(be "$H")" .state)" down
 
-# An operator adding one hears why at once.
-r=$(ctl backend add "$H2" --json) || kvs_fail "backend add: $r"
-assert_eq "added HTTP server: state" "$(jget "$r" .state)" down
-grep -q '^not KVS1, put kvsplice-adapter' <<<"$(jget "$r" .reason)" || kvs_fail "backend add: $r"
-out=$(ctl backend add "$H2" 2>&1) && kvs_fail "added twice: $out"
+# An operator adding one hears why at once, and it is not added (exit 1).
+out=$(ctl backend add "$H2" 2>&1) && kvs_fail "backend add of an HTTP server succeeded: $out"
+grep -q "$H2 does not speak KVS1 (not KVS1, put kvsplice-adapter in front of it" <<<"$out" ||
+	kvs_fail "backend add: $out"
+assert_eq "HTTP server after its add" "$(be "$H2")" null
 grep -q "event=backend_not_kvs1 backend=$H2 " "$KVS_TMP/gw.log" || kvs_fail "no not-KVS1 line for $H2"
 echo "PASS test_not_kvs1"

@@ -40,7 +40,7 @@ assert_eq "not-ready lines while it stays so (said once)" \
 	"$(grep -c "event=backend_not_ready backend=$A" "$KVS_TMP/gw.log")" 1
 
 rm "$flag"
-st=$(kvs_wait_backend 0 up 150 0.1)
+st=$(kvs_wait_backend 0 up "" 0.1)
 assert_eq "A's state once ready again" "$st" up
 out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 2 --json) || kvs_fail "requests after A is ready: $out"
 assert_eq "backends serving after A is ready again" "$(jget "$out" '.backends | length')" 2

@@ -32,7 +32,7 @@ done
 kvs_start_gw --backend "$AD_A" --backend "$AD_B" --health-interval-ms 200 \
 	--front-source 127.0.0.1/32
 for i in 0 1; do
-	[ "$(kvs_wait_backend $i up 400)" = up ] || kvs_fail "backend $i not up"
+	[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
 done
 kvs_start_http --model tiny
 

@@ -28,7 +28,7 @@ done
 kvs_start_gw --backend "127.0.0.1:$AD_PORT_A" --backend "127.0.0.1:$AD_PORT_B" \
 	--backend "127.0.0.1:$AD_PORT_C" --health-interval-ms 200
 for i in 0 1 2; do
-	[ "$(kvs_wait_backend $i up 400)" = up ] || kvs_fail "backend $i not up"
+	[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
 done
 GW=127.0.0.1:$GW_PORT
 
@@ -105,7 +105,7 @@ out=$(cat "$KVS_TMP/killed.out")
 [[ $out == "req=1 error code=backend_gone"* ]] || kvs_fail "killed server: got '$out'"
 echo "ok: killed server -> $out"
 idx=$(("$victim" - 65))
-[ "$(kvs_wait_backend "$idx" down 400)" = down ] || kvs_fail "backend $idx not taken out"
+[ "$(kvs_wait_backend "$idx" down)" = down ] || kvs_fail "backend $idx not taken out"
 echo "ok: backend $idx down after its server died"
 out=$(ask 1 2 16)
 echo "$out"

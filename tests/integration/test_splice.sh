@@ -72,6 +72,6 @@ assert_ge "backends that served requests" "$(jget "$out" '.backends | length')" 
 
 # Clients that disconnected were removed from the maps: only the 2x2
 # upstream sockets and the controller's inject and punt sockets remain.
-sleep 0.3
+kvs_wait_for "the closed clients leave the maps" '[ "$(jget "$(kvs_stats)" .connections)" -le 6 ]'
 assert_eq "connections left in the maps" "$(jget "$(kvs_stats)" .connections)" 6
 echo "PASS test_splice"

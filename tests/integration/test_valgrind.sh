@@ -23,8 +23,8 @@ valgrind --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=all \
 	--pin-dir "$KVS_PIN" --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
 	2>"$KVS_TMP/valgrind.log" &
 VG=$!
-for i in $(seq 1 600); do [ -s "$KVS_TMP/gw.port" ] && break; sleep 0.05; done
-[ -s "$KVS_TMP/gw.port" ] || kvs_fail "the controller did not start under valgrind"
+KVS_PIDS+=($VG) # cleaned up on every path, even when it fails to start
+KVS_WAIT_S=180 kvs_wait_file "$KVS_TMP/gw.port"
 GW_PORT=$(cat "$KVS_TMP/gw.port")
 
 out=$(kvs_bench -n 200 -k 4 --prefixes 4 --json) || kvs_fail "load failed: $out"
@@ -33,7 +33,8 @@ timeout 5 bash -c "printf 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA
 	>/dev/tcp/127.0.0.1/$GW_PORT" || true
 kvs_bench -n 16 -k 16 -m 1000 --prefixes 0 --json --timeout-s 60 >/dev/null 2>&1 &
 bench=$!
-sleep 1
+kvs_wait_for "requests are in flight to B" \
+	'[ "$(jget "$(kvs_stats)" ".backends[1].outstanding")" -gt 0 ]' 180
 kill -9 "${KVS_PIDS[1]}" # B dies with requests in flight
 wait $bench || true
 sleep 0.5

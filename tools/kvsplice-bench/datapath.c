@@ -53,7 +53,19 @@ static const char *const cfg_names[NCFG + 1] = { "direct",  "kernel",	      "use
 						 "haproxy", "haproxy-splice", NULL };
 static const char *const mode_names[NMODES + 1] = { "rr", "pipelined", "stream", NULL };
 
-static void print_table(const struct result *rs, int n)
+/* Why a configuration asked for did not run (NULL: it ran, or was not
+ * asked for), by C_*: said where its rows would be, as a line on stderr
+ * before the run is easy to miss. */
+typedef const char *left_out_t[NCFG];
+
+static void print_left_out(const left_out_t left_out)
+{
+	for (int c = 0; c < NCFG; c++)
+		if (left_out[c])
+			printf("%-14s (left out: %s)\n", cfg_names[c], left_out[c]);
+}
+
+static void print_table(const struct result *rs, int n, const left_out_t left_out)
 {
 	printf("%-14s %-9s %8s %10s %8s %10s %9s %9s %9s %10s\n", "config", "mode", "frame",
 	       "req/s", "GB/s", "p50_us", "+p50_us", "+p99_us", "cpu_s/GB", "cpu_us/req");
@@ -69,9 +81,11 @@ static void print_table(const struct result *rs, int n)
 		       cfg_names[r->cfg], mode_names[r->mode], r->size, r->rps, r->gbps, r->p50_us,
 		       r->p50_added_us, r->p99_added_us, r->cpu_s_per_gb, r->cpu_us_per_req);
 	}
+	print_left_out(left_out);
 }
 
-static void print_json(const struct dp_opts *o, const struct result *rs, int n)
+static void print_json(const struct dp_opts *o, const struct result *rs, int n,
+		       const left_out_t left_out)
 {
 	struct utsname u;
 
@@ -85,7 +99,7 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 		const struct result *r = &rs[i];
 
 		printf("%s{\"name\":\"%s\",\"mode\":\"%s\",\"frame_bytes\":%u,\"ok\":%s,"
-		       "\"rps\":%.1f,\"gbps\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,",
+		       "\"rps\":%.1f,\"gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,",
 		       i ? "," : "", cfg_names[r->cfg], mode_names[r->mode], r->size,
 		       r->ok ? "true" : "false", r->rps, r->gbps, r->p50_us, r->p99_us);
 		/* Without a direct run there is nothing to add to: null, not nan
@@ -98,7 +112,11 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n)
 		printf("\"cpu_s_per_gb\":%.4f,\"proc_cpu_s_per_gb\":%.4f,\"cpu_us_per_req\":%.2f}",
 		       r->cpu_s_per_gb, r->proc_s_per_gb, r->cpu_us_per_req);
 	}
-	printf("]}\n");
+	printf("],\"left_out\":{");
+	for (int c = 0, k = 0; c < NCFG; c++)
+		if (left_out[c]) /* the reasons hold no quote or backslash */
+			printf("%s\"%s\":\"%s\"", k++ ? "," : "", cfg_names[c], left_out[c]);
+	printf("}}\n");
 }
 
 /* --plot DIR: GB/s and gateway CPU per GB by frame size, one bar per
@@ -292,7 +310,8 @@ static const struct kvs_opt rows[] = {
 	{ "configs", 0, KVS_OPT_FUNC(O, on, parse_names), .words = cfg_names, .arg = "LIST",
 	  .help = "of direct,kernel,user,haproxy,haproxy-splice\n"
 		  "(default: all; a config whose program is missing\n"
-		  "is left out, said)" },
+		  "is left out, with a row in the table that says why:\n"
+		  "make bench-datapath installs HAProxy, this does not)" },
 	{ "kvspliced", 0, KVS_OPT_FUNC(O, gw_bin, parse_gateway), .arg = "PATH",
 	  .help = "the gateway (default: kvspliced beside this program)" },
 	{ "haproxy", 0, KVS_OPT_STR(O, haproxy), .arg = "PATH",
@@ -300,7 +319,8 @@ static const struct kvs_opt rows[] = {
 	{ "json", 0, KVS_OPT_FLAG(O, json),
 	  .help = "the results as JSON: {\"kernel\", \"configs\": [{name,\n"
 		  "mode, frame_bytes, rps, gbps, p50_added_us,\n"
-		  "p99_added_us, cpu_s_per_gb, ...}]}" },
+		  "p99_added_us, cpu_s_per_gb, ...}], \"left_out\":\n"
+		  "{config: why}}" },
 	{ "plot", 0, KVS_OPT_STR(O, plot), .arg = "DIR",
 	  .help = "GB/s and CPU per GB by frame size, per config\n"
 		  "(gnuplot: DIR/datapath.{svg,png}, data and script)" },
@@ -346,6 +366,7 @@ int bench_datapath(int argc, char **argv)
 {
 	struct dp_opts o = defaults;
 	struct result rs[NCFG * (MAX_SIZES * 2 + 1)];
+	left_out_t left_out = { NULL };
 	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
 	struct kvs_addr la;
 	struct echo el;
@@ -368,6 +389,10 @@ int bench_datapath(int argc, char **argv)
 		fprintf(stderr,
 			PROG ": %s not found (--kvspliced PATH): kernel and user left out\n",
 			o.gw_bin);
+		for (int c = C_KERNEL; c <= C_USER; c++)
+			if (o.on[c])
+				left_out[c] = "kvspliced not found beside kvsplice-bench; "
+					      "--kvspliced PATH";
 		o.on[C_KERNEL] = o.on[C_USER] = false;
 	}
 	if ((o.on[C_HAPROXY] || o.on[C_HAPROXY_SPLICE]) && !runnable(o.haproxy)) {
@@ -375,6 +400,11 @@ int bench_datapath(int argc, char **argv)
 			PROG ": %s not found (apt-get install haproxy, or --haproxy PATH): haproxy "
 			     "left out\n",
 			o.haproxy);
+		for (int c = C_HAPROXY; c <= C_HAPROXY_SPLICE; c++)
+			if (o.on[c])
+				left_out[c] = "HAProxy is not installed; make bench-datapath "
+					      "installs it, or apt-get install haproxy, or "
+					      "--haproxy PATH";
 		o.on[C_HAPROXY] = o.on[C_HAPROXY_SPLICE] = false;
 	}
 	if (!mkdtemp(tmp)) {
@@ -439,9 +469,9 @@ int bench_datapath(int argc, char **argv)
 	if (o.plot && plot(&o, rs, n))
 		rc = 1;
 	if (o.json)
-		print_json(&o, rs, n);
+		print_json(&o, rs, n, left_out);
 	else
-		print_table(rs, n);
+		print_table(rs, n, left_out);
 	close(lfd);
 	return rc;
 }

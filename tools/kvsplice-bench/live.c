@@ -250,7 +250,7 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	struct epoll_event ev, evs[64];
 	uint64_t start, deadline, last_progress;
 	struct summary s;
-	double wall_s;
+	double wall_s, timeout_s;
 	uint32_t i;
 	int n, rc = 1;
 
@@ -306,7 +306,12 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 
 	live_fleet_ask(o, &r.fleet, false);
 	start = last_progress = kvs_now_ns();
-	deadline = start + (uint64_t)o->timeout_s * 1000000000ull;
+	timeout_s = o->timeout_s;
+	/* A trace lasts what it lasts (17 minutes for Mooncake's at 1x): the
+	 * default gives the last arrival a minute, not the whole run. */
+	if (o->trace && !o->timeout_set && r.n)
+		timeout_s += r.trace.reqs[r.n - 1].arrival_ms / 1000;
+	deadline = start + (uint64_t)(timeout_s * 1e9);
 	r.next_arrival_ns = start;
 	r.rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
 	for (i = 0; i < o->connections; i++)
@@ -330,8 +335,10 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 		if ((!alive && r.next >= r.n) || !open)
 			break;
 		if (kvs_now_ns() > deadline) {
-			fprintf(stderr, PROG ": timed out after %u s with %u of %u requests done\n",
-				o->timeout_s, r.done, r.n);
+			fprintf(stderr,
+				PROG ": timed out after %.0f s with %u of %u requests done "
+				     "(--timeout-s)\n",
+				timeout_s, r.done, r.n);
 			break;
 		}
 		n = epoll_wait(r.epfd, evs, 64, wait_ms);
@@ -341,11 +348,13 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 			if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 				on_readable(&r, evs[k].data.u32);
 		}
+		live_errors_say(&r, false);
 		if (!o->quiet && kvs_now_ns() - last_progress > 2000000000ull) {
 			last_progress = kvs_now_ns();
 			fprintf(stderr, PROG ": %u/%u requests done\n", r.done, r.n);
 		}
 	}
+	live_errors_say(&r, true);
 	wall_s = (double)(kvs_now_ns() - start) / 1e9;
 	live_fleet_ask(o, &r.fleet, true); /* a backend added meanwhile counts */
 	live_summarize(&r, wall_s, &s);
@@ -477,8 +486,8 @@ static const struct kvs_opt rows[] = {
 	{ "turn-tokens", 0, KVS_OPT_U32(O, turn_tokens, 1, 1u << 20), .arg = "T",
 	  .help = "tokens each turn adds (default {default})" },
 	{ "trace", 0, KVS_OPT_STR(O, trace), .arg = "FILE",
-	  .help = "replay a JSONL request trace (../shared/traces/\n"
-		  "README.md): arrival times, prompt and output\n"
+	  .help = "replay a JSONL request trace (the format of\n"
+		  "traces/README.md): arrival times, prompt and output\n"
 		  "lengths from the trace, open loop; the same hash\n"
 		  "id is always the same 512 tokens of text, so the\n"
 		  "backends see exactly the trace's sharing; -n\n"
@@ -492,8 +501,10 @@ static const struct kvs_opt rows[] = {
 	  .help = "cache salt (tenant) for every request (default {default})" },
 	{ "model", 0, KVS_OPT_U32(O, model, 0, UINT32_MAX), .arg = "ID",
 	  .help = "model id (default {default})" },
-	{ "timeout-s", 0, KVS_OPT_U32(O, timeout_s, 1, 86400), .arg = "S",
-	  .help = "give up after S seconds (default {default})" },
+	{ "timeout-s", 0, KVS_OPT_U32(O, timeout_s, 1, 86400), KVS_OPT_GIVEN(O, timeout_set),
+	  .arg = "S",
+	  .help = "give up after S seconds (default {default}; with --trace,\n"
+		  "{default} after the last request is due)" },
 	{ "per-request", 0, KVS_OPT_FLAG(O, per_request), .help = "print one line per request" },
 	{ "fleet", 0, KVS_OPT_U32(O, fleet, 1, MAX_BACKEND_IDS), .arg = "N",
 	  .help = "N backends are behind the target. By default the\n"
@@ -534,7 +545,9 @@ static const struct kvs_optset optset = {
 		 "every response (--verify), and reports TTFT, end-to-end latency, cache hit\n"
 		 "rate, throughput, load per backend and errors by code. Exit status: 0 if\n"
 		 "every request succeeded, 1 if any failed, was answered wrongly or never\n"
-		 "finished, or a frame broke the framing, 2 for bad usage.\n"
+		 "finished, or a frame broke the framing, 2 for bad usage. A request's ERROR\n"
+		 "is printed on stderr, the first 20 of each code; past that they are counted\n"
+		 "(a line a second: \"N more busy errors\") and the summary has them all.\n"
 		 "\n"
 		 "Closed loop by default: each connection keeps --depth requests in flight.\n"
 		 "With --rate, open loop: requests are sent at Poisson arrival times over the\n"

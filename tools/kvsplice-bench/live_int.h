@@ -89,7 +89,7 @@ struct run_opts {
 	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
 	double speed;	   /* of the trace's arrivals */
 	int verify;	   /* enum live_verify */
-	int requests_set, max_tokens_set;
+	int requests_set, max_tokens_set, timeout_set;
 };
 
 /* What the targets say of the fleet (live_fleet.c), asked before and
@@ -123,7 +123,11 @@ struct run {
 	uint32_t faults[LF_MAX];     /* framing violations seen, by kind */
 	uint32_t late;		     /* frames after a backend_gone ERROR, ignored */
 	uint32_t conn_errors;	     /* ERRORs with req_id 0: about a connection */
-	bool sim_hinted;	     /* told once that another server needs --verify framing */
+	/* Requests' ERRORs by code: the first few are printed, the rest
+	 * counted (unshown) and said as one line a second (live_errors_say). */
+	uint32_t err_seen[KVS_E_MAX + 1], err_unshown[KVS_E_MAX + 1];
+	uint64_t err_said_ns;
+	bool sim_hinted; /* told once that another server needs --verify framing */
 	struct live_fleet fleet;
 };
 
@@ -166,6 +170,9 @@ bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const ui
 /* A header the codec refused (status: why) on connection ci: the stream
  * cannot be framed past it. */
 void live_bad_header(struct run *r, uint32_t ci, int status);
+/* The requests' ERRORs not printed one by one since the last call, one
+ * line per code; at most once a second unless final. */
+void live_errors_say(struct run *r, bool final);
 
 /* live_fleet.c */
 /* Asks each target what it is (before the run, then after): a gateway

@@ -19,6 +19,11 @@
 
 /* The first few of each kind go to stderr; the counts say the rest. */
 #define FAULTS_SHOWN 5
+/* The same for the requests' ERRORs, by code: an overloaded fleet answers
+ * thousands busy, which would bury everything else on stderr. More than
+ * the requests a test fails at once (test_backend_fault counts its
+ * backend_gone lines). */
+#define ERRORS_SHOWN 20
 
 const char *const live_fault_names[LF_MAX] = {
 	[LF_BAD_FRAME] = "bad_frame",	  [LF_BAD_TYPE] = "bad_type",
@@ -100,6 +105,7 @@ static void on_end(struct run *r, uint32_t ci, struct req *q, const struct kvs_m
 bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const uint8_t *p)
 {
 	struct req *q;
+	uint32_t code;
 
 	switch (m->type) {
 	case KVS_T_CHUNK:
@@ -159,9 +165,35 @@ bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const ui
 		q->error = m->status;
 		q->status = RS_ERROR;
 		q->gone = m->status == KVS_E_BACKEND_GONE;
-		fprintf(stderr, PROG ": request %llu: error %s: %.*s\n",
-			(unsigned long long)m->req_id, kvs_status_name(m->status),
-			(int)m->payload_len, (const char *)p);
+		code = m->status <= KVS_E_MAX ? m->status : 0;
+		if (r->err_seen[code]++ < ERRORS_SHOWN) {
+			fprintf(stderr, PROG ": request %llu: error %s: %.*s\n",
+				(unsigned long long)m->req_id, kvs_status_name(m->status),
+				(int)m->payload_len, (const char *)p);
+			if (r->err_seen[code] == ERRORS_SHOWN)
+				fprintf(stderr,
+					PROG ": more %s errors are counted, not shown (a line a "
+					     "second, and the summary's errors line)\n",
+					kvs_status_name(m->status));
+		} else {
+			r->err_unshown[code]++;
+		}
 		return true;
+	}
+}
+
+void live_errors_say(struct run *r, bool final)
+{
+	uint64_t now = kvs_now_ns();
+
+	if (!final && now - r->err_said_ns < 1000000000ull)
+		return;
+	r->err_said_ns = now;
+	for (uint32_t c = 0; c <= KVS_E_MAX; c++) {
+		if (!r->err_unshown[c])
+			continue;
+		fprintf(stderr, PROG ": %u more %s errors (%u in all)\n", r->err_unshown[c],
+			kvs_status_name(c), r->err_seen[c]);
+		r->err_unshown[c] = 0;
 	}
 }

@@ -52,7 +52,9 @@ static const struct cmd cmds[] = {
 	  "  status     controller, listener, backends by state, clients, requests,\n"
 	  "             routes (without a controller: what the maps still say)\n" },
 	{ "backend", ctl_backend, -1, FROM_CONTROLLER,
-	  "  backend add ADDR:PORT      a new backend, connected at once\n"
+	  "  backend add ADDR:PORT      a new backend, connected at once; exit 1, and\n"
+	  "             not added, if it cannot be reached (list a backend that\n"
+	  "             should wait for its server in the config file and reload)\n"
 	  "  backend drain ADDR:PORT    no new requests; those in flight finish\n"
 	  "  backend undrain ADDR:PORT  back in service (calls off a removal)\n"
 	  "  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"

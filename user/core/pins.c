@@ -56,16 +56,44 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-int kvs_pin_lock(const char *dir)
+int kvs_pin_dir_fs(const char *dir, long *fs_type)
 {
-	int fd, err = mkdir_p(dir);
-	struct stat st;
+	char path[4096];
+	struct statfs st;
+	char *slash;
 
+	if (strlen(dir) >= sizeof(path))
+		return -ENAMETOOLONG;
+	strcpy(path, dir);
+	/* Not made yet: it would be made on the file system above it. */
+	while (statfs(path, &st)) {
+		if (errno != ENOENT)
+			return -errno;
+		slash = strrchr(path, '/');
+		if (!slash)
+			strcpy(path, ".");
+		else if (slash == path)
+			path[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	*fs_type = (long)st.f_type;
+	return st.f_type == BPF_FS_MAGIC ? 0 : -ENOTSUP;
+}
+
+static int pin_lock_once(const char *dir, bool *made)
+{
+	int fd, err;
+	struct stat st, now;
+
+	if (made && access(dir, F_OK) && errno == ENOENT)
+		*made = true;
+	err = mkdir_p(dir);
 	if (err)
 		return err;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ELOOP ? -EPERM : -errno;
+		return errno == ELOOP ? -EPERM : errno == ENOENT ? -EAGAIN : -errno;
 	/* /sys/fs/bpf is often world-writable: a directory someone else made
 	 * there first could have its pins swapped under us. Ours alone, and
 	 * closed to everybody else. */
@@ -78,7 +106,38 @@ int kvs_pin_lock(const char *dir)
 		close(fd);
 		return err;
 	}
+	/* The controller that held it last removes it at its exit if empty
+	 * (kvs_pin_dir_remove): locked after that, we hold a directory that
+	 * is gone. Made anew and locked again, then. */
+	if (stat(dir, &now) || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+		close(fd);
+		return -EAGAIN;
+	}
 	return fd;
+}
+
+int kvs_pin_lock_made(const char *dir, bool *made)
+{
+	int fd = -EAGAIN;
+
+	for (int i = 0; i < 10 && fd == -EAGAIN; i++)
+		fd = pin_lock_once(dir, made);
+	return fd == -EAGAIN ? -EBUSY : fd;
+}
+
+int kvs_pin_lock(const char *dir)
+{
+	return kvs_pin_lock_made(dir, NULL);
+}
+
+int kvs_pin_dir_remove(const char *dir)
+{
+	/* rmdir removes only an empty directory: one with pins left (the
+	 * maps kept for inspection, a map of something else) stays, and so
+	 * does a mount point. */
+	if (rmdir(dir) && errno != ENOTEMPTY && errno != EEXIST && errno != EBUSY)
+		return -errno;
+	return 0;
 }
 
 void kvs_pin_clear(const char *dir)

@@ -7,6 +7,7 @@
 #ifndef KVS_PINS_H
 #define KVS_PINS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,18 @@ int kvs_bpffs_ensure(void);
  * another user (its mode is set back to 0700 otherwise).
  */
 int kvs_pin_lock(const char *dir);
+
+/* The same; *made set to true when dir did not exist and was made here
+ * (left alone otherwise), so that its maker can remove it at exit. */
+int kvs_pin_lock_made(const char *dir, bool *made);
+/* Removes dir if it is empty (called holding its lock: a controller that
+ * locks it meanwhile sees it gone and makes it anew). 0 (removed, or not
+ * empty) or -errno. */
+int kvs_pin_dir_remove(const char *dir);
+/* Is dir on a bpf file system, where maps can be pinned? 0, -ENOTSUP (not
+ * bpffs: *fs_type is its f_type), or -errno. A dir that does not exist yet
+ * is judged by the directory it would be made in. */
+int kvs_pin_dir_fs(const char *dir, long *fs_type);
 
 /* Removes kvsplice's pinned maps from dir (stale pins of a dead run). */
 void kvs_pin_clear(const char *dir);

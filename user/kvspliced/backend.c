@@ -38,7 +38,7 @@ enum kvs_backend_state gw_backend_state(const struct gw *g, uint32_t b)
 /* The kernel follows routes to b, and sends it requests, only while UP. */
 void gw_publish_backend(struct gw *g, uint32_t b)
 {
-	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->cfg->pool_size,
+	kvs_dp_set_backend(&g->dp, b, gw_backend_state(g, b), g->be[b].pool_n,
 			   g->cfg->max_outstanding);
 }
 
@@ -101,6 +101,16 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 		 * connection lost): tell it to stop. */
 		gw_cancel_ended(g, b, f.ended, f.n);
 		free(f.ended);
+		be->said_down = true;
+	} else if (!be->said_down && !be->said_not_kvs1 && !be->said_not_ready) {
+		/* Never up (given at start, added, listed by a reload), or its
+		 * first retry after backend_down: said once, not at every
+		 * retry; said again only after it has been up. */
+		pr_warn("event=backend_unreachable backend=%s index=%u reason=\"%s\" "
+			"hint=\"it takes no work until it answers; retried with back-off (at "
+			"most %u ms apart), kvsplicectl backends shows why it is down\"",
+			be->name, b, why, BACKOFF_MAX_MS);
+		be->said_down = true;
 	}
 	be->backoff_ms = be->backoff_ms ? be->backoff_ms * 2 : 100;
 	if (be->backoff_ms > BACKOFF_MAX_MS)
@@ -133,6 +143,7 @@ static void backend_ready(struct gw *g, uint32_t b)
 	be->backoff_ms = 0;
 	be->next_ping_ns = 0;
 	be->said_not_kvs1 = false;
+	be->said_down = false;
 	kvs_dp_set_reason(&g->dp, b, "");
 	gw_publish_backend(g, b);
 	if (readmitted)
@@ -243,6 +254,7 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 
 	memset(be, 0, sizeof(*be));
 	be->present = true;
+	be->pool_n = g->cfg->pool_size; /* a take-over's: as handed over (pool.c) */
 	be->addr = *a;
 	kvs_addr_str(a, be->name, sizeof(be->name));
 	kvs_endpoint_of(&a->ss, &ep);
@@ -313,6 +325,7 @@ static void backend_removed(struct gw *g, uint32_t b)
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s", be->name);
+	be->said_down = true; /* removed is not unreachable: no such line */
 	gw_backend_down(g, b, "removed by the operator");
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
@@ -358,6 +371,21 @@ int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, ui
 			err = r;
 	}
 	return err;
+}
+
+bool gw_backend_unreachable(const struct gw *g, uint32_t b)
+{
+	const struct gw_backend *be = &g->be[b];
+
+	/* Probes still out: it accepted the connections (slow to answer,
+	 * or hung). Not ready: a KVS1 backend whose server is not up yet.
+	 * Both are reachable; it comes up once they answer ready. */
+	return be->present && !be->up && !be->probing && !be->said_not_ready;
+}
+
+void gw_backend_withdraw(struct gw *g, uint32_t b)
+{
+	backend_removed(g, b);
 }
 
 void gw_backends_tick(struct gw *g, uint64_t now)

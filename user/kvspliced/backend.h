@@ -42,6 +42,14 @@ int gw_backend_find(const struct gw *g, const char *name);
  * retried with back-off, like one given at start). Slot or -errno:
  * -EEXIST (already there), -ENOSPC (KVS_MAX_BACKENDS in use). */
 int gw_backend_add(struct gw *g, const struct kvs_addr *a);
+/* b is down and neither connecting nor answering: refused, timed out,
+ * not KVS1 (one whose probes are still out, or that answers not ready, is
+ * not: it is there). */
+bool gw_backend_unreachable(const struct gw *g, uint32_t b);
+/* Removes b at once, with nothing in flight there: for a backend just
+ * added that never came up (kvsplicectl backend add of one that cannot be
+ * reached). */
+void gw_backend_withdraw(struct gw *g, uint32_t b);
 /* Drain on: no new requests; in-flight ones finish. Off: back in service
  * (and a pending removal is called off). */
 void gw_backend_drain(struct gw *g, uint32_t b, bool on);

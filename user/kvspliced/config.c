@@ -102,7 +102,8 @@ static const struct kvs_opt rows[] = {
 		  "backend); the command line overrides it. SIGHUP\n"
 		  "(or 'kvsplicectl reload') re-reads it: backends\n"
 		  "added and removed (drained first) at once, and the\n"
-		  "limits, balance and timeouts; the rest on restart" },
+		  "limits, balance and timeouts; the rest on restart\n"
+		  "or 'kvsplicectl upgrade' (which applies them all)" },
 	{ "check", 0, KVS_OPT_FLAG(S, cfg.check_only), .cli_only = true,
 	  .help = "check the configuration (flags and file), say what\n"
 		  "is wrong or that it is fine, and exit" },
@@ -214,8 +215,10 @@ static const struct kvs_opt rows[] = {
 	  .help = "start by taking over from the controller at the\n"
 		  "hand-over socket (same --pin-dir): its listening\n"
 		  "socket, client and backend connections, pinned maps\n"
-		  "and backends; then this one's backend list applies,\n"
-		  "as on a reload. The old one exits" },
+		  "and backends; then this one's configuration applies:\n"
+		  "its backend list as on a reload, --pool reached\n"
+		  "while serving, a moved --listen or --metrics moved.\n"
+		  "The old one exits" },
 	KVS_OPT_HEADING("\n"),
 	{ "drain-timeout-ms", 0, KVS_OPT_U32(S, cfg.drain_timeout_ms, 0, 24 * 3600 * 1000),
 	  .arg = "MS",
@@ -223,7 +226,9 @@ static const struct kvs_opt rows[] = {
 		  "requests in flight; the rest are answered\n"
 		  "backend_gone (default {default})" },
 	{ "pin-dir", 0, KVS_OPT_STR(S, cfg.pin_dir), .arg = "DIR",
-	  .help = "where maps are pinned (default {default})" },
+	  .help = "where maps are pinned, on a bpf file system\n"
+		  "(default {default}); made if absent,\n"
+		  "and then removed at a clean exit once empty" },
 	{ "control-socket", 0, KVS_OPT_STR(S, cfg.control_path), .arg = "PATH",
 	  .help = "where kvsplicectl reaches this controller (default\n" KVS_CONTROL_DIR
 		  "/<last part of --pin-dir>.sock)" },

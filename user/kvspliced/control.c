@@ -206,6 +206,27 @@ static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const 
 	}
 }
 
+/* An operator who adds a backend expects it to take work, and a script
+ * expects exit 0 to mean it does: one that cannot be reached is taken out
+ * again, and the answer (exit 1) says why. The configuration file is for
+ * a backend that should wait for its server: listed, it is kept and
+ * retried. */
+static void add_refused(struct gw *g, FILE *out, uint32_t b)
+{
+	char name[64], why[sizeof(g->dp.backends[b].reason)];
+	const char *what = g->be[b].said_not_kvs1 ? "does not speak KVS1" : "cannot be reached";
+
+	snprintf(name, sizeof(name), "%s", g->be[b].name);
+	snprintf(why, sizeof(why), "%s", g->dp.backends[b].reason);
+	gw_backend_withdraw(g, b);
+	pr_warn("event=backend_add_refused backend=%s reason=\"%s\"", name, why);
+	reply_error(out,
+		    "%s %s (%s): not added. Start it and add it again, or list it in the "
+		    "configuration file and reload (a listed backend is kept and retried "
+		    "until it answers)",
+		    name, what, why);
+}
+
 static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, const char *arg)
 {
 	struct kvs_addr a;
@@ -226,8 +247,12 @@ static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, co
 				    KVS_MAX_BACKENDS);
 		else if (b < 0)
 			reply_error(out, "add failed: %s", strerror(-b));
+		else if (gw_backend_unreachable(g, (uint32_t)b))
+			add_refused(g, out, (uint32_t)b);
 		else
-			backend_reply(g, out, json, (uint32_t)b, "added");
+			backend_reply(g, out, json, (uint32_t)b,
+				      g->be[b].probing ? "added (its probe not answered yet)" :
+							 "added");
 		return;
 	}
 	b = gw_backend_find(g, name);

@@ -29,6 +29,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = o->pin_dir);
 	int err, sock_fd;
+	long fs_type = 0;
 	void *mem;
 
 	memset(dp, 0, sizeof(*dp));
@@ -40,7 +41,17 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		pr_warn("event=bpffs_mount_failed err=\"%s\"", strerror(-err));
 		return err;
 	}
-	dp->lock_fd = kvs_pin_lock(o->pin_dir);
+	err = kvs_pin_dir_fs(o->pin_dir, &fs_type);
+	if (err == -ENOTSUP) {
+		/* libbpf would fail to pin the first map, and the load with
+		 * EINVAL, which says nothing of why. */
+		pr_warn("event=pin_dir_not_bpffs dir=%s fs_type=0x%lx hint=\"maps can be pinned "
+			"only on a bpf file system: choose a --pin-dir under /sys/fs/bpf, or "
+			"mount one there first (mount -t bpf bpf DIR)\"",
+			o->pin_dir, fs_type);
+		return err;
+	}
+	dp->lock_fd = kvs_pin_lock_made(o->pin_dir, &dp->made_pin_dir);
 	/* Taking over: the old controller lets go of the lock once it has
 	 * handed everything over; wait for that, a little. */
 	for (int i = 0; o->takeover && dp->lock_fd == -EBUSY && i < 100; i++) {
@@ -65,6 +76,22 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	 * (libbpf reuses every pinned map of the same definition). */
 	if (!o->takeover)
 		kvs_pin_clear(o->pin_dir);
+	/* Taking over with another --pin-dir (changed with an upgrade): the
+	 * sockets handed over are in the maps pinned at the old one, which
+	 * this controller would never see. Refused: the old one carries on. */
+	if (o->takeover) {
+		char path[sizeof(dp->pin_dir) + 16];
+
+		snprintf(path, sizeof(path), "%s/socks", o->pin_dir);
+		if (access(path, F_OK)) {
+			err = -ENOENT;
+			pr_warn("event=takeover_refused reason=\"no maps pinned at %s\" "
+				"hint=\"--pin-dir cannot change across an upgrade: restart "
+				"instead\"",
+				o->pin_dir);
+			goto fail;
+		}
+	}
 
 	dp->skel = kvsplice_bpf__open_opts(&oo);
 	if (!dp->skel) {
@@ -83,8 +110,11 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
-		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"run as root on a kernel with BTF and sockmap\"",
-			strerror(-err));
+		pr_warn("event=bpf_load_failed err=\"%s\" hint=\"%s\"", strerror(-err),
+			geteuid() ? "run as root (BPF and sockmap need it)" :
+				    "capabilities dropped (CAP_BPF, CAP_NET_ADMIN), or a "
+				    "kernel without BTF or sockmap: the libbpf lines above "
+				    "say which");
 		goto fail;
 	}
 
@@ -175,6 +205,17 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 	}
 	if (unpin && dp->pin_dir[0])
 		kvs_pin_clear(dp->pin_dir);
+	/* Ours, and still locked: no other controller pins there (one taking
+	 * over waits for the lock, which a hand-over has let go of already).
+	 * Left empty (unpinned, or a take-over refused), pin dirs would pile
+	 * up; with pins left, rmdir leaves it. */
+	if (dp->made_pin_dir && dp->lock_fd >= 0) {
+		int err = kvs_pin_dir_remove(dp->pin_dir);
+
+		if (err)
+			pr_warn("event=pin_dir_not_removed dir=%s err=\"%s\"", dp->pin_dir,
+				strerror(-err));
+	}
 	if (dp->lock_fd >= 0)
 		close(dp->lock_fd);
 	dp->lock_fd = -1;
@@ -507,6 +548,13 @@ int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *c
 			       sizeof(struct kvs_inflight), 1024, each_inflight, &w);
 
 	return err ? err : w.n;
+}
+
+bool kvs_dp_inflight_has(struct kvs_datapath *dp, const struct kvs_req_key *k)
+{
+	struct kvs_inflight rec;
+
+	return bpf_map_lookup_elem(dp->inflight_fd, k, &rec) == 0;
 }
 
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)

@@ -31,6 +31,7 @@ struct kvs_datapath {
 	struct kvsplice_bpf *skel;
 	char pin_dir[256];
 	int lock_fd;
+	bool made_pin_dir; /* made by this process: removed at exit if empty */
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd;
 	uint32_t balance_fp;	      /* the kernel's placement bound, fixed at load */
 	struct kvs_backend *backends; /* mmap of the backends map */
@@ -141,6 +142,8 @@ int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fai
 typedef void (*kvs_dp_inflight_fn)(void *ctx, const struct kvs_req_key *k,
 				   const struct kvs_inflight *rec);
 int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *ctx);
+/* Whether the inflight map still holds k (its request has not ended). */
+bool kvs_dp_inflight_has(struct kvs_datapath *dp, const struct kvs_req_key *k);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether backend b's route_gen is still gen (it has not left since). */

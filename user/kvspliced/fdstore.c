@@ -18,7 +18,6 @@
 #include "kpath.h"
 #include "kvsplice/hash.h"
 #include "log.h"
-#include "probe.h"
 #include "sdnotify.h"
 
 #define PUNT_READ_MAX (64u << 20) /* what is read of the kept punt socket at once */
@@ -413,26 +412,6 @@ out:
 	return err;
 }
 
-/* A pool that lacks slots (connections being probed when the controller
- * died are not kept; --pool may have grown): the missing ones dialled,
- * the kept ones left serving. */
-static void fill_pools(struct gw *g)
-{
-	for (uint32_t b = 0; b < g->nslots; b++) {
-		const struct gw_backend *be = &g->be[b];
-		uint32_t missing = 0;
-
-		for (uint32_t s = 0; be->present && be->up && s < g->cfg->pool_size; s++)
-			missing += !be->pool[s];
-		if (!missing)
-			continue;
-		pr_info("event=pool_refill backend=%s index=%u missing=%u", be->name, b, missing);
-		if (g->kpath->connect(g, b))
-			pr_warn("event=pool_refill_failed backend=%s index=%u", be->name, b);
-		gw_probe_settle(g, (int)b, 0); /* their answers read by the loop */
-	}
-}
-
 void gw_fdstore_adopted(struct gw *g)
 {
 	g->fdstore.listen_in = g->listen_fd >= 0;
@@ -446,5 +425,4 @@ void gw_fdstore_adopted(struct gw *g)
 		    c == g->punt_k)
 			c->fdstored = true;
 	}
-	fill_pools(g); /* (new connections: handed in once they are spliced) */
 }

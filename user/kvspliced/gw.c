@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -27,6 +28,7 @@
 #include "loop.h"
 #include "pins.h"
 #include "policy.h"
+#include "pool.h"
 #include "probe.h"
 #include "reload.h"
 #include "reports.h"
@@ -75,6 +77,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 		g->next_partial_scan_ns = now + (period < 1000000000ull ? period : 1000000000ull);
 	}
 	gw_backends_tick(g, now);
+	gw_pool_tick(g, now);
 	gw_conns_tick(g, now);
 	gw_kpath_kick(g);
 	gw_up_kick_all(g);
@@ -133,6 +136,8 @@ static void gw_teardown(struct gw *g)
 		gw_conn_free(g, c);
 	}
 	free(g->conns);
+	for (i = 0; i < g->nslots; i++)
+		gw_pool_forget(&g->be[i]);
 	if (g->inject_fd >= 0)
 		close(g->inject_fd);
 	if (g->listen_fd >= 0)
@@ -246,8 +251,11 @@ static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 	else
 		pr_info("event=took_over sockets=%u clients=%u", n, g->clients.count);
 	kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
-	/* A probation, say, is not carried over: the health check finds a
-	 * backend that still does not answer. */
+	/* The pool each backend has in the kernel stays as handed over until
+	 * the tick brings it to this one's --pool (pool.c). A probation, say,
+	 * is not carried over: the health check finds a backend that still
+	 * does not answer. */
+	gw_pool_adopted(g);
 	for (uint32_t b = 0; b < g->nslots; b++)
 		if (g->be[b].present)
 			gw_publish_backend(g, b);
@@ -285,14 +293,87 @@ static int start_fresh(struct gw *g)
 	return 0;
 }
 
+/* Whether fd (a listening socket handed over) is bound where want says;
+ * port 0 in want matches any port (it was picked at the first start). */
+static bool bound_as(int fd, const struct kvs_addr *want)
+{
+	struct kvs_endpoint l, r, w;
+
+	kvs_sock_endpoints(fd, &l, &r);
+	kvs_endpoint_of(&want->ss, &w);
+	return l.family == w.family && !memcmp(l.addr, w.addr, sizeof(l.addr)) &&
+	       (!w.port || l.port == w.port);
+}
+
+/*
+ * A take-over whose --listen is not where the listening socket it was
+ * handed is bound (the configuration changed with the upgrade): clients
+ * are taken at the new address from now on. The handed-over socket is
+ * closed once the connections it had queued are accepted, so none of
+ * them is reset. If the new address cannot be had, the old one serves on
+ * (and the log says so): failing here would drop every client.
+ */
+static void move_listener(struct gw *g)
+{
+	char from[96], to[96];
+	struct kvs_endpoint l, r;
+	int fd, old = g->listen_fd, c, n = 0;
+
+	if (!g->cfg->takeover || old < 0 || bound_as(old, &g->cfg->listen))
+		return;
+	kvs_sock_endpoints(old, &l, &r);
+	kvs_endpoint_str(&l, from, sizeof(from));
+	kvs_addr_str(&g->cfg->listen, to, sizeof(to));
+	fd = kvs_listen(&g->cfg->listen, 1024);
+	if (fd < 0) {
+		pr_warn("event=listen_move_failed from=%s to=%s err=\"%s\" action=\"listening "
+			"where it was\"",
+			from, to, strerror(-fd));
+		return;
+	}
+	g->listen_fd = fd;
+	kvs_set_nonblock(old, 1);
+	while ((c = accept4(old, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		struct io_uring_cqe cqe = { .res = c, .flags = IORING_CQE_F_MORE };
+
+		g->on_op[OP_ACCEPT](g, &cqe);
+		n++;
+	}
+	close(old);
+	pr_info("event=listen_moved from=%s to=%s port=%d queued_accepted=%d", from, to,
+		kvs_local_port(fd), n);
+}
+
+/* A take-over's --metrics socket where this configuration no longer has
+ * it: closed (and opened where it says, by open_services). */
+static void check_metrics(struct gw *g)
+{
+	const struct gw_config *cfg = g->cfg;
+	struct kvs_endpoint l, r;
+	char was[96];
+
+	if (g->metrics_fd < 0 || (cfg->metrics_set && bound_as(g->metrics_fd, &cfg->metrics)))
+		return;
+	kvs_sock_endpoints(g->metrics_fd, &l, &r);
+	pr_info("event=metrics_closed addr=%s reason=\"%s\"",
+		kvs_endpoint_str(&l, was, sizeof(was)),
+		cfg->metrics_set ? "--metrics moved" : "no --metrics");
+	close(g->metrics_fd);
+	g->metrics_fd = -1;
+}
+
 /* Clients accepted, the tick, --metrics, the hand-over socket, XDP
- * admission, the control socket; then READY. */
+ * admission, the control socket; then READY. A take-over's listening
+ * sockets move first if the configuration moved them. */
 static int open_services(struct gw *g)
 {
 	const struct gw_config *cfg = g->cfg;
+	uint32_t nbackends = 0;
 	char addr[96];
 	int err;
 
+	move_listener(g);
+	check_metrics(g);
 	gw_clients_accept(g);
 	arm_tick(g);
 	if (cfg->metrics_set && g->metrics_fd < 0) {
@@ -326,9 +407,13 @@ static int open_services(struct gw *g)
 		return err;
 	if (cfg->port_file)
 		kvs_write_port_file(cfg->port_file, kvs_local_port(g->listen_fd));
+	/* Backends there are, not slots used (a take-over's slots include
+	 * the empty ones a removal left) */
+	for (uint32_t b = 0; b < g->nslots; b++)
+		nbackends += g->be[b].present;
 	pr_info("event=listening addr=%s port=%d backends=%u control=%s",
 		kvs_addr_str(&cfg->listen, addr, sizeof(addr)), kvs_local_port(g->listen_fd),
-		g->nslots, g->control_path);
+		nbackends, g->control_path);
 	kvs_sd_notify("READY=1");
 	return 0;
 }

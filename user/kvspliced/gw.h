@@ -171,6 +171,19 @@ struct gw_backend {
 	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
+	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
+	 * (the backends map's pool_size). A take-over starts with the pool
+	 * it was handed and reaches --pool while serving: slots opened and
+	 * probed before they are published, surplus ones closed once nothing
+	 * they may carry is in flight. */
+	uint32_t pool_n;
+	uint64_t pool_retry_ns;	  /* a new slot's connection failed: next try */
+	bool pool_said_failed;	  /* that was logged (once until it works) */
+	uint8_t retire_phase;	  /* surplus slots: 0 none, 1 unpublished, 2 waiting */
+	uint64_t retire_since_ns; /* waiting since (warned after --drain-timeout-ms) */
+	bool retire_warned;
+	struct kvs_req_key *retire_keys; /* requests that may be on a surplus slot */
+	uint32_t nretire;
 	bool up;
 	uint64_t retry_at_ns;
 	uint32_t backoff_ms;
@@ -189,6 +202,7 @@ struct gw_backend {
 	bool said_not_ready; /* logged; logged again only after a ready answer */
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
+	bool said_down;	     /* logged down or unreachable; again once it was up */
 };
 
 /* The service manager's descriptor store, as this controller uses it

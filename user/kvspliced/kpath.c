@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pins.h"
 #include "loop.h"
+#include "pool.h"
 #include "probe.h"
 #include "sendq.h"
 
@@ -460,32 +461,40 @@ static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 	gw_backend_probed(g, b, err, why);
 }
 
+int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done)
+{
+	struct gw_backend *be = &g->be[b];
+	struct gw_conn *c;
+	int fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS), err;
+
+	if (fd < 0)
+		return fd;
+	c = gw_conn_new(g, fd, KVS_ROLE_UPSTREAM, &upstream_ops);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->backend = b;
+	c->slot = s;
+	err = gw_probe_start(g, c, done);
+	if (err) {
+		gw_conn_close(g, c);
+		return err;
+	}
+	be->pool[s] = c;
+	return 0;
+}
+
 /* Backend b's pool: --pool connections, each probed with a PING before it
- * is spliced (pool_probed). Slots it holds already are left as they are
- * (a controller restarted after a crash fills what was being connected
- * when it died). */
+ * is spliced (pool_probed). */
 static int connect_pool(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 
+	be->pool_n = g->cfg->pool_size;
 	for (uint32_t s = 0; s < g->cfg->pool_size; s++) {
-		struct gw_conn *c;
-		int fd, err;
+		int err = gw_kpath_dial_slot(g, b, s, pool_probed);
 
-		if (be->pool[s])
-			continue;
-		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
-		if (fd < 0)
-			return fd;
-		c = gw_conn_new(g, fd, KVS_ROLE_UPSTREAM, &upstream_ops);
-		if (!c) {
-			close(fd);
-			return -ENOMEM;
-		}
-		c->backend = b;
-		c->slot = s;
-		be->pool[s] = c;
-		err = gw_probe_start(g, c, pool_probed);
 		if (err)
 			return err;
 		be->probing++;
@@ -503,6 +512,7 @@ static void disconnect_pool(struct gw *g, uint32_t b)
 			be->pool[s] = NULL;
 		}
 	}
+	gw_pool_forget(be);
 }
 
 /* The kernel's records of what b owes zero its counts as they go. */

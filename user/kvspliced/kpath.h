@@ -8,6 +8,7 @@
 #define KVS_GW_KPATH_H
 
 #include "gw.h"
+#include "probe.h"
 
 /* Registered in g->kpath at setup. */
 extern const struct gw_path_ops gw_kpath_ops;
@@ -24,6 +25,10 @@ const struct gw_conn_ops *gw_kpath_conn_ops(uint32_t role);
 /* A client accepted onto the kernel path: spliced, then watched. 0 or
  * -errno (-EOPNOTSUPP: it closed before it could be spliced). */
 int gw_kpath_client(struct gw *g, struct gw_conn *c);
+/* Backend b's pool slot s: a connection made and probed (done hears how;
+ * on success it splices it under the slot's key). In be->pool[s] from
+ * then on. 0, or -errno (nothing is left behind). */
+int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done);
 /* A frame from the controller, through the kernel's verdict like any
  * client's. 0 or -ENOBUFS (the inject queue is full). */
 int gw_kpath_put(struct gw *g, struct kvs_msg *m, const void *payload, uint32_t len);

@@ -23,7 +23,8 @@ static bool lists_differ(const char *const *a, uint32_t na, const char *const *b
 }
 
 /* Settings a reload applies at once (the controller's own); the others
- * are the kernel's, the sockets' or the listeners' and need a restart. */
+ * are the kernel's, the sockets' or the listeners' and need a restart, or
+ * an upgrade (its successor applies them: docs/RUNBOOK.md, Upgrade). */
 static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, size_t len)
 {
 	struct gw_config *c = &g->live;
@@ -105,7 +106,8 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 		off += (size_t)snprintf(msg + off, len - off, "; not all added: %s",
 					strerror(-err));
 	if (off < len) {
-		snprintf(msg + off, len - off, "; unchanged until a restart:");
+		snprintf(msg + off, len - off,
+			 "; unchanged until a restart or 'kvsplicectl upgrade':");
 		reload_settings(g, &n, msg, len);
 		if (!strcmp(msg + strlen(msg) - 1, ":"))
 			msg[off] = '\0'; /* nothing needs one */

@@ -44,9 +44,18 @@ int gw_upgrade(struct gw *g, char *msg, size_t len)
 		return -ENOMEM;
 	}
 	argv[k++] = g->exe;
-	for (i = 1; i < h->argc; i++)
-		if (strcmp(h->argv[i], "--takeover"))
-			argv[k++] = h->argv[i];
+	/* What the last upgrade added goes, or each one would add it again
+	 * (the operator's own --handover-socket is g->ho_path, added back). */
+	for (i = 1; i < h->argc; i++) {
+		if (!strcmp(h->argv[i], "--takeover") ||
+		    !strncmp(h->argv[i], "--handover-socket=", 18))
+			continue;
+		if (!strcmp(h->argv[i], "--handover-socket")) {
+			i++; /* and its value */
+			continue;
+		}
+		argv[k++] = h->argv[i];
+	}
 	argv[k++] = (char *)"--takeover";
 	argv[k++] = (char *)"--handover-socket";
 	argv[k++] = g->ho_path;

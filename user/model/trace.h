@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Request traces in the JSONL format of ../shared/traces/README.md, one
+ * Request traces in the JSONL format of traces/README.md, one
  * request per line:
  *   {"timestamp": 0, "input_length": 40160, "output_length": 6,
  *    "hash_ids": [0, 1, 2, ...]}

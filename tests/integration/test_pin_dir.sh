@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The pin directory. One not on bpffs is refused with what is wrong
+# (event=pin_dir_not_bpffs and how to mount one), not with a hint about
+# root, and is not made. One the controller made is removed at a clean
+# exit once its pins are gone, so that empty pin dirs do not pile up; one
+# with pins left (--keep-pins), one the operator made, and one handed over
+# to a new controller by an upgrade are left where they are.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.01
+be=(--backend "127.0.0.1:$SIM_PORT_A")
+start_gw() {
+	rm -f "$KVS_TMP/gw.port" # kvs_start_gw waits for it: this run's, not the last
+	kvs_start_gw "$@"
+}
+stop_gw() {
+	kill "$GW_PID"
+	wait "$GW_PID" 2>/dev/null || true
+}
+
+# Not on bpffs (/tmp, or wherever KVS_TMP is: not bpffs).
+notbpf=$KVS_TMP/pins/gw
+set +e
+timeout 20 "$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --pin-dir "$notbpf" "${be[@]}" \
+	2>"$KVS_TMP/notbpf.log"
+rc=$?
+set -e
+assert_eq "exit status with a pin dir not on bpffs" "$rc" 1
+grep -q "event=pin_dir_not_bpffs dir=$notbpf .*mount -t bpf bpf DIR" "$KVS_TMP/notbpf.log" ||
+	kvs_fail "no pin_dir_not_bpffs line: $(tail -3 "$KVS_TMP/notbpf.log")"
+grep -qi "root" "$KVS_TMP/notbpf.log" && kvs_fail "it blames root: $(grep -i root "$KVS_TMP/notbpf.log")"
+[ -e "$KVS_TMP/pins" ] && kvs_fail "it made $KVS_TMP/pins"
+echo "ok: a pin dir not on bpffs is refused, and said so"
+
+# Made by the controller: gone after a clean exit.
+start_gw "${be[@]}"
+[ -e "$KVS_PIN/routes" ] || kvs_fail "no pins in $KVS_PIN"
+stop_gw
+[ -e "$KVS_PIN" ] && kvs_fail "$KVS_PIN left after a clean exit: $(ls -a "$KVS_PIN")"
+echo "ok: the pin dir it made is gone after a clean exit"
+
+# --keep-pins: the pins and their directory stay.
+start_gw "${be[@]}" --keep-pins
+stop_gw
+[ -e "$KVS_PIN/routes" ] || kvs_fail "--keep-pins: pins gone"
+echo "ok: --keep-pins keeps the pins and their directory"
+rm -rf "$KVS_PIN"
+
+# Made by the operator: emptied, kept.
+mkdir -m 0700 "$KVS_PIN"
+start_gw "${be[@]}"
+stop_gw
+[ -d "$KVS_PIN" ] || kvs_fail "the operator's pin dir was removed"
+[ -z "$(ls -A "$KVS_PIN")" ] || kvs_fail "pins left: $(ls -A "$KVS_PIN")"
+echo "ok: a pin dir the operator made is emptied and kept"
+rmdir "$KVS_PIN"
+
+# An upgrade: the old controller, which made the dir, exits after handing
+# the pins over; the new one has them, in place.
+mkdir -p "$KVS_TMP/sbin"
+install -m 0755 "$KVS_BUILD/kvspliced" "$KVS_TMP/sbin/kvspliced"
+rm -f "$KVS_TMP/gw.port"
+"$KVS_TMP/sbin/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
+	--pin-dir "$KVS_PIN" "${be[@]}" 2>"$KVS_TMP/gw.log" &
+OLD=$!
+KVS_PIDS+=($OLD)
+kvs_wait_file "$KVS_TMP/gw.port"
+GW_PORT=$(cat "$KVS_TMP/gw.port")
+out=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" upgrade) || kvs_fail "upgrade: $out"
+NEW=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status --json | jq .pid)
+KVS_PIDS+=($NEW)
+kvs_wait_for "the old controller exits" "! kill -0 $OLD 2>/dev/null"
+[ -e "$KVS_PIN/routes" ] || kvs_fail "pins gone after the upgrade: $(ls -A "$KVS_PIN" 2>&1)"
+out=$(kvs_bench -n 20 -k 2 --prefixes 4 --json) || kvs_fail "after the upgrade: $out"
+assert_eq "requests after the upgrade" "$(jget "$out" .ok)" 20
+echo "PASS test_pin_dir"
