@@ -10,7 +10,8 @@
 # for byte, the PINGs are answered, old and new connections work. Closed sockets
 # leave the store; a clean stop empties it. An upgrade keeps each socket
 # in the store once, and a crash after it is survived too, as is one
-# followed by a restart with a bigger --pool. Without the store, `status`
+# followed by a restart with a bigger --pool; kept sockets whose maps are
+# gone are shut down for a fresh start. Without the store, `status`
 # after a SIGKILL says the socket map is empty (it used to claim that
 # established connections were still spliced).
 source "$(dirname "$0")/lib.sh"
@@ -176,6 +177,22 @@ out=$(kvs_bench -n 100 -k 8 --prefixes 8 --prefix-tokens 1024 --json) ||
 assert_eq "requests after a restart with a bigger pool" "$(jget "$out" .ok)" 100
 kvs_wait_for "those clients gone from the store" '[ "$(num fds.kvs-client)" = 0 ]'
 
+
+# Kept sockets whose maps are gone (unpinned while no controller ran):
+# nothing to adopt them into; shut down, and a fresh start.
+touch "$HOLD"
+kill -9 "$(num pid)"
+kvs_wait_for "held again" '[ "$(num held)" = 1 ]'
+rm -rf "$KVS_PIN"
+rm -f "$HOLD"
+kvs_wait_for "a fresh start" '[ "$(num starts)" = 5 ] && [ "$(num ready)" = 1 ]'
+grep -q 'event=fd_store_discarded reason="no maps pinned at' "$KVS_TMP/gw.log" ||
+	kvs_fail "no fd_store_discarded line"
+GW_PORT=$(cat "$KVS_TMP/gw.port") # --listen 127.0.0.1:0: a new port
+out=$(kvs_bench -n 40 -k 4 --prefixes 8 --json) || kvs_fail "after a fresh start: $out"
+assert_eq "requests after a start whose maps were gone" "$(jget "$out" .ok)" 40
+kvs_wait_for "the store holds the new controller's sockets alone" \
+	'[ "$(num fds.kvs-client)" = 0 ] && [ "$(num fds.kvs-upstream)" = 6 ] && [ "$(num fds.kvs-listen)" = 1 ]'
 
 # A clean stop empties the store (FDSTOREREMOVE=1).
 kill -TERM "$HARNESS"

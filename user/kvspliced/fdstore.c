@@ -18,6 +18,7 @@
 #include "kpath.h"
 #include "kvsplice/hash.h"
 #include "log.h"
+#include "pins.h"
 #include "sdnotify.h"
 
 #define PUNT_READ_MAX (64u << 20) /* what is read of the kept punt socket at once */
@@ -167,8 +168,9 @@ void gw_stored_free(struct gw_stored *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int gw_fdstore_received(struct gw_stored *s)
+int gw_fdstore_received(struct gw_stored *s, const char *pin_dir)
 {
+	char socks[512];
 	char **names;
 	int n = kvs_sd_listen_fds(&names), listen = 0;
 
@@ -200,6 +202,15 @@ int gw_fdstore_received(struct gw_stored *s)
 		return -ENOMEM;
 	}
 	pr_info("event=fd_store_received fds=%d ours=%d", n, s->n);
+	/* The sockets are in the maps pinned there: without them (removed,
+	 * or --pin-dir changed) they cannot be adopted; a fresh start. */
+	snprintf(socks, sizeof(socks), "%s/" KVS_MAP_SOCKS, pin_dir);
+	if (listen && access(socks, F_OK)) {
+		pr_warn("event=fd_store_discarded reason=\"no maps pinned at %s\" "
+			"action=\"starting afresh: the kept connections close\"",
+			pin_dir);
+		return 0;
+	}
 	return listen;
 }
 

@@ -48,9 +48,10 @@ struct gw_stored {
 	int n;
 };
 /* Takes LISTEN_FDS (closing descriptors that are not ours). Returns 1 if
- * they hold our listening socket (a restart after a crash: adopt them),
- * else 0 (nothing kept), or -errno. */
-int gw_fdstore_received(struct gw_stored *s);
+ * they hold our listening socket and the maps they are in are pinned at
+ * pin_dir (a restart after a crash: adopt them), else 0 (nothing to
+ * adopt: free s, which shuts them down), or -errno. */
+int gw_fdstore_received(struct gw_stored *s, const char *pin_dir);
 /* With the pinned maps open: t filled as a hand-over fills it (the
  * backend slots and counters from the maps, one record per socket that
  * the maps still know; the rest shut down), a fresh inject pair (and punt

@@ -520,7 +520,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	} else {
 		/* Sockets systemd kept for us: the last controller crashed,
 		 * and the pinned maps it left are the live state. */
-		restarted = gw_fdstore_received(&stored) > 0 && cfg->fd_store;
+		restarted = gw_fdstore_received(&stored, cfg->pin_dir) > 0 && cfg->fd_store;
 		if (restarted)
 			dpo.takeover = true;
 		else
