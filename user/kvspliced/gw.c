@@ -529,7 +529,13 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		if (!kvs_cidr_parse(cfg->front_sources[i], &n->family, n->addr, &n->prefixlen))
 			g.nfronts++;
 	}
-	err = init_slots(&g, &t);
+	err = gw_tenants_init(&g.tenants, cfg->tenant_sources, cfg->ntenant_sources);
+	if (!err)
+		err = gw_tenants_publish(&g.tenants, g.dp.tenants_fd);
+	if (err)
+		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+	if (!err)
+		err = init_slots(&g, &t);
 	if (!err)
 		err = kvs_idmap_init(&g.clients, 1024);
 	if (err) {
