@@ -128,6 +128,9 @@ int kvs_verdict(struct __sk_buff *skb)
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);
+		if (conn->tenant && h.type == KVS_T_REQUEST &&
+		    bind_tenant(skb, &h, off, conn->tenant))
+			return SK_DROP;
 		return client_frame(skb, st, &h, off, len, cookie, conn);
 	}
 	if (bad) {

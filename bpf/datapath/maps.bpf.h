@@ -80,6 +80,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct kvs_tenant);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} tenants SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, KVS_MAX_BACKENDS);
 	__type(key, __u32);
 	__type(value, struct kvs_backend);

@@ -126,6 +126,27 @@ static __always_inline int stamp_client(struct __sk_buff *skb, __u32 off, __u64 
 	return bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &gw, sizeof(gw), 0);
 }
 
+/* A bound tenant's salt written over whatever its client's REQUEST
+ * carries, in the frame and in the copy h the verdict goes on with: the
+ * route, the backend's cache and the controller all see the tenant's. */
+static __always_inline int bind_tenant(struct __sk_buff *skb, struct kvs_hdr *h, __u32 off,
+				       __u32 tenant)
+{
+	struct kvs_tenant *t = bpf_map_lookup_elem(&tenants, &tenant);
+	__be64 salt;
+
+	if (!t)
+		return 0;
+	__sync_fetch_and_add(&t->requests, 1);
+	salt = bpf_cpu_to_be64(t->salt);
+	if (h->cache_salt == salt)
+		return 0;
+	__sync_fetch_and_add(&t->rewritten, 1);
+	h->cache_salt = salt;
+	return bpf_skb_store_bytes(skb, off + __builtin_offsetof(struct kvs_hdr, cache_salt), &salt,
+				   sizeof(salt), 0);
+}
+
 /*
  * Rewrite a client's unacceptable frame into an ERROR notice for the
  * controller: same length (a malformed header was framed as 64 bytes, a

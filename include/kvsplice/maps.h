@@ -169,8 +169,12 @@ struct kvs_endpoint {
 	__u32 pad;
 };
 struct kvs_conn {
-	__u32 role;	/* enum kvs_role */
-	__u32 backend;	/* UPSTREAM: backend index */
+	__u32 role; /* enum kvs_role */
+	union {
+		__u32 backend; /* UPSTREAM: backend index */
+		__u32 tenant;  /* CLIENT: its tenant's index in the tenants
+				* map (kvspliced --tenant-source); 0: none */
+	};
 	__u32 slot;	/* UPSTREAM: pool slot */
 	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
 			 * a client that sent FIN is closed once it is 0 */
@@ -184,6 +188,17 @@ struct kvs_conn {
 	__u64 partial_since_ns;		   /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */
 	struct kvs_endpoint local, remote; /* CLIENT and UPSTREAM */
+};
+
+/* A tenant bound to where its clients come from (kvspliced
+ * --tenant-source CIDR=SALT): the gateway writes the salt into every
+ * REQUEST of its clients, as it writes gw_conn, so that a client cannot
+ * choose another tenant's cache domain. Entry 0 is unused ("no tenant"). */
+#define KVS_MAX_TENANTS 256
+struct kvs_tenant {
+	__u64 salt;	 /* cache_salt its clients' requests carry */
+	__u64 requests;	 /* REQUESTs of its clients the kernel saw */
+	__u64 rewritten; /* of those, carrying another salt, overwritten */
 };
 
 enum kvs_backend_state {

@@ -245,19 +245,19 @@ static void test_body(void **state)
 	json_t *extra = json_loads("{\"temperature\":0,\"prompt\":\"not this\"}", 0, NULL);
 	char *b;
 
-	b = oai_completion_body("m", "hi \"there\"", 10, 16, OAI_LLAMA_CPP, extra);
+	b = oai_completion_body("m", "hi \"there\"", 10, 16, OAI_LLAMA_CPP, 0, extra);
 	assert_non_null(b);
 	/* The prompt leads; the adapter's keys win over extra's. */
 	assert_string_equal(b, "{\"prompt\":\"hi \\\"there\\\"\",\"model\":\"m\",\"max_tokens\":16,"
 			       "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
 			       "\"cache_prompt\":true,\"temperature\":0}");
 	free(b);
-	b = oai_completion_body(NULL, "x", 1, 0, OAI_VLLM, NULL);
+	b = oai_completion_body(NULL, "x", 1, 0, OAI_VLLM, 0, NULL);
 	assert_string_equal(b, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":"
 			       "{\"include_usage\":true}}");
 	free(b);
 	/* JSON carries text only. */
-	assert_null(oai_completion_body(NULL, "\xff\xfe", 2, 1, OAI_VLLM, NULL));
+	assert_null(oai_completion_body(NULL, "\xff\xfe", 2, 1, OAI_VLLM, 0, NULL));
 	json_decref(extra);
 }
 
@@ -309,7 +309,7 @@ static void test_client_body(void **state)
 	bool added;
 
 	(void)state;
-	b = oai_client_body(chat, strlen(chat), true, OAI_VLLM, extra, &added, err, sizeof(err));
+	b = oai_client_body(chat, strlen(chat), true, OAI_VLLM, 0, extra, &added, err, sizeof(err));
 	assert_non_null(b);
 	assert_true(added);
 	/* the client's keys first and kept (its temperature, not extra's) */
@@ -317,22 +317,49 @@ static void test_client_body(void **state)
 			       "\"model\":\"m\",\"stream\":true,\"temperature\":0,"
 			       "\"stream_options\":{\"include_usage\":true},\"grammar\":\"g\"}");
 	free(b);
-	b = oai_client_body(asked, strlen(asked), true, OAI_LLAMA_CPP, NULL, &added, err,
+	b = oai_client_body(asked, strlen(asked), true, OAI_LLAMA_CPP, 0, NULL, &added, err,
 			    sizeof(err));
 	assert_non_null(b);
 	assert_false(added);
 	assert_non_null(strstr(b, "\"cache_prompt\":true"));
 	free(b);
 	/* no stream: nothing added */
-	b = oai_client_body("{\"prompt\":\"x\"}", 14, false, OAI_VLLM, NULL, &added, err,
+	b = oai_client_body("{\"prompt\":\"x\"}", 14, false, OAI_VLLM, 0, NULL, &added, err,
 			    sizeof(err));
 	assert_string_equal(b, "{\"prompt\":\"x\"}");
 	assert_false(added);
 	free(b);
-	assert_null(oai_client_body("[1]", 3, false, OAI_VLLM, NULL, &added, err, sizeof(err)));
+	assert_null(oai_client_body("[1]", 3, false, OAI_VLLM, 0, NULL, &added, err, sizeof(err)));
 	assert_non_null(strstr(err, "not a JSON object"));
-	assert_null(oai_client_body("{\"a\":", 5, true, OAI_VLLM, NULL, &added, err, sizeof(err)));
+	assert_null(
+		oai_client_body("{\"a\":", 5, true, OAI_VLLM, 0, NULL, &added, err, sizeof(err)));
 	json_decref(extra);
+}
+
+/* A tenant's salt (the KVS1 header's, written by the gateway) becomes
+ * vLLM's cache_salt, over the client's own; other servers have none. */
+static void test_salt(void **state)
+{
+	static const char own[] = "{\"prompt\":\"x\",\"cache_salt\":\"someone else\"}";
+	char err[128], *b;
+	bool added;
+
+	(void)state;
+	b = oai_client_body(own, strlen(own), false, OAI_VLLM, 0x2a, NULL, &added, err,
+			    sizeof(err));
+	assert_string_equal(b, "{\"prompt\":\"x\",\"cache_salt\":\"kvs-000000000000002a\"}");
+	free(b);
+	/* no salt (no tenant): the client's body as it was */
+	b = oai_client_body(own, strlen(own), false, OAI_VLLM, 0, NULL, &added, err, sizeof(err));
+	assert_string_equal(b, own);
+	free(b);
+	b = oai_client_body(own, strlen(own), false, OAI_LLAMA_CPP, 0x2a, NULL, &added, err,
+			    sizeof(err));
+	assert_null(strstr(b, "kvs-"));
+	free(b);
+	b = oai_completion_body(NULL, "x", 1, 0, OAI_VLLM, 7, NULL);
+	assert_non_null(strstr(b, "\"cache_salt\":\"kvs-0000000000000007\""));
+	free(b);
 }
 
 /* The event include_usage adds is told from a content chunk. */
@@ -363,17 +390,12 @@ static void test_usage_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sse_line_ends),
-		cmocka_unit_test(test_sse_fields),
-		cmocka_unit_test(test_sse_cut_and_limits),
-		cmocka_unit_test(test_event_llama),
-		cmocka_unit_test(test_event_vllm),
-		cmocka_unit_test(test_event_errors),
-		cmocka_unit_test(test_error_mapping),
-		cmocka_unit_test(test_body),
-		cmocka_unit_test(test_client_body),
-		cmocka_unit_test(test_usage_only),
-		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_sse_line_ends),	   cmocka_unit_test(test_sse_fields),
+		cmocka_unit_test(test_sse_cut_and_limits), cmocka_unit_test(test_event_llama),
+		cmocka_unit_test(test_event_vllm),	   cmocka_unit_test(test_event_errors),
+		cmocka_unit_test(test_error_mapping),	   cmocka_unit_test(test_body),
+		cmocka_unit_test(test_client_body),	   cmocka_unit_test(test_salt),
+		cmocka_unit_test(test_usage_only),	   cmocka_unit_test(test_metrics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -472,15 +472,15 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	if (j->json) {
 		char err[128];
 
-		j->body = oai_client_body(p, m->payload_len, j->stream, a->st.kind, a->extra,
-					  &j->hide_usage, err, sizeof(err));
+		j->body = oai_client_body(p, m->payload_len, j->stream, a->st.kind, m->cache_salt,
+					  a->extra, &j->hide_usage, err, sizeof(err));
 		if (!j->body) {
 			refuse_request(a, l, m, KVS_E_REJECTED, err);
 			goto refused;
 		}
 	} else {
 		j->body = oai_completion_body(model, p, m->payload_len, m->max_tokens, a->st.kind,
-					      a->extra);
+					      m->cache_salt, a->extra);
 		if (!j->body) {
 			refuse_request(a, l, m, KVS_E_REJECTED,
 				       "kvsplice-adapter: the prompt is not UTF-8 text (JSON "

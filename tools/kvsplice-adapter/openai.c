@@ -17,8 +17,22 @@ const char *oai_kind_name(enum oai_kind k)
 	return k <= OAI_OTHER ? names[k] : "unknown";
 }
 
+/* The request's cache_salt (KVS1 header: the gateway wrote it for a bound
+ * tenant) as the server's own cache salt, where it has one: vLLM keeps
+ * prefixes of different salts apart in its cache. Set over any the client
+ * put in its body, which the gateway could not check. */
+static void set_salt(json_t *o, enum oai_kind kind, uint64_t salt)
+{
+	char s[32];
+
+	if (kind != OAI_VLLM || !salt)
+		return;
+	snprintf(s, sizeof(s), "kvs-%016llx", (unsigned long long)salt);
+	json_object_set_new(o, "cache_salt", json_string(s));
+}
+
 char *oai_completion_body(const char *model, const void *prompt, size_t len, uint32_t max_tokens,
-			  enum oai_kind kind, json_t *extra)
+			  enum oai_kind kind, uint64_t salt, json_t *extra)
 {
 	json_t *o = json_object(), *p = json_stringn(prompt, len), *so = json_object();
 	char *s = NULL;
@@ -41,6 +55,7 @@ char *oai_completion_body(const char *model, const void *prompt, size_t len, uin
 	 * default in recent builds; saying it costs nothing). */
 	if (kind == OAI_LLAMA_CPP)
 		json_object_set_new(o, "cache_prompt", json_true());
+	set_salt(o, kind, salt);
 	if (json_is_object(extra) && json_object_update_missing(o, extra))
 		goto out;
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -52,7 +67,7 @@ out:
 }
 
 char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kind kind,
-		      json_t *extra, bool *added_usage, char *err, size_t errlen)
+		      uint64_t salt, json_t *extra, bool *added_usage, char *err, size_t errlen)
 {
 	json_t *o = json_loadb(payload, len, JSON_ALLOW_NUL, NULL), *so;
 	char *s = NULL;
@@ -77,6 +92,7 @@ char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kin
 	}
 	if (kind == OAI_LLAMA_CPP && !json_object_get(o, "cache_prompt"))
 		json_object_set_new(o, "cache_prompt", json_true());
+	set_salt(o, kind, salt);
 	if (json_is_object(extra) && json_object_update_missing(o, extra))
 		goto out;
 	/* In the order the front wrote: the messages or prompt first. */

@@ -28,13 +28,14 @@ const char *oai_kind_name(enum oai_kind k);
 /*
  * The body of a streamed /v1/completions request for a plain-text prompt:
  * model (omitted when NULL), prompt, max_tokens (omitted when 0), stream,
- * stream_options.include_usage, for llama.cpp cache_prompt, then every key
+ * stream_options.include_usage, for llama.cpp cache_prompt, for vLLM the
+ * salt (the KVS1 header's cache_salt, when not 0) as cache_salt, then every key
  * of extra (a JSON object, or NULL) that is not one of those. NULL when the
  * prompt is not valid UTF-8 (JSON cannot carry it) or on no memory. Free
  * with free().
  */
 char *oai_completion_body(const char *model, const void *prompt, size_t len, uint32_t max_tokens,
-			  enum oai_kind kind, json_t *extra);
+			  enum oai_kind kind, uint64_t salt, json_t *extra);
 
 /*
  * The body of a request a client wrote (KVS1 flag JSON: an OpenAI body from
@@ -42,12 +43,14 @@ char *oai_completion_body(const char *model, const void *prompt, size_t len, uin
  * a stream, stream_options.include_usage added when the client did not ask
  * for it (*added_usage then true: the usage-only event it brings is not the
  * client's, and is not passed on), for the END's figures; for llama.cpp
- * cache_prompt when absent; then every key of extra the body lacks. NULL
+ * cache_prompt when absent; for vLLM the salt as cache_salt (over the
+ * client's own: the gateway binds tenants' salts, not bodies); then every
+ * key of extra the body lacks. NULL
  * with a message in err when the payload is not a JSON object. Free with
  * free().
  */
 char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kind kind,
-		      json_t *extra, bool *added_usage, char *err, size_t errlen);
+		      uint64_t salt, json_t *extra, bool *added_usage, char *err, size_t errlen);
 
 /* One stream event ("data: ..."), parsed. */
 struct oai_event {

@@ -23,6 +23,7 @@
 #define KVS_MAP_CHAIN "chain"
 #define KVS_MAP_INFLIGHT "inflight"
 #define KVS_MAP_REPORTS "reports"
+#define KVS_MAP_TENANTS "tenants"
 /* The admission program's (bpf/admission.bpf.c), pinned when it runs. */
 #define KVS_MAP_XDP_ALLOW_V4 "xdp_allow_v4"
 #define KVS_MAP_XDP_DENY_V4 "xdp_deny_v4"

@@ -44,7 +44,7 @@ void gw_client_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 		return;
 	}
 	g->ctl.clients_accepted++;
-	gw_client_limit(g, c);
+	gw_client_bind(g, c);
 	err = kvs_idmap_put(&g->clients, c->cookie, c);
 	if (!err && g->user_path)
 		err = gw_up_client(g, c);

@@ -14,6 +14,7 @@
 #include "kvsplice/proto.h"
 #include "pins.h"
 #include "policy.h"
+#include "tenant.h"
 
 #define PROG "kvspliced"
 
@@ -91,6 +92,23 @@ static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, v
 	return 0;
 }
 
+/* --tenant-source: checked here, as --allow is. */
+static int parse_tenant(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	struct kvs_cidr net;
+	uint64_t salt;
+
+	if (gw_tenant_parse(v, &net, &salt)) {
+		fprintf(stderr,
+			"%s: --%s: '%s' is not CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; "
+			"SALT a 64-bit number)\n",
+			who, o->name, v);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
 /* The help text below says so. */
 _Static_assert(KVS_BLOCK_BYTES == 64, "--window-blocks' help: blocks of 64 bytes");
 
@@ -132,6 +150,16 @@ static const struct kvs_opt rows[] = {
 	  .help = "clients from here are fronts (kvsplice-http), which\n"
 		  "carry many users on one connection: they get\n"
 		  "--max-front-inflight instead; repeat (at most {max})" },
+	{ "tenant-source", 0,
+	  KVS_OPT_LIST(S, cfg.tenant_sources, cfg.ntenant_sources, KVS_MAX_TENANTS - 1,
+		       parse_tenant),
+	  .arg = "CIDR=SALT",
+	  .help = "clients from CIDR are one tenant: the gateway writes\n"
+		  "SALT (decimal or 0x-hex, 64 bits) into the cache_salt\n"
+		  "of each of their requests, whatever they sent, so none\n"
+		  "can share another tenant's cache; the first CIDR that\n"
+		  "holds a client counts; fronts (--front-source) are not\n"
+		  "bound; repeat (at most {max})" },
 	{ "max-front-inflight", 0, KVS_OPT_U32(S, cfg.front_max_inflight, 0, 1u << 24), .arg = "N",
 	  .help = "requests one front connection may have in flight\n"
 		  "(default {default}; 0: no limit)" },

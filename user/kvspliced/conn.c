@@ -176,18 +176,28 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c)
 }
 
 /* A client from a --front-source carries many users' requests: it gets
- * the front limit, in the kernel (the conns map) and the userspace path. */
-void gw_client_limit(struct gw *g, struct gw_conn *c)
+ * the front limit. Any other from a --tenant-source is bound to that
+ * tenant. Both in the kernel (the conns map) and the userspace path. */
+void gw_client_bind(struct gw *g, struct gw_conn *c)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 
-	if (!g->nfronts || getpeername(c->fd, (struct sockaddr *)&ss, &len) ||
-	    !kvs_cidr_contains(g->fronts, g->nfronts, &ss))
+	c->max_inflight = 0;
+	c->tenant = 0;
+	if ((!g->nfronts && !g->tenants.n) || getpeername(c->fd, (struct sockaddr *)&ss, &len))
 		return;
-	c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight : UINT32_MAX;
-	pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,
-		 c->max_inflight);
+	if (kvs_cidr_contains(g->fronts, g->nfronts, &ss)) {
+		c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight :
+							       UINT32_MAX;
+		pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,
+			 c->max_inflight);
+		return;
+	}
+	c->tenant = gw_tenant_of(&g->tenants, &ss);
+	if (c->tenant)
+		pr_debug("event=tenant_bound conn=%llu tenant=%u", (unsigned long long)c->cookie,
+			 c->tenant);
 }
 
 /* Socket options every spliced socket needs, then into the maps. */
@@ -217,6 +227,8 @@ int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backe
 		return -errno;
 	kvs_set_nodelay(c->fd);
 	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
+	if (c->role == KVS_ROLE_CLIENT)
+		kc.tenant = c->tenant; /* (backend, its union's other half, is an upstream's) */
 	c->key = key;
 	c->backend = backend;
 	c->slot = slot;

@@ -28,9 +28,10 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c);
  * under key (and the conns map), then read (the inject socket) or watched
  * (every other). 0 or -errno; -EOPNOTSUPP: not established any more. */
 /* A client from a --front-source (a kvsplice-http front, many users on one
- * connection) gets --max-front-inflight: sets c->max_inflight, which
- * gw_conn_splice puts in the kernel's conns map. */
-void gw_client_limit(struct gw *g, struct gw_conn *c);
+ * connection) gets --max-front-inflight (c->max_inflight); any other from a
+ * --tenant-source is bound to its tenant (c->tenant). gw_conn_splice puts
+ * both in the kernel's conns map. */
+void gw_client_bind(struct gw *g, struct gw_conn *c);
 int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend, uint32_t slot);
 /* A client shut down its sending side and may still read: it is closed
  * once its answers are out (gw_conns_tick). */

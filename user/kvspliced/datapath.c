@@ -126,6 +126,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->stats_fd = bpf_map__fd(dp->skel->maps.stats);
 	dp->inflight_fd = bpf_map__fd(dp->skel->maps.inflight);
 	dp->reports_fd = bpf_map__fd(dp->skel->maps.reports);
+	dp->tenants_fd = bpf_map__fd(dp->skel->maps.tenants);
 
 	mem = mmap(NULL, backends_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
 		   bpf_map__fd(dp->skel->maps.backends), 0);
@@ -172,7 +173,7 @@ int kvs_dp_open_memory(struct kvs_datapath *dp)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->lock_fd = dp->socks_fd = dp->conns_fd = dp->routes_fd = -1;
-	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = dp->reports_fd = -1;
+	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = dp->reports_fd = dp->tenants_fd = -1;
 	dp->in_memory = true;
 	dp->backends = calloc(KVS_MAX_BACKENDS, sizeof(*dp->backends));
 	return dp->backends ? 0 : -ENOMEM;
@@ -247,6 +248,21 @@ void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie)
 int kvs_dp_add_conn(struct kvs_datapath *dp, uint64_t cookie, const struct kvs_conn *c)
 {
 	return bpf_map_update_elem(dp->conns_fd, &cookie, c, BPF_ANY) ? -errno : 0;
+}
+
+int kvs_dp_client_bind(struct kvs_datapath *dp, uint64_t cookie, uint32_t limit, uint32_t tenant)
+{
+	struct kvs_conn c;
+
+	if (bpf_map_lookup_elem(dp->conns_fd, &cookie, &c))
+		return -errno;
+	if (c.role != KVS_ROLE_CLIENT)
+		return -EINVAL;
+	if (c.limit == limit && c.tenant == tenant)
+		return 0;
+	c.limit = limit;
+	c.tenant = tenant;
+	return bpf_map_update_elem(dp->conns_fd, &cookie, &c, BPF_EXIST) ? -errno : 0;
 }
 
 void kvs_dp_del_conn(struct kvs_datapath *dp, uint64_t cookie)

@@ -32,7 +32,7 @@ struct kvs_datapath {
 	char pin_dir[256];
 	int lock_fd;
 	bool made_pin_dir; /* made by this process: removed at exit if empty */
-	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd;
+	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd, tenants_fd;
 	uint32_t balance_fp;	      /* the kernel's placement bound, fixed at load */
 	struct kvs_backend *backends; /* mmap of the backends map */
 	bool handed_over;	      /* kvs_dp_close leaves programs attached, maps pinned */
@@ -61,6 +61,9 @@ void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
  * operators (kvsplicectl conns), never seen by the verdict. */
 int kvs_dp_add_conn(struct kvs_datapath *dp, uint64_t cookie, const struct kvs_conn *c);
 void kvs_dp_del_conn(struct kvs_datapath *dp, uint64_t cookie);
+/* A client's entry given its in-flight limit and tenant (an adopted one's
+ * may be from another configuration); its counters kept. 0 or -errno. */
+int kvs_dp_client_bind(struct kvs_datapath *dp, uint64_t cookie, uint32_t limit, uint32_t tenant);
 
 /* Requests of the client with this socket cookie in flight at a backend
  * (0 if it is not in the map). */

@@ -35,6 +35,10 @@ struct gw_config {
 	const char *front_sources[KVS_ADM_MAX_LIST];
 	uint32_t nfront_sources;
 	uint32_t front_max_inflight; /* 0 = no limit */
+	/* Tenants bound to where their clients come from: "CIDR=SALT"
+	 * (tenant.h; docs/RUNBOOK.md, "Tenants"). */
+	const char *tenant_sources[KVS_MAX_TENANTS - 1];
+	uint32_t ntenant_sources;
 	uint32_t health_interval_ms; /* PING each backend this often; 0 = never */
 	uint32_t max_payload;
 	uint32_t window_blocks;

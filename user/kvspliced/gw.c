@@ -562,7 +562,13 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			g.nfronts++;
 	}
 	gw_fdstore_init(&g);
-	err = kvs_idmap_init(&g.clients, 1024);
+	err = gw_tenants_init(&g.tenants, cfg->tenant_sources, cfg->ntenant_sources);
+	if (!err)
+		err = gw_tenants_publish(&g.tenants, g.dp.tenants_fd);
+	if (err)
+		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+	if (!err)
+		err = kvs_idmap_init(&g.clients, 1024);
 	if (!err && restarted)
 		err = gw_fdstore_take(&g, &stored, &t);
 	if (!err)

@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "netutil.h"
 #include "policy.h"
+#include "tenant.h"
 
 /* A client or service connection that is rejected or done gets this long
  * for its last frame to leave before it is closed. */
@@ -130,6 +131,7 @@ struct gw_conn {
 	uint32_t backend, slot;
 	uint64_t cookie, key;
 	uint32_t max_inflight; /* CLIENT: a front's own limit; 0: the gateway's */
+	uint32_t tenant;       /* CLIENT: its tenant (tenant.h); 0: none */
 	struct kvs_buf rx;
 	bool recv_pending;
 	bool poll_pending;
@@ -222,7 +224,8 @@ struct gw {
 	/* cfg->front_sources, parsed at start (a change takes a restart) */
 	struct kvs_cidr fronts[KVS_ADM_MAX_LIST];
 	uint32_t nfronts;
-	struct gw_config live; /* as started, with what reloads changed */
+	struct gw_tenants tenants; /* cfg->tenant_sources, likewise */
+	struct gw_config live;	   /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
 	uint64_t started_ns;

@@ -457,7 +457,12 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 			c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
 		switch (r->role) {
 		case KVS_ROLE_CLIENT:
-			gw_client_limit(g, c); /* the map kept the kernel's copy */
+			/* The map kept the old configuration's limit and tenant. */
+			gw_client_bind(g, c);
+			if (c->in_map && !g->dp.in_memory &&
+			    kvs_dp_client_bind(&g->dp, c->cookie, c->max_inflight, c->tenant))
+				pr_warn("event=client_rebind_failed conn=%llu",
+					(unsigned long long)c->cookie);
 			if (kvs_idmap_put(&g->clients, c->cookie, c))
 				return -ENOMEM;
 			break;

@@ -218,6 +218,10 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 		gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
+	/* As the kernel's bind_tenant: the tenant's salt, whatever was sent;
+	 * up_put encodes the header anew from m. */
+	if (c->tenant)
+		m->cache_salt = gw_tenant_salt(&g->tenants, c->tenant);
 	if (gw_decide(g, c, m, prompt, false, &b))
 		goto out;
 	u = pick_upstream(g, b, c->cookie);
