@@ -23,15 +23,6 @@
 
 #define POOL_RETRY_MS 1000
 
-void gw_pool_forget(struct gw_backend *be)
-{
-	free(be->retire_keys);
-	be->retire_keys = NULL;
-	be->nretire = 0;
-	be->retire_phase = 0;
-	be->retire_warned = false;
-}
-
 void gw_pool_adopted(struct gw *g)
 {
 	for (uint32_t b = 0; b < g->nslots; b++) {

@@ -9,6 +9,8 @@
 #ifndef KVS_GW_POOL_H
 #define KVS_GW_POOL_H
 
+#include <stdlib.h>
+
 #include "gw.h"
 
 /* After a take-over's adoption: each backend's pool_n is the pool the
@@ -21,7 +23,16 @@ void gw_pool_adopted(struct gw *g);
  * published at once, and the surplus connections closed once every
  * request that may be on them has ended). */
 void gw_pool_tick(struct gw *g, uint64_t now);
-/* Forgets b's retirement in progress (its connections are closed). */
-void gw_pool_forget(struct gw_backend *be);
+/* Forgets b's retirement in progress (its connections are closed).
+ * Inline: kpath.c closes connections and pool.c opens them through
+ * kpath.c, so a call from there would make the two depend on each other. */
+static inline void gw_pool_forget(struct gw_backend *be)
+{
+	free(be->retire_keys);
+	be->retire_keys = NULL;
+	be->nretire = 0;
+	be->retire_phase = 0;
+	be->retire_warned = false;
+}
 
 #endif
