@@ -70,6 +70,7 @@ kvs_wait_file() {
 kvs_start_sim() {
 	local name=$1
 	shift
+	rm -f "$KVS_TMP/$name.port" # a former one's: waited for below
 	"$KVS_BUILD/kvsplice-sim" --port-file "$KVS_TMP/$name.port" "$@" \
 		2>"$KVS_TMP/$name.log" &
 	KVS_PIDS+=($!)
@@ -81,6 +82,7 @@ kvs_start_sim() {
 # KVS_DATAPATH=user (tests/run.sh sets it for the tests marked
 # "datapath: both") the gateway runs on the userspace data path.
 kvs_start_gw() {
+	rm -f "$KVS_TMP/gw.port" # a former gateway's: waited for below
 	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" \
 		--pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" "$@" 2>"$KVS_TMP/gw.log" &
 	GW_PID=$!
@@ -111,6 +113,7 @@ kvs_start_fake() {
 kvs_start_adapter() {
 	local name=$1 url=$2
 	shift 2
+	rm -f "$KVS_TMP/ad-$name.port"
 	"$KVS_BUILD/kvsplice-adapter" --server "$url" --port-file "$KVS_TMP/ad-$name.port" "$@" \
 		2>"$KVS_TMP/adapter-$name.log" &
 	KVS_PIDS+=($!)
@@ -125,6 +128,7 @@ kvs_start_adapter() {
 kvs_start_http() {
 	local gw=()
 	[[ " $* " == *" --gateway "* ]] || gw=(--gateway "127.0.0.1:$GW_PORT")
+	rm -f "$KVS_TMP/http.port" # a former front's: waited for below
 	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
 		"${gw[@]}" "$@" 2>"$KVS_TMP/http.log" &
 	HTTP_PID=$!
