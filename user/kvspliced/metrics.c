@@ -133,6 +133,10 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	E("drop_bad_upstream", k->drop_bad_upstream);
 	E("drop_punt", k->drop_punt);
 	E("cancel_unknown", k->drop_cancel + c->user_cancels_dropped);
+	E("accept_failed", c->accept_failed);
+	E("client_shed", c->clients_shed);
+	E("client_over_source", c->clients_over_source);
+	E("client_idle", c->clients_idle_closed);
 #undef E
 #undef C
 	head(&o, "kvsplice_cancels_total", "counter",
