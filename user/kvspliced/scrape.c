@@ -101,7 +101,7 @@ static const struct gw_conn_ops scrape_ops = { .on_bytes = on_scrape, .on_hangup
 void gw_scrape_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED)
-		gw_arm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT);
+		gw_rearm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT, cqe->res);
 	if (cqe->res >= 0)
 		gw_service_conn(g, cqe->res, ROLE_METRICS, &scrape_ops);
 }
