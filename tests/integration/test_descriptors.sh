@@ -13,6 +13,7 @@
 #    kvsplicectl reaches the control socket; no descriptor is left behind.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
+command -v prlimit >/dev/null || { echo "prlimit (util-linux) is not installed"; exit 77; }
 kvs_setup
 
 NOFILE=64
