@@ -191,9 +191,9 @@ static const struct kvs_opt rows[] = {
 		  "that is not a front" },
 	{ "idle-timeout-ms", 0, KVS_OPT_U32(S, cfg.idle_timeout_ms, 0, UINT32_MAX), .arg = "MS",
 	  .help = "a client connection with no request in flight that\n"
-		  "has sent nothing for MS is answered timeout and\n"
-		  "closed (checked at most each second; default\n"
-		  "{default}, 5 min; 0: never). Not --front-source clients" },
+		  "has sent nothing for MS (to MS + 2 s) is answered\n"
+		  "timeout and closed (default {default}, 5 min; 0:\n"
+		  "never). Not --front-source clients" },
 	KVS_OPT_HEADING("\n"
 			"Admission (an XDP program on the interface clients arrive on; TCP to the\n"
 			"gateway's port only; drops are counted in 'kvsplicectl stats'):\n"),
