@@ -4,7 +4,8 @@
 #  - with --max-source-conns 3, the 4th connection from 127.0.0.1 is
 #    answered busy (saying why) and closed, while 127.0.0.2 gets in and a
 #    --front-source (127.0.0.3) holds more; once one of 127.0.0.1's
-#    connections closes, 127.0.0.1 gets in again;
+#    connections closes, 127.0.0.1 gets in again; a reload to 5 lets two
+#    more in, not a third;
 #  - with --idle-timeout-ms 1500, a client that sent one PING and nothing
 #    since is answered timeout and closed, not before 1.5 s; a client
 #    whose one slow request streams for longer is not closed, nor is one
@@ -18,11 +19,12 @@ kvs_setup
 kvs_start_sim A --time-scale 25
 
 # --- per-source limit ---------------------------------------------------
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --max-source-conns 3 \
-	--front-source 127.0.0.3/32
-out=$(python3 - "$GW_PORT" <<'PY'
-import json, socket, struct, sys, time
-port = int(sys.argv[1])
+printf 'backend = 127.0.0.1:%s\nfront-source = 127.0.0.3/32\nmax-source-conns = 3\n' \
+	"$SIM_PORT_A" >"$KVS_TMP/gw.conf"
+kvs_start_gw --config "$KVS_TMP/gw.conf"
+out=$(python3 - "$GW_PORT" "$KVS_TMP/gw.conf" "$KVS_BUILD/kvsplicectl" "$KVS_PIN" <<'PY'
+import json, socket, struct, subprocess, sys, time
+port, conf, ctl, pin = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 PING = struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0)
 
 def conn(src):
@@ -78,6 +80,13 @@ while time.time() < deadline:
         break
     s.close()
     time.sleep(0.05)
+with open(conf) as f:
+    text = f.read().replace('max-source-conns = 3', 'max-source-conns = 5')
+with open(conf, 'w') as f:
+    f.write(text)
+subprocess.run([ctl, '--pin-dir', pin, 'reload'], check=True, stdout=subprocess.DEVNULL)
+more = [conn('127.0.0.1') for _ in range(3)]
+r['after_reload'] = [answer(m).split(':')[0] for m in more]
 print(json.dumps(r))
 PY
 ) || kvs_fail "client script failed: $out"
@@ -90,6 +99,8 @@ esac
 assert_eq "from 127.0.0.2 meanwhile" "$(jget "$out" .other_source)" pong
 assert_eq "5 from the front 127.0.0.3" "$(jget "$out" '.front | join(",")')" "pong,pong,pong,pong,pong"
 assert_eq "from 127.0.0.1 once one of its own closed" "$(jget "$out" .after_close)" pong
+assert_eq "3 more from 127.0.0.1 after a reload to 5" "$(jget "$out" '.after_reload | join(",")')" \
+	"pong,pong,busy"
 assert_ge "controller.clients_over_source" "$(jget "$(kvs_stats)" .controller.clients_over_source)" 1
 kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null || true
