@@ -121,10 +121,17 @@ ctlp.wait()
 for s in late:
     s.close()
 
-# 3. Some clients leave: new ones take their place (not busy).
+# 3. Some clients leave: once the gateway has closed them (and let go
+# of their descriptors), new ones take their place (not busy).
+def closed():
+    st = subprocess.check_output([ctl, '--pin-dir', pin, 'stats', '--json'])
+    return json.loads(st)['controller']['clients_closed']
+before = closed()
 for s in served[:5]:
     s.close()
 t1 = time.time()
+while closed() < before + 5 and time.time() - t1 < 10:
+    time.sleep(0.02)
 again = []
 for _ in range(3):
     again.append(connect())
