@@ -199,9 +199,9 @@ assert_eq "idle client: its PING answered" "$(jget "$out" .idle_pong)" 6
 assert_eq "idle client: then ERROR timeout (4/11)" "$(jget "$out" .idle_answer)" 4/11
 assert_ge "idle client: closed after (ms)" "$(jget "$out" .idle_after_ms)" 1500
 assert_eq "idle client: then closed" "$(jget "$out" .idle_then)" eof
+assert_eq "slow request: ended with END (3/0), not closed" "$(jget "$out" .slow_end)" 3/0
 assert_ge "slow request took (ms), longer than the timeout and two scans" \
 	"$(jget "$out" .slow_ms)" 2500
-assert_eq "slow request: ended with END (3/0), not closed" "$(jget "$out" .slow_end)" 3/0
 assert_eq "pinging client: every PING answered" "$(jget "$out" .pinger)" 10
 assert_eq "idle front: answered" "$(jget "$out" .front_pong)" 6
 assert_eq "idle front: left open for 4 s" "$(jget "$out" .front_after_4s)" silent
