@@ -22,7 +22,7 @@ prlimit --nofile=$NOFILE:$NOFILE "$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 \
 	--port-file "$KVS_TMP/gw.port" --pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" \
 	--backend "127.0.0.1:$SIM_PORT_A" 2>"$KVS_TMP/gw.log" &
 GW_PID=$!
-KVS_PIDS+=($GW_PID)
+KVS_PIDS+=("$GW_PID")
 kvs_wait_file "$KVS_TMP/gw.port"
 GW_PORT=$(cat "$KVS_TMP/gw.port")
 grep -q "^Max open files *$NOFILE *$NOFILE " "/proc/$GW_PID/limits" ||
