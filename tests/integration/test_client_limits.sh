@@ -5,7 +5,10 @@
 #    answered busy (saying why) and closed, while 127.0.0.2 gets in and a
 #    --front-source (127.0.0.3) holds more; once one of 127.0.0.1's
 #    connections closes, 127.0.0.1 gets in again; a reload to 5 lets two
-#    more in, not a third;
+#    more in, not a third; after an upgrade (kvsplicectl upgrade) the new
+#    controller counts the connections it took over: 127.0.0.1 is still
+#    full, and the ones it holds still work (on the kernel's data path: an
+#    upgrade does not hand over the userspace path's clients);
 #  - with --idle-timeout-ms 1500, a client that sent one PING and nothing
 #    since is answered timeout and closed, not before 1.5 s; a client
 #    whose one slow request streams for longer is not closed, nor is one
@@ -22,9 +25,10 @@ kvs_start_sim A --time-scale 25
 printf 'backend = 127.0.0.1:%s\nfront-source = 127.0.0.3/32\nmax-source-conns = 3\n' \
 	"$SIM_PORT_A" >"$KVS_TMP/gw.conf"
 kvs_start_gw --config "$KVS_TMP/gw.conf"
-out=$(python3 - "$GW_PORT" "$KVS_TMP/gw.conf" "$KVS_BUILD/kvsplicectl" "$KVS_PIN" <<'PY'
+out=$(python3 - "$GW_PORT" "$KVS_TMP/gw.conf" "$KVS_BUILD/kvsplicectl" "$KVS_PIN" \
+	"${KVS_DATAPATH:-kernel}" <<'PY'
 import json, socket, struct, subprocess, sys, time
-port, conf, ctl, pin = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+port, conf, ctl, pin, datapath = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 PING = struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0)
 
 def conn(src):
@@ -87,9 +91,19 @@ with open(conf, 'w') as f:
 subprocess.run([ctl, '--pin-dir', pin, 'reload'], check=True, stdout=subprocess.DEVNULL)
 more = [conn('127.0.0.1') for _ in range(3)]
 r['after_reload'] = [answer(m).split(':')[0] for m in more]
+if datapath == 'kernel':
+    subprocess.run([ctl, '--pin-dir', pin, 'upgrade'], check=True, stdout=subprocess.DEVNULL)
+    r['after_upgrade'] = answer(conn('127.0.0.1')).split(':')[0]
+    r['after_upgrade_other'] = answer(conn('127.0.0.2'))
+    a[1].sendall(PING)
+    r['held_after_upgrade'] = answer(a[1])
 print(json.dumps(r))
 PY
-) || kvs_fail "client script failed: $out"
+) || true
+# The controller that took over is this test's to stop too.
+NEW=$(jget "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status --json)" .pid)
+[ -n "$NEW" ] && [ "$NEW" != null ] && KVS_PIDS+=("$NEW")
+[ -n "$out" ] && jq -e . >/dev/null <<<"$out" || kvs_fail "client script failed: $out"
 echo "per source: $out"
 assert_eq "first 3 from 127.0.0.1" "$(jget "$out" '.first3 | join(",")')" "pong,pong,pong"
 case $(jget "$out" .fourth) in
@@ -101,9 +115,16 @@ assert_eq "5 from the front 127.0.0.3" "$(jget "$out" '.front | join(",")')" "po
 assert_eq "from 127.0.0.1 once one of its own closed" "$(jget "$out" .after_close)" pong
 assert_eq "3 more from 127.0.0.1 after a reload to 5" "$(jget "$out" '.after_reload | join(",")')" \
 	"pong,pong,busy"
+if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then
+	assert_eq "from 127.0.0.1 after an upgrade (its 5 taken over)" \
+		"$(jget "$out" .after_upgrade)" busy
+	assert_eq "from 127.0.0.2 after an upgrade" "$(jget "$out" .after_upgrade_other)" pong
+	assert_eq "a connection taken over, still served" "$(jget "$out" .held_after_upgrade)" pong
+fi
 assert_ge "controller.clients_over_source" "$(jget "$(kvs_stats)" .controller.clients_over_source)" 1
-kill "$GW_PID"
-wait "$GW_PID" 2>/dev/null || true
+kill "$NEW"
+wait "$GW_PID" 2>/dev/null || true # the first controller, gone after an upgrade
+for i in $(seq 1 100); do kill -0 "$NEW" 2>/dev/null || break; sleep 0.05; done
 
 # --- idle timeout -------------------------------------------------------
 rm -rf "$KVS_PIN" # the first gateway's (it has exited); cleanup removes the second's
