@@ -124,7 +124,7 @@ fi
 assert_ge "controller.clients_over_source" "$(jget "$(kvs_stats)" .controller.clients_over_source)" 1
 kill "$NEW"
 wait "$GW_PID" 2>/dev/null || true # the first controller, gone after an upgrade
-for i in $(seq 1 100); do kill -0 "$NEW" 2>/dev/null || break; sleep 0.05; done
+for _ in $(seq 1 100); do kill -0 "$NEW" 2>/dev/null || break; sleep 0.05; done
 
 # --- idle timeout -------------------------------------------------------
 rm -rf "$KVS_PIN" # the first gateway's (it has exited); cleanup removes the second's
