@@ -417,6 +417,14 @@ struct kvs_ctl_stats {
 	__u64 reports_read;	    /* the kernel's reports the index learnt from */
 	__u64 reports_bad;	    /* ... malformed, or naming no backend: ignored */
 	__u64 reports_stale;	    /* ... of a backend that has left since: ignored */
+	__u64 accept_failed;	    /* accepts of clients that failed (EMFILE: out
+				     * of descriptors), each followed by a back-off */
+	__u64 clients_shed;	    /* clients accepted on the reserve descriptor
+				     * while out of them: answered busy, closed */
+	__u64 clients_over_source;  /* clients refused busy: their source held
+				     * --max-source-conns already */
+	__u64 clients_idle_closed;  /* clients closed after --idle-timeout-ms
+				     * with nothing in flight nor received */
 };
 
 #endif /* KVSPLICE_MAPS_H */

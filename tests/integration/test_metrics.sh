@@ -56,6 +56,12 @@ assert_eq "histogram's +Inf bucket = its count" \
 	"$(metric "$m" 'kvsplice_decision_seconds_bucket{le="+Inf"}')" $((ctrl + user))
 assert_eq "routes = entries in the map" "$(metric "$m" kvsplice_routes)" \
 	"$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq length)"
+# (the scrape's own among them, and clients of the load still closing)
+fds=$(ls "/proc/$GW_PID/fd" | wc -l)
+assert_ge "process_open_fds, against /proc's $fds" "$(metric "$m" process_open_fds)" $((fds - 8))
+assert_le "process_open_fds, against /proc's $fds" "$(metric "$m" process_open_fds)" $((fds + 8))
+assert_eq "process_max_fds = its RLIMIT_NOFILE" "$(metric "$m" process_max_fds)" \
+	"$(awk '/^Max open files/ { print $4 }' "/proc/$GW_PID/limits")"
 grep -q '^# TYPE kvsplice_decision_seconds histogram$' <<<"$m" || kvs_fail "no histogram TYPE line"
 grep -q '^kvsplice_errors_total{kind="bad_frame"} 0$' <<<"$m" || kvs_fail "no errors by kind"
 # Every sample line is "name{labels} value" or "name value".

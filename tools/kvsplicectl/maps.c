@@ -94,7 +94,11 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(user_cancels_dropped)                                                                    \
 	X(reports_read)                                                                            \
 	X(reports_bad)                                                                             \
-	X(reports_stale)
+	X(reports_stale)                                                                           \
+	X(accept_failed)                                                                           \
+	X(clients_shed)                                                                            \
+	X(clients_over_source)                                                                     \
+	X(clients_idle_closed)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

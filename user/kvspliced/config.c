@@ -46,6 +46,8 @@ static const struct settings defaults = {
 		.fd_store = 1,
 		.pin_dir = KVS_DEFAULT_PIN_DIR,
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
+		.max_source_conns = KVS_DEFAULT_MAX_SOURCE_CONNS,
+		.idle_timeout_ms = KVS_DEFAULT_IDLE_TIMEOUT_MS,
 	},
 	.listen = "127.0.0.1:7480",
 	.level = KVS_LOG_INFO,
@@ -211,6 +213,17 @@ static const struct kvs_opt rows[] = {
 	  .help = "a request's prefill work stops counting as its\n"
 		  "backend's load at its 'first-token' (default) or\n"
 		  "at its 'end'; see docs/ARCHITECTURE.md" },
+	{ "max-source-conns", 0, KVS_OPT_U32(S, cfg.max_source_conns, 0, UINT32_MAX), .arg = "N",
+	  .help = "client connections one source (an IPv4 address, an\n"
+		  "IPv6 /64) may hold; the next is answered busy and\n"
+		  "closed (default {default}; 0: no limit). --front-source\n"
+		  "clients are not counted; raise it for a NAT or proxy\n"
+		  "that is not a front" },
+	{ "idle-timeout-ms", 0, KVS_OPT_U32(S, cfg.idle_timeout_ms, 0, UINT32_MAX), .arg = "MS",
+	  .help = "a client connection with no request in flight that\n"
+		  "has sent nothing for MS (to MS + 2 s) is answered\n"
+		  "timeout and closed (default {default}, 5 min; 0:\n"
+		  "never). Not --front-source clients" },
 	KVS_OPT_HEADING("\n"
 			"Admission (an XDP program on the interface clients arrive on; TCP to the\n"
 			"gateway's port only; drops are counted in 'kvsplicectl stats'):\n"),

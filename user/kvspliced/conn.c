@@ -63,6 +63,7 @@ struct gw_conn *gw_conn_new(struct gw *g, int fd, uint32_t role, const struct gw
 	c->role = role;
 	c->ops = ops;
 	c->cookie = kvs_sock_cookie(fd);
+	c->active_ns = kvs_now_ns();
 	kvs_buf_init(&c->rx, KVS_HDR_LEN + (size_t)g->cfg->max_payload + RECV_CHUNK);
 	g->conns[i] = c;
 	return c;
@@ -90,6 +91,8 @@ static void upath_free(struct gw_conn *c)
 void gw_conn_free(struct gw *g, struct gw_conn *c)
 {
 	close(c->fd);
+	if (g->acc.waiting) /* the clients' accept may take it now */
+		g->acc.fd_freed = true;
 	kvs_buf_free(&c->rx);
 	upath_free(c);
 	g->conns[c->id] = NULL;
@@ -116,6 +119,9 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 	if (c->role == KVS_ROLE_CLIENT) {
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
+		if (c->src_counted)
+			gw_sources_del(&g->sources, &c->src);
+		c->src_counted = false;
 	}
 	/* A copy in systemd's descriptor store (fdstore.c) would keep the
 	 * connection open: shut down, the peer sees it closed and systemd,
@@ -176,28 +182,42 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c)
 }
 
 /* A client from a --front-source carries many users' requests: it gets
- * the front limit. Any other from a --tenant-source is bound to that
- * tenant. Both in the kernel (the conns map) and the userspace path. */
-void gw_client_bind(struct gw *g, struct gw_conn *c)
+ * the front limit, in the kernel (the conns map) and the userspace path,
+ * and is neither counted by source nor closed when idle. Any other client
+ * is bound to its --tenant-source's tenant, if any, and counted against its
+ * source (until it is closed), even past the limit: a client taken over
+ * from the previous controller stays. */
+int gw_client_bind(struct gw *g, struct gw_conn *c)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	uint32_t max = g->cfg->max_source_conns;
+	int n;
 
 	c->max_inflight = 0;
 	c->tenant = 0;
-	if ((!g->nfronts && !g->tenants.n) || getpeername(c->fd, (struct sockaddr *)&ss, &len))
-		return;
-	if (kvs_cidr_contains(g->fronts, g->nfronts, &ss)) {
+	c->front = false;
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &len))
+		return 0;
+	if (g->nfronts && kvs_cidr_contains(g->fronts, g->nfronts, &ss)) {
+		c->front = true;
 		c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight :
 							       UINT32_MAX;
 		pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,
 			 c->max_inflight);
-		return;
+		return 0;
 	}
 	c->tenant = gw_tenant_of(&g->tenants, &ss);
 	if (c->tenant)
 		pr_debug("event=tenant_bound conn=%llu tenant=%u", (unsigned long long)c->cookie,
 			 c->tenant);
+	if (c->src_counted || !gw_source_of(&ss, &c->src))
+		return 0;
+	n = gw_sources_add(&g->sources, &c->src);
+	if (n < 0) /* out of memory: let in, uncounted */
+		return 0;
+	c->src_counted = true;
+	return max && (uint32_t)n > max ? -EUSERS : 0;
 }
 
 /* Socket options every spliced socket needs, then into the maps. */
@@ -286,6 +306,15 @@ void gw_answer_direct(int fd, uint64_t cookie, int code, const char *msg)
 	if (!kvs_put_error(&b, 0, cookie, (uint16_t)code, msg))
 		(void)!send(fd, kvs_buf_head(&b), b.len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	kvs_buf_free(&b);
+}
+
+void gw_refuse_direct(int fd, int code, const char *msg)
+{
+	char scratch[4096];
+
+	gw_answer_direct(fd, kvs_sock_cookie(fd), code, msg);
+	for (int i = 0; i < 16 && recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; i++)
+		;
 }
 
 void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
@@ -390,6 +419,8 @@ void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 		return;
 	}
 	kvs_buf_commit(&c->rx, (size_t)res);
+	if (c->role == KVS_ROLE_CLIENT) /* the userspace path's: idle.c */
+		c->active_ns = kvs_now_ns();
 	c->in_handler = true; /* what it triggers may close it (a backend's death) */
 	c->ops->on_bytes(g, c);
 	c->in_handler = false;

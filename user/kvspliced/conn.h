@@ -27,11 +27,14 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c);
 /* The socket options every spliced socket needs, then into the SOCKHASH
  * under key (and the conns map), then read (the inject socket) or watched
  * (every other). 0 or -errno; -EOPNOTSUPP: not established any more. */
-/* A client from a --front-source (a kvsplice-http front, many users on one
- * connection) gets --max-front-inflight (c->max_inflight); any other from a
- * --tenant-source is bound to its tenant (c->tenant). gw_conn_splice puts
- * both in the kernel's conns map. */
-void gw_client_bind(struct gw *g, struct gw_conn *c);
+/* The limits and the tenant a new or adopted client gets by where it
+ * comes from. A client from a --front-source (a kvsplice-http front, many
+ * users on one connection) gets --max-front-inflight: sets c->max_inflight,
+ * which gw_conn_splice puts in the kernel's conns map, and c->front. Any
+ * other gets its --tenant-source's tenant (c->tenant, into the map too) and
+ * is counted in g->sources until it is closed: -EUSERS if its source now
+ * holds more than --max-source-conns (counted all the same), else 0. */
+int gw_client_bind(struct gw *g, struct gw_conn *c);
 int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backend, uint32_t slot);
 /* A client shut down its sending side and may still read: it is closed
  * once its answers are out (gw_conns_tick). */
@@ -44,6 +47,11 @@ void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, con
 /* An ERROR written on the socket itself, for a client the kernel cannot
  * reach (not spliced, or its parser stopped); best effort. */
 void gw_answer_direct(int fd, uint64_t cookie, int code, const char *msg);
+/* A client turned away before it was spliced: an ERROR on the socket, and
+ * what it sent already read and dropped, so that closing it (the caller's
+ * part) sends a FIN rather than a reset that could destroy the ERROR on
+ * its way. */
+void gw_refuse_direct(int fd, int code, const char *msg);
 /* A client hung up or failed (why, for the log): closed, after a word on
  * the socket if the kernel's parser timed its frame out. */
 void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);

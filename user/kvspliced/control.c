@@ -432,7 +432,7 @@ void gw_control_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED &&
 	    g->control_fd >= 0)
-		gw_arm_accept(g, g->control_fd, OP_CONTROL_ACCEPT);
+		gw_rearm_accept(g, g->control_fd, OP_CONTROL_ACCEPT, cqe->res);
 	if (cqe->res >= 0)
 		gw_service_conn(g, cqe->res, ROLE_CONTROL, &control_ops);
 }

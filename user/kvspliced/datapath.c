@@ -399,6 +399,30 @@ int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_coo
 	return err ? err : sc.n;
 }
 
+struct client_walk {
+	kvs_dp_client_fn fn;
+	void *ctx;
+};
+
+static int walk_client_batch(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	const struct kvs_conn *v = vals;
+	struct client_walk *w = ctx;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i].role == KVS_ROLE_CLIENT && v[i].path == 0)
+			w->fn(w->ctx, ((const __u64 *)keys)[i], &v[i]);
+	return 0;
+}
+
+int kvs_dp_walk_clients(struct kvs_datapath *dp, kvs_dp_client_fn fn, void *ctx)
+{
+	struct client_walk w = { fn, ctx };
+
+	return walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
+			    walk_client_batch, &w);
+}
+
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b)
 {
 	return __atomic_load_n(&dp->backends[b].outstanding, __ATOMIC_RELAXED);

@@ -76,6 +76,12 @@ typedef void (*kvs_dp_cookie_fn)(void *ctx, uint64_t cookie);
 int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_cookie_fn stale,
 			  void *ctx);
 
+/* Calls fn(ctx, cookie, entry) for each client of the kernel's data path
+ * in the conns map (read in batches: a snapshot a batch at a time). 0 or
+ * -errno. */
+typedef void (*kvs_dp_client_fn)(void *ctx, uint64_t cookie, const struct kvs_conn *c);
+int kvs_dp_walk_clients(struct kvs_datapath *dp, kvs_dp_client_fn fn, void *ctx);
+
 /* Entries in the routes map (read in batches), or -errno. */
 long kvs_dp_count_routes(struct kvs_datapath *dp);
 

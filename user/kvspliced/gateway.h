@@ -22,6 +22,10 @@
 #define KVS_DEFAULT_FRONT_INFLIGHT 65536u
 #define KVS_DEFAULT_HEALTH_INTERVAL_MS 1000u
 #define KVS_DEFAULT_DRAIN_TIMEOUT_MS 60000u
+/* What one client address may hold, and how long a client may sit idle
+ * (docs/RUNBOOK.md, "Descriptors and idle clients"). */
+#define KVS_DEFAULT_MAX_SOURCE_CONNS 1024u
+#define KVS_DEFAULT_IDLE_TIMEOUT_MS 300000u
 
 struct gw_config {
 	struct kvs_addr listen;
@@ -65,6 +69,8 @@ struct gw_config {
 	int check_only;		   /* --check: validate, do not run */
 	int user_path;		   /* --datapath user: the userspace data path */
 	int fd_store;		   /* hand sockets to systemd's descriptor store */
+	uint32_t max_source_conns; /* client connections per source; 0 = no limit */
+	uint32_t idle_timeout_ms;  /* an idle client is closed; 0 = never */
 };
 
 void gw_config_defaults(struct gw_config *c);

@@ -22,6 +22,7 @@
 #include "fdstore.h"
 #include "handover.h"
 #include "health.h"
+#include "idle.h"
 #include "kpath.h"
 #include "kvsplice/hash.h"
 #include "log.h"
@@ -78,6 +79,8 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	}
 	gw_backends_tick(g, now);
 	gw_pool_tick(g, now);
+	gw_clients_tick(g, now);
+	gw_idle_tick(g, now);
 	gw_conns_tick(g, now);
 	gw_kpath_kick(g);
 	gw_up_kick_all(g);
@@ -89,6 +92,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 static void set_handlers(struct gw *g)
 {
 	g->on_op[OP_ACCEPT] = gw_client_on_accept;
+	g->on_op[OP_ACCEPT_RETRY] = gw_client_on_retry;
 	g->on_op[OP_RECV] = gw_conn_on_recv;
 	g->on_op[OP_POLL] = gw_conn_on_poll;
 	g->on_op[OP_SEND] = gw_kpath_on_send;
@@ -159,6 +163,7 @@ static void gw_teardown(struct gw *g)
 	gw_reports_close(g);
 	kvs_policy_free(&g->policy);
 	kvs_idmap_free(&g->clients);
+	gw_clients_close(g);
 	free(g->unseen_q);
 	free(g->gone);
 	free(g->hashes);
@@ -374,7 +379,7 @@ static int open_services(struct gw *g)
 
 	move_listener(g);
 	check_metrics(g);
-	gw_clients_accept(g);
+	gw_clients_open(g);
 	arm_tick(g);
 	if (cfg->metrics_set && g->metrics_fd < 0) {
 		g->metrics_fd = kvs_listen(&cfg->metrics, 16);
@@ -438,6 +443,7 @@ static int run_loop(struct gw *g, const struct gw_hooks *hooks)
 			seen++;
 		}
 		io_uring_cq_advance(&g->ring, seen);
+		gw_clients_resume(g);
 		if (g->ho_pending >= 0)
 			gw_handover_run(g);
 		if (hooks->reload && *hooks->reload) {
@@ -479,6 +485,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 			.metrics_fd = -1,
 			.control_fd = -1,
 			.ho_pending = -1,
+			.acc = { .reserve_fd = -1 },
 			.expect_output = KVS_EXPECT_OUTPUT_INIT };
 	struct gw_taken t = { 0 };
 	struct gw_stored stored = { 0 };

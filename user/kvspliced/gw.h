@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "netutil.h"
 #include "policy.h"
+#include "sources.h"
 #include "tenant.h"
 
 /* A client or service connection that is rejected or done gets this long
@@ -45,10 +46,12 @@
 #define OP_CONTROL_ACCEPT 9ull
 #define OP_CSEND 10ull	 /* a send on a connection of the userspace data path */
 #define OP_REPORTS 11ull /* the kernel's reports ring has some */
-#define GW_OPS 12	 /* op codes are below this */
+#define GW_OPS 13	 /* op codes are below this */
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
+/* The clients' accept waited out its back-off (client.c). */
+#define OP_ACCEPT_RETRY 12ull
 
 /* The controller's reading end of the punt pair: not in the SOCKHASH. */
 #define ROLE_PUNT_READER 100
@@ -132,6 +135,13 @@ struct gw_conn {
 	uint64_t cookie, key;
 	uint32_t max_inflight; /* CLIENT: a front's own limit; 0: the gateway's */
 	uint32_t tenant;       /* CLIENT: its tenant (tenant.h); 0: none */
+	bool front;	       /* CLIENT: from a --front-source (gw_client_bind) */
+	bool src_counted;      /* CLIENT: counted in gw.sources under src */
+	struct gw_source_key src;
+	/* CLIENT: when it was last seen active (idle.c), and the conns map's
+	 * counts for it then (kernel path). */
+	uint64_t active_ns;
+	uint64_t seen_frames, seen_bytes;
 	struct kvs_buf rx;
 	bool recv_pending;
 	bool poll_pending;
@@ -219,6 +229,21 @@ struct gw_fdstore {
 	uint64_t fds, msgs; /* handed in so far, in this many datagrams */
 };
 
+/* The clients' accept when descriptors run out (client.c). */
+struct gw_accept {
+	/* A descriptor held to be let go when the gateway is full, so that
+	 * the clients waiting can be accepted and told so; -1: none. */
+	int reserve_fd;
+	bool waiting;		     /* backing off: a timeout, no accept, armed */
+	bool fd_freed;		     /* a connection closed while waiting */
+	bool resume_asked;	     /* the timeout is being removed: accept now */
+	uint32_t delay_ms;	     /* the last back-off; 0 after an accept */
+	struct __kernel_timespec ts; /* the armed timeout's (read at submission) */
+	uint64_t fails, shed;	     /* since the last accept_failed line */
+	int last_err;
+	uint64_t logged_ns; /* of that line */
+};
+
 struct gw {
 	const struct gw_config *cfg; /* = &live */
 	/* cfg->front_sources, parsed at start (a change takes a restart) */
@@ -242,6 +267,11 @@ struct gw {
 	uint32_t next_gen;
 	struct gw_backend be[KVS_MAX_BACKENDS];
 	struct kvs_idmap clients; /* cookie -> struct gw_conn */
+	/* Clients by source (--max-source-conns), the accept when out of
+	 * descriptors (client.c), the next idle scan (idle.c). */
+	struct gw_sources sources;
+	struct gw_accept acc;
+	uint64_t next_idle_scan_ns;
 	struct kvs_policy policy;
 	struct ring_buffer *reports; /* the kernel's reports (reports.c); NULL: none */
 	bool reports_armed;	     /* a poll on it is in the ring */

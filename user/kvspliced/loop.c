@@ -43,3 +43,28 @@ int gw_arm_accept(struct gw *g, int fd, uint64_t op)
 	io_uring_sqe_set_data64(sqe, ud(op, NULL));
 	return 0;
 }
+
+int gw_rearm_accept(struct gw *g, int fd, uint64_t op, int res)
+{
+	static const struct __kernel_timespec later = { .tv_nsec = 100000000 };
+	struct io_uring_sqe *t, *a;
+
+	if (res >= 0)
+		return gw_arm_accept(g, fd, op);
+	if (io_uring_sq_space_left(&g->ring) < 2)
+		io_uring_submit(&g->ring);
+	if (io_uring_sq_space_left(&g->ring) < 2)
+		return -EBUSY;
+	/* A timeout that succeeds when it expires, linked to the accept: the
+	 * accept starts once it has. Its own completion has op 0: ignored. */
+	t = io_uring_get_sqe(&g->ring);
+	/* (liburing 2.3 takes it non-const; the kernel only reads it) */
+	io_uring_prep_timeout(t, (struct __kernel_timespec *)&later, 0,
+			      IORING_TIMEOUT_ETIME_SUCCESS);
+	io_uring_sqe_set_data64(t, 0);
+	t->flags |= IOSQE_IO_LINK;
+	a = io_uring_get_sqe(&g->ring);
+	io_uring_prep_multishot_accept(a, fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(a, ud(op, NULL));
+	return 0;
+}

@@ -20,5 +20,9 @@ struct gw_conn *gw_conn_of(struct gw *g, uint64_t data);
 void gw_loop_dispatch(struct gw *g, struct io_uring_cqe *cqe);
 /* A multishot accept on a listening socket; its completions carry op. */
 int gw_arm_accept(struct gw *g, int fd, uint64_t op);
+/* A multishot accept that ended with res (its completion's), armed again:
+ * at once after a success, 100 ms later after a failure (out of
+ * descriptors, EMFILE, it would fail again at once, for ever). */
+int gw_rearm_accept(struct gw *g, int fd, uint64_t op, int res);
 
 #endif

@@ -133,6 +133,10 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	E("drop_bad_upstream", k->drop_bad_upstream);
 	E("drop_punt", k->drop_punt);
 	E("cancel_unknown", k->drop_cancel + c->user_cancels_dropped);
+	E("accept_failed", c->accept_failed);
+	E("client_shed", c->clients_shed);
+	E("client_over_source", c->clients_over_source);
+	E("client_idle", c->clients_idle_closed);
 #undef E
 #undef C
 	head(&o, "kvsplice_cancels_total", "counter",
@@ -150,6 +154,14 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	put(&o, "kvsplice_clients %u\n", in->clients);
 	head(&o, "kvsplice_clients_accepted_total", "counter", "Client connections accepted.");
 	put(&o, "kvsplice_clients_accepted_total %llu\n", (unsigned long long)c->clients_accepted);
+	if (in->open_fds >= 0 && in->max_fds > 0) {
+		head(&o, "process_open_fds", "gauge",
+		     "The controller's open descriptors (one per client connection among them).");
+		put(&o, "process_open_fds %ld\n", in->open_fds);
+		head(&o, "process_max_fds", "gauge",
+		     "Its descriptor limit (RLIMIT_NOFILE): at it, new clients are answered busy.");
+		put(&o, "process_max_fds %ld\n", in->max_fds);
+	}
 	if (in->routes >= 0) {
 		head(&o, "kvsplice_routes", "gauge",
 		     "Entries in the kernel's routes map (capacity 262144).");

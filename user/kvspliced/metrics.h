@@ -35,6 +35,7 @@ struct kvs_metrics_in {
 	long routes; /* entries in the routes map; < 0 unknown */
 	uint32_t clients;
 	const struct kvs_decide_hist *decide;
+	long open_fds, max_fds; /* the controller's descriptors; < 0 unknown */
 };
 
 /* Renders into buf (NUL-terminated); returns the length it needed, which

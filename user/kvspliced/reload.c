@@ -38,6 +38,8 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	c->kernel_slack = n->kernel_slack;
 	c->drain_timeout_ms = n->drain_timeout_ms;
 	c->frame_timeout_ms = n->frame_timeout_ms;
+	c->max_source_conns = n->max_source_conns; /* for the clients that come next */
+	c->idle_timeout_ms = n->idle_timeout_ms;
 	g->policy.p.balance = n->balance;
 	g->policy.balance_fp = kvs_policy_balance_fp(n->balance);
 	for (uint32_t i = 0; republish && i < g->nslots; i++)

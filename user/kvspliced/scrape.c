@@ -4,15 +4,36 @@
  * counters. */
 #include "scrape.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "conn.h"
 #include "loop.h"
 #include "metrics.h"
 #include "pins.h"
+
+/* The controller's open descriptors and their limit, or -1 each. */
+static void count_fds(long *open_fds, long *max_fds)
+{
+	struct rlimit rl;
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+
+	*open_fds = *max_fds = -1;
+	if (d) {
+		*open_fds = 0;
+		while ((e = readdir(d)))
+			*open_fds += e->d_name[0] != '.';
+		closedir(d);
+		(*open_fds)--; /* the directory's own */
+	}
+	if (!getrlimit(RLIMIT_NOFILE, &rl))
+		*max_fds = (long)rl.rlim_cur;
+}
 
 /* Renders the exposition from the maps and the controller's counters. */
 static char *render_metrics(struct gw *g, size_t *len)
@@ -43,6 +64,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 	if (kvs_adm_stats(&g->adm, &x) == 0)
 		in.x = &x;
 	in.routes = kvs_dp_count_routes(&g->dp);
+	count_fds(&in.open_fds, &in.max_fds);
 	buf = malloc(cap);
 	if (!buf)
 		return NULL;
@@ -101,7 +123,7 @@ static const struct gw_conn_ops scrape_ops = { .on_bytes = on_scrape, .on_hangup
 void gw_scrape_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE) && !g->quiescing && cqe->res != -ECANCELED)
-		gw_arm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT);
+		gw_rearm_accept(g, g->metrics_fd, OP_METRICS_ACCEPT, cqe->res);
 	if (cqe->res >= 0)
 		gw_service_conn(g, cqe->res, ROLE_METRICS, &scrape_ops);
 }
