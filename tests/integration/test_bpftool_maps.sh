@@ -28,6 +28,7 @@ kvs_btf_named routes kvs_route depth_blocks .value.depth_blocks
 kvs_btf_named stats kvs_stats fast_path_frames .values[0].value.fast_path_frames
 kvs_btf_named ctl_stats kvs_ctl_stats slow_frames .value.slow_frames
 kvs_btf_named chain kvs_chain req_id .values[0].value.req_id
+kvs_btf_named tenants kvs_tenant rewritten .value.rewritten
 wait "$slow" || kvs_fail "slow request failed"
 
 # socks: no BTF (SOCKHASH), but its entries dump: one per spliced socket.
@@ -52,7 +53,7 @@ assert_eq "reports ring bytes" "$(jq -r .max_entries <<<"$r")" $((8 << 20))
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do
 	case $(basename "$m") in
-	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports) ;;
+	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants) ;;
 	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
 	esac
 done
