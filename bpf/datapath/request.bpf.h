@@ -196,6 +196,26 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 	return 0;
 }
 
+/* A client's request for the controller, stamped with its id and note
+ * (no route, or none), or over the client's budget with the budget's mark
+ * instead (the controller answers busy at once). */
+static __always_inline int punt_client_request(struct __sk_buff *skb, struct kvs_stats *st,
+					       struct kvs_conn *conn, __u32 off, __u64 cookie,
+					       __u32 note)
+{
+	int budget = take_budget(conn);
+
+	if (budget != KVS_BUDGET_OK) {
+		st->pass_budget++;
+		note = budget == KVS_BUDGET_CLOSE ? KVS_GW_BUDGET_CLOSE : KVS_GW_OVER_BUDGET;
+	}
+	if (stamp_client(skb, off, cookie, note)) {
+		st->drop_punt++;
+		return SK_DROP;
+	}
+	return punt_request(skb, st, conn, off, budget);
+}
+
 static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
@@ -208,21 +228,14 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	struct scratch *sc;
 	int rb, sent = 1; /* 1: not tried; 0 sent; -1, SEND_CLIENT_LIMIT */
 
-	if (h->type == KVS_T_PING) {
-		st->pass_other++;
-		if (stamp_client(skb, off, cookie, ~0u))
-			return SK_DROP;
-		return punt(skb, st);
-	}
+	if (h->type == KVS_T_PING)
+		return punt_budgeted(skb, st, off, cookie, conn);
 	if (h->type == KVS_T_CANCEL)
 		return client_cancel(skb, st, h, off, cookie, conn);
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
-	if (conn_at_limit(conn)) {
-		if (stamp_client(skb, off, cookie, ~0u))
-			return SK_DROP;
-		return punt_request(skb, st, conn, off);
-	}
+	if (conn_at_limit(conn))
+		return punt_client_request(skb, st, conn, off, cookie, ~0u);
 	ch = bpf_map_lookup_elem(&chain, &zero);
 	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!ch || !sc)
@@ -278,11 +291,8 @@ slow:
 	/* The slow path: the controller decides, installs routes, and sends
 	 * the frame on through its inject socket. */
 	st->slow_path_frames++;
-	if (stamp_client(skb, off, cookie, d.why == KVS_WHY_COLD ? KVS_GW_NO_ROUTE : ~0u)) {
-		st->drop_punt++;
-		return SK_DROP;
-	}
-	return punt_request(skb, st, conn, off);
+	return punt_client_request(skb, st, conn, off, cookie,
+				   d.why == KVS_WHY_COLD ? KVS_GW_NO_ROUTE : ~0u);
 }
 
 #endif /* KVS_DP_REQUEST_BPF_H */

@@ -96,12 +96,14 @@ static __always_inline int punt(struct __sk_buff *skb, struct kvs_stats *st)
  * controller's injected copy is not counted again.
  */
 static __always_inline int punt_request(struct __sk_buff *skb, struct kvs_stats *st,
-					struct kvs_conn *conn, __u32 off)
+					struct kvs_conn *conn, __u32 off, int budget)
 {
 	__u32 mark = bpf_htonl(KVS_GW_OVER_LIMIT);
 
-	/* Read, then add: two CPUs may both see room (one over, at most). */
-	if (conn_at_limit(conn)) {
+	/* Read, then add: two CPUs may both see room (one over, at most).
+	 * Over its budget it is answered busy anyway, and the budget's mark
+	 * (which may close it) stays. */
+	if (budget == KVS_BUDGET_OK && conn_at_limit(conn)) {
 		st->pass_client_limit++;
 		bpf_skb_store_bytes(skb, off + KVS_OFF_GW_BACKEND, &mark, sizeof(mark), 0);
 	}
@@ -145,6 +147,35 @@ static __always_inline int bind_tenant(struct __sk_buff *skb, struct kvs_hdr *h,
 	h->cache_salt = salt;
 	return bpf_skb_store_bytes(skb, off + __builtin_offsetof(struct kvs_hdr, cache_salt), &salt,
 				   sizeof(salt), 0);
+}
+
+/*
+ * A client's frame for the controller, against the client's budget
+ * (include/kvsplice/budget.h): enum kvs_budget_verdict. One socket's
+ * frames reach the verdict one at a time (its strparser runs under the
+ * socket's lock), so the entry is updated without atomics.
+ */
+static __always_inline int take_budget(struct kvs_conn *conn)
+{
+	return kvs_budget_take(&conn->ctl, bpf_ktime_get_ns());
+}
+
+/* A PING or CANCEL for the controller: over the client's budget it is
+ * dropped (no answer is owed), else punted, marked if it is the frame
+ * that closes the client. */
+static __always_inline int punt_budgeted(struct __sk_buff *skb, struct kvs_stats *st, __u32 off,
+					 __u64 cookie, struct kvs_conn *conn)
+{
+	int budget = take_budget(conn);
+
+	if (budget == KVS_BUDGET_OVER) {
+		st->drop_budget++;
+		return SK_DROP;
+	}
+	st->pass_other++;
+	if (stamp_client(skb, off, cookie, budget == KVS_BUDGET_CLOSE ? KVS_GW_BUDGET_CLOSE : ~0u))
+		return SK_DROP;
+	return punt(skb, st);
 }
 
 /*
@@ -220,7 +251,7 @@ static __always_inline int send_cancel(struct __sk_buff *skb, struct kvs_stats *
  */
 static __always_inline int client_cancel(struct __sk_buff *skb, struct kvs_stats *st,
 					 const struct kvs_hdr *h, __u32 off, __u64 cookie,
-					 const struct kvs_conn *conn)
+					 struct kvs_conn *conn)
 {
 	if (send_cancel(skb, st, h, off, cookie) == 0)
 		return SK_PASS;
@@ -228,10 +259,7 @@ static __always_inline int client_cancel(struct __sk_buff *skb, struct kvs_stats
 		st->drop_cancel++;
 		return SK_DROP;
 	}
-	st->pass_other++;
-	if (stamp_client(skb, off, cookie, ~0u))
-		return SK_DROP;
-	return punt(skb, st);
+	return punt_budgeted(skb, st, off, cookie, conn);
 }
 
 #endif /* KVS_DP_SEND_BPF_H */

@@ -9,6 +9,8 @@
 
 #include <linux/types.h>
 
+#include "kvsplice/budget.h"
+
 #define KVS_MAX_BACKENDS 64
 /* Upstream connections the kernel spreads a backend's requests over. */
 #define KVS_MAX_POOL 16
@@ -54,6 +56,14 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * all (cache key, hint, every checkpoint): the controller need not look the
  * checkpoints up again (no backend index is 253). */
 #define KVS_GW_NO_ROUTE 0xfffffffdu
+/* gw_backend of a client's request the kernel punts over the client's
+ * controller budget (include/kvsplice/budget.h): the controller answers
+ * busy without deciding (no backend index is 252). */
+#define KVS_GW_OVER_BUDGET 0xfffffffcu
+/* gw_backend of the frame (of any type) with which a client went
+ * close_after frames over its budget: the controller answers busy and
+ * closes the connection (no backend index is 251). */
+#define KVS_GW_BUDGET_CLOSE 0xfffffffbu
 
 #define KVS_GW_CHARGE_MAX 0xffffffu
 
@@ -188,6 +198,10 @@ struct kvs_conn {
 	__u64 partial_since_ns;		   /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */
 	struct kvs_endpoint local, remote; /* CLIENT and UPSTREAM */
+	/* CLIENT: what it may make the controller do, set when it is
+	 * accepted (rate 0 for a front: no limit); the verdict takes from it
+	 * for every frame it passes up (include/kvsplice/budget.h). */
+	struct kvs_budget ctl;
 };
 
 /* A tenant bound to where its clients come from (kvspliced
@@ -318,6 +332,9 @@ struct kvs_stats {
 			       * holder would cost more (kvs_place_keep) */
 	__u64 reports;	      /* decisions reported to the controller */
 	__u64 reports_lost;   /* ... that found the ring full: lost */
+	/* A client over its controller budget (include/kvsplice/budget.h): */
+	__u64 drop_budget; /* its PINGs and CANCELs dropped */
+	__u64 pass_budget; /* its requests punted marked, answered busy */
 };
 
 /*
@@ -425,6 +442,11 @@ struct kvs_ctl_stats {
 				     * --max-source-conns already */
 	__u64 clients_idle_closed;  /* clients closed after --idle-timeout-ms
 				     * with nothing in flight nor received */
+	/* Clients over their controller budget (--ctl-rate): */
+	__u64 busy_budget;    /* requests answered busy without a decision */
+	__u64 budget_dropped; /* PINGs and CANCELs dropped by the userspace path
+			       * (the kernel's: kvs_stats.drop_budget) */
+	__u64 budget_closed;  /* connections closed for staying over it */
 };
 
 #endif /* KVSPLICE_MAPS_H */

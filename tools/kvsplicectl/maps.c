@@ -63,7 +63,9 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(placed_stale)                                                                            \
 	X(kept_holder)                                                                             \
 	X(reports)                                                                                 \
-	X(reports_lost)
+	X(reports_lost)                                                                            \
+	X(drop_budget)                                                                             \
+	X(pass_budget)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \
@@ -98,7 +100,10 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(accept_failed)                                                                           \
 	X(clients_shed)                                                                            \
 	X(clients_over_source)                                                                     \
-	X(clients_idle_closed)
+	X(clients_idle_closed)                                                                     \
+	X(busy_budget)                                                                             \
+	X(budget_dropped)                                                                          \
+	X(budget_closed)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

@@ -48,6 +48,9 @@ static const struct settings defaults = {
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
 		.max_source_conns = KVS_DEFAULT_MAX_SOURCE_CONNS,
 		.idle_timeout_ms = KVS_DEFAULT_IDLE_TIMEOUT_MS,
+		.ctl_rate = KVS_DEFAULT_CTL_RATE,
+		.ctl_burst = KVS_DEFAULT_CTL_BURST,
+		.ctl_close_after = KVS_DEFAULT_CTL_CLOSE_AFTER,
 	},
 	.listen = "127.0.0.1:7480",
 	.level = KVS_LOG_INFO,
@@ -224,6 +227,21 @@ static const struct kvs_opt rows[] = {
 		  "has sent nothing for MS (to MS + 2 s) is answered\n"
 		  "timeout and closed (default {default}, 5 min; 0:\n"
 		  "never). Not --front-source clients" },
+	{ "ctl-rate", 0, KVS_OPT_U32(S, cfg.ctl_rate, 0, 10000000), .arg = "N",
+	  .help = "frames a second one client connection may have the\n"
+		  "controller handle: PINGs, requests the kernel passes\n"
+		  "up (all with --kernel-place no), requests refused busy,\n"
+		  "CANCELs (the userspace path's routed requests are\n"
+		  "free). Beyond that and --ctl-burst, its PINGs and\n"
+		  "CANCELs are dropped and its requests answered busy\n"
+		  "(default {default}; 0: no limit; --front-source\n"
+		  "clients have none)" },
+	{ "ctl-burst", 0, KVS_OPT_U32(S, cfg.ctl_burst, 1, 10000000), .arg = "N",
+	  .help = "of those, how many at once (default {default})" },
+	{ "ctl-close-after", 0, KVS_OPT_U32(S, cfg.ctl_close_after, 0, UINT32_MAX), .arg = "N",
+	  .help = "a client N frames over its budget, never pausing\n"
+		  "long enough to refill it, is answered busy and\n"
+		  "closed (default {default}; 0: never)" },
 	KVS_OPT_HEADING("\n"
 			"Admission (an XDP program on the interface clients arrive on; TCP to the\n"
 			"gateway's port only; drops are counted in 'kvsplicectl stats'):\n"),

@@ -182,8 +182,9 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c)
 }
 
 /* A client from a --front-source carries many users' requests: it gets
- * the front limit, in the kernel (the conns map) and the userspace path,
- * and is neither counted by source nor closed when idle. Any other client
+ * the front limit and no budget of controller work, in the kernel (the
+ * conns map) and the userspace path, and is neither counted by source nor
+ * closed when idle. Any other client gets the budget (--ctl-rate), and
  * is bound to its --tenant-source's tenant, if any, and counted against its
  * source (until it is closed), even past the limit: a client taken over
  * from the previous controller stays. */
@@ -197,10 +198,14 @@ int gw_client_bind(struct gw *g, struct gw_conn *c)
 	c->max_inflight = 0;
 	c->tenant = 0;
 	c->front = false;
+	c->budget = (struct kvs_budget){ .rate = g->cfg->ctl_rate,
+					 .burst = g->cfg->ctl_burst,
+					 .close_after = g->cfg->ctl_close_after };
 	if (getpeername(c->fd, (struct sockaddr *)&ss, &len))
 		return 0;
 	if (g->nfronts && kvs_cidr_contains(g->fronts, g->nfronts, &ss)) {
 		c->front = true;
+		c->budget.rate = 0;
 		c->max_inflight = g->cfg->front_max_inflight ? g->cfg->front_max_inflight :
 							       UINT32_MAX;
 		pr_debug("event=front_accepted conn=%llu limit=%u", (unsigned long long)c->cookie,
@@ -228,6 +233,7 @@ int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backe
 		.backend = backend,
 		.slot = slot,
 		.limit = c->max_inflight,
+		.ctl = c->budget,
 	};
 	/* The strparser's own frame timer, a backstop at twice the timeout:
 	 * the controller answers stalled frames first (on_stale_partial). */

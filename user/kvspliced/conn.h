@@ -29,8 +29,10 @@ int gw_arm_watch(struct gw *g, struct gw_conn *c);
  * (every other). 0 or -errno; -EOPNOTSUPP: not established any more. */
 /* The limits and the tenant a new or adopted client gets by where it
  * comes from. A client from a --front-source (a kvsplice-http front, many
- * users on one connection) gets --max-front-inflight: sets c->max_inflight,
- * which gw_conn_splice puts in the kernel's conns map, and c->front. Any
+ * users on one connection) gets --max-front-inflight and no budget of
+ * controller work: sets c->max_inflight and c->budget (--ctl-rate for
+ * every other client), which gw_conn_splice puts in the kernel's conns
+ * map, and c->front. Any
  * other gets its --tenant-source's tenant (c->tenant, into the map too) and
  * is counted in g->sources until it is closed: -EUSERS if its source now
  * holds more than --max-source-conns (counted all the same), else 0. */

@@ -92,6 +92,23 @@ static void json_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
+/* What one client may make the controller do, and what those over it got. */
+static void budget_line(struct gw *g, FILE *out, const struct kvs_stats *k)
+{
+	const struct gw_config *cfg = g->cfg;
+
+	if (!cfg->ctl_rate) {
+		fprintf(out, "budget      none (--ctl-rate 0)\n");
+		return;
+	}
+	fprintf(out,
+		"budget      %u controller frames/s a client (burst %u; fronts: none); over it: "
+		"%llu dropped, %llu answered busy, %llu clients closed\n",
+		cfg->ctl_rate, cfg->ctl_burst,
+		(unsigned long long)(k->drop_budget + g->ctl.budget_dropped),
+		(unsigned long long)g->ctl.busy_budget, (unsigned long long)g->ctl.budget_closed);
+}
+
 static void cmd_status(struct gw *g, FILE *out, bool json)
 {
 	uint32_t n[KVS_BE_STATES] = { 0 }, b, total = 0;
@@ -135,13 +152,19 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
 			"\"routes\":%ld,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
+			"\"ctl_budget\":{\"rate\":%u,\"burst\":%u,\"close_after\":%u,"
+			"\"dropped\":%llu,\"busy\":%llu,\"closed\":%llu},"
 			"\"upgrade\":",
 			total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
 			n[KVS_BE_PROBATION], g->clients.count, kclients, uclients,
 			(unsigned long long)k.fast_path_frames,
 			(unsigned long long)g->ctl.slow_frames,
 			(unsigned long long)g->ctl.user_path_frames, routes,
-			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds);
+			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds,
+			g->cfg->ctl_rate, g->cfg->ctl_burst, g->cfg->ctl_close_after,
+			(unsigned long long)(k.drop_budget + g->ctl.budget_dropped),
+			(unsigned long long)g->ctl.busy_budget,
+			(unsigned long long)g->ctl.budget_closed);
 		if (g->upgrade_pid > 0)
 			fprintf(out, "{\"pid\":%d,\"state\":\"%s\",\"status\":%d}}\n",
 				(int)g->upgrade_pid, g->upgrade_status < 0 ? "running" : "failed",
@@ -176,6 +199,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	else
 		fprintf(out, "crash       drops every connection (no descriptor store: %s)\n",
 			g->cfg->fd_store ? "not under systemd" : "--fd-store no");
+	budget_line(g, out, &k);
 	if (g->upgrade_pid > 0 && g->upgrade_status < 0)
 		fprintf(out, "upgrade     under way: new controller pid %d\n", (int)g->upgrade_pid);
 	else if (g->upgrade_pid > 0)

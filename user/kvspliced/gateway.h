@@ -26,6 +26,12 @@
  * (docs/RUNBOOK.md, "Descriptors and idle clients"). */
 #define KVS_DEFAULT_MAX_SOURCE_CONNS 1024u
 #define KVS_DEFAULT_IDLE_TIMEOUT_MS 300000u
+/* What one client connection may make the controller do (frames a second,
+ * at once, and over that in a row before it is closed): far above what a
+ * client sends (docs/RUNBOOK.md, "One client and the controller"). */
+#define KVS_DEFAULT_CTL_RATE 1000u
+#define KVS_DEFAULT_CTL_BURST 1000u
+#define KVS_DEFAULT_CTL_CLOSE_AFTER 10000u
 
 struct gw_config {
 	struct kvs_addr listen;
@@ -71,6 +77,9 @@ struct gw_config {
 	int fd_store;		   /* hand sockets to systemd's descriptor store */
 	uint32_t max_source_conns; /* client connections per source; 0 = no limit */
 	uint32_t idle_timeout_ms;  /* an idle client is closed; 0 = never */
+	/* A client connection's budget of controller work (kvsplice/budget.h);
+	 * fronts have none. Rate 0: no limit. */
+	uint32_t ctl_rate, ctl_burst, ctl_close_after;
 };
 
 void gw_config_defaults(struct gw_config *c);

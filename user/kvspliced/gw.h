@@ -142,6 +142,10 @@ struct gw_conn {
 	 * counts for it then (kernel path). */
 	uint64_t active_ns;
 	uint64_t seen_frames, seen_bytes;
+	/* CLIENT: what it may make the controller do (--ctl-rate; no limit
+	 * for a front). The kernel path's copy, which the verdict takes
+	 * from, is its conns entry; the userspace path takes from this one. */
+	struct kvs_budget budget;
 	struct kvs_buf rx;
 	bool recv_pending;
 	bool poll_pending;

@@ -27,8 +27,9 @@
 #define KVS_HO_MAGIC 0x4b565348u /* "KVSH" */
 /* 3: the maps of 2026-12-01 (placement fields in backends, the reports
  * ring), which a controller of version 2 pinned without: no take-over
- * across them. */
-#define KVS_HO_VERSION 3
+ * across them. 4: each client's controller budget in its conns entry, and
+ * the counters of it (2026-12-02). */
+#define KVS_HO_VERSION 4
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 

@@ -138,6 +138,16 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	E("client_over_source", c->clients_over_source);
 	E("client_idle", c->clients_idle_closed);
 #undef E
+	head(&o, "kvsplice_ctl_budget_frames_total", "counter",
+	     "Frames of clients over their budget of controller work (--ctl-rate), by what "
+	     "they got: PINGs and CANCELs dropped, requests answered busy.");
+	C("kvsplice_ctl_budget_frames_total", "action=\"dropped\"",
+	  k->drop_budget + c->budget_dropped);
+	C("kvsplice_ctl_budget_frames_total", "action=\"busy\"", c->busy_budget);
+	head(&o, "kvsplice_ctl_budget_closed_total", "counter",
+	     "Client connections closed for staying over their budget of controller work "
+	     "(--ctl-close-after).");
+	put(&o, "kvsplice_ctl_budget_closed_total %llu\n", (unsigned long long)c->budget_closed);
 #undef C
 	head(&o, "kvsplice_cancels_total", "counter",
 	     "CANCELs sent to backends by path: the kernel's (clients' and the controller's own "

@@ -69,6 +69,10 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	RESTART_IF(!g->dp.in_memory && kvs_policy_balance_fp(n->balance) != g->dp.balance_fp,
 		   "balance(kernel-placement)");
 	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
+	/* each client's budget is set when it is accepted */
+	RESTART_IF(c->ctl_rate != n->ctl_rate || c->ctl_burst != n->ctl_burst ||
+			   c->ctl_close_after != n->ctl_close_after,
+		   "ctl-rate/ctl-burst/ctl-close-after");
 	RESTART_IF(c->max_payload != n->max_payload, "max-frame");
 	RESTART_IF(c->window_blocks != n->window_blocks, "window-blocks");
 	RESTART_IF(c->min_match_pct != n->min_match_pct, "min-match-pct");

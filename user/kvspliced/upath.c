@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "budget.h"
 #include "codec.h"
 #include "conn.h"
 #include "decide.h"
@@ -215,7 +216,15 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 	int err;
 
 	if (gw_client_at_limit(g, c, c->up->nreqs)) {
-		gw_refuse_busy_client(g, c, m->req_id);
+		/* A busy answer is the controller's work too: budgeted. */
+		int budget = gw_budget_take(g, c);
+
+		if (budget == KVS_BUDGET_CLOSE)
+			gw_budget_close(g, c, m->req_id);
+		else if (budget == KVS_BUDGET_OVER)
+			gw_budget_refuse(g, c, m->req_id);
+		else
+			gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
 	/* As the kernel's bind_tenant: the tenant's salt, whatever was sent;
@@ -320,10 +329,18 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 	       (r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
 		if (m.type == KVS_T_REQUEST) {
 			route(g, c, &m, frame);
-		} else if (m.type == KVS_T_PING) {
-			pong(g, c, &m);
-		} else if (m.type == KVS_T_CANCEL) {
-			client_cancel(g, c, &m);
+		} else if (m.type == KVS_T_PING || m.type == KVS_T_CANCEL) {
+			/* Over its budget: dropped, as the verdict does. */
+			int budget = gw_budget_take(g, c);
+
+			if (budget == KVS_BUDGET_CLOSE)
+				gw_budget_close(g, c, m.req_id);
+			else if (budget == KVS_BUDGET_OVER)
+				g->ctl.budget_dropped++;
+			else if (m.type == KVS_T_PING)
+				pong(g, c, &m);
+			else
+				client_cancel(g, c, &m);
 		} else {
 			r = -KVS_E_BAD_TYPE;
 			break;
