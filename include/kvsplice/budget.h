@@ -5,7 +5,9 @@
  * requests refused busy), per second with a burst, in integers. The verdict
  * keeps it in the connection's conns entry (bpf/datapath/request.bpf.h),
  * the userspace path in the connection itself (user/kvspliced/upath.c):
- * one definition, compiled by clang and gcc (tests/unit/test_budget.c).
+ * one definition, compiled by clang and gcc (tests/unit/test_budget.c
+ * checks the arithmetic, tests/integration/test_ctl_fairness.sh the
+ * verdict's).
  *
  * A connection over its budget is answered cheaply (a PING or CANCEL is
  * dropped, a request answered busy without a decision); one that stays

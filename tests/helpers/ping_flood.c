@@ -11,13 +11,15 @@
  * pongs: PONGs received in all (M: on the connection that got the most);
  * busy: ERROR busy frames (E: every ERROR); closed: connections the gateway
  * closed before the end. With --reconnect, a closed connection is opened
- * again at once (a flooder that does not give up).
+ * again at once (a flooder that does not give up). SIGTERM ends the run
+ * early (the line is printed all the same).
  *
  *   ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect]
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,14 @@ struct flooder {
 	size_t out_len, out_off, out_end;
 	uint64_t sent, pongs;
 };
+
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 struct totals {
 	uint64_t sent, pongs, busy, errors, max_pongs;
@@ -169,7 +179,8 @@ int main(int argc, char **argv)
 		}
 	}
 	end = t0 + (uint64_t)(seconds * 1e9);
-	while ((now = kvs_now_ns()) < end) {
+	signal(SIGTERM, on_term);
+	while (!stop && (now = kvs_now_ns()) < end) {
 		uint32_t live = 0;
 
 		for (uint32_t i = 0; i < conns; i++) {
