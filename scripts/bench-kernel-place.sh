@@ -23,8 +23,10 @@ run() { # MODE: prints one line of figures
 	PIDS=()
 	bench_start_sims 4 --time-scale 0.001
 	rm -f "$TMP/gw.port"
+	# --ctl-rate 0: one client's thousands of new prompts a second, all
+	# the controller's with --kernel-place no, are over a client's budget.
 	"$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
-		--kernel-place "$mode" "${BACKENDS[@]}" 2>"$TMP/gw-$mode.log" &
+		--kernel-place "$mode" --ctl-rate 0 "${BACKENDS[@]}" 2>"$TMP/gw-$mode.log" &
 	gw=$!
 	PIDS+=($gw)
 	bench_wait_file "$TMP/gw.port"
