@@ -66,6 +66,11 @@ ratio_ok "victim's P50 under the flood" "$(jget "$flood" .e2e_p50_ms)" \
 ratio_ok "victim's P90 under the flood" "$(jget "$flood" .e2e_p90_ms)" \
 	"$(jget "$base" .e2e_p90_ms)" 5
 
+if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then # the verdict's count, per connection
+	over=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" conns --json |
+		jq '[.[] | select(.role == "client") | .over_budget] | max')
+	assert_ge "kvsplicectl conns: a flooder's frames over its budget" "$over" 1
+fi
 # Each flooder goes 10,000 frames over its budget within ~1.2 s.
 kvs_wait_for "each flooder was closed" '[ "$(status .ctl_budget.closed)" -ge "$FLOODERS" ]'
 kill -TERM "$FLOOD_PID"
