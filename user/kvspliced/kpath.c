@@ -183,10 +183,6 @@ static void decide_and_send(struct gw *g, struct gw_conn *c, struct kvs_msg *m,
 		gw_refuse_busy_client(g, c, m->req_id);
 		return;
 	}
-	if (m->gw_backend == KVS_GW_OVER_BUDGET) { /* the verdict took its budget */
-		gw_budget_refuse(g, c, m->req_id);
-		return;
-	}
 	if (gw_decide(g, c, m, prompt, true, &b))
 		return;
 	if (kvs_put_frame(out_buf(g), m, prompt, m->payload_len)) {
@@ -268,6 +264,8 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 			; /* gone or being rejected: nothing to answer */
 		else if (m.gw_backend == KVS_GW_BUDGET_CLOSE) /* stayed over its budget */
 			gw_budget_close(g, c, m.req_id);
+		else if (m.gw_backend == KVS_GW_OVER_BUDGET) /* a request: busy, no decision */
+			gw_budget_refuse(g, c, m.req_id);
 		else if (m.type == KVS_T_REQUEST)
 			route_request(g, c, &m, frame);
 		else if (m.type == KVS_T_PING)
