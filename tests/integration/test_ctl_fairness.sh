@@ -4,8 +4,12 @@
 # controller routes (--kernel-place no: each is a new prompt, decided by
 # the controller; on the userspace path every request is), and the
 # victim's latency stays within a ratio of its own baseline, measured just
-# before in the same run. Before the budget, every PING was answered
-# (80,000 PONGs a second here) and the victim's P50 rose 8-16x.
+# before in the same run: P50 within 3x, and P90 within 20x (the tail
+# moves with whatever else the machine runs: 0.3-10x with the budget,
+# 0.4-22x without). Before the budget every PING was answered (up to
+# 80,000 PONGs a second here), and the victim's P50 rose 1.4-16x, most
+# often 4-10x, with the machine's load; without the budget the test fails
+# on the flooders' counts and closes, whatever the latencies.
 #
 # The flooders send 10,000 PINGs a second each, more than the controller
 # could answer for all of them, and reconnect whenever they are closed:
@@ -22,7 +26,7 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 FLOODERS=8
-FLOOD_RATE=10000 # PINGs a second, each
+FLOOD_RATE=${FLOOD_RATE:-10000} # PINGs a second, each
 RATE=1000        # the defaults of --ctl-rate and --ctl-burst
 BURST=1000
 N=1000 # victim requests, one at a time
@@ -64,7 +68,7 @@ assert_eq "victim's errors under the flood" "$(jget "$flood" .errors)" 0
 ratio_ok "victim's P50 under the flood" "$(jget "$flood" .e2e_p50_ms)" \
 	"$(jget "$base" .e2e_p50_ms)" 3
 ratio_ok "victim's P90 under the flood" "$(jget "$flood" .e2e_p90_ms)" \
-	"$(jget "$base" .e2e_p90_ms)" 5
+	"$(jget "$base" .e2e_p90_ms)" 20
 
 if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then # the verdict's count, per connection
 	over=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" conns --json |
@@ -86,8 +90,9 @@ cap=$(awk -v c="$conns" -v b="$BURST" -v r="$RATE" -v k="$FLOODERS" -v s="$(fv s
 	'BEGIN { printf "%d", c * b + r * k * s }')
 assert_le "PONGs the flooders got" "$(fv pongs)" "$cap"
 assert_ge "PINGs they sent (3x what they may)" "$(fv sent)" $((3 * cap))
-assert_ge "flooder connections closed" "$(fv closed)" "$FLOODERS"
-assert_ge "of which told busy first" "$(fv busy)" 1
+# Each closed after an ERROR busy (the close follows it by 200 ms: the
+# last ones may not have been seen by the flooder when it stopped).
+assert_ge "flooder connections told busy" "$(fv busy)" "$FLOODERS"
 assert_ge "kvsplicectl: flooders closed" "$(status .ctl_budget.closed)" "$FLOODERS"
 assert_ge "kvsplicectl: their frames dropped" "$(status .ctl_budget.dropped)" $(($(fv sent) / 2))
 grep -q 'event=client_over_budget' "$KVS_TMP/gw.log" || kvs_fail "no client_over_budget log line"
