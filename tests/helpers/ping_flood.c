@@ -12,7 +12,8 @@
  * busy: ERROR busy frames (E: every ERROR); closed: connections the gateway
  * closed before the end. With --reconnect, a closed connection is opened
  * again at once (a flooder that does not give up). SIGTERM ends the run
- * early (the line is printed all the same).
+ * early (the line is printed all the same); a paced flooder stopped
+ * (SIGSTOP) and continued does not catch up on what it did not send.
  *
  *   ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect]
  */
@@ -38,6 +39,7 @@ struct flooder {
 	uint8_t *out; /* BATCH PINGs */
 	size_t out_len, out_off, out_end;
 	uint64_t sent, pongs;
+	uint64_t skipped; /* paced: PINGs not sent while stopped (SIGSTOP) */
 };
 
 static volatile sig_atomic_t stop;
@@ -102,10 +104,14 @@ static int send_some(struct flooder *f, uint32_t rate, uint64_t t0, uint64_t now
 	ssize_t n;
 
 	if (rate && !f->out_off) {
-		uint64_t n_due = due(rate, t0, now);
+		uint64_t n_due = due(rate, t0, now) - f->skipped;
 
 		if (n_due <= f->sent)
 			return 0;
+		if (n_due - f->sent > 4 * BATCH) { /* stopped a while: no catching up */
+			f->skipped += n_due - f->sent - BATCH;
+			n_due = f->sent + BATCH;
+		}
 		end = (n_due - f->sent < BATCH ? n_due - f->sent : BATCH) * one;
 		f->out_end = end;
 	} else if (rate) {
@@ -186,7 +192,8 @@ int main(int argc, char **argv)
 		for (uint32_t i = 0; i < conns; i++) {
 			pfd[i].fd = fl[i].fd;
 			pfd[i].events = POLLIN;
-			if (!rate || fl[i].out_off || due(rate, t0, now) > fl[i].sent)
+			if (!rate || fl[i].out_off ||
+			    due(rate, t0, now) - fl[i].skipped > fl[i].sent)
 				pfd[i].events |= POLLOUT;
 			live += fl[i].fd >= 0;
 		}

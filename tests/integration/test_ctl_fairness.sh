@@ -2,14 +2,14 @@
 # One client cannot take the controller from the others (issue 18, item
 # 4): 8 connections flood PINGs while a victim sends requests the
 # controller routes (--kernel-place no: each is a new prompt, decided by
-# the controller; on the userspace path every request is), and the
-# victim's latency stays within a ratio of its own baseline, measured just
-# before in the same run: P50 within 3x, and P90 within 20x (the tail
-# moves with whatever else the machine runs: 0.3-10x with the budget,
-# 0.4-22x without). Before the budget every PING was answered (up to
-# 80,000 PONGs a second here), and the victim's P50 rose 1.4-16x, most
-# often 4-10x, with the machine's load; without the budget the test fails
-# on the flooders' counts and closes, whatever the latencies.
+# the controller; on the userspace path every request is). The victim
+# runs in rounds, alone (the flooders stopped) and under the flood in
+# turn, so that what the rest of the machine does falls on both alike;
+# the median of the rounds' P50 under the flood stays within 2x of the
+# median alone, P90 within 5x. Measured: 0.9-1.1x and 0.8-1.7x with the
+# budget; without it (KVS_FAIRNESS_ARGS="--ctl-rate 0") every PING was
+# answered (up to 80,000 a second here), P50 2.2-4.5x and P90 2.2-9.5x,
+# and the test fails (on the counts below when not on the latency).
 #
 # The flooders send 10,000 PINGs a second each, more than the controller
 # could answer for all of them, and reconnect whenever they are closed:
@@ -29,7 +29,8 @@ FLOODERS=8
 FLOOD_RATE=${FLOOD_RATE:-10000} # PINGs a second, each
 RATE=1000        # the defaults of --ctl-rate and --ctl-burst
 BURST=1000
-N=1000 # victim requests, one at a time
+ROUNDS=4 # of each: the victim alone, then under the flood
+N=400    # victim requests a round, one at a time
 # shellcheck disable=SC2206
 extra=(${KVS_FAIRNESS_ARGS:-})
 
@@ -51,9 +52,6 @@ ratio_ok() {
 	echo "ok: $1 = $2 ms (baseline $3 ms, at most x$4)"
 }
 
-base=$(victim 1) || kvs_fail "baseline: $base"
-assert_eq "baseline requests answered" "$(jget "$base" .ok)" "$N"
-
 "$KVS_BUILD/tests/helpers/ping_flood" "127.0.0.1:$GW_PORT" "$FLOODERS" 120 "$FLOOD_RATE" \
 	--reconnect >"$KVS_TMP/flood.out" 2>"$KVS_TMP/flood.log" &
 FLOOD_PID=$!
@@ -61,14 +59,39 @@ KVS_PIDS+=("$FLOOD_PID")
 status() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status --json | jq "$1"; }
 kvs_wait_for "the flooders are connected" '[ "$(status .clients)" -ge "$FLOODERS" ]'
 
-flood=$(victim 2) || kvs_fail "under the flood: $flood"
-kill -0 "$FLOOD_PID" 2>/dev/null || kvs_fail "the flood ended before the victim's run"
-assert_eq "victim's requests answered under the flood" "$(jget "$flood" .ok)" "$N"
-assert_eq "victim's errors under the flood" "$(jget "$flood" .errors)" 0
-ratio_ok "victim's P50 under the flood" "$(jget "$flood" .e2e_p50_ms)" \
-	"$(jget "$base" .e2e_p50_ms)" 3
-ratio_ok "victim's P90 under the flood" "$(jget "$flood" .e2e_p90_ms)" \
-	"$(jget "$base" .e2e_p90_ms)" 20
+# Rounds of the victim alone (the flooders stopped: SIGSTOP) and under the
+# flood, in turn, so that the load the rest of the machine brings and
+# takes away falls on both alike; compared by the median of the rounds.
+base=() flood=()
+for r in $(seq 1 "$ROUNDS"); do
+	kill -STOP "$FLOOD_PID"
+	out=$(victim "$r") || kvs_fail "round $r, alone: $out"
+	assert_eq "round $r, alone: requests answered" "$(jget "$out" .ok)" "$N"
+	base+=("$(jget "$out" '"\(.e2e_p50_ms) \(.e2e_p90_ms)"')")
+	d0=$(status .ctl_budget.dropped)
+	kill -CONT "$FLOOD_PID"
+	# Past the bursts their buckets saved while stopped: over budget again
+	# (with no budget, KVS_FAIRNESS_ARGS="--ctl-rate 0", at once).
+	kvs_wait_for "round $r: the flooders are over their budget" \
+		'[ "$(status .ctl_budget.rate)" = 0 ] || [ "$(status .ctl_budget.dropped)" -ge $((d0 + 8000)) ]'
+	out=$(victim $((100 + r))) || kvs_fail "round $r, under the flood: $out"
+	assert_eq "round $r, under the flood: requests answered" "$(jget "$out" .ok)" "$N"
+	assert_eq "round $r, under the flood: errors" "$(jget "$out" .errors)" 0
+	flood+=("$(jget "$out" '"\(.e2e_p50_ms) \(.e2e_p90_ms)"')")
+done
+kill -0 "$FLOOD_PID" 2>/dev/null || kvs_fail "the flood ended before the victim's rounds"
+echo "victim alone (P50 P90 ms): ${base[*]}"
+echo "under the flood:           ${flood[*]}"
+median() { # COLUMN ROWS...: the median of that column
+	local c=$1
+	shift
+	printf '%s\n' "$@" | awk -v c="$c" '{ print $c }' | sort -g |
+		awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio_ok "victim's P50 under the flood (median of rounds)" "$(median 1 "${flood[@]}")" \
+	"$(median 1 "${base[@]}")" 2
+ratio_ok "victim's P90 under the flood (median of rounds)" "$(median 2 "${flood[@]}")" \
+	"$(median 2 "${base[@]}")" 5
 
 if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then # the verdict's count, per connection
 	over=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" conns --json |
@@ -89,7 +112,7 @@ conns=$(($(fv closed) + FLOODERS))
 cap=$(awk -v c="$conns" -v b="$BURST" -v r="$RATE" -v k="$FLOODERS" -v s="$(fv seconds)" \
 	'BEGIN { printf "%d", c * b + r * k * s }')
 assert_le "PONGs the flooders got" "$(fv pongs)" "$cap"
-assert_ge "PINGs they sent (3x what they may)" "$(fv sent)" $((3 * cap))
+assert_ge "PINGs they sent (more than they may)" "$(fv sent)" "$cap"
 # Each closed after an ERROR busy (the close follows it by 200 ms: the
 # last ones may not have been seen by the flooder when it stopped).
 assert_ge "flooder connections told busy" "$(fv busy)" "$FLOODERS"
