@@ -71,7 +71,7 @@ assert_eq "front's frames over the budget" "$(status '.ctl_budget | .dropped + .
 stop_gw
 
 # 3. The same client, not a front: capped.
-start_gw --ctl-rate 20 --ctl-burst 20
+start_gw --ctl-rate 20 --ctl-burst 20 --metrics 127.0.0.1:0
 p=$(flood 2 1 2000)
 echo "not a front: $p"
 cap=$(awk -v s="$(fv "$p" seconds)" 'BEGIN { printf "%d", 2 * (20 + 20 * s) + 2 }')
@@ -86,5 +86,13 @@ else
 	assert_eq "the rest answered busy" "$busy" $((256 - ended))
 	assert_eq "status counts them" "$(status .ctl_budget.busy)" "$busy"
 fi
+mport=$(sed -n 's/.*event=metrics_listening.* port=\([0-9]*\).*/\1/p' "$KVS_TMP/gw.log" | head -1)
+m=$(curl -s "127.0.0.1:$mport/metrics")
+metric() { awk -v k="$1" '$1 == k { print $2 }' <<<"$m"; }
+assert_eq "metric: frames dropped = status's" \
+	"$(metric 'kvsplice_ctl_budget_frames_total{action="dropped"}')" "$(status .ctl_budget.dropped)"
+assert_eq "metric: requests answered busy = status's" \
+	"$(metric 'kvsplice_ctl_budget_frames_total{action="busy"}')" "$(status .ctl_budget.busy)"
+assert_eq "metric: clients closed" "$(metric kvsplice_ctl_budget_closed_total)" 0
 stop_gw
 echo "PASS test_ctl_budget"
