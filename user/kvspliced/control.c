@@ -102,7 +102,7 @@ static void budget_line(struct gw *g, FILE *out, const struct kvs_stats *k)
 		return;
 	}
 	fprintf(out,
-		"budget      %u controller frames/s a client (burst %u; fronts: none); over it: "
+		"budget      %u controller frames/s a client (burst %u; none for fronts); over: "
 		"%llu dropped, %llu answered busy, %llu clients closed\n",
 		cfg->ctl_rate, cfg->ctl_burst,
 		(unsigned long long)(k->drop_budget + g->ctl.budget_dropped),
