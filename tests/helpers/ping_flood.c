@@ -10,12 +10,15 @@
  *
  * pongs: PONGs received in all (M: on the connection that got the most);
  * busy: ERROR busy frames (E: every ERROR); closed: connections the gateway
- * closed before the end. With --reconnect, a closed connection is opened
+ * closed before the end. With --drain, it then waits (10 s at most) for
+ * the answers to every PING it sent, for a client whose every PING is owed
+ * one (the reading side of a busy machine lags). SECONDS and the rates
+ * count the sending only. With --reconnect, a closed connection is opened
  * again at once (a flooder that does not give up). SIGTERM ends the run
  * early (the line is printed all the same); a paced flooder stopped
  * (SIGSTOP) and continued does not catch up on what it did not send.
  *
- *   ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect]
+ *   ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect|--drain]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +152,33 @@ static int read_some(struct flooder *f, struct totals *t)
 	return st < 0 ? -1 : 0;
 }
 
+/* Reads until every connection still open has had an answer for each PING
+ * it sent, 10 s at most. */
+static void drain_answers(struct flooder *fl, struct pollfd *pfd, uint32_t conns, struct totals *t)
+{
+	uint64_t end = kvs_now_ns() + 10 * 1000000000ull;
+
+	while (kvs_now_ns() < end) {
+		uint32_t owed = 0;
+
+		for (uint32_t i = 0; i < conns; i++) {
+			pfd[i].fd = fl[i].fd >= 0 && fl[i].pongs < fl[i].sent ? fl[i].fd : -1;
+			pfd[i].events = POLLIN;
+			owed += pfd[i].fd >= 0;
+		}
+		if (!owed || poll(pfd, conns, 100) < 0)
+			return;
+		for (uint32_t i = 0; i < conns; i++) {
+			if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLERR | POLLHUP)))
+				continue;
+			if (read_some(&fl[i], t) < 0) {
+				close(fl[i].fd);
+				fl[i].fd = -1;
+			}
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static struct flooder fl[MAX_CONNS];
@@ -159,12 +189,14 @@ int main(int argc, char **argv)
 	uint64_t t0, end, now;
 	double seconds;
 	bool reconnect = argc > 1 && !strcmp(argv[argc - 1], "--reconnect");
-	int nargs = argc - reconnect;
+	bool drain = argc > 1 && !strcmp(argv[argc - 1], "--drain");
+	int nargs = argc - reconnect - drain;
 	uint8_t *batch;
 	size_t blen;
 
 	if (nargs < 4 || nargs > 5 || kvs_parse_addr(argv[1], &addr)) {
-		fprintf(stderr, "usage: ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect]\n");
+		fprintf(stderr,
+			"usage: ping_flood ADDR:PORT CONNS SECONDS [RATE] [--reconnect|--drain]\n");
 		return 2;
 	}
 	conns = (uint32_t)atoi(argv[2]);
@@ -222,6 +254,8 @@ int main(int argc, char **argv)
 		}
 	}
 	seconds = (double)(kvs_now_ns() - t0) / 1e9;
+	if (drain)
+		drain_answers(fl, pfd, conns, &t);
 	for (uint32_t i = 0; i < conns; i++) {
 		t.sent += fl[i].sent;
 		t.pongs += fl[i].pongs;
