@@ -6,7 +6,7 @@
 # runs in rounds, alone (the flooders stopped) and under the flood in
 # turn, so that what the rest of the machine does falls on both alike;
 # the median of the rounds' P50 under the flood stays within 2x of the
-# median alone, P90 within 5x. Measured: 0.9-1.1x and 0.8-1.7x with the
+# median alone (+1 ms), P90 within 5x (+3 ms). Measured: 0.9-1.1x and 0.8-1.7x with the
 # budget; without it (KVS_FAIRNESS_ARGS="--ctl-rate 0") every PING was
 # answered (up to 80,000 a second here), P50 2.2-4.5x and P90 2.2-9.5x,
 # and the test fails (on the counts below when not on the latency).
@@ -45,11 +45,15 @@ victim() {
 	kvs_bench -k 1 -d 1 -n "$N" --prefixes 0 --suffix-tokens 64 -m 1 --fleet 2 \
 		--salt "$1" --json
 }
-# ratio_ok WHAT GOT BASE MAX: GOT <= MAX x BASE.
+# ratio_ok WHAT GOT BASE MAX SLACK: GOT <= MAX x BASE + SLACK ms. The
+# victim's latencies are fractions of a millisecond: with two CPU hogs
+# beside the test (make test-loaded), a few milliseconds of scheduling
+# delay under the flood, whose processes take CPU too, would break a pure
+# ratio; the starvation this guards against cost hundreds (P99 412 ms).
 ratio_ok() {
-	awk -v g="$2" -v b="$3" -v m="$4" 'BEGIN { exit !(g <= m * b) }' ||
-		kvs_fail "$1: $2 ms, more than $4 x the baseline's $3 ms"
-	echo "ok: $1 = $2 ms (baseline $3 ms, at most x$4)"
+	awk -v g="$2" -v b="$3" -v m="$4" -v s="$5" 'BEGIN { exit !(g <= m * b + s) }' ||
+		kvs_fail "$1: $2 ms, more than $4 x the baseline's $3 ms + $5 ms"
+	echo "ok: $1 = $2 ms (baseline $3 ms, at most x$4 + $5 ms)"
 }
 
 "$KVS_BUILD/tests/helpers/ping_flood" "127.0.0.1:$GW_PORT" "$FLOODERS" 120 "$FLOOD_RATE" \
@@ -89,9 +93,9 @@ median() { # COLUMN ROWS...: the median of that column
 		awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 ratio_ok "victim's P50 under the flood (median of rounds)" "$(median 1 "${flood[@]}")" \
-	"$(median 1 "${base[@]}")" 2
+	"$(median 1 "${base[@]}")" 2 1
 ratio_ok "victim's P90 under the flood (median of rounds)" "$(median 2 "${flood[@]}")" \
-	"$(median 2 "${base[@]}")" 5
+	"$(median 2 "${base[@]}")" 5 3
 
 if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then # the verdict's count, per connection
 	over=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" conns --json |
