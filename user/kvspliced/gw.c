@@ -563,7 +563,9 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	}
 	gw_fdstore_init(&g);
 	err = gw_tenants_init(&g.tenants, cfg->tenant_sources, cfg->ntenant_sources);
-	if (!err)
+	/* Taking over, they are published once the adoption is certain
+	 * (gw_adopt): the old controller's clients use the map till then. */
+	if (!err && !cfg->takeover && !restarted)
 		err = gw_tenants_publish(&g.tenants, g.dp.tenants_fd);
 	if (err)
 		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));

@@ -422,6 +422,25 @@ static int prefill(struct kvs_buf *rx, const struct kvs_buf *from)
  * kind): watched, and closed when it hangs up, as the old controller did. */
 static const struct gw_conn_ops adopted_other = { .on_hangup = gw_conn_drop };
 
+/* This configuration's tenants and limits into the kernel's maps, once
+ * nothing can make the adoption fail: until then the old controller may
+ * carry on, its clients bound by its own tenant indices. */
+static void rebind_clients(struct gw *g)
+{
+	int err = gw_tenants_publish(&g->tenants, g->dp.tenants_fd);
+
+	if (err)
+		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+	for (uint32_t i = 0; i < g->conns_cap && !g->dp.in_memory; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (c && c->role == KVS_ROLE_CLIENT && c->in_map &&
+		    kvs_dp_client_bind(&g->dp, c->cookie, c->max_inflight, c->tenant))
+			pr_warn("event=client_rebind_failed conn=%llu",
+				(unsigned long long)c->cookie);
+	}
+}
+
 int gw_adopt(struct gw *g, struct gw_taken *t)
 {
 	const struct gw_conn_ops *ops;
@@ -457,12 +476,9 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 			c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
 		switch (r->role) {
 		case KVS_ROLE_CLIENT:
-			/* The map kept the old configuration's limit and tenant. */
+			/* The map keeps the old configuration's limit and tenant
+			 * until the adoption is certain (rebind_clients). */
 			gw_client_bind(g, c);
-			if (c->in_map && !g->dp.in_memory &&
-			    kvs_dp_client_bind(&g->dp, c->cookie, c->max_inflight, c->tenant))
-				pr_warn("event=client_rebind_failed conn=%llu",
-					(unsigned long long)c->cookie);
 			if (kvs_idmap_put(&g->clients, c->cookie, c))
 				return -ENOMEM;
 			break;
@@ -490,6 +506,7 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 	}
 	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
 		return -EPROTO;
+	rebind_clients(g);
 	g->ctl = t->ctl;
 	/* Routes keyed by another version's hashes would never match one
 	 * again: only take room in the map. The slow path learns them anew. */

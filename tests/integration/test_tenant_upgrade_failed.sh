@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# An upgrade whose successor fails after it opened the pinned maps leaves
+# the running controller's tenants as they were. The configuration file
+# swaps the two tenants' lines (so each index would name the other's salt)
+# and asks for an index the successor cannot allocate (the controller runs
+# under a memory limit it inherits): the successor exits before the ACK and
+# the old one carries on, its clients still bound by its indices. Had the
+# successor written its salts into the tenants map already, tenant 1's
+# clients would be sent with tenant 2's salt from then on. The same
+# upgrade without the index then succeeds and publishes the swap.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.01
+conf=$KVS_TMP/kvspliced.conf
+cat >"$conf" <<CONF
+listen = 127.0.0.1:0
+pin-dir = $KVS_PIN
+backend = 127.0.0.1:$SIM_PORT_A
+tenant-source = 127.0.0.2=111
+tenant-source = 127.0.0.3=222
+CONF
+# 1 GB of address space: enough for the controller, not for an index of
+# 2^28 blocks per backend (4 GB).
+(
+	ulimit -v 1048576
+	exec "$KVS_BUILD/kvspliced" --config "$conf" --port-file "$KVS_TMP/gw.port"
+) 2>"$KVS_TMP/gw.log" &
+GW_PID=$!
+KVS_PIDS+=($GW_PID)
+kvs_wait_file "$KVS_TMP/gw.port"
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+salt() {
+	bpftool map dump pinned "$KVS_PIN/tenants" -j |
+		jq -r --argjson i "$1" '.[] | select(.formatted.key == $i) | .formatted.value.salt'
+}
+assert_eq "tenant 1's salt before" "$(salt 1)" 111
+assert_eq "tenant 2's salt before" "$(salt 2)" 222
+
+cat >"$conf" <<CONF
+listen = 127.0.0.1:0
+pin-dir = $KVS_PIN
+backend = 127.0.0.1:$SIM_PORT_A
+tenant-source = 127.0.0.3=222
+tenant-source = 127.0.0.2=111
+backend-kv-blocks = 268435456
+CONF
+set +e
+out=$(ctl upgrade 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || kvs_fail "the upgrade that cannot allocate its index succeeded: $out"
+kvs_wait_for "the old controller's word on the failed upgrade" \
+	"grep -q event=upgrade_failed '$KVS_TMP/gw.log'"
+assert_eq "controller after the failed upgrade" "$(jget "$(ctl status --json)" .pid)" "$GW_PID"
+assert_eq "tenant 1's salt after the failed upgrade" "$(salt 1)" 111
+assert_eq "tenant 2's salt after the failed upgrade" "$(salt 2)" 222
+
+# The same swap with an index it can allocate: the successor takes over
+# and its tenants are the map's.
+sed -i '/^backend-kv-blocks/d' "$conf"
+out=$(ctl upgrade) || kvs_fail "upgrade: $out"
+NEW=$(jget "$(ctl status --json)" .pid)
+KVS_PIDS+=($NEW)
+[ "$NEW" != "$GW_PID" ] || kvs_fail "upgrade: still pid $GW_PID: $out"
+assert_eq "tenant 1's salt after the upgrade" "$(salt 1)" 222
+assert_eq "tenant 2's salt after the upgrade" "$(salt 2)" 111
+echo "PASS test_tenant_upgrade_failed"
