@@ -423,8 +423,52 @@ out:
 	return err;
 }
 
+/*
+ * The conns map's entries no adopted socket matches: sockets gone while no
+ * controller ran (a client that reset, whose copy the store dropped; one
+ * not yet handed in; the dead controller's inject pair). The kernel
+ * removed them from the SOCKHASH as they closed, but their conns entries
+ * stay until someone deletes them: each crash would leave more behind.
+ */
+static void sweep_conns(struct gw *g)
+{
+	uint64_t *live = calloc(g->conns_cap + 1, sizeof(*live)), *stale = NULL, key, next;
+	size_t nlive = 0, nstale = 0, cap = 0;
+	uint64_t *prev = NULL;
+
+	if (!live)
+		return;
+	for (uint32_t i = 0; i < g->conns_cap; i++)
+		if (g->conns[i] && g->conns[i]->in_map)
+			live[nlive++] = g->conns[i]->cookie;
+	qsort(live, nlive, sizeof(*live), cmp_u64);
+	while (bpf_map_get_next_key(g->dp.conns_fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bsearch(&key, live, nlive, sizeof(*live), cmp_u64))
+			continue;
+		if (nstale == cap) {
+			uint64_t *n = realloc(stale, (cap = cap ? cap * 2 : 64) * sizeof(*n));
+
+			if (!n)
+				break;
+			stale = n;
+		}
+		stale[nstale++] = key;
+	}
+	for (size_t i = 0; i < nstale; i++)
+		bpf_map_delete_elem(g->dp.conns_fd, &stale[i]);
+	if (nstale)
+		pr_info("event=conns_swept entries=%zu reason=\"sockets gone while no controller "
+			"ran\"",
+			nstale);
+	free(stale);
+	free(live);
+}
+
 void gw_fdstore_adopted(struct gw *g)
 {
+	sweep_conns(g);
 	g->fdstore.listen_in = g->listen_fd >= 0;
 	g->fdstore.metrics_in = g->metrics_fd >= 0;
 	for (uint32_t i = 0; i < g->conns_cap; i++) {

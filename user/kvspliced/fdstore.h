@@ -59,7 +59,8 @@ int gw_fdstore_received(struct gw_stored *s, const char *pin_dir);
  * socket read, from the first whole frame. s is emptied. 0 or -errno. */
 int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t);
 /* After gw_adopt of what gw_fdstore_take gave: those sockets are in the
- * store already (systemd would only compare and drop a second copy). */
+ * store already (systemd would only compare and drop a second copy); the
+ * conns map's entries for sockets that are gone deleted. */
 void gw_fdstore_adopted(struct gw *g);
 void gw_stored_free(struct gw_stored *s);
 /* Where the kept punt stream's next whole frame begins in the len bytes
