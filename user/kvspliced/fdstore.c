@@ -354,6 +354,36 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 	return false;
 }
 
+/* cookies[0..*n) (adopted clients) and every other client the conns map
+ * still has an entry for: a socket gone while no controller ran. The
+ * array grown as needed; NULL on no memory (cookies freed). */
+static uint64_t *gone_clients(struct gw *g, uint64_t *cookies, size_t *n)
+{
+	uint64_t key, next, *prev = NULL;
+	size_t cap = *n + 1;
+	struct kvs_conn kc;
+
+	qsort(cookies, *n, sizeof(*cookies), cmp_u64);
+	for (size_t adopted = *n; bpf_map_get_next_key(g->dp.conns_fd, prev, &next) == 0;) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(g->dp.conns_fd, &key, &kc) || kc.role != KVS_ROLE_CLIENT ||
+		    bsearch(&key, cookies, adopted, sizeof(*cookies), cmp_u64))
+			continue;
+		if (*n == cap) {
+			uint64_t *m = realloc(cookies, (cap *= 2) * sizeof(*m));
+
+			if (!m) {
+				free(cookies);
+				return NULL;
+			}
+			cookies = m;
+		}
+		cookies[(*n)++] = key;
+	}
+	return cookies;
+}
+
 int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 {
 	uint32_t used[KVS_MAX_BACKENDS] = { 0 }, zero = 0;
@@ -404,6 +434,13 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 		s->fds[i] = -1;
 	}
 	t->got = t->n;
+	/* The clients that went while no controller ran may have punted
+	 * frames too: frames all the same, not a break in the stream. */
+	cookies = gone_clients(g, cookies, &nc);
+	if (!cookies) {
+		err = -ENOMEM;
+		goto out;
+	}
 	qsort(cookies, nc, sizeof(*cookies), cmp_u64);
 	/* The inject pair is always new: the dead controller may have written
 	 * half a frame into the old one, and the kernel would take what we
