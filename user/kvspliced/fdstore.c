@@ -137,6 +137,17 @@ void gw_fdstore_tick(struct gw *g)
 		flush(g, &b[k]);
 }
 
+void gw_fdstore_drop(struct gw *g, const char *name)
+{
+	if (!g->fdstore.on)
+		return;
+	kvs_sd_store_remove(name);
+	if (!strcmp(name, KVS_FDN_LISTEN))
+		g->fdstore.listen_in = false;
+	else if (!strcmp(name, KVS_FDN_METRICS))
+		g->fdstore.metrics_in = false;
+}
+
 void gw_fdstore_clear(struct gw *g)
 {
 	const char *names[] = { KVS_FDN_LISTEN,	  KVS_FDN_METRICS, KVS_FDN_CLIENT,

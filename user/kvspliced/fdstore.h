@@ -38,6 +38,11 @@
 void gw_fdstore_init(struct gw *g);
 /* On the tick: the sockets not handed in yet, in batches. */
 void gw_fdstore_tick(struct gw *g);
+/* The listening or metrics socket (name KVS_FDN_LISTEN or _METRICS)
+ * closed for one at another address: the store's copy goes too (it would
+ * keep listening at the old one, and come back after a crash); the new
+ * one is handed in on the tick. */
+void gw_fdstore_drop(struct gw *g, const char *name);
 /* A clean stop (not a hand-over): the store emptied. */
 void gw_fdstore_clear(struct gw *g);
 

@@ -340,6 +340,7 @@ static void move_listener(struct gw *g)
 		n++;
 	}
 	close(old);
+	gw_fdstore_drop(g, KVS_FDN_LISTEN);
 	pr_info("event=listen_moved from=%s to=%s port=%d queued_accepted=%d", from, to,
 		kvs_local_port(fd), n);
 }
@@ -360,6 +361,7 @@ static void check_metrics(struct gw *g)
 		cfg->metrics_set ? "--metrics moved" : "no --metrics");
 	close(g->metrics_fd);
 	g->metrics_fd = -1;
+	gw_fdstore_drop(g, KVS_FDN_METRICS);
 }
 
 /* Clients accepted, the tick, --metrics, the hand-over socket, XDP
