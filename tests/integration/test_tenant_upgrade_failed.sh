@@ -89,6 +89,9 @@ set -e
 kvs_wait_for "the old controller's word on the failed upgrade" \
 	"grep -q event=upgrade_failed '$KVS_TMP/gw.log'"
 assert_eq "controller after the failed upgrade" "$(jget "$(ctl status --json)" .pid)" "$GW_PID"
+# ...holding its pin directory's lock again (the successor had it when the
+# hand-over failed), so that no other controller starts there.
+kvs_wait_for "the old controller holding the pin lock again" '! flock -n "$KVS_PIN" true'
 assert_eq "tenant 1's salt after the failed upgrade" "$(salt 1)" 111
 assert_eq "tenant 2's salt after the failed upgrade" "$(salt 2)" 222
 
