@@ -139,7 +139,9 @@ void gw_fdstore_tick(struct gw *g)
 
 void gw_fdstore_drop(struct gw *g, const char *name)
 {
-	if (!g->fdstore.on)
+	/* Also with --fd-store turned off by this upgrade: the predecessor's
+	 * copy would still listen. */
+	if (!g->fdstore.on && !kvs_sd_notifying())
 		return;
 	kvs_sd_store_remove(name);
 	if (!strcmp(name, KVS_FDN_LISTEN))
