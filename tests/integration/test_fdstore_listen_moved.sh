@@ -5,7 +5,8 @@
 # that socket, which stays listening at the old address (clients queued
 # there, never accepted) and comes back with the new one after a crash.
 # The store must hold the new listening socket alone, and a controller
-# restarted after a crash listen where the configuration says.
+# restarted after a crash listen where the configuration says. Moved by
+# an upgrade that turns the store off, the old copy goes too.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -46,4 +47,11 @@ assert_eq "address of the controller restarted after the move" "${addr%:*}" 127.
 out=$("$KVS_BUILD/kvsplice-bench" live --connect "$addr" --quiet -n 10 -k 2 --prefixes 2 --json) ||
 	kvs_fail "requests at the new address: $out"
 assert_eq "requests at the new address after the restart" "$(jget "$out" .ok)" 10
+
+# Moved again by an upgrade that also turns the store off: the copy of the
+# socket left behind goes all the same (none is handed in any more).
+sed -i -e 's/^listen = .*/listen = 127.0.0.7:0/' "$conf"
+echo "fd-store = no" >>"$conf"
+out=$(ctl upgrade) || kvs_fail "upgrade turning the store off: $out"
+kvs_wait_for "no listening socket left in the store" '[ "$(num fds.kvs-listen)" = 0 ]'
 echo "PASS test_fdstore_listen_moved"
