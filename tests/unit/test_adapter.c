@@ -362,6 +362,27 @@ static void test_salt(void **state)
 	free(b);
 }
 
+/* A salt in the adapter's own form names a bound tenant's domain in vLLM's
+ * cache: a client whose header salt is 0 (a tenant bound to salt 0, or an
+ * unbound client) must not reach it by writing it into its body, nor any
+ * client when the server's kind is not known to take one. */
+static void test_salt_forged(void **state)
+{
+	static const char forged[] = "{\"prompt\":\"x\",\"cache_salt\":\"kvs-0000000000005a17\"}";
+	char err[128], *b;
+	bool added;
+
+	(void)state;
+	b = oai_client_body(forged, strlen(forged), false, OAI_VLLM, 0, NULL, &added, err,
+			    sizeof(err));
+	assert_string_equal(b, "{\"prompt\":\"x\"}");
+	free(b);
+	b = oai_client_body(forged, strlen(forged), false, OAI_OTHER, 0x2a, NULL, &added, err,
+			    sizeof(err));
+	assert_string_equal(b, "{\"prompt\":\"x\"}");
+	free(b);
+}
+
 /* The event include_usage adds is told from a content chunk. */
 static void test_usage_only(void **state)
 {
@@ -390,12 +411,19 @@ static void test_usage_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sse_line_ends),	   cmocka_unit_test(test_sse_fields),
-		cmocka_unit_test(test_sse_cut_and_limits), cmocka_unit_test(test_event_llama),
-		cmocka_unit_test(test_event_vllm),	   cmocka_unit_test(test_event_errors),
-		cmocka_unit_test(test_error_mapping),	   cmocka_unit_test(test_body),
-		cmocka_unit_test(test_client_body),	   cmocka_unit_test(test_salt),
-		cmocka_unit_test(test_usage_only),	   cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_sse_line_ends),
+		cmocka_unit_test(test_sse_fields),
+		cmocka_unit_test(test_sse_cut_and_limits),
+		cmocka_unit_test(test_event_llama),
+		cmocka_unit_test(test_event_vllm),
+		cmocka_unit_test(test_event_errors),
+		cmocka_unit_test(test_error_mapping),
+		cmocka_unit_test(test_body),
+		cmocka_unit_test(test_client_body),
+		cmocka_unit_test(test_salt),
+		cmocka_unit_test(test_salt_forged),
+		cmocka_unit_test(test_usage_only),
+		cmocka_unit_test(test_metrics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,13 +20,20 @@ const char *oai_kind_name(enum oai_kind k)
 /* The request's cache_salt (KVS1 header: the gateway wrote it for a bound
  * tenant) as the server's own cache salt, where it has one: vLLM keeps
  * prefixes of different salts apart in its cache. Set over any the client
- * put in its body, which the gateway could not check. */
+ * put in its body, which the gateway could not check. Where none is set
+ * (salt 0: a tenant bound to 0, or an unbound client; or a server not
+ * known to be vLLM), a body salt in this form goes: it would name a bound
+ * tenant's domain. */
 static void set_salt(json_t *o, enum oai_kind kind, uint64_t salt)
 {
+	const char *own = json_string_value(json_object_get(o, "cache_salt"));
 	char s[32];
 
-	if (kind != OAI_VLLM || !salt)
+	if (kind != OAI_VLLM || !salt) {
+		if (own && !strncmp(own, "kvs-", 4))
+			json_object_del(o, "cache_salt");
 		return;
+	}
 	snprintf(s, sizeof(s), "kvs-%016llx", (unsigned long long)salt);
 	json_object_set_new(o, "cache_salt", json_string(s));
 }

@@ -44,7 +44,8 @@ char *oai_completion_body(const char *model, const void *prompt, size_t len, uin
  * for it (*added_usage then true: the usage-only event it brings is not the
  * client's, and is not passed on), for the END's figures; for llama.cpp
  * cache_prompt when absent; for vLLM the salt as cache_salt (over the
- * client's own: the gateway binds tenants' salts, not bodies); then every
+ * client's own: the gateway binds tenants' salts, not bodies; with no salt
+ * to set, a client's own "kvs-..." one removed); then every
  * key of extra the body lacks. NULL
  * with a message in err when the payload is not a JSON object. Free with
  * free().

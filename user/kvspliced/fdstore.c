@@ -137,6 +137,19 @@ void gw_fdstore_tick(struct gw *g)
 		flush(g, &b[k]);
 }
 
+void gw_fdstore_drop(struct gw *g, const char *name)
+{
+	/* Also with --fd-store turned off by this upgrade: the predecessor's
+	 * copy would still listen. */
+	if (!g->fdstore.on && !kvs_sd_notifying())
+		return;
+	kvs_sd_store_remove(name);
+	if (!strcmp(name, KVS_FDN_LISTEN))
+		g->fdstore.listen_in = false;
+	else if (!strcmp(name, KVS_FDN_METRICS))
+		g->fdstore.metrics_in = false;
+}
+
 void gw_fdstore_clear(struct gw *g)
 {
 	const char *names[] = { KVS_FDN_LISTEN,	  KVS_FDN_METRICS, KVS_FDN_CLIENT,
@@ -354,6 +367,36 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 	return false;
 }
 
+/* cookies[0..*n) (adopted clients) and every other client the conns map
+ * still has an entry for: a socket gone while no controller ran. The
+ * array grown as needed; NULL on no memory (cookies freed). */
+static uint64_t *gone_clients(struct gw *g, uint64_t *cookies, size_t *n)
+{
+	uint64_t key, next, *prev = NULL;
+	size_t cap = *n + 1;
+	struct kvs_conn kc;
+
+	qsort(cookies, *n, sizeof(*cookies), cmp_u64);
+	for (size_t adopted = *n; bpf_map_get_next_key(g->dp.conns_fd, prev, &next) == 0;) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(g->dp.conns_fd, &key, &kc) || kc.role != KVS_ROLE_CLIENT ||
+		    bsearch(&key, cookies, adopted, sizeof(*cookies), cmp_u64))
+			continue;
+		if (*n == cap) {
+			uint64_t *m = realloc(cookies, (cap *= 2) * sizeof(*m));
+
+			if (!m) {
+				free(cookies);
+				return NULL;
+			}
+			cookies = m;
+		}
+		cookies[(*n)++] = key;
+	}
+	return cookies;
+}
+
 int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 {
 	uint32_t used[KVS_MAX_BACKENDS] = { 0 }, zero = 0;
@@ -404,6 +447,13 @@ int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t)
 		s->fds[i] = -1;
 	}
 	t->got = t->n;
+	/* The clients that went while no controller ran may have punted
+	 * frames too: frames all the same, not a break in the stream. */
+	cookies = gone_clients(g, cookies, &nc);
+	if (!cookies) {
+		err = -ENOMEM;
+		goto out;
+	}
 	qsort(cookies, nc, sizeof(*cookies), cmp_u64);
 	/* The inject pair is always new: the dead controller may have written
 	 * half a frame into the old one, and the kernel would take what we
@@ -423,8 +473,52 @@ out:
 	return err;
 }
 
+/*
+ * The conns map's entries no adopted socket matches: sockets gone while no
+ * controller ran (a client that reset, whose copy the store dropped; one
+ * not yet handed in; the dead controller's inject pair). The kernel
+ * removed them from the SOCKHASH as they closed, but their conns entries
+ * stay until someone deletes them: each crash would leave more behind.
+ */
+static void sweep_conns(struct gw *g)
+{
+	uint64_t *live = calloc(g->conns_cap + 1, sizeof(*live)), *stale = NULL, key, next;
+	size_t nlive = 0, nstale = 0, cap = 0;
+	uint64_t *prev = NULL;
+
+	if (!live)
+		return;
+	for (uint32_t i = 0; i < g->conns_cap; i++)
+		if (g->conns[i] && g->conns[i]->in_map)
+			live[nlive++] = g->conns[i]->cookie;
+	qsort(live, nlive, sizeof(*live), cmp_u64);
+	while (bpf_map_get_next_key(g->dp.conns_fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bsearch(&key, live, nlive, sizeof(*live), cmp_u64))
+			continue;
+		if (nstale == cap) {
+			uint64_t *n = realloc(stale, (cap = cap ? cap * 2 : 64) * sizeof(*n));
+
+			if (!n)
+				break;
+			stale = n;
+		}
+		stale[nstale++] = key;
+	}
+	for (size_t i = 0; i < nstale; i++)
+		bpf_map_delete_elem(g->dp.conns_fd, &stale[i]);
+	if (nstale)
+		pr_info("event=conns_swept entries=%zu reason=\"sockets gone while no controller "
+			"ran\"",
+			nstale);
+	free(stale);
+	free(live);
+}
+
 void gw_fdstore_adopted(struct gw *g)
 {
+	sweep_conns(g);
 	g->fdstore.listen_in = g->listen_fd >= 0;
 	g->fdstore.metrics_in = g->metrics_fd >= 0;
 	for (uint32_t i = 0; i < g->conns_cap; i++) {

@@ -38,6 +38,11 @@
 void gw_fdstore_init(struct gw *g);
 /* On the tick: the sockets not handed in yet, in batches. */
 void gw_fdstore_tick(struct gw *g);
+/* The listening or metrics socket (name KVS_FDN_LISTEN or _METRICS)
+ * closed for one at another address: the store's copy goes too (it would
+ * keep listening at the old one, and come back after a crash); the new
+ * one is handed in on the tick. */
+void gw_fdstore_drop(struct gw *g, const char *name);
 /* A clean stop (not a hand-over): the store emptied. */
 void gw_fdstore_clear(struct gw *g);
 
@@ -59,7 +64,8 @@ int gw_fdstore_received(struct gw_stored *s, const char *pin_dir);
  * socket read, from the first whole frame. s is emptied. 0 or -errno. */
 int gw_fdstore_take(struct gw *g, struct gw_stored *s, struct gw_taken *t);
 /* After gw_adopt of what gw_fdstore_take gave: those sockets are in the
- * store already (systemd would only compare and drop a second copy). */
+ * store already (systemd would only compare and drop a second copy); the
+ * conns map's entries for sockets that are gone deleted. */
 void gw_fdstore_adopted(struct gw *g);
 void gw_stored_free(struct gw_stored *s);
 /* Where the kept punt stream's next whole frame begins in the len bytes

@@ -345,6 +345,7 @@ static void move_listener(struct gw *g)
 		n++;
 	}
 	close(old);
+	gw_fdstore_drop(g, KVS_FDN_LISTEN);
 	pr_info("event=listen_moved from=%s to=%s port=%d queued_accepted=%d", from, to,
 		kvs_local_port(fd), n);
 }
@@ -365,6 +366,7 @@ static void check_metrics(struct gw *g)
 		cfg->metrics_set ? "--metrics moved" : "no --metrics");
 	close(g->metrics_fd);
 	g->metrics_fd = -1;
+	gw_fdstore_drop(g, KVS_FDN_METRICS);
 }
 
 /* Clients accepted, the tick, --metrics, the hand-over socket, XDP
@@ -570,7 +572,9 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	}
 	gw_fdstore_init(&g);
 	err = gw_tenants_init(&g.tenants, cfg->tenant_sources, cfg->ntenant_sources);
-	if (!err)
+	/* Taking over, they are published once the adoption is certain
+	 * (gw_adopt): the old controller's clients use the map till then. */
+	if (!err && !cfg->takeover && !restarted)
 		err = gw_tenants_publish(&g.tenants, g.dp.tenants_fd);
 	if (err)
 		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));

@@ -7,6 +7,7 @@
  */
 #include "handover.h"
 
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -422,6 +423,85 @@ static int prefill(struct kvs_buf *rx, const struct kvs_buf *from)
  * kind): watched, and closed when it hangs up, as the old controller did. */
 static const struct gw_conn_ops adopted_other = { .on_hangup = gw_conn_drop };
 
+/* An adopted client of the kernel path, or NULL. */
+static struct gw_conn *kclient(struct gw *g, uint32_t i)
+{
+	struct gw_conn *c = g->conns[i];
+
+	return c && c->role == KVS_ROLE_CLIENT && c->in_map && !g->dp.in_memory ? c : NULL;
+}
+
+/*
+ * A changed --tenant-source list can give an index another tenant's salt.
+ * The clients the kernel has bound by an index that changes are first
+ * moved to a staging copy of the new salts (entries base + i, past both
+ * lists) or to none (unbound now), then entries 1..n written, then every
+ * client bound by its new index: at no moment does a client's entry hold
+ * another tenant's salt. Returns the first entry not to clear (the
+ * staging copy's), or KVS_MAX_TENANTS when nothing was staged.
+ */
+static uint32_t stage_moving(struct gw *g)
+{
+	uint32_t i, base = g->tenants.n, moving = 0;
+	struct kvs_conn kc;
+	int err;
+
+	for (i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = kclient(g, i);
+
+		if (!c || bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) || !kc.tenant ||
+		    kc.tenant == c->tenant)
+			continue;
+		moving++;
+		if (kc.tenant > base)
+			base = kc.tenant;
+	}
+	if (!moving)
+		return KVS_MAX_TENANTS;
+	err = gw_tenants_stage(&g->tenants, g->dp.tenants_fd, base);
+	if (err) {
+		pr_warn("event=tenants_not_staged err=\"%s\" clients=%u hint=\"clients whose "
+			"tenant index changes may be sent with the salt their old index gets, until "
+			"they are bound anew (milliseconds)\"",
+			strerror(-err), moving);
+		return KVS_MAX_TENANTS;
+	}
+	for (i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = kclient(g, i);
+
+		if (c && !bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) && kc.tenant &&
+		    kc.tenant != c->tenant)
+			kvs_dp_client_bind(&g->dp, c->cookie, kc.limit,
+					   c->tenant ? base + c->tenant : 0);
+	}
+	pr_info("event=tenants_staged clients=%u entries=%u-%u", moving, base + 1,
+		base + g->tenants.n);
+	return base + 1;
+}
+
+/* This configuration's tenants and limits into the kernel's maps, once
+ * nothing can make the adoption fail: until then the old controller may
+ * carry on, its clients bound by its own tenant indices. */
+static void rebind_clients(struct gw *g)
+{
+	uint32_t keep = g->dp.in_memory ? KVS_MAX_TENANTS : stage_moving(g);
+	int err = gw_tenants_publish_below(&g->tenants, g->dp.tenants_fd, keep);
+
+	if (err)
+		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = kclient(g, i);
+
+		if (c && kvs_dp_client_bind(&g->dp, c->cookie, c->max_inflight, c->tenant))
+			pr_warn("event=client_rebind_failed conn=%llu",
+				(unsigned long long)c->cookie);
+	}
+	/* The staging copy cleared (what its clients sent meanwhile is not
+	 * counted in their tenant's entry). */
+	if (keep < KVS_MAX_TENANTS && (err = gw_tenants_publish(&g->tenants, g->dp.tenants_fd)))
+		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+}
+
 int gw_adopt(struct gw *g, struct gw_taken *t)
 {
 	const struct gw_conn_ops *ops;
@@ -457,12 +537,9 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 			c->half_close_deadline_ns = kvs_now_ns() + HALF_CLOSE_MAX_MS * 1000000ull;
 		switch (r->role) {
 		case KVS_ROLE_CLIENT:
-			/* The map kept the old configuration's limit and tenant. */
+			/* The map keeps the old configuration's limit and tenant
+			 * until the adoption is certain (rebind_clients). */
 			gw_client_bind(g, c);
-			if (c->in_map && !g->dp.in_memory &&
-			    kvs_dp_client_bind(&g->dp, c->cookie, c->max_inflight, c->tenant))
-				pr_warn("event=client_rebind_failed conn=%llu",
-					(unsigned long long)c->cookie);
 			if (kvs_idmap_put(&g->clients, c->cookie, c))
 				return -ENOMEM;
 			break;
@@ -490,6 +567,7 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 	}
 	if (g->listen_fd < 0 || g->inject_fd < 0 || !g->inject || !g->punt || !g->punt_k)
 		return -EPROTO;
+	rebind_clients(g);
 	g->ctl = t->ctl;
 	/* Routes keyed by another version's hashes would never match one
 	 * again: only take room in the map. The slow path learns them anew. */

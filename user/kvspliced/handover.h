@@ -35,7 +35,8 @@ void gw_handover_run(struct gw *g);
 int gw_take_state(const char *path, struct gw_taken *t);
 void gw_taken_free(struct gw_taken *t, bool close_fds);
 /* Rebuilds the controller's view of the sockets taken over: they stay in
- * the maps as they are. 0 or -errno. */
+ * the maps as they are, but for this configuration's tenants and client
+ * limits, written last (on failure the maps are untouched). 0 or -errno. */
 int gw_adopt(struct gw *g, struct gw_taken *t);
 /* After the ACK: the adopted sockets read or watched again, and the frames
  * the old controller had read handled. 0 or -errno. */

@@ -47,9 +47,14 @@ uint32_t gw_tenant_of(const struct gw_tenants *t, const struct sockaddr_storage 
 
 int gw_tenants_publish(const struct gw_tenants *t, int map_fd)
 {
+	return gw_tenants_publish_below(t, map_fd, KVS_MAX_TENANTS);
+}
+
+int gw_tenants_publish_below(const struct gw_tenants *t, int map_fd, uint32_t end)
+{
 	if (map_fd < 0)
 		return 0;
-	for (uint32_t i = 1; i < KVS_MAX_TENANTS; i++) {
+	for (uint32_t i = 1; i < end && i < KVS_MAX_TENANTS; i++) {
 		struct kvs_tenant v = { 0 };
 
 		if (bpf_map_lookup_elem(map_fd, &i, &v))
@@ -61,6 +66,22 @@ int gw_tenants_publish(const struct gw_tenants *t, int map_fd)
 		else
 			v.salt = t->salt[i - 1];
 		if (bpf_map_update_elem(map_fd, &i, &v, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
+int gw_tenants_stage(const struct gw_tenants *t, int map_fd, uint32_t base)
+{
+	if (map_fd < 0)
+		return 0;
+	if (base + t->n >= KVS_MAX_TENANTS)
+		return -ENOSPC;
+	for (uint32_t i = 1; i <= t->n; i++) {
+		struct kvs_tenant v = { .salt = t->salt[i - 1] };
+		uint32_t k = base + i;
+
+		if (bpf_map_update_elem(map_fd, &k, &v, BPF_ANY))
 			return -errno;
 	}
 	return 0;

@@ -38,5 +38,12 @@ static inline uint64_t gw_tenant_salt(const struct gw_tenants *t, uint32_t i)
  * counters (a take-over's map has them); clears the entries past n. 0 or
  * -errno; map_fd < 0 (no BPF): nothing to do. */
 int gw_tenants_publish(const struct gw_tenants *t, int map_fd);
+/* The same, leaving the entries from end on alone (a staging copy). */
+int gw_tenants_publish_below(const struct gw_tenants *t, int map_fd, uint32_t end);
+/* Tenant i's salt also into entry base + i (i = 1..n, counters zero): a
+ * take-over binds the clients whose tenant index changes there while
+ * entries 1..n change, so that none is ever bound to an entry holding
+ * another tenant's salt. 0, -ENOSPC (base + n past the map) or -errno. */
+int gw_tenants_stage(const struct gw_tenants *t, int map_fd, uint32_t base);
 
 #endif

@@ -91,4 +91,15 @@ void gw_upgrade_reap(struct gw *g)
 	g->upgrade_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	pr_warn("event=upgrade_failed pid=%d status=%d action=\"carrying on\"", (int)g->upgrade_pid,
 		g->upgrade_status);
+	/* A successor that failed after the hand-over began held the pin
+	 * lock until it exited: taking it back then failed. Without it, a
+	 * controller started on this --pin-dir would clear the maps this one
+	 * serves from. */
+	if (g->dp.lock_fd < 0 && !g->dp.in_memory && !g->handed_over) {
+		if (kvs_dp_relock(&g->dp))
+			pr_warn("event=relock_failed hint=\"another controller may run on this "
+				"--pin-dir\"");
+		else
+			pr_info("event=relocked pin_dir=%s", g->dp.pin_dir);
+	}
 }
