@@ -35,34 +35,7 @@ kvs_wait_for "READY=1 and the listener in the store" \
 	'[ "$(num ready)" = 1 ] && [ "$(num fds.kvs-listen)" = 1 ]'
 
 # A client that sends 3 PINGs at the word and waits for their PONGs.
-cat >"$KVS_TMP/pinger.py" <<'PY'
-import os, socket, struct, sys, time
-port, go = int(sys.argv[1]), sys.argv[2]
-s = socket.create_connection(("127.0.0.1", port))
-print("connected", flush=True)
-while not os.path.exists(go):
-    time.sleep(0.02)
-for rid in (101, 102, 103):
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, rid,
-                          0, 0, 0, 0, 0, 0, 0))
-print("sent", flush=True)
-s.settimeout(60)
-buf, want = b'', {101, 102, 103}
-while want:
-    while len(buf) < 64 or len(buf) < 64 + struct.unpack('>I', buf[12:16])[0]:
-        d = s.recv(65536)
-        if not d:
-            raise EOFError('gateway closed the connection')
-        buf += d
-    n = 64 + struct.unpack('>I', buf[12:16])[0]
-    f, buf = buf[:n], buf[n:]
-    if f[5] == 6:
-        want.discard(struct.unpack('>Q', f[16:24])[0])
-print("pongs", flush=True)
-while not os.path.exists(go + "-bye"):
-    time.sleep(0.02)
-PY
-python3 "$KVS_TMP/pinger.py" "$GW_PORT" "$KVS_TMP/go-ping" >"$KVS_TMP/pinger.out" 2>&1 &
+python3 "$(dirname "$0")/../helpers/kvs_pinger.py" "$GW_PORT" "$KVS_TMP/go-ping" "$KVS_TMP/go-ping-bye" >"$KVS_TMP/pinger.out" 2>&1 &
 PINGER=$!
 KVS_PIDS+=($PINGER)
 kvs_wait_for "the pinger connected" 'grep -q connected "$KVS_TMP/pinger.out"'
