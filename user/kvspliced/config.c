@@ -81,37 +81,38 @@ static int parse_metrics(const char *who, const struct kvs_opt *o, const char *v
 	return 0;
 }
 
-/* --allow / --deny: checked here, so a typo stops the start with a message. */
-static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+/* The list options' parsers: v is checked here, so a typo stops the start
+ * with a message saying what was expected, and kept as text. */
+static int keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v, void *dst,
+			const char *expected)
 {
-	uint8_t addr[16];
-	uint32_t plen;
-	int family;
-
-	if (kvs_cidr_parse(v, &family, addr, &plen)) {
-		fprintf(stderr, "%s: --%s: '%s' is not an address or CIDR (10.0.0.0/8, fd00::/8)\n",
-			who, o->name, v);
+	if (!ok) {
+		fprintf(stderr, "%s: --%s: '%s' is not %s\n", who, o->name, v, expected);
 		return -1;
 	}
 	*(const char **)dst = v;
 	return 0;
 }
 
-/* --tenant-source: checked here, as --allow is. */
+/* --allow, --deny, --front-source. */
+static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	uint8_t addr[16];
+	uint32_t plen;
+	int family;
+
+	return keep_checked(!kvs_cidr_parse(v, &family, addr, &plen), who, o, v, dst,
+			    "an address or CIDR (10.0.0.0/8, fd00::/8)");
+}
+
+/* --tenant-source. */
 static int parse_tenant(const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	struct kvs_cidr net;
 	uint64_t salt;
 
-	if (gw_tenant_parse(v, &net, &salt)) {
-		fprintf(stderr,
-			"%s: --%s: '%s' is not CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; "
-			"SALT a 64-bit number)\n",
-			who, o->name, v);
-		return -1;
-	}
-	*(const char **)dst = v;
-	return 0;
+	return keep_checked(!gw_tenant_parse(v, &net, &salt), who, o, v, dst,
+			    "CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; SALT a 64-bit number)");
 }
 
 /* The help text below says so. */
