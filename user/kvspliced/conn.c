@@ -123,13 +123,11 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 			gw_sources_del(&g->sources, &c->src);
 		c->src_counted = false;
 	}
-	/* A copy in systemd's descriptor store (fdstore.c) would keep the
-	 * connection open: shut down, the peer sees it closed and systemd,
-	 * polling its copy, drops it. */
-	if (c->fdstored)
+	/* Shut down, not only closed later: a pending op completes, and a copy
+	 * in systemd's descriptor store (fdstore.c), which would keep the
+	 * connection open, sees it closed and is dropped. */
+	if (c->fdstored || c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
 		shutdown(c->fd, SHUT_RDWR);
-	if (c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
-		shutdown(c->fd, SHUT_RDWR); /* the pending op completes */
 	gw_conn_release(g, c);
 }
 
