@@ -364,27 +364,33 @@ uint64_t kvs_peer_host(int fd)
 	return h;
 }
 
-int kvs_cidr_contains(const struct kvs_cidr *nets, uint32_t n, const struct sockaddr_storage *ss)
+int kvs_addr_of(const struct sockaddr_storage *ss, uint8_t a[16])
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	uint8_t a[16] = { 0 };
-	uint32_t i, bit;
-	int family;
 
+	memset(a, 0, 16);
 	if (ss->ss_family == AF_INET) {
 		memcpy(a, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-		family = 4;
-	} else if (ss->ss_family == AF_INET6) {
-		memcpy(a, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
-		family = 6;
-		if (!memcmp(a, mapped, 12)) { /* a dual-stack listener's IPv4 peer */
-			memmove(a, a + 12, 4);
-			memset(a + 4, 0, 12);
-			family = 4;
-		}
-	} else {
-		return 0;
+		return 4;
 	}
+	if (ss->ss_family != AF_INET6)
+		return 0;
+	memcpy(a, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	if (memcmp(a, mapped, 12))
+		return 6;
+	memmove(a, a + 12, 4); /* a dual-stack listener's IPv4 peer */
+	memset(a + 4, 0, 12);
+	return 4;
+}
+
+int kvs_cidr_contains(const struct kvs_cidr *nets, uint32_t n, const struct sockaddr_storage *ss)
+{
+	uint8_t a[16];
+	uint32_t i, bit;
+	int family = kvs_addr_of(ss, a);
+
+	if (!family)
+		return 0;
 	for (i = 0; i < n; i++) {
 		if (nets[i].family != family)
 			continue;

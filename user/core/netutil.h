@@ -71,6 +71,10 @@ struct kvs_cidr {
 	uint8_t addr[16];
 	uint32_t prefixlen;
 };
+/* The address in ss: family 4 (an IPv4-mapped IPv6 one too) with its 4
+ * bytes first, or 6 with its 16; the rest of a zero. 0 for any other
+ * family (a Unix socket). */
+int kvs_addr_of(const struct sockaddr_storage *ss, uint8_t a[16]);
 /* 1 when the address in ss (IPv4, IPv6, or IPv4-mapped IPv6) is in one of
  * the n CIDRs, else 0. */
 int kvs_cidr_contains(const struct kvs_cidr *nets, uint32_t n, const struct sockaddr_storage *ss);

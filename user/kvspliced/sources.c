@@ -7,28 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netutil.h"
+
 bool gw_source_of(const struct sockaddr_storage *ss, struct gw_source_key *k)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	const uint8_t *a;
+	uint8_t a[16];
+	int family = kvs_addr_of(ss, a);
 
 	memset(k, 0, sizeof(*k));
-	if (ss->ss_family == AF_INET) {
-		a = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
-	} else if (ss->ss_family == AF_INET6) {
-		a = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
-		if (memcmp(a, mapped, 12)) { /* its /64; family 6 in byte 15 */
-			memcpy(k->b, a, 8);
-			k->b[15] = 6;
-			return true;
-		}
-		a += 12;
-	} else {
-		return false;
+	if (family == 6) { /* its /64; family 6 in byte 15 */
+		memcpy(k->b, a, 8);
+		k->b[15] = 6;
+	} else if (family == 4) {
+		k->b[0] = 4;
+		memcpy(k->b + 12, a, 4);
 	}
-	k->b[0] = 4;
-	memcpy(k->b + 12, a, 4);
-	return true;
+	return family != 0;
 }
 
 static uint32_t hash(const struct gw_source_key *k)
