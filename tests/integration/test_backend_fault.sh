@@ -18,11 +18,11 @@ WL=(--prefixes 0 --suffix-tokens 256 --json)
 kvs_bench -n 16 -k 16 -m 400 "${WL[@]}" --timeout-s 60 >"$KVS_TMP/run.json" \
 	2>"$KVS_TMP/bench.log" &
 BENCH=$!
-# Wait until both backends are streaming, then kill A.
-kvs_wait_for "both backends have requests in flight" \
+# Wait until all 16 are placed and both backends are streaming, then
+# kill A (what A holds then is what must fail).
+kvs_wait_for "all 16 requests in flight, on both backends" \
 	'[ "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json |
-		jq "[.[] | select(.outstanding > 0)] | length")" = 2 ]'
-sleep 0.5
+		jq -c "[([.[] | select(.outstanding > 0)] | length), ([.[].outstanding] | add)]")" = "[2,16]" ]'
 held=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq '.[0].outstanding')
 kill -9 "${KVS_PIDS[0]}"
 t0=$(date +%s%N)

@@ -41,7 +41,7 @@ grep -q "^controller  running, pid $GW_PID" <<<"$(ctl status)" || kvs_fail "stat
 # Load for the whole sequence: ~7 s of open-loop requests.
 kvs_bench -n 700 --rate 100 -k 8 --prefixes 64 --prefix-tokens 512 --json >"$KVS_TMP/load.json" &
 load=$!
-sleep 0.5
+kvs_wait_for "the load under way" '[ "$(ctl backends --json | jq "[.[].requests] | add")" -ge 8 ]'
 
 # add C: it takes work.
 r=$(ctl backend add "$c" --json) || kvs_fail "backend add: $r"

@@ -23,7 +23,10 @@ assert_eq "hand-over socket mode (root alone)" "$(stat -c %a "$HO")" 700
 kvs_bench -n 800 -k 4 --rate 100 --prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 -m 16 \
 	--json --timeout-s 60 >"$KVS_TMP/during.json" 2>"$KVS_TMP/during.err" &
 bench=$!
-sleep 2
+# Take over mid-stream: once the client's routes carry frames (a count
+# that only grows, not a moment that may pass between two polls).
+kvs_wait_for "100 of the client's frames on the kernel's routes" \
+	'[ "$(jget "$(kvs_stats)" .fast_path_frames)" -ge 100 ]'
 rm -f "$KVS_TMP/gw.port"
 "$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw.port" --pin-dir "$KVS_PIN" \
 	"${BACKENDS[@]}" --handover-socket "$HO" --takeover 2>"$KVS_TMP/gw2.log" &
