@@ -276,10 +276,17 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_free(evhttp_request_get_connection(c->req));
 }
 
+/* The client connection's bufferevent; NULL once the connection is gone. */
+static struct bufferevent *client_bev(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
+	return evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+}
+
 static void watch_client(struct call *c)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *bev = client_bev(c->req);
 	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
 
 	if (fd < 0)
@@ -293,8 +300,7 @@ static void watch_client(struct call *c)
  * to follow its own stream. */
 static size_t unread(struct evhttp_request *req)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *bev = client_bev(req);
 
 	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
