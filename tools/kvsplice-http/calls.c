@@ -413,14 +413,17 @@ void calls_on_lost(void *ctx, struct link *l)
 	uint32_t i;
 
 	cs->st->link_failures++;
-	/* Calls are found by id; a lost link is rare enough to walk them. */
+	/* Calls are found by id; a lost link is rare enough to walk them. A
+	 * deletion moves only later slots back into the hole (or, wrapping,
+	 * slot 0's to the end, already seen): look at slot i again rather
+	 * than walk from the start, which made the walk quadratic. */
 	for (i = 0; i <= cs->byid.mask && cs->byid.slots; i++) {
 		struct call *c = cs->byid.slots[i].val;
 
 		if (cs->byid.slots[i].id && c->l == l) {
 			fail_kvs(c, KVS_E_BACKEND_GONE,
 				 "kvsplice-http: the connection to the gateway was lost");
-			i = (uint32_t)-1; /* deletion shifts slots: walk again */
+			i--; /* wraps to -1 at slot 0; i++ brings it back */
 		}
 	}
 	dispatch(cs); /* with no link left, the waiting ones get 503 now */
