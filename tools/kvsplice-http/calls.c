@@ -44,6 +44,7 @@ struct calls {
 	struct kvs_idmap byid; /* every call, by req_id */
 	struct call *qhead, *qtail;
 	uint64_t next_id;
+	struct evbuffer *chunk; /* a CHUNK on its way out: one, reused */
 };
 
 struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
@@ -57,7 +58,10 @@ struct calls *calls_new(struct event_base *base, const struct front_config *cfg,
 	cs->cfg = cfg;
 	cs->ls = ls;
 	cs->st = st;
-	if (kvs_idmap_init(&cs->byid, 1024)) {
+	cs->chunk = evbuffer_new();
+	if (!cs->chunk || kvs_idmap_init(&cs->byid, 1024)) {
+		if (cs->chunk)
+			evbuffer_free(cs->chunk);
 		free(cs);
 		return NULL;
 	}
@@ -316,7 +320,7 @@ static void start_stream(struct call *c)
 
 static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 {
-	struct evbuffer *b;
+	struct evbuffer *b = c->cs->chunk;
 
 	c->cs->st->chunks++;
 	c->cs->st->chunk_bytes += len;
@@ -339,12 +343,11 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 			  "server_error", NULL);
 		return;
 	}
-	b = evbuffer_new();
-	if (b) {
-		evbuffer_add(b, p, len);
+	/* Sending moves the bytes out; the drain is for a connection that
+	 * went, which leaves them. */
+	if (!evbuffer_add(b, p, len))
 		evhttp_send_reply_chunk(c->req, b);
-		evbuffer_free(b);
-	}
+	evbuffer_drain(b, evbuffer_get_length(b));
 }
 
 /* A whole response's headers say which backend served it and what its
@@ -608,5 +611,6 @@ void calls_free(struct calls *cs)
 			i = (uint32_t)-1;
 		}
 	kvs_idmap_free(&cs->byid);
+	evbuffer_free(cs->chunk);
 	free(cs);
 }
