@@ -608,7 +608,7 @@ void calls_free(struct calls *cs)
 			struct call *c = cs->byid.slots[i].val;
 
 			call_free(c); /* evhttp_free then frees its request */
-			i = (uint32_t)-1;
+			i--;	      /* the slot again: see calls_on_lost */
 		}
 	kvs_idmap_free(&cs->byid);
 	evbuffer_free(cs->chunk);
