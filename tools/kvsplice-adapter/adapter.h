@@ -101,6 +101,9 @@ struct adapter {
 	uint64_t next_poll_ns;
 	char completions_url[512];
 	char chat_url[512];
+	/* A request's headers, the same for every one: a streamed one's and
+	 * a whole JSON answer's, built once at start-up. */
+	struct curl_slist *hdrs_stream, *hdrs_json;
 	json_t *extra; /* cfg.extra_body, parsed */
 	struct adapter_stats stats;
 };

@@ -28,7 +28,6 @@ struct job {
 	uint64_t peer, key;		   /* who asked (see key_of) */
 	struct kvs_msg req;		   /* the REQUEST header: what replies echo */
 	CURL *h;
-	struct curl_slist *hdrs;
 	char *body;
 	struct kvs_sse sse;
 	uint64_t t_start, t_sent, t_first, t_last;
@@ -149,7 +148,6 @@ static void job_free(struct job *j)
 	}
 	if (j->h)
 		curl_easy_cleanup(j->h);
-	curl_slist_free_all(j->hdrs);
 	free(j->body);
 	kvs_sse_free(&j->sse);
 	kvs_buf_free(&j->errbody);
@@ -498,19 +496,14 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	l->njobs++;
 
 	j->h = curl_easy_init();
-	j->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	j->hdrs = curl_slist_append(j->hdrs, j->stream ? "Accept: text/event-stream" :
-							 "Accept: application/json");
-	/* Without this, curl waits for a 100 Continue before a large body. */
-	j->hdrs = curl_slist_append(j->hdrs, "Expect:");
-	if (!j->h || !j->hdrs) {
+	if (!j->h) {
 		send_error(j, KVS_E_INTERNAL, "kvsplice-adapter: out of memory");
 		job_free(j);
 		return;
 	}
 	curl_easy_setopt(j->h, CURLOPT_URL,
 			 j->json && (m->flags & KVS_F_CHAT) ? a->chat_url : a->completions_url);
-	curl_easy_setopt(j->h, CURLOPT_HTTPHEADER, j->hdrs);
+	curl_easy_setopt(j->h, CURLOPT_HTTPHEADER, j->stream ? a->hdrs_stream : a->hdrs_json);
 	curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, j->body);
 	curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(j->body));
 	curl_easy_setopt(j->h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);

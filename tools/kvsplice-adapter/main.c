@@ -271,6 +271,28 @@ static int serve(struct adapter *a)
 	return 0;
 }
 
+/* A request's headers with ACCEPT; NULL when out of memory. */
+static struct curl_slist *request_headers(const char *accept)
+{
+	const char *lines[] = {
+		"Content-Type: application/json",
+		accept,
+		/* Without this, curl waits for a 100 Continue before a large body. */
+		"Expect:",
+	};
+	struct curl_slist *l = NULL, *t;
+
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		t = curl_slist_append(l, lines[i]);
+		if (!t) {
+			curl_slist_free_all(l);
+			return NULL;
+		}
+		l = t;
+	}
+	return l;
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -320,7 +342,9 @@ int main(int argc, char **argv)
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		goto out;
 	a->multi = curl_multi_init();
-	if (!a->multi)
+	a->hdrs_stream = request_headers("Accept: text/event-stream");
+	a->hdrs_json = request_headers("Accept: application/json");
+	if (!a->multi || !a->hdrs_stream || !a->hdrs_json)
 		goto out;
 	/* Requests take at most max_conns (job.c queues the rest); the
 	 * health and load polls have room of their own beside them. */
@@ -361,6 +385,8 @@ out:
 	state_free(a);
 	if (a->multi)
 		curl_multi_cleanup(a->multi);
+	curl_slist_free_all(a->hdrs_stream);
+	curl_slist_free_all(a->hdrs_json);
 	curl_global_cleanup();
 	json_decref(a->extra);
 	free(a->links);

@@ -44,6 +44,7 @@ struct calls {
 	struct kvs_idmap byid; /* every call, by req_id */
 	struct call *qhead, *qtail;
 	uint64_t next_id;
+	struct evbuffer *chunk; /* a CHUNK on its way out: one, reused */
 };
 
 struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
@@ -57,7 +58,10 @@ struct calls *calls_new(struct event_base *base, const struct front_config *cfg,
 	cs->cfg = cfg;
 	cs->ls = ls;
 	cs->st = st;
-	if (kvs_idmap_init(&cs->byid, 1024)) {
+	cs->chunk = evbuffer_new();
+	if (!cs->chunk || kvs_idmap_init(&cs->byid, 1024)) {
+		if (cs->chunk)
+			evbuffer_free(cs->chunk);
 		free(cs);
 		return NULL;
 	}
@@ -276,10 +280,17 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_free(evhttp_request_get_connection(c->req));
 }
 
+/* The client connection's bufferevent; NULL once the connection is gone. */
+static struct bufferevent *client_bev(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
+	return evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+}
+
 static void watch_client(struct call *c)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *bev = client_bev(c->req);
 	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
 
 	if (fd < 0)
@@ -293,8 +304,7 @@ static void watch_client(struct call *c)
  * to follow its own stream. */
 static size_t unread(struct evhttp_request *req)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *bev = client_bev(req);
 
 	return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
@@ -310,7 +320,7 @@ static void start_stream(struct call *c)
 
 static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 {
-	struct evbuffer *b;
+	struct evbuffer *b = c->cs->chunk;
 
 	c->cs->st->chunks++;
 	c->cs->st->chunk_bytes += len;
@@ -333,12 +343,11 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 			  "server_error", NULL);
 		return;
 	}
-	b = evbuffer_new();
-	if (b) {
-		evbuffer_add(b, p, len);
+	/* Sending moves the bytes out; the drain is for a connection that
+	 * went, which leaves them. */
+	if (!evbuffer_add(b, p, len))
 		evhttp_send_reply_chunk(c->req, b);
-		evbuffer_free(b);
-	}
+	evbuffer_drain(b, evbuffer_get_length(b));
 }
 
 /* A whole response's headers say which backend served it and what its
@@ -407,14 +416,17 @@ void calls_on_lost(void *ctx, struct link *l)
 	uint32_t i;
 
 	cs->st->link_failures++;
-	/* Calls are found by id; a lost link is rare enough to walk them. */
+	/* Calls are found by id; a lost link is rare enough to walk them. A
+	 * deletion moves only later slots back into the hole (or, wrapping,
+	 * slot 0's to the end, already seen): look at slot i again rather
+	 * than walk from the start, which made the walk quadratic. */
 	for (i = 0; i <= cs->byid.mask && cs->byid.slots; i++) {
 		struct call *c = cs->byid.slots[i].val;
 
 		if (cs->byid.slots[i].id && c->l == l) {
 			fail_kvs(c, KVS_E_BACKEND_GONE,
 				 "kvsplice-http: the connection to the gateway was lost");
-			i = (uint32_t)-1; /* deletion shifts slots: walk again */
+			i--; /* wraps to -1 at slot 0; i++ brings it back */
 		}
 	}
 	dispatch(cs); /* with no link left, the waiting ones get 503 now */
@@ -596,8 +608,9 @@ void calls_free(struct calls *cs)
 			struct call *c = cs->byid.slots[i].val;
 
 			call_free(c); /* evhttp_free then frees its request */
-			i = (uint32_t)-1;
+			i--;	      /* the slot again: see calls_on_lost */
 		}
 	kvs_idmap_free(&cs->byid);
+	evbuffer_free(cs->chunk);
 	free(cs);
 }

@@ -35,6 +35,15 @@ struct link {
 	bool said_down; /* logged, until it is back */
 };
 
+/* Another round of connects in RETRY_MS, unless one is due already. */
+static void arm_retry(struct links *ls)
+{
+	struct timeval tv = { 0, RETRY_MS * 1000 };
+
+	if (!evtimer_pending(ls->retry, NULL))
+		evtimer_add(ls->retry, &tv);
+}
+
 static void link_down(struct link *l, const char *why)
 {
 	struct links *ls = l->ls;
@@ -49,11 +58,7 @@ static void link_down(struct link *l, const char *why)
 		pr_warn("event=gateway_lost gateway=%s link=%u why=\"%s\"", l->name, l->slot, why);
 	l->said_down = true;
 	ls->on_lost(ls->ctx, l);
-	if (!evtimer_pending(ls->retry, NULL)) {
-		struct timeval tv = { 0, RETRY_MS * 1000 };
-
-		evtimer_add(ls->retry, &tv);
-	}
+	arm_retry(ls);
 }
 
 /* Every complete frame in the input, to the handler. */
@@ -173,11 +178,8 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 			pr_warn("event=gateway_down gateway=%s link=%u", l->name, l->slot);
 		l->said_down = true;
 	}
-	if (failed) {
-		struct timeval tv = { 0, RETRY_MS * 1000 };
-
-		evtimer_add(ls->retry, &tv);
-	}
+	if (failed)
+		arm_retry(ls);
 }
 
 int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg)
