@@ -177,6 +177,29 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 		     "Entries in the kernel's routes map (capacity 262144).");
 		put(&o, "kvsplice_routes %ld\n", in->routes);
 	}
+	if (in->nshares) {
+		head(&o, "kvsplice_tenant_routes", "gauge",
+		     "Routes of a tenant's clients in the routes map, as counted against its share "
+		     "(tenant: index in --tenant-source order, 0: clients of no tenant).");
+		for (uint32_t t = 0; t < in->nshares; t++)
+			put(&o, "kvsplice_tenant_routes{tenant=\"%u\"} %llu\n", t,
+			    (unsigned long long)in->shares[t].routes);
+		head(&o, "kvsplice_tenant_route_share", "gauge",
+		     "Routes a tenant may have in the routes map (--tenant-routes).");
+		for (uint32_t t = 0; t < in->nshares; t++)
+			put(&o, "kvsplice_tenant_route_share{tenant=\"%u\"} %llu\n", t,
+			    (unsigned long long)in->shares[t].share);
+		head(&o, "kvsplice_tenant_routes_refused_total", "counter",
+		     "Requests of a tenant's clients that taught the kernel no route: its share was full.");
+		for (uint32_t t = 0; t < in->nshares; t++)
+			put(&o, "kvsplice_tenant_routes_refused_total{tenant=\"%u\"} %llu\n", t,
+			    (unsigned long long)in->shares[t].refused);
+		head(&o, "kvsplice_tenant_routes_trimmed_total", "counter",
+		     "Its least used routes the controller removed as it neared its share.");
+		for (uint32_t t = 0; t < in->nshares; t++)
+			put(&o, "kvsplice_tenant_routes_trimmed_total{tenant=\"%u\"} %llu\n", t,
+			    (unsigned long long)in->shares[t].trimmed);
+	}
 	head(&o, "kvsplice_backend_up", "gauge",
 	     "1 if the backend takes new work (0: down, draining, removing, on probation).");
 	for (bi = 0; bi < in->nbackends; bi++)
