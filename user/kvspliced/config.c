@@ -141,7 +141,7 @@ static int parse_tenant_routes(const char *who, const struct kvs_opt *o, const c
 		return 0;
 	}
 	fprintf(stderr, "%s: --%s: '%s' is not auto, off or a number of routes (0-%u)\n", who,
-		o->name, v, KVS_ROUTES_MAX);
+		o->name, v, (unsigned)KVS_ROUTES_MAX);
 	return -1;
 }
 

@@ -66,7 +66,7 @@ static void apply(struct gw *g)
 	s->applied = true;
 	if (s->per_tenant)
 		pr_info("event=route_shares tenants=%u share=%llu capacity=%u", s->tenants + 1,
-			(unsigned long long)s->per_tenant, KVS_ROUTES_MAX);
+			(unsigned long long)s->per_tenant, (unsigned)KVS_ROUTES_MAX);
 }
 
 struct recount {
