@@ -215,6 +215,23 @@ struct kvs_tenant {
 	__u64 rewritten; /* of those, carrying another salt, overwritten */
 };
 
+/* A tenant's share of the routes map (kvspliced --tenant-routes), index as
+ * the tenants map's (0: clients bound to no tenant). While share is set, a
+ * route for one of its clients is installed only while routes < share, and
+ * the shares sum to less than the map's capacity (less a reserve per CPU:
+ * a request seeing room may add all its routes), so that the LRU never
+ * has to evict: one tenant's flood of new prompts cannot push out
+ * another's routes. routes is kept by whoever adds or deletes a route (the
+ * kernel's learning and withdrawals, the controller's installs) and
+ * recounted by the controller. share 0: no share, nothing counted. */
+struct kvs_route_share {
+	__u64 routes;  /* its routes in the map (as counted) */
+	__u64 share;   /* at most this many; 0: no limit */
+	__u64 refused; /* requests that taught no route: the share was full */
+	__u64 trimmed; /* its least used routes the controller removed to
+			* make room (kvspliced's recount, once it is near full) */
+};
+
 enum kvs_backend_state {
 	KVS_BE_ABSENT = 0,
 	KVS_BE_UP = 1,
@@ -271,11 +288,15 @@ struct kvs_backend {
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */
+/* Entries of the routes map (an LRU: when full, it evicts whatever is
+ * least recently used, whoever installed it). */
+#define KVS_ROUTES_MAX 262144
 struct kvs_route {
 	__u32 backend;
 	__u32 depth_blocks; /* prefix depth the hash covers; 0 = cache key */
 	__u32 gen;	    /* the backend's route_gen when installed */
-	__u32 pad;
+	__u32 tenant;	    /* the tenant index of the client whose request
+			     * installed it (0: unbound), whose share counts it */
 	__u64 installed_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;	    /* requests the kernel routed with it */
 };

@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "netutil.h"
 #include "policy.h"
+#include "route_shares.h"
 #include "sources.h"
 #include "tenant.h"
 
@@ -254,6 +255,7 @@ struct gw {
 	struct kvs_cidr fronts[KVS_ADM_MAX_LIST];
 	uint32_t nfronts;
 	struct gw_tenants tenants; /* cfg->tenant_sources, likewise */
+	struct gw_shares shares;   /* their shares of the routes map */
 	struct gw_config live;	   /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
