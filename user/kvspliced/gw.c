@@ -333,7 +333,8 @@ static bool bound_as(int fd, const struct kvs_addr *want)
 
 /*
  * A take-over whose --listen is not where the listening socket it was
- * handed is bound (the configuration changed with the upgrade): clients
+ * handed is bound (the configuration changed with the upgrade, or before
+ * the crash the store's socket survived, for a restart): clients
  * are taken at the new address from now on. The handed-over socket is
  * closed once the connections it had queued are accepted, so none of
  * them is reset. If the new address cannot be had, the old one serves on
@@ -345,7 +346,8 @@ static void move_listener(struct gw *g)
 	struct kvs_endpoint l, r;
 	int fd, old = g->listen_fd, c, n = 0;
 
-	if (!g->cfg->takeover || old < 0 || bound_as(old, &g->cfg->listen))
+	if ((!g->cfg->takeover && !g->fdstore.restarted) || old < 0 ||
+	    bound_as(old, &g->cfg->listen))
 		return;
 	kvs_sock_endpoints(old, &l, &r);
 	kvs_endpoint_str(&l, from, sizeof(from));
@@ -551,6 +553,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		/* Sockets systemd kept for us: the last controller crashed,
 		 * and the pinned maps it left are the live state. */
 		restarted = gw_fdstore_received(&stored, cfg->pin_dir) > 0 && cfg->fd_store;
+		g.fdstore.restarted = restarted;
 		if (restarted)
 			dpo.takeover = true;
 		else

@@ -231,6 +231,7 @@ struct gw_fdstore {
 	bool said;	    /* logged that it is in use */
 	bool failing;	    /* the last hand-in failed (logged once) */
 	bool fresh_punt;    /* restarted with a new punt pair, not the kept one */
+	bool restarted;	    /* started with the store's sockets after a crash */
 	uint64_t fds, msgs; /* handed in so far, in this many datagrams */
 };
 
