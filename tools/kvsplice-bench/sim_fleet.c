@@ -54,9 +54,45 @@ struct backend {
 	bool stepping;
 	double step_end;
 	uint64_t work, outstanding, served;
-	uint64_t prefilled;	   /* prompt tokens it computed (not from cache) */
-	uint64_t fb_pred, fb_miss; /* END reports since the last feedback */
+	uint64_t prefilled;	/* prompt tokens it computed (not from cache) */
+	struct kvs_feedback fb; /* END reports since the last correction */
 };
+
+/* What each request saw, by arrival, for the index figures. */
+struct index_acc {
+	double *ttft;
+	uint32_t *prompt, *cached;
+	uint32_t samples;
+};
+
+/* TTFT percentiles and hit rate of requests [from, to) by arrival. */
+static void index_part(const struct index_acc *a, uint32_t from, uint32_t to, double *out)
+{
+	double *t = malloc(sizeof(double) * (to > from ? to - from : 1));
+	uint64_t prompt = 0, cached = 0;
+	uint32_t i, n = 0;
+
+	for (i = from; i < to; i++) {
+		t[n++] = a->ttft[i];
+		prompt += a->prompt[i];
+		cached += a->cached[i];
+	}
+	out[0] = kvs_percentile(t, n, 50);
+	out[1] = kvs_percentile(t, n, 90);
+	out[2] = kvs_percentile(t, n, 99);
+	out[3] = prompt ? (double)cached / (double)prompt : 0;
+	free(t);
+}
+
+/* The mean index size over the backends, against the real capacity. */
+static double index_ratio(const struct kvs_policy *pol, uint32_t nb, uint32_t kv_blocks)
+{
+	double sum = 0;
+
+	for (uint32_t b = 0; b < nb; b++)
+		sum += kvs_policy_index_blocks(pol, b);
+	return sum / nb / kv_blocks;
+}
 
 static void join_count(struct join_acc *a, const struct sim_opts *o, const struct sreq *r,
 		       double join_ms, double ttft)
@@ -200,12 +236,9 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
  * (gw_feedback). */
 static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
 {
-	for (uint32_t b = 0; b < nb; b++) {
-		if (be[b].fb_pred < KVS_POLICY_FEEDBACK_MIN)
-			continue;
-		kvs_policy_feedback(pol, b, be[b].fb_pred, be[b].fb_miss);
-		be[b].fb_pred = be[b].fb_miss = 0;
-	}
+	for (uint32_t b = 0; b < nb; b++)
+		if (kvs_policy_feedback(pol, b, &be[b].fb))
+			be[b].fb = (struct kvs_feedback){ 0 };
 }
 
 static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
@@ -242,6 +275,14 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	double join_ms = w->n ? w->arrival_ms[0] + o->join_at_s * 1000 : 0;
 	struct join_acc ja = { .ttft_before = malloc(sizeof(double) * w->n),
 			       .ttft_after = malloc(sizeof(double) * w->n) };
+	struct index_acc ia = { .ttft = calloc(w->n ? w->n : 1, sizeof(double)),
+				.prompt = calloc(w->n ? w->n : 1, sizeof(uint32_t)),
+				.cached = calloc(w->n ? w->n : 1, sizeof(uint32_t)) };
+	double span = w->n ? w->arrival_ms[w->n - 1] - w->arrival_ms[0] : 0;
+	/* what a prediction can cover: the kernel's window, or the index's */
+	uint64_t window =
+		(uint64_t)(o->model == M_SPLIT ? o->window_blocks : KVS_POLICY_MAX_BLOCKS) *
+		KVS_BLOCK_TOKENS;
 
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
@@ -294,6 +335,11 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);
+			while (ia.samples < SIM_INDEX_SAMPLES &&
+			       next_tick - w->arrival_ms[0] >=
+				       span * (ia.samples + 1) / SIM_INDEX_SAMPLES)
+				res->index.series[ia.samples++] =
+					index_ratio(&pol, o->backends, o->kv_blocks);
 			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
@@ -382,11 +428,17 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				tick_out += r->eng.emitted;
 				tick_ends++;
 				k->prefilled += r->eng.prompt_tokens - r->eng.cached_tokens;
+				ia.ttft[r->eng.id] = ttft[done - 1];
+				ia.prompt[r->eng.id] = r->eng.prompt_tokens;
+				ia.cached[r->eng.id] = r->eng.cached_tokens;
 				/* as the kernel's account_end() counts it */
-				k->fb_pred += r->pred_cached;
+				k->fb.predicted += r->pred_cached;
 				if (r->pred_cached > r->eng.cached_tokens + KVS_BLOCK_TOKENS)
-					k->fb_miss += r->pred_cached - r->eng.cached_tokens -
-						      KVS_BLOCK_TOKENS;
+					k->fb.mispredicted += r->pred_cached -
+							      r->eng.cached_tokens -
+							      KVS_BLOCK_TOKENS;
+				k->fb.unexpected += kvs_unexpected_cached(
+					r->pred_cached, r->eng.cached_tokens, window);
 				k->work -= r->work;
 				k->outstanding--;
 				k->served++;
@@ -429,6 +481,14 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	res->cv = kvs_cv(res->loads, o->backends);
 	res->ttft = ttft; /* sorted by the percentiles */
 	join_result(&ja, res);
+	res->index.final = index_ratio(&pol, o->backends, o->kv_blocks);
+	while (ia.samples < SIM_INDEX_SAMPLES) /* the run ended before the last tick */
+		res->index.series[ia.samples++] = res->index.final;
+	index_part(&ia, 0, w->n / 3, res->index.first);
+	index_part(&ia, w->n - w->n / 3, w->n, res->index.last);
+	free(ia.ttft);
+	free(ia.prompt);
+	free(ia.cached);
 
 	for (b = 0; b < o->backends; b++)
 		kvs_engine_free(&be[b].eng);

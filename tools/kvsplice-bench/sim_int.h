@@ -88,6 +88,17 @@ struct join_figures {
 	double hit_after;  /* hit rate of the requests after */
 };
 
+/* kvsplice: its index of each backend against the real cache (feedback). */
+#define SIM_INDEX_SAMPLES 20
+struct index_figures {
+	/* mean index size over the backends / the real capacity, at the end
+	 * and at SIM_INDEX_SAMPLES even points of the arrivals' span */
+	double final, series[SIM_INDEX_SAMPLES];
+	/* TTFT p50, p90, p99 and hit rate of the requests that arrived in
+	 * the first and in the last third of the run */
+	double first[4], last[4];
+};
+
 struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
@@ -96,6 +107,7 @@ struct result {
 	double *ttft;			/* sorted, done of them: for --plot */
 	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
 	struct join_figures join;	/* --join-at only */
+	struct index_figures index;	/* kvsplice only */
 };
 
 /* sim_workload.c */

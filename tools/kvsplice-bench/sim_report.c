@@ -22,6 +22,21 @@ uint32_t sim_baseline(const struct sim_opts *o, const struct result *res)
 	return 0;
 }
 
+/* kvsplice's index against the real caches: with --kvsplice-index-scale,
+ * whether the backends' reports bring it back (kvs_policy_feedback). */
+static void print_index_json(const struct sim_opts *o, const struct index_figures *x)
+{
+	const double *f = x->first, *l = x->last;
+
+	printf(",\"index\":{\"scale\":%.3f,\"feedback\":%s,\"final\":%.4f,\"series\":[",
+	       o->index_scale, o->feedback ? "true" : "false", x->final);
+	for (uint32_t k = 0; k < SIM_INDEX_SAMPLES; k++)
+		printf("%s%.4f", k ? "," : "", x->series[k]);
+	printf("],\"first_third\":{\"ttft_ms\":[%.2f,%.2f,%.2f],\"hit_rate\":%.4f},"
+	       "\"last_third\":{\"ttft_ms\":[%.2f,%.2f,%.2f],\"hit_rate\":%.4f}}",
+	       f[0], f[1], f[2], f[3], l[0], l[1], l[2], l[3]);
+}
+
 void sim_print_json(const struct sim_opts *o, const struct workload *w, double ceiling,
 		    const struct result *res, uint32_t base)
 {
@@ -48,12 +63,13 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->mm_work, r->cv);
 		for (b = 0; b < o->backends; b++)
 			printf("%s%.0f", b ? "," : "", r->loads[b]);
+		printf("]");
 		if (o->join_at_s > 0) {
 			const struct join_figures *j = &r->join;
 
 			static const char *const how[] = { "joins", "never", "always" };
 
-			printf("],\"join\":{\"newcomer\":\"%s\",\"at_s\":%.3f,\"before\":%u,\"after\":%u,"
+			printf(",\"join\":{\"newcomer\":\"%s\",\"at_s\":%.3f,\"before\":%u,\"after\":%u,"
 			       "\"newcomer_share\":%.4f,\"newcomer_share_60s\":%.4f,"
 			       "\"newcomer_work_share\":%.4f,\"fair_share\":%.4f,"
 			       "\"hit_rate_after\":%.4f,\"ttft_before_ms\":[%.2f,%.2f,%.2f],"
@@ -63,10 +79,10 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 			       j->before_p50, j->before_p90, j->before_p99, j->after_p50,
 			       j->after_p90, j->after_p99);
 			printf("}");
-			printf(",\"vs_baseline\":{");
-		} else {
-			printf("],\"vs_baseline\":{");
 		}
+		if (o->pols[i] == P_KVSPLICE)
+			print_index_json(o, &r->index);
+		printf(",\"vs_baseline\":{");
 		/* percent change against the baseline; hit rate in points */
 		printf("\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
 		       "\"ttft_p99_pct\":%.1f,\"e2e_p50_pct\":%.1f,\"e2e_p90_pct\":%.1f,"
@@ -139,6 +155,19 @@ void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_
 	}
 	if (o->join_at_s > 0)
 		print_join(o, res);
+	for (i = 0; i < o->npol; i++) {
+		const struct index_figures *x = &res[i].index;
+
+		if (o->pols[i] != P_KVSPLICE)
+			continue;
+		printf("\nkvsplice's index of each backend: %.2fx the real cache at the start "
+		       "(--kvsplice-index-scale), %.2fx at the end (feedback %s)\n"
+		       "first third of arrivals: TTFT p50 %.0f, p90 %.0f, p99 %.0f ms, hit "
+		       "%.1f%%; last third: %.0f, %.0f, %.0f ms, %.1f%%\n",
+		       o->index_scale, x->final, o->feedback ? "on" : "off", x->first[0],
+		       x->first[1], x->first[2], 100 * x->first[3], x->last[0], x->last[1],
+		       x->last[2], 100 * x->last[3]);
+	}
 }
 
 void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling)
