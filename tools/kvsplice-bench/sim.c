@@ -299,7 +299,7 @@ int bench_sim(int argc, char **argv)
 			       o.plot_dir);
 	}
 	for (i = 0; i < o.npol; i++)
-		free(res[i].ttft);
+		sim_free_result(&res[i]);
 	sim_free_workload(&w);
 	return rc;
 }
