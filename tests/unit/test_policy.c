@@ -426,6 +426,30 @@ static void feedback_resizes_index(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* Hits the index knew of, under a request the kernel charged as uncached
+ * (placed as new on a backend holding its system prompt), are not
+ * unexpected: they do not grow the index; the same hits unknown do. */
+static void known_hits_are_not_surprises(void **state)
+{
+	struct sim s;
+	uint64_t h[MAXB], g[MAXB / KVS_INDEX_GROUP];
+	uint32_t n = chain(h, 0, 31, 64, 0, 0), j;
+
+	(void)state;
+	sim_init(&s, 64000);
+	for (j = 0; j < n / KVS_INDEX_GROUP; j++)
+		g[j] = h[(j + 1) * KVS_INDEX_GROUP - 1];
+	kvs_policy_record(&s.pol, 1, g, n / KVS_INDEX_GROUP); /* b holds 64 blocks */
+	kvs_policy_report(&s.pol, 1, g, n / KVS_INDEX_GROUP, 0); /* charged as uncached */
+	/* its END: 1,024 cached, 960 of them past the first checkpoint */
+	assert_int_equal(fb(&s, 1, 64000, 0, 960), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
+	kvs_policy_report(&s.pol, 2, g, n / KVS_INDEX_GROUP, 0); /* 2's index: nothing */
+	assert_int_equal(fb(&s, 2, 64000, 0, 960), 1);
+	assert_true(kvs_policy_index_blocks(&s.pol, 2) > 64000);
+	kvs_policy_free(&s.pol);
+}
+
 /* Shrinking evicts like the backend: least recently used first. */
 static void shrinking_evicts_lru_first(void **state)
 {
@@ -621,6 +645,7 @@ int main(void)
 		cmocka_unit_test(known_depth_counts_as_cached),
 		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(known_hits_are_not_surprises),
 		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(index_eviction_reaches_the_hook),
 		cmocka_unit_test(idle_fleet_shared_prompt_uses_every_backend),

@@ -211,7 +211,8 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	uint32_t floor =
 		conf / KVS_POLICY_FEEDBACK_SHRINK > 16 ? conf / KVS_POLICY_FEEDBACK_SHRINK : 16;
 	uint64_t ceiling = (uint64_t)conf * KVS_POLICY_FEEDBACK_GROW;
-	uint64_t seen = f->predicted + f->unexpected;
+	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
+	uint64_t seen = f->predicted + surprising;
 	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
 	double miss, surprise, next = cap;
 
@@ -221,7 +222,8 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	if (seen < KVS_POLICY_FEEDBACK_MIN || seen < need)
 		return 0;
 	miss = f->predicted ? (double)f->mispredicted / (double)f->predicted : 0;
-	surprise = (double)f->unexpected / (double)seen;
+	surprise = (double)surprising / (double)seen;
+	pol->known[b] = 0;
 	if (miss > 0.05) {
 		/* Too large: in proportion to what was believed and not
 		 * there, at most half. Near the truth misses are few, so the
@@ -247,6 +249,24 @@ void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, ui
 {
 	if (b < pol->p.nbackends)
 		kvs_pcache_touch(&pol->index[b], g, ng);
+}
+
+void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng,
+		       uint32_t pred_blocks)
+{
+	uint32_t held, bound;
+
+	if (b >= pol->p.nbackends)
+		return;
+	/* as kvs_unexpected_cached() bounds what the END counts; the index
+	 * knows a prefix to within a group (it may go on 3 blocks) */
+	held = kvs_pcache_match_prefix(&pol->index[b], g, ng) * KVS_INDEX_GROUP;
+	if (held)
+		held += KVS_INDEX_GROUP - 1;
+	bound = kvs_checkpoint_after(pred_blocks);
+	if (held > bound)
+		pol->known[b] += (uint64_t)(held - bound) * KVS_BLOCK_TOKENS;
+	kvs_pcache_touch(&pol->index[b], g, ng);
 }
 
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b)
@@ -314,6 +334,7 @@ void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 
 	kvs_pcache_free(&pol->index[b]);
 	kvs_pcache_init(&pol->index[b], cap);
+	pol->known[b] = 0;
 	if (pol->on_evict)
 		hook_index(pol, b);
 }

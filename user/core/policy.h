@@ -98,6 +98,9 @@ struct kvs_policy {
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
+	/* tokens the kernel's reports left out of their charge and the index
+	 * held (kvs_policy_report), since the last correction */
+	uint64_t known[KVS_MAX_BACKENDS];
 	/* the group hashes of the prompt being decided (decide's scratch) */
 	uint64_t group_h[KVS_POLICY_MAX_BLOCKS / KVS_INDEX_GROUP];
 };
@@ -146,7 +149,8 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * larger cache than configured): it grows by n/2 times that share (n
  * backends), at most a quarter a step. Between the two it holds. Bounded
  * to [configured / KVS_POLICY_FEEDBACK_SHRINK, configured x
- * KVS_POLICY_FEEDBACK_GROW]. Acts only on evidence of at least a sixteenth
+ * KVS_POLICY_FEEDBACK_GROW]. Unexpected hits the index knew of
+ * (kvs_policy_report) do not count. Acts only on evidence of at least a sixteenth
  * of the index's size in tokens (and KVS_POLICY_FEEDBACK_MIN): returns 1
  * when it did (the caller starts a new interval), 0 when the caller should
  * keep accumulating.
@@ -177,6 +181,16 @@ void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash);
  * g[0..ng) (the hash of each KVS_INDEX_GROUP-th block) are recorded as
  * just used in b's index, as a decision of the policy's own would. */
 void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng);
+/*
+ * The same, for a request the kernel charged as if pred_blocks of it were
+ * cached (a followed route's depth; 0 when it placed it): what b's index
+ * held of it beyond that, past the next checkpoint, is a hit the END will
+ * report as unexpected although the index knew it (a shared system prompt
+ * under a request placed as new, a cache key's route), and is taken off
+ * the next correction's unexpected hits.
+ */
+void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng,
+		       uint32_t pred_blocks);
 
 /* The balance factor in the placement rule's fixed point. */
 uint32_t kvs_policy_balance_fp(double balance);
