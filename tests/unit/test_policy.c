@@ -439,7 +439,7 @@ static void known_hits_are_not_surprises(void **state)
 	sim_init(&s, 64000);
 	for (j = 0; j < n / KVS_INDEX_GROUP; j++)
 		g[j] = h[(j + 1) * KVS_INDEX_GROUP - 1];
-	kvs_policy_record(&s.pol, 1, g, n / KVS_INDEX_GROUP); /* b holds 64 blocks */
+	kvs_policy_record(&s.pol, 1, g, n / KVS_INDEX_GROUP);	 /* b holds 64 blocks */
 	kvs_policy_report(&s.pol, 1, g, n / KVS_INDEX_GROUP, 0); /* charged as uncached */
 	/* its END: 1,024 cached, 960 of them past the first checkpoint */
 	assert_int_equal(fb(&s, 1, 64000, 0, 960), 1);

@@ -33,10 +33,10 @@ const char *const pol_names[P_DYNAMO + 1] = { "rr",	"lor",	"chash", "kvsplice",
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
 	uint32_t context, backend;
-	uint64_t work;	       /* tokens charged to the backend */
-	uint64_t prefill_work; /* of which prefill, until the first token */
-	uint32_t out;	       /* output tokens charged (kvs_charged_output) */
-	uint32_t pred_cached;  /* prompt tokens the router expected cached */
+	uint64_t work;			/* tokens charged to the backend */
+	uint64_t prefill_work;		/* of which prefill, until the first token */
+	uint32_t out;			/* output tokens charged (kvs_charged_output) */
+	uint32_t pred_cached;		/* prompt tokens the router expected cached */
 	uint32_t held_any, held_chosen; /* blocks: the anatomy (struct anatomy) */
 	uint8_t why;
 	bool dup;
@@ -66,7 +66,7 @@ struct backend {
  * whether another backend held at least half as much as the best. */
 static void held(const struct backend *be, uint32_t nb, struct sreq *r)
 {
-	uint32_t m[KVS_MAX_BACKENDS], b, best = 0, n = 0;
+	uint32_t m[KVS_MAX_BACKENDS] = { 0 }, b, best = 0, n = 0;
 
 	for (b = 0; b < nb; b++) {
 		m[b] = kvs_pcache_match(&be[b].eng.cache, r->eng.hashes, r->eng.nblocks);
@@ -464,9 +464,10 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				an.dup += r->dup;
 				if (r->why < SIM_WHY_N) {
 					res->anat.lost_by_why[r->why] +=
-						(double)(r->held_any - (r->held_chosen < r->held_any ?
-									      r->held_chosen :
-									      r->held_any)) *
+						(double)(r->held_any -
+							 (r->held_chosen < r->held_any ?
+								  r->held_chosen :
+								  r->held_any)) *
 						KVS_BLOCK_TOKENS;
 					res->anat.n_by_why[r->why]++;
 				}

@@ -112,8 +112,8 @@ struct index_figures {
 #define SIM_WHY_N 24 /* kvs_why 0..KVS_WHY_MAX; 16 + enum kvs_reason (controller) */
 struct anatomy {
 	double held_anywhere, held_by_chosen; /* of prompt tokens */
-	double duplicated; /* of requests some backend held a prefix of: held on 2+ */
-	double lost_by_why[SIM_WHY_N];	      /* of prompt tokens (kvsplice) */
+	double duplicated;	       /* of requests some backend held a prefix of: held on 2+ */
+	double lost_by_why[SIM_WHY_N]; /* of prompt tokens (kvsplice) */
 	uint32_t n_by_why[SIM_WHY_N];
 	/* by arrival (freed with the result) */
 	double *ttft;

@@ -26,8 +26,8 @@ uint32_t sim_baseline(const struct sim_opts *o, const struct result *res)
 
 static const char *why_name(uint32_t w)
 {
-	static const char *const split[] = { "punted",	"key",	 "hint",  "prefix", "kept",
-					     "cold",	"shallow", "spill", "stale" };
+	static const char *const split[] = { "punted", "key",	  "hint",  "prefix", "kept",
+					     "cold",   "shallow", "spill", "stale" };
 	static const char *const ctl[] = { "controller-none", "controller-prefix",
 					   "controller-spill", "controller-shared",
 					   "controller-cold" };
@@ -82,15 +82,15 @@ static void print_anatomy_json(const struct sim_opts *o, const struct workload *
 			of_verdict(&res[i], &res[i], w->n, v, f);
 			printf("%s\"%s\":{\"requests\":%u,\"lost\":%.4f,\"ttft_ms\":[%.2f,%.2f],"
 			       "\"hit_rate\":%.4f,\"same_requests\":{",
-			       nv++ ? "," : "", why_name(v), a->n_by_why[v], a->lost_by_why[v], f[0],
-			       f[1], f[2]);
+			       nv++ ? "," : "", why_name(v), a->n_by_why[v], a->lost_by_why[v],
+			       f[0], f[1], f[2]);
 			for (j = 0; j < o->npol; j++) {
 				if (j == i)
 					continue;
 				of_verdict(&res[i], &res[j], w->n, v, f);
 				printf("%s\"%s\":{\"ttft_ms\":[%.2f,%.2f],\"hit_rate\":%.4f}",
-				       j == 0 || (i == 0 && j == 1) ? "" : ",", res[j].name, f[0], f[1],
-				       f[2]);
+				       j == 0 || (i == 0 && j == 1) ? "" : ",", res[j].name, f[0],
+				       f[1], f[2]);
 			}
 			printf("}}");
 		}
