@@ -269,14 +269,16 @@ struct kvs_backend {
 	__u64 resp_bytes;
 	__u64 ends; /* END and ERROR frames back */
 	/* From the backends' END frames: */
-	__u64 prompt_tokens;	/* prompt tokens reported */
-	__u64 cached_tokens;	/* of which served from its prefix cache */
-	__u64 predicted_cached; /* what the gateway expected cached */
-	__u64 mispredicted;	/* expected cached beyond what it had */
-	__u64 index_blocks;	/* controller: its index of this backend's cache */
-	__u64 charged_tokens;	/* work charged to it over all time (both paths) */
-	__u64 output_tokens;	/* generated, from its END frames (both paths) */
-	__u64 expect_output;	/* controller: output tokens a request is charged
+	__u64 prompt_tokens;	 /* prompt tokens reported */
+	__u64 cached_tokens;	 /* of which served from its prefix cache */
+	__u64 predicted_cached;	 /* what the gateway expected cached */
+	__u64 mispredicted;	 /* expected cached beyond what it had */
+	__u64 unexpected_cached; /* cached beyond what was expected
+				  * (kvs_unexpected_cached) */
+	__u64 index_blocks;	 /* controller: its index of this backend's cache */
+	__u64 charged_tokens;	 /* work charged to it over all time (both paths) */
+	__u64 output_tokens;	 /* generated, from its END frames (both paths) */
+	__u64 expect_output;	 /* controller: output tokens a request is charged
 			      * for at most (kvs_charged_output) */
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */

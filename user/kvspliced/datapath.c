@@ -472,10 +472,11 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 }
 
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
-			 uint64_t *mispredicted)
+			 uint64_t *mispredicted, uint64_t *unexpected)
 {
 	*predicted = __atomic_load_n(&dp->backends[b].predicted_cached, __ATOMIC_RELAXED);
 	*mispredicted = __atomic_load_n(&dp->backends[b].mispredicted, __ATOMIC_RELAXED);
+	*unexpected = __atomic_load_n(&dp->backends[b].unexpected_cached, __ATOMIC_RELAXED);
 }
 
 void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks)
@@ -781,9 +782,10 @@ void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, b
 }
 
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted)
+			    uint64_t output, uint64_t predicted, uint64_t window_tokens)
 {
 	struct kvs_backend *be = &dp->backends[b];
+	uint64_t surprise = kvs_unexpected_cached(predicted, cached, window_tokens);
 
 	__atomic_fetch_add(&be->output_tokens, output, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->prompt_tokens, prompt, __ATOMIC_RELAXED);
@@ -792,6 +794,8 @@ void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt
 	if (predicted > cached + KVS_BLOCK_TOKENS)
 		__atomic_fetch_add(&be->mispredicted, predicted - cached - KVS_BLOCK_TOKENS,
 				   __ATOMIC_RELAXED);
+	if (surprise)
+		__atomic_fetch_add(&be->unexpected_cached, surprise, __ATOMIC_RELAXED);
 }
 
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work)

@@ -115,7 +115,7 @@ void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint6
 void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
 			  uint64_t release);
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted);
+			    uint64_t output, uint64_t predicted, uint64_t window_tokens);
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
@@ -182,9 +182,10 @@ void kvs_dp_output_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t 
 /* The output tokens a request to b is charged for at most (the kernel
  * reads it: kvs_charged_output). */
 void kvs_dp_set_expect_output(struct kvs_datapath *dp, uint32_t b, uint64_t v);
-/* The backend's END-report counters (a snapshot). */
+/* The backend's END-report counters (a snapshot): cached tokens predicted,
+ * predicted and not there, there and not predicted (kvs_unexpected_cached). */
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
-			 uint64_t *mispredicted);
+			 uint64_t *mispredicted, uint64_t *unexpected);
 void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks);
 /* The route for hash: 0 and *r filled, or -ENOENT. */
 int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r);

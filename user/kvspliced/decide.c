@@ -307,24 +307,27 @@ static void learn_output(struct gw *g)
 void gw_feedback(struct gw *g)
 {
 	learn_output(g);
-	uint64_t pred, miss;
+	uint64_t pred, miss, surprise;
 	uint32_t b, cap;
 
 	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
+		struct kvs_feedback f;
 
 		if (!be->present)
 			continue;
-		kvs_dp_end_counters(&g->dp, b, &pred, &miss);
-		if (pred - be->fb_predicted >= KVS_POLICY_FEEDBACK_MIN) {
-			uint32_t before = kvs_policy_index_blocks(&g->policy, b);
-
-			cap = kvs_policy_feedback(&g->policy, b, pred - be->fb_predicted,
-						  miss - be->fb_mispredicted);
-			if (cap != before)
-				pr_debug("event=index_resized backend=%s blocks=%u", be->name, cap);
+		kvs_dp_end_counters(&g->dp, b, &pred, &miss, &surprise);
+		f = (struct kvs_feedback){ .predicted = pred - be->fb_predicted,
+					   .mispredicted = miss - be->fb_mispredicted,
+					   .unexpected = surprise - be->fb_unexpected };
+		cap = kvs_policy_index_blocks(&g->policy, b);
+		if (kvs_policy_feedback(&g->policy, b, &f)) {
+			if (kvs_policy_index_blocks(&g->policy, b) != cap)
+				pr_debug("event=index_resized backend=%s blocks=%u", be->name,
+					 kvs_policy_index_blocks(&g->policy, b));
 			be->fb_predicted = pred;
 			be->fb_mispredicted = miss;
+			be->fb_unexpected = surprise;
 		}
 		kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
 	}

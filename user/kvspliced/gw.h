@@ -184,8 +184,9 @@ struct gw_backend {
 	bool removing;		     /* draining; removed once nothing is in flight */
 	uint64_t remove_deadline_ns; /* then its requests are failed, it goes */
 	struct kvs_addr addr;
-	char name[64];				/* addr as ADDR:PORT */
-	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
+	char name[64]; /* addr as ADDR:PORT */
+	/* END counters when the index was last corrected */
+	uint64_t fb_predicted, fb_mispredicted, fb_unexpected;
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
