@@ -19,38 +19,20 @@ cat >"$KVS_TMP/send.py" <<'PY'
 # send.py PORT SOURCE TAG N: N requests, prompts TAG-0 .. TAG-(N-1) of 2048
 # bytes (32 blocks: 4 checkpoint routes each), one after another on one
 # connection; prints how many got their END.
-import socket, struct, sys
+import sys
+import kvs1
 port, src, tag, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-s = socket.socket()
-s.bind((src, 0))
-s.connect(("127.0.0.1", port))
-s.settimeout(60)
-ends, data = 0, b''
+s = kvs1.connect(port, src)
+r, ends = kvs1.Reader(s), 0
 for i in range(n):
-    prompt = (f"{tag}-{i} " * 400).encode()[:2048]
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
-                          0, 0, 0, 0, 1, 0, 0) + prompt)
-    while True:
-        d = s.recv(65536)
-        if not d:
-            sys.exit("connection closed before the END")
-        data += d
-        done = False
-        while len(data) >= 64:
-            t, pl = data[5], struct.unpack('>I', data[12:16])[0]
-            if len(data) < 64 + pl:
-                break
-            if t == 4:
-                sys.exit(f"ERROR: {data[64:64 + pl].decode(errors='replace')}")
-            data = data[64 + pl:]
-            if t == 3:
-                ends += 1
-                done = True
-        if done:
-            break
+    s.sendall(kvs1.request((f"{tag}-{i} " * 400).encode()[:2048], i + 1))
+    f = r.until_end()
+    if f.type == kvs1.ERROR:
+        sys.exit(f"ERROR: {f.text()}")
+    ends += 1
 print(ends)
 PY
-send() { python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
+send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
 # share T FIELD: tenant T's entry in the route_shares map
 share() {
 	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
