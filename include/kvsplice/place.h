@@ -240,6 +240,163 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
 	return best ? best : n;
 }
 
+/*
+ * Hot prefixes. A route followed by more work than one backend takes on
+ * average is a hot prefix: left on its one holder it keeps that holder
+ * over its bound while others idle (a shared system prompt: every new
+ * conversation follows its route). So every route counts the requests that
+ * follow it, in windows of KVS_HOT_WINDOW_NS (the current window's count
+ * and the previous one's; no window seen for two windows is zero), and a
+ * request following it goes to one of k replicas:
+ *
+ *   k = ceil(rate x charge / share)
+ *
+ * rate the route's requests per window (the sliding estimate: the
+ * current count plus the previous one's share still within a window of
+ * now), less one request (one request is evidence of a prefix, not of a
+ * rate: a single long prompt never looks hot); charge this request's work
+ * (what its prefix's requests cost); share the work one backend up has
+ * been taking per window, the fleet's charged work over the backends up,
+ * which the controller measures and publishes (kvs_hot_share). So k is how
+ * many backends the prefix's work fills at the fleet's current load per
+ * backend: 1 for all but a prefix bringing more than 1/n of the fleet's
+ * work, whatever the load; at most KVS_HOT_MAX and the backends eligible.
+ *
+ * The replicas are the route's own backend and the k - 1 others with the
+ * highest placement score for the route's hash (kvs_place_score, the
+ * rendezvous order: the same set from every gateway, and it changes by
+ * one backend as k does), among the backends that may take new work;
+ * the request goes to the least loaded of them within the work limit
+ * (ties to the higher score), and the routes it teaches name that one, so
+ * a conversation that began there stays. A cold prefix (k = 1) follows
+ * its route as before: nothing is sprayed.
+ */
+#define KVS_HOT_WINDOW_NS 1000000000ULL
+#define KVS_HOT_WINDOW_US (KVS_HOT_WINDOW_NS / 1000)
+#define KVS_HOT_FP 256 /* request counts in 1/256ths */
+#define KVS_HOT_MAX 16 /* replicas of one prefix at most */
+
+/* A request follows the route: counted in its window (at: the window's
+ * start, ns; 0 for a route never counted). */
+static __always_inline void kvs_hot_count(__u64 *at, __u32 *cur, __u32 *prev, __u64 now)
+{
+	__u64 el = now > *at ? now - *at : 0;
+
+	if (el >= KVS_HOT_WINDOW_NS) {
+		*prev = el < 2 * KVS_HOT_WINDOW_NS ? *cur : 0;
+		*cur = 0;
+		*at = el < 2 * KVS_HOT_WINDOW_NS ? *at + KVS_HOT_WINDOW_NS : now;
+	}
+	if (*cur < 0xffffffffu)
+		*cur += 1;
+}
+
+/* The route's rate after kvs_hot_count: requests per window, in
+ * 1/KVS_HOT_FP, less one request. */
+static __always_inline __u64 kvs_hot_rate(__u64 at, __u32 cur, __u32 prev, __u64 now)
+{
+	__u64 el = now > at ? (now - at) / 1000 : 0, n;
+
+	if (el > KVS_HOT_WINDOW_US)
+		el = KVS_HOT_WINDOW_US;
+	n = (__u64)cur * KVS_HOT_FP +
+	    (__u64)prev * KVS_HOT_FP * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
+	return n > KVS_HOT_FP ? n - KVS_HOT_FP : 0;
+}
+
+/* Replicas a route at rate (kvs_hot_rate) needs for requests of charge
+ * tokens, a backend taking share tokens a window: 1 when nothing is known. */
+static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 share, __u32 n_ok)
+{
+	__u64 den = share * KVS_HOT_FP, k;
+
+	if (!share || n_ok < 2)
+		return 1;
+	k = (rate * charge + den - 1) / den;
+	if (k > n_ok)
+		k = n_ok;
+	if (k > KVS_HOT_MAX)
+		k = KVS_HOT_MAX;
+	return k ? (__u32)k : 1;
+}
+
+/* The controller's measure of share: charged tokens of work sent over
+ * elapsed_ns, per backend up, per window, smoothed over about one window
+ * (the new measure weighs elapsed / window). */
+static __always_inline __u64 kvs_hot_share(__u64 share, __u64 charged, __u64 elapsed_ns, __u32 nup)
+{
+	__u64 e = elapsed_ns / 1000, now;
+
+	if (!e || !nup)
+		return share;
+	now = charged * KVS_HOT_WINDOW_US / e / nup;
+	if (e > KVS_HOT_WINDOW_US)
+		e = KVS_HOT_WINDOW_US;
+	return (share * (KVS_HOT_WINDOW_US - e) + now * e) / KVS_HOT_WINDOW_US;
+}
+
+/* The replica set being chosen: the k highest scores offered, unsorted. */
+struct kvs_hot_pick {
+	__u64 score[KVS_HOT_MAX];
+	__u64 load[KVS_HOT_MAX];
+	__s32 backend[KVS_HOT_MAX];
+	__u8 fits[KVS_HOT_MAX]; /* within the work limit */
+	__u32 n, k, least;	/* members; wanted; the lowest score's index */
+};
+
+static __always_inline void kvs_hot_pick_init(struct kvs_hot_pick *p, __u32 k)
+{
+	p->n = 0;
+	p->k = k < KVS_HOT_MAX ? k : KVS_HOT_MAX;
+	p->least = 0;
+}
+
+/* Backend b (eligible) with score for the route's hash, its load and
+ * whether it is within the work limit: a member while its score is among
+ * the k highest. The route's own backend is offered with score ~0. */
+static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score,
+					  __u64 load, int fits)
+{
+	__u32 i, at;
+
+	if (p->n < p->k) {
+		at = p->n++;
+	} else {
+		if (!p->n || score <= p->score[p->least & (KVS_HOT_MAX - 1)])
+			return;
+		at = p->least;
+	}
+	at &= KVS_HOT_MAX - 1;
+	p->score[at] = score;
+	p->load[at] = load;
+	p->backend[at] = (__s32)b;
+	p->fits[at] = !!fits;
+	p->least = 0;
+	KVS_UNROLL
+	for (i = 1; i < KVS_HOT_MAX; i++)
+		if (i < p->n && p->score[i] < p->score[p->least & (KVS_HOT_MAX - 1)])
+			p->least = i;
+}
+
+/* The least loaded member within the work limit (ties to the higher
+ * score), or -1. */
+static __always_inline int kvs_hot_result(const struct kvs_hot_pick *p)
+{
+	int best = -1;
+	__u32 i;
+
+	KVS_UNROLL
+	for (i = 0; i < KVS_HOT_MAX; i++) {
+		if (i >= p->n || !p->fits[i])
+			continue;
+		if (best < 0 || p->load[i] < p->load[best & (KVS_HOT_MAX - 1)] ||
+		    (p->load[i] == p->load[best & (KVS_HOT_MAX - 1)] &&
+		     p->score[i] > p->score[best & (KVS_HOT_MAX - 1)]))
+			best = (int)i;
+	}
+	return best < 0 ? -1 : p->backend[best & (KVS_HOT_MAX - 1)];
+}
+
 #ifndef __bpf__
 #include <stdint.h>
 
@@ -287,6 +444,48 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 				   bound, room, room_bound);
 	}
 	return kvs_place_result(&p, spill);
+}
+
+/*
+ * Userspace: the replica of a hot route (key its hash, holder its
+ * backend) among be[0..n) for k replicas, limit the work limit (0: none),
+ * or holder when none of them is within it (kvs_hot_pick in the kernel's
+ * pass, bpf/datapath/hot.bpf.h).
+ */
+static inline int kvs_hot_choose(uint64_t key, uint32_t holder, const struct kvs_place_be *be,
+				 uint32_t n, uint32_t k, uint64_t limit)
+{
+	struct kvs_hot_pick p;
+	uint32_t b;
+	int r;
+
+	kvs_hot_pick_init(&p, k);
+	for (b = 0; b < n; b++) {
+		if (!be[b].ok)
+			continue;
+		kvs_hot_offer(&p, b, b == holder ? ~0ULL : kvs_place_score(key, be[b].seed),
+			      be[b].load, !limit || be[b].load <= limit);
+	}
+	r = kvs_hot_result(&p);
+	return r < 0 ? (int)holder : r;
+}
+
+/* Userspace: the replica set kvs_hot_choose chooses from, as a mask. */
+static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder,
+				       const struct kvs_place_be *be, uint32_t n, uint32_t k)
+{
+	struct kvs_hot_pick p;
+	uint64_t m = 0;
+	uint32_t b;
+
+	kvs_hot_pick_init(&p, k);
+	for (b = 0; b < n; b++)
+		if (be[b].ok)
+			kvs_hot_offer(&p, b, b == holder ? ~0ULL : kvs_place_score(key, be[b].seed),
+				      be[b].load, 1);
+	for (b = 0; b < p.n; b++)
+		m |= 1ULL << p.backend[b];
+	return m;
 }
 
 /* kvs_place_choose, and the placement counted, as for a new prefix. */

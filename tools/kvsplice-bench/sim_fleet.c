@@ -187,7 +187,8 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
 				.n = r->eng.nblocks,
 				.prompt_tokens = r->eng.prompt_tokens,
 				.max_tokens = charged_out, /* what the kernel charges */
-				.seed = kvs_seed(0, 0) };
+				.seed = kvs_seed(0, 0),
+				.now_ns = (uint64_t)(r->eng.arrival_ms * 1e6) };
 
 	fleet_load(be, nb, npresent, load, out, up);
 	kvs_kr_decide(kr, &q, load, out, up, &d);
@@ -260,6 +261,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		kvs_kr_defaults(&kp, o->balance);
 		kp.window_blocks = o->window_blocks;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
+		kp.tick_ns = (uint64_t)(KR_TICK_MS * 1e6);
+		kp.hot = o->hot;
 		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
 			kr = &kroute;
 		else

@@ -13,7 +13,9 @@
  *     followed;
  *   - follows a route while its backend accepts: up, under max_outstanding,
  *     and its outstanding work within the work limit the controller
- *     publishes (kvs_kr_refresh, gw_publish_limits);
+ *     publishes (kvs_kr_refresh, gw_publish_limits); a hot route (followed
+ *     by more work than a backend's share, include/kvsplice/place.h, "Hot
+ *     prefixes") to the least loaded of its replicas instead;
  *   - otherwise places the request by include/kvsplice/place.h on its
  *     placement key, through the policy's placement state, charging it as
  *     if nothing were cached; a holder past the limit keeps it where
@@ -53,6 +55,8 @@ struct kvs_kr_params {
 	uint32_t max_outstanding;  /* requests per backend; 0: none */
 	uint32_t recompute_weight; /* kvs_place_keep's (cfg_recompute_weight) */
 	double balance;		   /* the work limit's (the policy's own) */
+	uint64_t tick_ns;	   /* between kvs_kr_refresh calls (the hot share's) */
+	int hot;		   /* replicate hot prefixes (the kernel does) */
 };
 
 /* One request as the verdict sees it. */
@@ -64,6 +68,7 @@ struct kvs_kr_req {
 	uint64_t seed;	    /* the chain's seed: places a prompt under one block */
 	uint64_t cache_key; /* the cache key's route hash (kvs_key_hash); 0: none */
 	uint32_t hint;	    /* kvs_hint_blocks of the client's prefix_len */
+	uint64_t now_ns;    /* its arrival (the routes' hot windows) */
 };
 
 struct kvs_kr_decision {
@@ -91,11 +96,14 @@ struct kvs_kr {
 	uint64_t *g;			/* a report's group hashes (window / group) */
 	/* the work limit and the controller's state behind it */
 	uint64_t work_limit; /* tokens; 0: none */
+	uint64_t hot_share;  /* work a backend up takes per hot window (kvs_hot_share) */
+	uint64_t hot_charged;
 	uint64_t typical;    /* smoothed charge per request */
 	uint64_t charged, sent, seen_charged, seen_sent;
 	/* what happened, for the curious */
 	uint64_t why[KVS_WHY_MAX + 1]; /* decisions by enum kvs_why; [0]: punted */
 	uint64_t learned, withdrawn, lru_evicted;
+	uint64_t hot; /* routes followed to a replica other than their backend */
 };
 
 void kvs_kr_defaults(struct kvs_kr_params *p, double balance);
