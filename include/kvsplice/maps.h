@@ -264,6 +264,8 @@ struct kvs_backend {
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
 	__u64 placed;	  /* kernel: decaying count of new prefixes placed */
+	__u64 hot_share;  /* controller: work a backend up takes per hot
+			   * window, tokens (kvs_hot_share); 0: unknown */
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
@@ -278,6 +280,11 @@ struct kvs_route {
 	__u32 pad;
 	__u64 installed_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;	    /* requests the kernel routed with it */
+	/* Requests whose prompt matched it, in windows (include/kvsplice/
+	 * place.h, "Hot prefixes"): the window's start, this one's count and
+	 * the previous one's. */
+	__u64 hot_at;
+	__u32 hot_cur, hot_prev;
 };
 
 /*
@@ -330,6 +337,8 @@ struct kvs_stats {
 	__u64 placed_stale;   /* the route named a backend that left */
 	__u64 kept_holder;    /* a route followed past its bound, as a second
 			       * holder would cost more (kvs_place_keep) */
+	__u64 hot_replica;    /* a hot route followed to another replica
+			       * than its backend (place.h, "Hot prefixes") */
 	__u64 reports;	      /* decisions reported to the controller */
 	__u64 reports_lost;   /* ... that found the ring full: lost */
 	/* A client over its controller budget (include/kvsplice/budget.h): */

@@ -354,8 +354,8 @@ static __always_inline void kvs_hot_pick_init(struct kvs_hot_pick *p, __u32 k)
 /* Backend b (eligible) with score for the route's hash, its load and
  * whether it is within the work limit: a member while its score is among
  * the k highest. The route's own backend is offered with score ~0. */
-static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score,
-					  __u64 load, int fits)
+static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score, __u64 load,
+					  int fits)
 {
 	__u32 i, at;
 
@@ -471,8 +471,8 @@ static inline int kvs_hot_choose(uint64_t key, uint32_t holder, const struct kvs
 }
 
 /* Userspace: the replica set kvs_hot_choose chooses from, as a mask. */
-static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder,
-				       const struct kvs_place_be *be, uint32_t n, uint32_t k)
+static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder, const struct kvs_place_be *be,
+				       uint32_t n, uint32_t k)
 {
 	struct kvs_hot_pick p;
 	uint64_t m = 0;

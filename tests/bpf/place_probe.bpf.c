@@ -49,7 +49,7 @@ int place_probe(struct probe_args *a)
 
 	if (!pw)
 		return -2;
-	rb = place_pick_backend(pw, a->key, a->spill);
+	rb = place_pick_backend(pw, a->key, a->spill, ~0ULL);
 	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
 		return -1;
 	b = rb;

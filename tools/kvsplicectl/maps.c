@@ -62,6 +62,7 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(placed_spill)                                                                            \
 	X(placed_stale)                                                                            \
 	X(kept_holder)                                                                             \
+	X(hot_replica)                                                                             \
 	X(reports)                                                                                 \
 	X(reports_lost)                                                                            \
 	X(drop_budget)                                                                             \

@@ -255,8 +255,8 @@ void kvs_kr_refresh(struct kvs_kr *kr, const uint64_t *load, const uint8_t *up)
 
 		kr->typical = kr->typical ? (3 * kr->typical + avg) / 4 : avg;
 	}
-	kr->hot_share = kvs_hot_share(kr->hot_share, kr->charged - kr->hot_charged, kr->p.tick_ns,
-				      nup);
+	kr->hot_share =
+		kvs_hot_share(kr->hot_share, kr->charged - kr->hot_charged, kr->p.tick_ns, nup);
 	kr->hot_charged = kr->charged;
 	kr->seen_charged = kr->charged;
 	kr->seen_sent = kr->sent;
@@ -350,12 +350,12 @@ static struct kvs_kr_route *route_request(struct kvs_kr *kr, const struct kvs_kr
  * route they follow (a system prompt's: every turn of every
  * conversation, not only the first turns that follow its route).
  */
-static void hot_count(struct kvs_kr *kr, const struct kvs_kr_req *r, const struct kvs_kr_decision *d,
-		      struct kvs_kr_route *rt)
+static void hot_count(struct kvs_kr *kr, const struct kvs_kr_req *r,
+		      const struct kvs_kr_decision *d, struct kvs_kr_route *rt)
 {
 	uint32_t k, cp;
 
-	if (!kr->p.hot)
+	if (!kr->p.hot || (rt && rt->gen != kr->gen[rt->backend]))
 		return;
 	if (rt && (d->why == KVS_WHY_KEY || d->why == KVS_WHY_HINT))
 		kvs_hot_count(&rt->hot_at, &rt->hot_cur, &rt->hot_prev, r->now_ns);
@@ -484,7 +484,7 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 {
 	struct kvs_policy *pol = kr->pol;
 	struct kvs_place_sum s;
-	uint32_t b, n_ok = 0, k, kd;
+	uint32_t b, k, kd;
 	uint64_t rate, charge, members, key;
 	int pick;
 
@@ -496,11 +496,11 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 	for (b = 0; b < pol->p.nbackends; b++) {
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
-		n_ok += pol->place[b].ok;
 	}
 	charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->depth, r->max_tokens) *
 		 KVS_BLOCK_TOKENS;
-	k = kvs_hot_replicas(rate, charge, kr->hot_share, n_ok);
+	/* the eligible backends cap k in the member pass, as the kernel's */
+	k = kvs_hot_replicas(rate, charge, kr->hot_share, KVS_MAX_BACKENDS);
 	if (k < 2)
 		return rt->backend;
 	members = kvs_hot_members(d->key, rt->backend, pol->place, pol->p.nbackends, k);

@@ -98,7 +98,7 @@ struct kvs_kr {
 	uint64_t work_limit; /* tokens; 0: none */
 	uint64_t hot_share;  /* work a backend up takes per hot window (kvs_hot_share) */
 	uint64_t hot_charged;
-	uint64_t typical;    /* smoothed charge per request */
+	uint64_t typical; /* smoothed charge per request */
 	uint64_t charged, sent, seen_charged, seen_sent;
 	/* what happened, for the curious */
 	uint64_t why[KVS_WHY_MAX + 1]; /* decisions by enum kvs_why; [0]: punted */

@@ -13,6 +13,7 @@
 #include "kvsplice/hash.h"
 #include "kvsplice/place.h"
 #include "log.h"
+#include "netutil.h"
 
 /* Which hash places a cold prompt: the client's cache key, else its hinted
  * prefix, else the deepest checkpoint (the longest prefix the kernel can
@@ -62,7 +63,7 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
  */
 void gw_publish_limits(struct gw *g)
 {
-	uint64_t work = 0, charged = 0, sent = 0, slack, limit;
+	uint64_t work = 0, charged = 0, sent = 0, slack, limit, now;
 	uint32_t b, up = 0;
 
 	for (b = 0; b < g->nslots; b++) {
@@ -85,6 +86,12 @@ void gw_publish_limits(struct gw *g)
 	}
 	g->seen_charged = charged;
 	g->seen_sent = sent;
+	now = kvs_now_ns();
+	if (g->hot_at_ns && now > g->hot_at_ns && charged >= g->hot_charged)
+		g->hot_share = kvs_hot_share(g->hot_share, charged - g->hot_charged,
+					     now - g->hot_at_ns, up);
+	g->hot_at_ns = now;
+	g->hot_charged = charged;
 	if (!up)
 		return;
 	slack = g->typical_charge;
@@ -99,8 +106,10 @@ void gw_publish_limits(struct gw *g)
 		limit = 0;
 	else if (!limit)
 		limit = 1; /* (0 would mean none) */
-	for (b = 0; b < g->nslots; b++)
+	for (b = 0; b < g->nslots; b++) {
 		kvs_dp_set_work_limit(&g->dp, b, limit);
+		kvs_dp_set_hot_share(&g->dp, b, g->hot_share);
+	}
 }
 
 static void count_decision(struct gw *g, enum kvs_reason r)

@@ -326,6 +326,9 @@ struct gw {
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
+	/* The hot share (include/kvsplice/place.h, "Hot prefixes"): work a
+	 * backend up takes per window, from the charged work since hot_at_ns. */
+	uint64_t hot_share, hot_charged, hot_at_ns;
 	uint64_t health_tick_ns; /* the health check's last tick (health.c) */
 	/* Output tokens a request is charged for at most, learnt from the
 	 * ENDs (kvs_expect_output), and the counts it was last updated from. */
