@@ -276,7 +276,7 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
 #define KVS_HOT_FP 256 /* request counts in 1/256ths */
 #define KVS_HOT_MAX 16 /* replicas of one prefix at most */
 
-/* A request follows the route: counted in its window (at: the window's
+/* A request matches the route: counted in its window (at: the window's
  * start, ns; 0 for a route never counted). */
 static __always_inline void kvs_hot_count(__u64 *at, __u32 *cur, __u32 *prev, __u64 now)
 {
@@ -291,26 +291,52 @@ static __always_inline void kvs_hot_count(__u64 *at, __u32 *cur, __u32 *prev, __
 		*cur += 1;
 }
 
-/* The route's rate after kvs_hot_count: requests per window, in
- * 1/KVS_HOT_FP, less one request. */
+/* floor(sqrt(x)), bit by bit: a bounded loop. */
+static __always_inline __u64 kvs_isqrt(__u64 x)
+{
+	__u64 r = 0, bit = 1ULL << 62;
+	__u32 i;
+
+	KVS_UNROLL
+	for (i = 0; i < 32; i++) {
+		if (x >= r + bit) {
+			x -= r + bit;
+			r = (r >> 1) + bit;
+		} else {
+			r >>= 1;
+		}
+		bit >>= 2;
+	}
+	return r;
+}
+
+/* The route's rate after kvs_hot_count, in requests per window, in
+ * 1/KVS_HOT_FP: the current window's count and the part of the previous
+ * one's still within a window of now. */
 static __always_inline __u64 kvs_hot_rate(__u64 at, __u32 cur, __u32 prev, __u64 now)
 {
-	__u64 el = now > at ? (now - at) / 1000 : 0, n;
+	__u64 el = now > at ? (now - at) / 1000 : 0;
 
 	if (el > KVS_HOT_WINDOW_US)
 		el = KVS_HOT_WINDOW_US;
-	n = (__u64)cur * KVS_HOT_FP +
-	    (__u64)prev * KVS_HOT_FP * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
-	return n > KVS_HOT_FP ? n - KVS_HOT_FP : 0;
+	return (__u64)cur * KVS_HOT_FP +
+	       (__u64)prev * KVS_HOT_FP * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
 }
 
-/* Replicas a route at rate (kvs_hot_rate) needs for requests of charge
- * tokens, a backend taking share tokens a window: 1 when nothing is known. */
+/*
+ * Replicas a route at rate (kvs_hot_rate) needs for requests of charge
+ * tokens, a backend taking share tokens a window: 1 when nothing is
+ * known, and 1 unless the prefix is hot beyond load noise: unless even
+ * the rate less two standard deviations of a Poisson count (2 sqrt(n):
+ * the rate it has at least, with 97.7% confidence) brings more than one
+ * share. Under 4 requests a window (a burst of two or three, a single long
+ * prompt) is never hot. Then k = ceil(rate x charge / share).
+ */
 static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 share, __u32 n_ok)
 {
-	__u64 den = share * KVS_HOT_FP, k;
+	__u64 den = share * KVS_HOT_FP, dev = 2 * kvs_isqrt(rate * KVS_HOT_FP), k;
 
-	if (!share || n_ok < 2)
+	if (!share || n_ok < 2 || rate <= dev || (rate - dev) * charge <= den)
 		return 1;
 	k = (rate * charge + den - 1) / den;
 	if (k > n_ok)

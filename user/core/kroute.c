@@ -490,6 +490,8 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 
 	if (!kr->p.hot)
 		return rt->backend;
+	charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->depth, r->max_tokens) *
+		 KVS_BLOCK_TOKENS;
 	rate = kvs_hot_rate(rt->hot_at, rt->hot_cur, rt->hot_prev, r->now_ns);
 	if (!rate)
 		return rt->backend;
@@ -497,8 +499,6 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
-	charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->depth, r->max_tokens) *
-		 KVS_BLOCK_TOKENS;
 	/* the eligible backends cap k in the member pass, as the kernel's */
 	k = kvs_hot_replicas(rate, charge, kr->hot_share, KVS_MAX_BACKENDS);
 	if (k < 2)
