@@ -291,25 +291,6 @@ static __always_inline void kvs_hot_count(__u64 *at, __u32 *cur, __u32 *prev, __
 		*cur += 1;
 }
 
-/* floor(sqrt(x)), bit by bit: a bounded loop. */
-static __always_inline __u64 kvs_isqrt(__u64 x)
-{
-	__u64 r = 0, bit = 1ULL << 62;
-	__u32 i;
-
-	KVS_UNROLL
-	for (i = 0; i < 32; i++) {
-		if (x >= r + bit) {
-			x -= r + bit;
-			r = (r >> 1) + bit;
-		} else {
-			r >>= 1;
-		}
-		bit >>= 2;
-	}
-	return r;
-}
-
 /* The route's rate after kvs_hot_count, in requests per window, in
  * 1/KVS_HOT_FP: the current window's count and the part of the previous
  * one's still within a window of now. */
@@ -334,9 +315,16 @@ static __always_inline __u64 kvs_hot_rate(__u64 at, __u32 cur, __u32 prev, __u64
  */
 static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 share, __u32 n_ok)
 {
-	__u64 den = share * KVS_HOT_FP, dev = 2 * kvs_isqrt(rate * KVS_HOT_FP), k;
+	__u64 den = share * KVS_HOT_FP, t, x, k;
 
-	if (!share || n_ok < 2 || rate <= dev || (rate - dev) * charge <= den)
+	if (!share || !charge || n_ok < 2)
+		return 1;
+	/* x - 2 sqrt(x FP) > t, t the rate that brings one share, without a
+	 * square root (its loop made the verifier's work explode): x > t and
+	 * (x - t)^2 > 4 x FP; x capped so the square fits (far past hot). */
+	t = den / charge;
+	x = rate < (1ULL << 30) ? rate : (1ULL << 30);
+	if (x <= t || (x - t) * (x - t) <= 4 * x * KVS_HOT_FP)
 		return 1;
 	k = (rate * charge + den - 1) / den;
 	if (k > n_ok)
@@ -346,19 +334,39 @@ static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 sh
 	return k ? (__u32)k : 1;
 }
 
-/* The controller's measure of share: charged tokens of work sent over
- * elapsed_ns, per backend up, per window, smoothed over about one window
- * (the new measure weighs elapsed / window). */
-static __always_inline __u64 kvs_hot_share(__u64 share, __u64 charged, __u64 elapsed_ns, __u32 nup)
-{
-	__u64 e = elapsed_ns / 1000, now;
+/*
+ * The controller's measure of share: the fleet's charged work in windows as
+ * a route counts its requests (the current window's and the part of the
+ * previous one's still within a window of now), over the backends up. The
+ * same sliding window as the routes', so a burst after a lull raises both
+ * (a smoothed average lagged behind it, and every prefix of the burst
+ * looked hot).
+ */
+struct kvs_hot_fleet {
+	__u64 at;   /* the window's start, ns; 0: none yet */
+	__u64 base; /* the fleet's charged tokens then */
+	__u64 prev; /* charged in the previous window */
+};
 
-	if (!e || !nup)
-		return share;
-	now = charged * KVS_HOT_WINDOW_US / e / nup;
-	if (e > KVS_HOT_WINDOW_US)
-		e = KVS_HOT_WINDOW_US;
-	return (share * (KVS_HOT_WINDOW_US - e) + now * e) / KVS_HOT_WINDOW_US;
+static __always_inline __u64 kvs_hot_share(struct kvs_hot_fleet *f, __u64 charged, __u64 now,
+					   __u32 nup)
+{
+	__u64 el = now > f->at ? now - f->at : 0, n;
+
+	if (!f->at || el >= 2 * KVS_HOT_WINDOW_NS || charged < f->base) {
+		f->at = now ? now : 1;
+		f->base = charged;
+		f->prev = 0;
+		el = 0;
+	} else if (el >= KVS_HOT_WINDOW_NS) {
+		f->prev = charged - f->base;
+		f->base = charged;
+		f->at += KVS_HOT_WINDOW_NS;
+		el -= KVS_HOT_WINDOW_NS;
+	}
+	el /= 1000;
+	n = (charged - f->base) + f->prev * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
+	return nup ? n / nup : 0;
 }
 
 /* The replica set being chosen: the k highest scores offered, unsorted. */

@@ -255,9 +255,8 @@ void kvs_kr_refresh(struct kvs_kr *kr, const uint64_t *load, const uint8_t *up)
 
 		kr->typical = kr->typical ? (3 * kr->typical + avg) / 4 : avg;
 	}
-	kr->hot_share =
-		kvs_hot_share(kr->hot_share, kr->charged - kr->hot_charged, kr->p.tick_ns, nup);
-	kr->hot_charged = kr->charged;
+	kr->clock_ns += kr->p.tick_ns;
+	kr->hot_share = kvs_hot_share(&kr->hot_fleet, kr->charged, kr->clock_ns, nup);
 	kr->seen_charged = kr->charged;
 	kr->seen_sent = kr->sent;
 	if (!nup)

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "kvsplice/maps.h"
+#include "kvsplice/place.h"
 #include "policy.h"
 
 /* The kernel's route map (bpf/kvsplice.bpf.c, `routes`). */
@@ -97,8 +98,9 @@ struct kvs_kr {
 	/* the work limit and the controller's state behind it */
 	uint64_t work_limit; /* tokens; 0: none */
 	uint64_t hot_share;  /* work a backend up takes per hot window (kvs_hot_share) */
-	uint64_t hot_charged;
-	uint64_t typical; /* smoothed charge per request */
+	struct kvs_hot_fleet hot_fleet;
+	uint64_t clock_ns; /* advanced by tick_ns at each refresh */
+	uint64_t typical;  /* smoothed charge per request */
 	uint64_t charged, sent, seen_charged, seen_sent;
 	/* what happened, for the curious */
 	uint64_t why[KVS_WHY_MAX + 1]; /* decisions by enum kvs_why; [0]: punted */
