@@ -126,8 +126,7 @@ static long hot_offer(__u32 b, struct hot_ctx *c)
 		return 1;
 	if (may_place(be))
 		kvs_hot_offer(&hw->p, b,
-			      b == hw->holder ? ~0ULL : kvs_place_score(hw->key, be->place_seed),
-			      be->outstanding_work, 1);
+			      b == hw->holder ? ~0ULL : kvs_place_score(hw->key, be->place_seed));
 	return 0;
 }
 

@@ -241,35 +241,43 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
 }
 
 /*
- * Hot prefixes. A route followed by more work than one backend takes on
+ * Hot prefixes. A route matched by more work than one backend takes on
  * average is a hot prefix: left on its one holder it keeps that holder
  * over its bound while others idle (a shared system prompt: every new
- * conversation follows its route). So every route counts the requests that
- * follow it, in windows of KVS_HOT_WINDOW_NS (the current window's count
- * and the previous one's; no window seen for two windows is zero), and a
- * request following it goes to one of k replicas:
+ * conversation follows its route, and stays there for all its turns). So
+ * every route counts the requests whose prompt matches it - the route
+ * followed and every shallower checkpoint's route on the prompt's path,
+ * so a system prompt counts every turn that shares it - in windows of
+ * KVS_HOT_WINDOW_NS (the current window's count and the previous one's;
+ * a window unseen for two windows is zero), and a request following it
+ * goes to one of k replicas:
  *
  *   k = ceil(rate x charge / share)
  *
  * rate the route's requests per window (the sliding estimate: the
- * current count plus the previous one's share still within a window of
- * now), less one request (one request is evidence of a prefix, not of a
- * rate: a single long prompt never looks hot); charge this request's work
- * (what its prefix's requests cost); share the work one backend up has
- * been taking per window, the fleet's charged work over the backends up,
- * which the controller measures and publishes (kvs_hot_share). So k is how
- * many backends the prefix's work fills at the fleet's current load per
+ * current count plus the part of the previous one still within a window
+ * of now); charge this request's work (what its prefix's requests cost);
+ * share the work one backend up has been taking per window, the fleet's
+ * charged work in the same sliding window over the backends up, which the
+ * controller measures and publishes (kvs_hot_share). So k is how many
+ * backends the prefix's work fills at the fleet's current load per
  * backend: 1 for all but a prefix bringing more than 1/n of the fleet's
  * work, whatever the load; at most KVS_HOT_MAX and the backends eligible.
+ * And k is 1 unless the prefix is hot beyond load noise: unless the rate
+ * less two standard deviations of a Poisson count still brings more than
+ * one share (kvs_hot_replicas): two or three long prompts in a second do
+ * not make a prefix hot.
  *
  * The replicas are the route's own backend and the k - 1 others with the
  * highest placement score for the route's hash (kvs_place_score, the
  * rendezvous order: the same set from every gateway, and it changes by
- * one backend as k does), among the backends that may take new work;
- * the request goes to the least loaded of them within the work limit
- * (ties to the higher score), and the routes it teaches name that one, so
- * a conversation that began there stays. A cold prefix (k = 1) follows
- * its route as before: nothing is sprayed.
+ * one backend as k does), among the backends that may take new work. The
+ * request is placed among them by the rule above (kvs_place_choose, on
+ * its own placement key, counted as a placement: bounded load, recent
+ * placements), and the routes it teaches name that replica, so a
+ * conversation that began there stays. A replica past the work limit
+ * spills as any route's backend does. A cold prefix (k = 1) follows its
+ * route as before: nothing is sprayed.
  */
 #define KVS_HOT_WINDOW_NS 1000000000ULL
 #define KVS_HOT_WINDOW_US (KVS_HOT_WINDOW_NS / 1000)
@@ -372,10 +380,8 @@ static __always_inline __u64 kvs_hot_share(struct kvs_hot_fleet *f, __u64 charge
 /* The replica set being chosen: the k highest scores offered, unsorted. */
 struct kvs_hot_pick {
 	__u64 score[KVS_HOT_MAX];
-	__u64 load[KVS_HOT_MAX];
 	__s32 backend[KVS_HOT_MAX];
-	__u8 fits[KVS_HOT_MAX]; /* within the work limit */
-	__u32 n, k, least;	/* members; wanted; the lowest score's index */
+	__u32 n, k, least; /* members; wanted; the lowest score's index */
 };
 
 static __always_inline void kvs_hot_pick_init(struct kvs_hot_pick *p, __u32 k)
@@ -385,11 +391,10 @@ static __always_inline void kvs_hot_pick_init(struct kvs_hot_pick *p, __u32 k)
 	p->least = 0;
 }
 
-/* Backend b (eligible) with score for the route's hash, its load and
- * whether it is within the work limit: a member while its score is among
- * the k highest. The route's own backend is offered with score ~0. */
-static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score, __u64 load,
-					  int fits)
+/* Backend b (eligible) with score for the route's hash: a member while its
+ * score is among the k highest. The route's own backend is offered with
+ * score ~0. */
+static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score)
 {
 	__u32 i, at;
 
@@ -402,33 +407,12 @@ static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64
 	}
 	at &= KVS_HOT_MAX - 1;
 	p->score[at] = score;
-	p->load[at] = load;
 	p->backend[at] = (__s32)b;
-	p->fits[at] = !!fits;
 	p->least = 0;
 	KVS_UNROLL
 	for (i = 1; i < KVS_HOT_MAX; i++)
 		if (i < p->n && p->score[i] < p->score[p->least & (KVS_HOT_MAX - 1)])
 			p->least = i;
-}
-
-/* The least loaded member within the work limit (ties to the higher
- * score), or -1. */
-static __always_inline int kvs_hot_result(const struct kvs_hot_pick *p)
-{
-	int best = -1;
-	__u32 i;
-
-	KVS_UNROLL
-	for (i = 0; i < KVS_HOT_MAX; i++) {
-		if (i >= p->n || !p->fits[i])
-			continue;
-		if (best < 0 || p->load[i] < p->load[best & (KVS_HOT_MAX - 1)] ||
-		    (p->load[i] == p->load[best & (KVS_HOT_MAX - 1)] &&
-		     p->score[i] > p->score[best & (KVS_HOT_MAX - 1)]))
-			best = (int)i;
-	}
-	return best < 0 ? -1 : p->backend[best & (KVS_HOT_MAX - 1)];
 }
 
 #ifndef __bpf__
@@ -480,31 +464,8 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 	return kvs_place_result(&p, spill);
 }
 
-/*
- * Userspace: the replica of a hot route (key its hash, holder its
- * backend) among be[0..n) for k replicas, limit the work limit (0: none),
- * or holder when none of them is within it (kvs_hot_pick in the kernel's
- * pass, bpf/datapath/hot.bpf.h).
- */
-static inline int kvs_hot_choose(uint64_t key, uint32_t holder, const struct kvs_place_be *be,
-				 uint32_t n, uint32_t k, uint64_t limit)
-{
-	struct kvs_hot_pick p;
-	uint32_t b;
-	int r;
-
-	kvs_hot_pick_init(&p, k);
-	for (b = 0; b < n; b++) {
-		if (!be[b].ok)
-			continue;
-		kvs_hot_offer(&p, b, b == holder ? ~0ULL : kvs_place_score(key, be[b].seed),
-			      be[b].load, !limit || be[b].load <= limit);
-	}
-	r = kvs_hot_result(&p);
-	return r < 0 ? (int)holder : r;
-}
-
-/* Userspace: the replica set kvs_hot_choose chooses from, as a mask. */
+/* Userspace: a hot route's replica set (key its hash, holder its backend)
+ * among be[0..n) for k replicas, as a mask (hot_members in the kernel). */
 static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder, const struct kvs_place_be *be,
 				       uint32_t n, uint32_t k)
 {
@@ -515,8 +476,8 @@ static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder, const stru
 	kvs_hot_pick_init(&p, k);
 	for (b = 0; b < n; b++)
 		if (be[b].ok)
-			kvs_hot_offer(&p, b, b == holder ? ~0ULL : kvs_place_score(key, be[b].seed),
-				      be[b].load, 1);
+			kvs_hot_offer(&p, b,
+				      b == holder ? ~0ULL : kvs_place_score(key, be[b].seed));
 	for (b = 0; b < p.n; b++)
 		m |= 1ULL << p.backend[b];
 	return m;

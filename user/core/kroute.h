@@ -15,7 +15,7 @@
  *     and its outstanding work within the work limit the controller
  *     publishes (kvs_kr_refresh, gw_publish_limits); a hot route (followed
  *     by more work than a backend's share, include/kvsplice/place.h, "Hot
- *     prefixes") to the least loaded of its replicas instead;
+ *     prefixes") to the rule's pick among its replicas instead;
  *   - otherwise places the request by include/kvsplice/place.h on its
  *     placement key, through the policy's placement state, charging it as
  *     if nothing were cached; a holder past the limit keeps it where
