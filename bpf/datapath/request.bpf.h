@@ -156,6 +156,25 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	return 0;
 }
 
+/* The fleet's charged work and the backends up (kvs_hot_share's inputs),
+ * summed as the controller sums them: every slot in use. */
+struct hot_sum_ctx {
+	__u64 charged;
+	__u32 up, pad;
+};
+
+static long hot_sum(__u32 b, struct hot_sum_ctx *c)
+{
+	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
+
+	if (!be)
+		return 1;
+	if (be->state != KVS_BE_ABSENT)
+		c->charged += be->charged_tokens;
+	c->up += be->state == KVS_BE_UP;
+	return 0;
+}
+
 /* A request matched the route at hash: counted in its hot window. */
 static __always_inline struct kvs_route *hot_count(__u64 hash, __u64 now)
 {
@@ -184,7 +203,7 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 	struct kvs_route *r = NULL, *e;
 	struct kvs_backend *be;
-	__u64 now = bpf_ktime_get_ns(), hash = 0, rate, charge, members, key;
+	__u64 now = bpf_ktime_get_ns(), hash = 0, rate, charge, members, key, share;
 	int pick;
 
 	if (!ch || !h || !d || !st || !sc)
@@ -218,8 +237,17 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 					kvs_charged_output(bpf_ntohl(h->max_tokens),
 							   be->expect_output)) *
 		 KVS_BLOCK_TOKENS;
+	/* under 4 requests a window is never hot: no pass over the fleet */
+	if (rate <= 4 * KVS_HOT_FP)
+		return -1;
+	{
+		struct hot_sum_ctx c = { 0 };
+
+		bpf_loop(KVS_MAX_BACKENDS, hot_sum, &c, 0);
+		share = kvs_hot_share(&be->hot, c.charged, now, c.up);
+	}
 	/* the eligible backends cap k in the member pass */
-	k = kvs_hot_replicas(rate, charge, be->hot_share, KVS_MAX_BACKENDS);
+	k = kvs_hot_replicas(rate, charge, share, KVS_MAX_BACKENDS);
 	if (k < 2)
 		return -1;
 	members = hot_members(&sc->hw, hash, holder, k);

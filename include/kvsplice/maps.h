@@ -235,6 +235,14 @@ struct kvs_be_report {
 	__u64 at_ns; /* CLOCK_MONOTONIC of the PONG; 0: never */
 };
 
+/* The fleet's charged work by hot window (include/kvsplice/place.h, "Hot
+ * prefixes", kvs_hot_roll). */
+struct kvs_hot_fleet {
+	__u64 at;   /* the window's start, ns (CLOCK_MONOTONIC); 0: none yet */
+	__u64 base; /* the fleet's charged tokens then */
+	__u64 prev; /* charged in the previous window */
+};
+
 /* backends map value, index = backend index. Written by the controller
  * (state, pool_size, max_outstanding) and updated atomically by the kernel
  * (everything else). */
@@ -264,8 +272,9 @@ struct kvs_backend {
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
 	__u64 placed;	  /* kernel: decaying count of new prefixes placed */
-	__u64 hot_share;  /* controller: work a backend up takes per hot
-			   * window, tokens (kvs_hot_share); 0: unknown */
+	/* controller: the fleet's charged work by hot window (kvs_hot_roll),
+	 * the same in every backend's record */
+	struct kvs_hot_fleet hot;
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */

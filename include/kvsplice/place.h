@@ -51,6 +51,7 @@
 #include <linux/types.h>
 
 #include "kvsplice/hash.h"
+#include "kvsplice/maps.h"
 
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))
@@ -259,7 +260,7 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
  * of now); charge this request's work (what its prefix's requests cost);
  * share the work one backend up has been taking per window, the fleet's
  * charged work in the same sliding window over the backends up, which the
- * controller measures and publishes (kvs_hot_share). So k is how many
+ * controller and the kernel measure (kvs_hot_share). So k is how many
  * backends the prefix's work fills at the fleet's current load per
  * backend: 1 for all but a prefix bringing more than 1/n of the fleet's
  * work, whatever the load; at most KVS_HOT_MAX and the backends eligible.
@@ -343,38 +344,45 @@ static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 sh
 }
 
 /*
- * The controller's measure of share: the fleet's charged work in windows as
- * a route counts its requests (the current window's and the part of the
- * previous one's still within a window of now), over the backends up. The
- * same sliding window as the routes', so a burst after a lull raises both
- * (a smoothed average lagged behind it, and every prefix of the burst
- * looked hot).
+ * share: the fleet's charged work in windows as a route counts its
+ * requests (the current window's and the part of the previous one's still
+ * within a window of now), over the backends up. The controller rolls the
+ * windows on its tick (kvs_hot_roll: where the window began, the fleet's
+ * charged work then, and in the previous window) and publishes them; the
+ * kernel adds the work charged since, at the request (kvs_hot_share), so
+ * the share is as current as the route's count: measured on the tick
+ * alone it lagged a burst after a lull by up to a tick, and every prefix
+ * of the burst looked hot.
  */
-struct kvs_hot_fleet {
-	__u64 at;   /* the window's start, ns; 0: none yet */
-	__u64 base; /* the fleet's charged tokens then */
-	__u64 prev; /* charged in the previous window */
-};
-
-static __always_inline __u64 kvs_hot_share(struct kvs_hot_fleet *f, __u64 charged, __u64 now,
-					   __u32 nup)
+static __always_inline void kvs_hot_roll(struct kvs_hot_fleet *f, __u64 charged, __u64 now)
 {
-	__u64 el = now > f->at ? now - f->at : 0, n;
+	__u64 el = now > f->at ? now - f->at : 0;
 
 	if (!f->at || el >= 2 * KVS_HOT_WINDOW_NS || charged < f->base) {
 		f->at = now ? now : 1;
 		f->base = charged;
 		f->prev = 0;
-		el = 0;
 	} else if (el >= KVS_HOT_WINDOW_NS) {
 		f->prev = charged - f->base;
 		f->base = charged;
 		f->at += KVS_HOT_WINDOW_NS;
-		el -= KVS_HOT_WINDOW_NS;
 	}
-	el /= 1000;
-	n = (charged - f->base) + f->prev * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
-	return nup ? n / nup : 0;
+}
+
+/* The work a backend up takes a window, charged the fleet's charged
+ * tokens now; 0 when nothing is known. */
+static __always_inline __u64 kvs_hot_share(const struct kvs_hot_fleet *f, __u64 charged, __u64 now,
+					   __u32 nup)
+{
+	__u64 el = now > f->at ? (now - f->at) / 1000 : 0, n;
+
+	if (!f->at || !nup)
+		return 0;
+	if (el > KVS_HOT_WINDOW_US)
+		el = KVS_HOT_WINDOW_US;
+	n = (charged > f->base ? charged - f->base : 0) +
+	    f->prev * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
+	return n / nup;
 }
 
 /* The replica set being chosen: the k highest scores offered, unsorted. */

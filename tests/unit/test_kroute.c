@@ -717,7 +717,7 @@ static void hot_prefix_is_replicated(void **state)
 
 	(void)state;
 	fix_init(&f, 100000, 0);
-	f.kr.hot_share = 10 * HOT_CHARGE;
+	f.kr.hot_share = 10 * HOT_CHARGE;	      /* fixed: what the fleet takes */
 	send_prefix(&f, h, 1, 1000000, 0, per, 1000); /* places it, learns its routes */
 	holder = (uint32_t)route_of(&f, h[63]);
 	memset(per, 0, sizeof(per));

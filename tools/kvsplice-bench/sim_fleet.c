@@ -261,7 +261,6 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		kvs_kr_defaults(&kp, o->balance);
 		kp.window_blocks = o->window_blocks;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
-		kp.tick_ns = (uint64_t)(KR_TICK_MS * 1e6);
 		kp.hot = o->hot;
 		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
 			kr = &kroute;
@@ -292,8 +291,10 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			break;
 		}
 		if (p == P_KVSPLICE && next_tick < t_arr && next_tick < t_step) {
-			if (kr)
+			if (kr) {
+				kr->clock_ns = (uint64_t)(next_tick * 1e6);
 				refresh_limit(kr, be, o->backends, present(o, join_ms, next_tick));
+			}
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);

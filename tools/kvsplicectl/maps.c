@@ -224,7 +224,7 @@ static void print_backends_json(int fd)
 		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
 		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
 		       "\"output_tokens\":%llu,\"expect_output\":%llu,\"placed\":%.2f,"
-		       "\"hot_share\":%llu,"
+		       "\"hot_prev_work\":%llu,"
 		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
 		       "\"kv_total_blocks\":%u,\"age_s\":%.3f},\"reason\":",
 		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
@@ -238,7 +238,7 @@ static void print_backends_json(int fd)
 		       (unsigned long long)be.charged_tokens, (unsigned long long)be.output_tokens,
 		       (unsigned long long)be.expect_output,
 		       /* the kernel's decaying count of new prefixes placed here */
-		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot_share,
+		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
 		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
 		       be.report.kv_total_blocks,
 		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);

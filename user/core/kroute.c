@@ -29,7 +29,6 @@ void kvs_kr_defaults(struct kvs_kr_params *p, double balance)
 	p->kernel_slack = KVS_KR_KERNEL_SLACK;
 	p->recompute_weight = (uint32_t)KVS_POLICY_RECOMPUTE_WEIGHT;
 	p->balance = balance;
-	p->tick_ns = 100000000; /* the controller's tick */
 	p->hot = 1;
 }
 
@@ -255,8 +254,7 @@ void kvs_kr_refresh(struct kvs_kr *kr, const uint64_t *load, const uint8_t *up)
 
 		kr->typical = kr->typical ? (3 * kr->typical + avg) / 4 : avg;
 	}
-	kr->clock_ns += kr->p.tick_ns;
-	kr->hot_share = kvs_hot_share(&kr->hot_fleet, kr->charged, kr->clock_ns, nup);
+	kvs_hot_roll(&kr->hot_fleet, kr->charged, kr->clock_ns);
 	kr->seen_charged = kr->charged;
 	kr->seen_sent = kr->sent;
 	if (!nup)
@@ -483,8 +481,8 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 {
 	struct kvs_policy *pol = kr->pol;
 	struct kvs_place_sum s;
-	uint32_t b, k, kd;
-	uint64_t rate, charge, members, key;
+	uint32_t b, k, kd, nup = 0;
+	uint64_t rate, charge, members, key, share;
 	int pick;
 
 	if (!kr->p.hot)
@@ -498,8 +496,14 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
+	if (rate <= 4 * KVS_HOT_FP) /* never hot: as the kernel, no more */
+		return rt->backend;
+	for (b = 0; b < pol->p.nbackends; b++)
+		nup += up[b] != 0;
+	share = kr->hot_share ? kr->hot_share :
+				kvs_hot_share(&kr->hot_fleet, kr->charged, r->now_ns, nup);
 	/* the eligible backends cap k in the member pass, as the kernel's */
-	k = kvs_hot_replicas(rate, charge, kr->hot_share, KVS_MAX_BACKENDS);
+	k = kvs_hot_replicas(rate, charge, share, KVS_MAX_BACKENDS);
 	if (k < 2)
 		return rt->backend;
 	members = kvs_hot_members(d->key, rt->backend, pol->place, pol->p.nbackends, k);

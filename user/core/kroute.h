@@ -56,7 +56,6 @@ struct kvs_kr_params {
 	uint32_t max_outstanding;  /* requests per backend; 0: none */
 	uint32_t recompute_weight; /* kvs_place_keep's (cfg_recompute_weight) */
 	double balance;		   /* the work limit's (the policy's own) */
-	uint64_t tick_ns;	   /* between kvs_kr_refresh calls (the hot share's) */
 	int hot;		   /* replicate hot prefixes (the kernel does) */
 };
 
@@ -97,10 +96,12 @@ struct kvs_kr {
 	uint64_t *g;			/* a report's group hashes (window / group) */
 	/* the work limit and the controller's state behind it */
 	uint64_t work_limit; /* tokens; 0: none */
-	uint64_t hot_share;  /* work a backend up takes per hot window (kvs_hot_share) */
+	/* the controller's hot windows (kvs_hot_roll), rolled at each refresh
+	 * at clock_ns (the caller's clock); hot_share fixes the share (a test's
+	 * fleet), 0: measured (kvs_hot_share) */
 	struct kvs_hot_fleet hot_fleet;
-	uint64_t clock_ns; /* advanced by tick_ns at each refresh */
-	uint64_t typical;  /* smoothed charge per request */
+	uint64_t clock_ns, hot_share;
+	uint64_t typical; /* smoothed charge per request */
 	uint64_t charged, sent, seen_charged, seen_sent;
 	/* what happened, for the curious */
 	uint64_t why[KVS_WHY_MAX + 1]; /* decisions by enum kvs_why; [0]: punted */

@@ -63,7 +63,7 @@ static int fleet_state(struct gw *g, uint64_t *load, uint8_t *ok)
  */
 void gw_publish_limits(struct gw *g)
 {
-	uint64_t work = 0, charged = 0, sent = 0, slack, limit, share;
+	uint64_t work = 0, charged = 0, sent = 0, slack, limit;
 	uint32_t b, up = 0;
 
 	for (b = 0; b < g->nslots; b++) {
@@ -86,7 +86,7 @@ void gw_publish_limits(struct gw *g)
 	}
 	g->seen_charged = charged;
 	g->seen_sent = sent;
-	share = kvs_hot_share(&g->hot_fleet, charged, kvs_now_ns(), up);
+	kvs_hot_roll(&g->hot_fleet, charged, kvs_now_ns());
 	if (!up)
 		return;
 	slack = g->typical_charge;
@@ -103,7 +103,7 @@ void gw_publish_limits(struct gw *g)
 		limit = 1; /* (0 would mean none) */
 	for (b = 0; b < g->nslots; b++) {
 		kvs_dp_set_work_limit(&g->dp, b, limit);
-		kvs_dp_set_hot_share(&g->dp, b, share);
+		kvs_dp_set_hot(&g->dp, b, &g->hot_fleet);
 	}
 }
 
