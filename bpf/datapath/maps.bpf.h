@@ -99,11 +99,22 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 262144);
+	__uint(max_entries, KVS_ROUTES_MAX);
 	__type(key, __u64); /* prefix hash or cache-key hash */
 	__type(value, struct kvs_route);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_TENANTS);
+	__type(key, __u32); /* tenant index */
+	__type(value, struct kvs_route_share);
+	/* The controller mmaps it to count its own installs and deletions
+	 * with atomic adds, as the kernel does. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} route_shares SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -17,8 +17,8 @@ struct decision {
 	__u32 why;
 	__u32 depth;
 	__u32 charge;
-	__u32 gen; /* the backend's route_gen when sent (the report's) */
-	__u32 pad;
+	__u32 gen;    /* the backend's route_gen when sent (the report's) */
+	__u32 tenant; /* the client's tenant index (its share of the routes) */
 	/* The frame's: where it starts, its length, its client, its seed
 	 * (a global function takes five arguments at most). */
 	__u32 off, len;
@@ -281,8 +281,10 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
 {
 	struct kvs_stats *st = stats_slot();
+	struct kvs_route_share *rs;
 	struct kvs_backend *be;
-	__u32 b, n, hint;
+	__u32 b, n, hint, t;
+	__u64 learned;
 
 	if (!ch || !h || !d || !st)
 		return -1;
@@ -292,21 +294,37 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be)
 		return -1;
+	/* The client's tenant's share of the routes map (struct
+	 * kvs_route_share): full, the request teaches nothing (it was placed
+	 * all the same). Checked once a request and counted from the stats'
+	 * own count: per route, the checks multiplied the verifier's states.
+	 * A request may pass a share by the routes it teaches (18 at most),
+	 * one per CPU at once: the controller's reserve is far larger. */
+	t = d->tenant < KVS_MAX_TENANTS ? d->tenant : 0;
+	rs = bpf_map_lookup_elem(&route_shares, &t);
+	if (rs && rs->share && rs->routes >= rs->share) {
+		__sync_fetch_and_add(&rs->refused, 1);
+		return 0;
+	}
+	learned = st->routes_learned;
 	n = ch->n;
 	if (d->why >= KVS_WHY_COLD) {
 		hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
 		if (d->cache_key)
 			learn_route(b, be, d->cache_key, 0,
-				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST,
+				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST, t,
 				    st);
 		if (d->why == KVS_WHY_STALE && d->depth)
 			learn_route(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
-				    d->depth, BPF_ANY, st);
+				    d->depth, BPF_ANY, t, st);
 		if (hint > d->depth && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
 			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
-				    BPF_NOEXIST, st);
+				    BPF_NOEXIST, t, st);
 	}
-	learn_routes(b, be, d->depth, ch, st);
+	learn_routes(b, be, d->depth, ch, t, st);
+	rs = bpf_map_lookup_elem(&route_shares, &t);
+	if (rs && rs->share)
+		__sync_fetch_and_add(&rs->routes, st->routes_learned - learned);
 	return 0;
 }
 
@@ -334,7 +352,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
 {
-	struct decision d = { .why = KVS_WHY_COLD };
+	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->tenant };
 	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
 	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
 	struct kvs_backend *be;

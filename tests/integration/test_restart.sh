@@ -92,7 +92,7 @@ python3 - "$HO" <<'PY' || kvs_fail "fake take-over"
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
-s.send(struct.pack('IIII', 0x4b565348, 4, 1, 0))  # KVS_HO_VERSION
+s.send(struct.pack('IIII', 0x4b565348, 6, 1, 0))  # KVS_HO_VERSION
 while True:
     m, anc, flags, addr = s.recvmsg(65536, socket.CMSG_SPACE(4 * 200))
     if struct.unpack('IIII', m[:16])[2] == 5:  # DONE

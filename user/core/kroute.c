@@ -281,7 +281,8 @@ void kvs_kr_report(struct kvs_kr *kr, const struct kvs_kr_req *r, const struct k
 		return;
 	for (j = 0; j < ng; j++)
 		kr->g[j] = r->h[(j + 1) * KVS_INDEX_GROUP - 1];
-	kvs_policy_record(kr->pol, b, kr->g, ng);
+	/* charged for the route's depth, or as if nothing were cached */
+	kvs_policy_report(kr->pol, b, kr->g, ng, d->why < KVS_WHY_COLD ? d->depth : 0);
 	for (j = 0; j < kr->ncp; j++) {
 		cp = kvs_checkpoint(j);
 		if (cp <= d->depth)

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "netutil.h"
 #include "policy.h"
+#include "route_shares.h"
 #include "sources.h"
 #include "tenant.h"
 
@@ -184,8 +185,9 @@ struct gw_backend {
 	bool removing;		     /* draining; removed once nothing is in flight */
 	uint64_t remove_deadline_ns; /* then its requests are failed, it goes */
 	struct kvs_addr addr;
-	char name[64];				/* addr as ADDR:PORT */
-	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
+	char name[64]; /* addr as ADDR:PORT */
+	/* END counters when the index was last corrected */
+	uint64_t fb_predicted, fb_mispredicted, fb_unexpected;
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
@@ -231,6 +233,7 @@ struct gw_fdstore {
 	bool said;	    /* logged that it is in use */
 	bool failing;	    /* the last hand-in failed (logged once) */
 	bool fresh_punt;    /* restarted with a new punt pair, not the kept one */
+	bool restarted;	    /* started with the store's sockets after a crash */
 	uint64_t fds, msgs; /* handed in so far, in this many datagrams */
 };
 
@@ -255,6 +258,7 @@ struct gw {
 	struct kvs_cidr fronts[KVS_ADM_MAX_LIST];
 	uint32_t nfronts;
 	struct gw_tenants tenants; /* cfg->tenant_sources, likewise */
+	struct gw_shares shares;   /* their shares of the routes map */
 	struct gw_config live;	   /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
