@@ -34,9 +34,9 @@
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
  * to the highest score within the load bound, room or not, and is not
- * counted, so the spills of one hot prefix keep going to the same second
- * backend, which then holds it too (the controller's policy keeps that
- * affinity the same way: spills never counted as placements there).
+ * counted. A prefix hot enough to keep its holder past the bound is
+ * replicated before it spills ("Hot prefixes", below): its requests are
+ * placed among as many replicas as its rate needs, and counted.
  *
  * Everything is integer: the verifier takes no floating point, and both
  * builds must round alike. The decay is applied in the last pass, to
