@@ -160,6 +160,7 @@ _Static_assert(KVS_REPORT_MAX_GROUPS *KVS_INDEX_GROUP == KVS_MAX_WINDOW_BLOCKS,
  * (too large for the verdict's stack). */
 struct scratch {
 	struct place_walk pw;
+	struct hot_walk hw;
 	struct kvs_report rep;
 };
 struct {

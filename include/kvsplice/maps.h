@@ -252,6 +252,14 @@ struct kvs_be_report {
 	__u64 at_ns; /* CLOCK_MONOTONIC of the PONG; 0: never */
 };
 
+/* The fleet's charged work by hot window (include/kvsplice/place.h, "Hot
+ * prefixes", kvs_hot_roll). */
+struct kvs_hot_fleet {
+	__u64 at;   /* the window's start, ns (CLOCK_MONOTONIC); 0: none yet */
+	__u64 base; /* the fleet's charged tokens then */
+	__u64 prev; /* charged in the previous window */
+};
+
 /* backends map value, index = backend index. Written by the controller
  * (state, pool_size, max_outstanding) and updated atomically by the kernel
  * (everything else). */
@@ -283,6 +291,9 @@ struct kvs_backend {
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
 	__u64 placed;	  /* kernel: decaying count of new prefixes placed */
+	/* controller: the fleet's charged work by hot window (kvs_hot_roll),
+	 * the same in every backend's record */
+	struct kvs_hot_fleet hot;
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
@@ -301,6 +312,11 @@ struct kvs_route {
 			     * installed it (0: unbound), whose share counts it */
 	__u64 installed_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;	    /* requests the kernel routed with it */
+	/* Requests whose prompt matched it, in windows (include/kvsplice/
+	 * place.h, "Hot prefixes"): the window's start, this one's count and
+	 * the previous one's. */
+	__u64 hot_at;
+	__u32 hot_cur, hot_prev;
 };
 
 /*
@@ -353,6 +369,8 @@ struct kvs_stats {
 	__u64 placed_stale;   /* the route named a backend that left */
 	__u64 kept_holder;    /* a route followed past its bound, as a second
 			       * holder would cost more (kvs_place_keep) */
+	__u64 hot_replica;    /* a hot route followed to another replica
+			       * than its backend (place.h, "Hot prefixes") */
 	__u64 reports;	      /* decisions reported to the controller */
 	__u64 reports_lost;   /* ... that found the ring full: lost */
 	/* A client over its controller budget (include/kvsplice/budget.h): */

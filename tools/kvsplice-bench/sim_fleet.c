@@ -246,7 +246,8 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
 				.n = r->eng.nblocks,
 				.prompt_tokens = r->eng.prompt_tokens,
 				.max_tokens = charged_out, /* what the kernel charges */
-				.seed = kvs_seed(0, 0) };
+				.seed = kvs_seed(0, 0),
+				.now_ns = (uint64_t)(r->eng.arrival_ms * 1e6) };
 
 	fleet_load(be, nb, npresent, load, out, up);
 	kvs_kr_decide(kr, &q, load, out, up, &d);
@@ -329,6 +330,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		kvs_kr_defaults(&kp, o->balance);
 		kp.window_blocks = o->window_blocks;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
+		kp.hot = o->hot;
 		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
 			kr = &kroute;
 		else
@@ -358,8 +360,10 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			break;
 		}
 		if (p == P_KVSPLICE && next_tick < t_arr && next_tick < t_step) {
-			if (kr)
+			if (kr) {
+				kr->clock_ns = (uint64_t)(next_tick * 1e6);
 				refresh_limit(kr, be, o->backends, present(o, join_ms, next_tick));
+			}
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);

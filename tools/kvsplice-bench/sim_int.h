@@ -38,6 +38,7 @@ struct sim_opts {
 	 * END reports correct it (kvs_policy_feedback, as the gateway does) */
 	double index_scale;
 	int feedback;
+	int hot; /* kvsplice: replicate hot prefixes (--kvsplice-hot) */
 	double rate, occupancy;
 	/* the last backend joins this many seconds after the first arrival
 	 * (absent until then, as one added with kvsplicectl); 0: there from

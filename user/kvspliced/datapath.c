@@ -471,6 +471,13 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 	__atomic_store_n(&dp->backends[b].work_limit, limit, __ATOMIC_RELAXED);
 }
 
+void kvs_dp_set_hot(struct kvs_datapath *dp, uint32_t b, const struct kvs_hot_fleet *f)
+{
+	__atomic_store_n(&dp->backends[b].hot.at, f->at, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->backends[b].hot.base, f->base, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->backends[b].hot.prev, f->prev, __ATOMIC_RELAXED);
+}
+
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
 			 uint64_t *mispredicted, uint64_t *unexpected)
 {

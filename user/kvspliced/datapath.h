@@ -125,6 +125,9 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens,
 		    uint64_t *requests);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
+/* The fleet's charged work by hot window (include/kvsplice/place.h, "Hot
+ * prefixes"), as the kernel reads it from backend b's record. */
+void kvs_dp_set_hot(struct kvs_datapath *dp, uint32_t b, const struct kvs_hot_fleet *f);
 
 /* At most this many routes per kvs_dp_add_routes (a request installs its
  * cache key, hint and checkpoints: 18). */

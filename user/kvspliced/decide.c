@@ -13,6 +13,7 @@
 #include "kvsplice/hash.h"
 #include "kvsplice/place.h"
 #include "log.h"
+#include "netutil.h"
 
 /* Which hash places a cold prompt: the client's cache key, else its hinted
  * prefix, else the deepest checkpoint (the longest prefix the kernel can
@@ -85,6 +86,7 @@ void gw_publish_limits(struct gw *g)
 	}
 	g->seen_charged = charged;
 	g->seen_sent = sent;
+	kvs_hot_roll(&g->hot_fleet, charged, kvs_now_ns());
 	if (!up)
 		return;
 	slack = g->typical_charge;
@@ -99,8 +101,10 @@ void gw_publish_limits(struct gw *g)
 		limit = 0;
 	else if (!limit)
 		limit = 1; /* (0 would mean none) */
-	for (b = 0; b < g->nslots; b++)
+	for (b = 0; b < g->nslots; b++) {
 		kvs_dp_set_work_limit(&g->dp, b, limit);
+		kvs_dp_set_hot(&g->dp, b, &g->hot_fleet);
+	}
 }
 
 static void count_decision(struct gw *g, enum kvs_reason r)

@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "codec.h"
 #include "datapath.h"
+#include "kvsplice/place.h"
 #include "gateway.h"
 #include "idmap.h"
 #include "metrics.h"
@@ -330,6 +331,9 @@ struct gw {
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
+	/* The hot share (include/kvsplice/place.h, "Hot prefixes"): work a
+	 * backend up takes per window, from the fleet's charged work. */
+	struct kvs_hot_fleet hot_fleet;
 	uint64_t health_tick_ns; /* the health check's last tick (health.c) */
 	/* Output tokens a request is charged for at most, learnt from the
 	 * ENDs (kvs_expect_output), and the counts it was last updated from. */

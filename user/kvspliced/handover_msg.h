@@ -30,8 +30,9 @@
  * across them. 4: each client's controller budget in its conns entry, and
  * the counters of it (2026-12-02). 5: backends' count of unexpected hits
  * (the index's growth), routes carrying their tenant and the route_shares
- * map (2026-12-02, later). */
-#define KVS_HO_VERSION 5
+ * map (2026-12-02, later). 6: each route's hot window and each backend's
+ * record of the fleet's (include/kvsplice/place.h, "Hot prefixes"). */
+#define KVS_HO_VERSION 6
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 
