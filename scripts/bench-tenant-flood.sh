@@ -22,27 +22,14 @@ bench_start_sims 1 --time-scale 0 --kv-blocks "$KV"
 cat >"$TMP/victim.py" <<'PY'
 # victim.py PORT N: N prompts of 64 blocks (5 routes each: 4, 8, 16, 32,
 # 64 blocks) from 127.0.0.2, one after another; prints how many ended.
-import socket, struct, sys
+import sys
+import kvs1
 port, n = int(sys.argv[1]), int(sys.argv[2])
-s = socket.socket()
-s.bind(("127.0.0.2", 0))
-s.connect(("127.0.0.1", port))
-ends, data = 0, b''
+s = kvs1.connect(port, "127.0.0.2")
+r, ends = kvs1.Reader(s), 0
 for i in range(n):
-    prompt = (f"victim prompt {i} " * 400).encode()[:4096]
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
-                          0, 0, 0, 0, 1, 0, 0) + prompt)
-    while True:
-        data += s.recv(65536)
-        t = None
-        while len(data) >= 64 and len(data) >= 64 + struct.unpack('>I', data[12:16])[0]:
-            t, pl = data[5], struct.unpack('>I', data[12:16])[0]
-            data = data[64 + pl:]
-            if t in (3, 4):
-                ends += t == 3
-                break
-        if t in (3, 4):
-            break
+    s.sendall(kvs1.request((f"victim prompt {i} " * 400).encode()[:4096], i + 1))
+    ends += r.until_end().type == kvs1.END
 print(ends)
 PY
 victim_routes() {
@@ -61,7 +48,7 @@ for shares in off auto; do
 	PIDS+=($gw)
 	bench_wait_file "$TMP/gw.port"
 	port=$(cat "$TMP/gw.port")
-	python3 "$TMP/victim.py" "$port" 4 >/dev/null
+	PYTHONPATH="$HERE/../tests/helpers" python3 "$TMP/victim.py" "$port" 4 >/dev/null
 	before=$(victim_routes)
 	start=$SECONDS
 	"$BUILD/kvsplice-bench" live --connect "127.0.0.1:$port" -n "$FLOOD" -k 8 -d 16 \
