@@ -44,13 +44,13 @@ kvs_wait_for "the pinger connected" 'grep -q connected "$KVS_TMP/pinger.out"'
 # all reset (SO_LINGER 0).
 cat >"$KVS_TMP/hold.py" <<'PY'
 import os, socket, struct, sys, time
+import kvs1
 port, ping, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 ss = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
 print("connected", flush=True)
 while not os.path.exists(ping):
     time.sleep(0.02)
-ss[0].sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 7,
-                          0, 0, 0, 0, 0, 0, 0))
+ss[0].sendall(kvs1.ping(7))
 print("pinged", flush=True)
 while not os.path.exists(go):
     time.sleep(0.02)
@@ -59,7 +59,7 @@ for s in ss:
     s.close()
 print("reset", flush=True)
 PY
-python3 "$KVS_TMP/hold.py" "$GW_PORT" "$KVS_TMP/go-hold-ping" "$KVS_TMP/go" \
+PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/hold.py" "$GW_PORT" "$KVS_TMP/go-hold-ping" "$KVS_TMP/go" \
 	>"$KVS_TMP/hold.out" 2>&1 &
 HOLDER=$!
 KVS_PIDS+=($HOLDER)

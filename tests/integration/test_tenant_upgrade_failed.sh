@@ -39,34 +39,23 @@ salt() {
 # A client of tenant 111 connected across both upgrades: at the word, one
 # REQUEST (its own salt 0), the END awaited.
 cat >"$KVS_TMP/held.py" <<'PY'
-import os, socket, struct, sys, time
+import os, sys, time
+import kvs1
 port, go = int(sys.argv[1]), sys.argv[2]
-prompt = b"held across the upgrades " * 40
-s = socket.socket()
-s.bind(("127.0.0.2", 0))
-s.connect(("127.0.0.1", port))
+s = kvs1.connect(port, "127.0.0.2", timeout=30)
 print("connected", flush=True)
 while not os.path.exists(go):
     time.sleep(0.02)
-s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), 1,
-                      0, 0, 0, 0, 1, 0, 0) + prompt)
-s.settimeout(30)
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d:
-        sys.exit("closed before the END")
-    data += d
-    while len(data) >= 64 and len(data) >= 64 + struct.unpack('>I', data[12:16])[0]:
-        t, n = data[5], 64 + struct.unpack('>I', data[12:16])[0]
-        if t == 3:
-            print("end", flush=True)
-            sys.exit(0)
-        if t == 4:
-            sys.exit("ERROR: " + data[64:n].decode(errors='replace'))
-        data = data[n:]
+s.sendall(kvs1.request(b"held across the upgrades " * 40, 1))
+try:
+    f = kvs1.Reader(s).until_end()
+except EOFError:
+    sys.exit("closed before the END")
+if f.type == kvs1.ERROR:
+    sys.exit("ERROR: " + f.text())
+print("end", flush=True)
 PY
-python3 "$KVS_TMP/held.py" "$(cat "$KVS_TMP/gw.port")" "$KVS_TMP/go" >"$KVS_TMP/held.out" 2>&1 &
+PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/held.py" "$(cat "$KVS_TMP/gw.port")" "$KVS_TMP/go" >"$KVS_TMP/held.out" 2>&1 &
 HELD=$!
 KVS_PIDS+=($HELD)
 kvs_wait_for "the held client connected" 'grep -qs connected "$KVS_TMP/held.out"'
