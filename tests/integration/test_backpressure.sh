@@ -15,6 +15,7 @@
 #    then never reads), with
 #    --max-outstanding 64: 32 to 64 (+1 per CPU) requests go to it, the rest of 300 are
 #    answered busy at once; when it dies, those it held get backend_gone.
+#    (No health checks: it would be ejected for the PINGs it does not read.)
 #    Kernel socket memory of the gateway's sockets is sampled and printed.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -132,7 +133,14 @@ kvs_wait_file "$KVS_TMP/stuck.port"
 rm -rf "$KVS_PIN" # the first gateway's (it has exited); cleanup removes the second's
 KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
-kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64
+# No health checks here either: the backend reads none of their PINGs, so
+# three intervals on (3 s) the controller would rightly eject it and fail
+# what it held, ending the state waited for below before a slow poll of the
+# counters saw it (a loaded run: the poll before the ejection saw 0 held,
+# the next one, 3 s later, 0 held and 64 failed). It is declared down when
+# it dies instead: its connections close.
+kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64 \
+	--health-interval-ms 0
 rss0=$(rss "$GW_PID")
 kvs_bench -n 300 -k 10 -d 30 --prefixes 0 --suffix-tokens 2000 --json --timeout-s 60 \
 	>"$KVS_TMP/stuck.json" 2>/dev/null &
