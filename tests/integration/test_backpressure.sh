@@ -7,11 +7,15 @@
 #    slowly the machine runs): 32 go to the backend (33 if two CPUs race on
 #    the count), the others are answered busy; when the backend runs again
 #    and the client reads at last, it finds those answers whole and the
-#    errors, nothing lost. The controller's RSS stays flat.
+#    errors, nothing lost. The controller's RSS stays flat. Its receive
+#    buffer is small (set before connect: see the client) and paced sends
+#    let the busy answers fill it while requests are still on their way, so
+#    the gateway's writes to it block every run.
 #  - A backend that stops reading (answers the probe of each connection,
 #    then never reads), with
 #    --max-outstanding 64: 32 to 64 (+1 per CPU) requests go to it, the rest of 300 are
 #    answered busy at once; when it dies, those it held get backend_gone.
+#    (No health checks: it would be ejected for the PINGs it does not read.)
 #    Kernel socket memory of the gateway's sockets is sampled and printed.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -32,12 +36,22 @@ kill -STOP "$SIM_A_PID"
 python3 - "$GW_PORT" "$KVS_TMP/go" >"$KVS_TMP/client.out" <<'PY' &
 import os, socket, struct, sys, time
 port, go = int(sys.argv[1]), sys.argv[2]
-s = socket.create_connection(("127.0.0.1", port))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and reads nothing for a while
+# A small receive buffer, and it reads nothing for a while. Set before
+# connect, so that the window it offers fits the buffer: set after, the
+# gateway may send into the larger window offered at the handshake, this
+# kernel drops what does not fit and shuts the window at once, and from
+# then on discards every segment from the gateway, with the ACKs of this
+# client's own requests in them. Its requests then stall in its own
+# retransmissions until it reads (a loaded run once saw 189 of 300 arrive
+# and the frame timeout end it: docs/RUNBOOK.md, "Back-pressure").
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", port))
 prompt = b'back pressure ' * 20
 for i in range(300):
     s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
                           0, 0, 0, 0, 20, 0, 0) + prompt)
+    time.sleep(0.0002)  # answers arrive while requests still go out, every run
 while not os.path.exists(go):  # the test looks at the counts first
     time.sleep(0.05)
 ends, busy, chunks, other = set(), 0, 0, 0
@@ -70,6 +84,11 @@ kvs_wait_for "all 300 requests are placed or refused" \
 	'st=$(kvs_stats); [ $(($(jget "$st" ".backends[0].requests") + $(jget "$st" .controller.busy_client))) -ge 300 ]'
 st=$(kvs_stats)
 echo "kernel: $(jget "$st" '{fast_path_frames, slow_path_frames, pass_client_limit, inject_frames} | tostring')"
+# It does stop reading: 268 busy answers (~30 KB) do not fit its buffer, so
+# the gateway's socket to it holds what it cannot send yet.
+unsent=$(ss -tnH "( sport = :$GW_PORT )" | awk '{ q += $3 } END { print q + 0 }')
+echo "bytes the gateway could not send yet to the client that stopped reading: $unsent"
+assert_ge "bytes the gateway could not send yet to the client" "$unsent" 1
 sent=$(jget "$st" '.backends[0].requests')
 assert_le "requests that reached the backend" "$sent" 33
 assert_ge "requests that reached the backend" "$sent" 32
@@ -114,7 +133,14 @@ kvs_wait_file "$KVS_TMP/stuck.port"
 rm -rf "$KVS_PIN" # the first gateway's (it has exited); cleanup removes the second's
 KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
-kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64
+# No health checks here either: the backend reads none of their PINGs, so
+# three intervals on (3 s) the controller would rightly eject it and fail
+# what it held, ending the state waited for below before a slow poll of the
+# counters saw it (a loaded run: the poll before the ejection saw 0 held,
+# the next one, 3 s later, 0 held and 64 failed). It is declared down when
+# it dies instead: its connections close.
+kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/stuck.port")" --max-outstanding 64 \
+	--health-interval-ms 0
 rss0=$(rss "$GW_PID")
 kvs_bench -n 300 -k 10 -d 30 --prefixes 0 --suffix-tokens 2000 --json --timeout-s 60 \
 	>"$KVS_TMP/stuck.json" 2>/dev/null &
