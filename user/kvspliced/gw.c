@@ -604,6 +604,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
 	if (!err)
 		err = init_shares(&g);
+	if (!err && !cfg->takeover && !restarted)
+		gw_shares_apply(&g);
 	if (!err)
 		err = kvs_idmap_init(&g.clients, 1024);
 	if (!err && restarted)

@@ -50,7 +50,7 @@ void gw_shares_order(struct gw_share_route *v, size_t n)
 	qsort(v, n, sizeof(*v), order);
 }
 
-static void apply(struct gw *g)
+void gw_shares_apply(struct gw *g)
 {
 	struct gw_shares *s = &g->shares;
 
@@ -156,6 +156,10 @@ static void recount(struct gw *g, uint64_t now)
 			pr_debug("event=route_share_recount tenant=%u counted=%llu found=%llu", t,
 				 (unsigned long long)before[t], (unsigned long long)rc->walked[t]);
 		kvs_dp_share_adjust(&g->dp, t, delta);
+		/* Near full with no routes gathered (its count was low before
+		 * the walk): trimmed at the next tick's recount. */
+		if (!rc->trim[t] && rc->walked[t] > s->per_tenant - s->per_tenant / 16)
+			s->recount_soon = true;
 		if (rc->trim[t] && rc->walked[t] > s->per_tenant - s->per_tenant / 16) {
 			uint64_t gone = trim(g, rc, &at, t, s->per_tenant - s->per_tenant / 4);
 
@@ -197,7 +201,7 @@ void gw_shares_tick(struct gw *g, uint64_t now)
 	if (g->dp.in_memory || !g->dp.shares)
 		return;
 	if (!s->applied) {
-		apply(g);
+		gw_shares_apply(g);
 		if (s->per_tenant)
 			recount(g, now); /* a predecessor's counts, or none */
 		s->last_recount_ns = now;
@@ -205,9 +209,10 @@ void gw_shares_tick(struct gw *g, uint64_t now)
 	}
 	if (!s->per_tenant)
 		return;
-	if (now < s->last_recount_ns + RECOUNT_NS &&
+	if (!s->recount_soon && now < s->last_recount_ns + RECOUNT_NS &&
 	    (now < s->last_recount_ns + NEAR_FULL_NS || !near_full(g)))
 		return;
+	s->recount_soon = false;
 	recount(g, now);
 	s->last_recount_ns = now;
 }

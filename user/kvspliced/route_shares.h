@@ -29,6 +29,7 @@ struct gw_shares {
 	uint32_t tenants;	  /* bound tenants (entries 1..n), plus entry 0 */
 	bool applied;		  /* written into the map */
 	uint64_t last_recount_ns; /* when shares are on */
+	bool recount_soon;	  /* at the next tick: a share found full */
 	uint64_t trimmed;	  /* routes trimmed since the last log line */
 	uint64_t next_trim_log_ns;
 };
@@ -56,8 +57,12 @@ struct gw_share_route {
 void gw_shares_order(struct gw_share_route *v, size_t n);
 
 struct gw;
-/* On the tick: the shares written into the map once the main loop runs
- * (a successor's, after the hand-over), then the routes recounted every
+/* The shares written into the map: by a fresh start before it serves (the
+ * map is new: without them its first clients' routes would go in
+ * unlimited); by a successor or a restart on its first tick, once the
+ * hand-over is certain (the kernel keeps the old shares till then). */
+void gw_shares_apply(struct gw *g);
+/* On the tick: the shares written into the map if they are not yet, then the routes recounted every
  * 10 s, or each second while a tenant is near its share, that tenant
  * trimmed to three quarters of it. */
 void gw_shares_tick(struct gw *g, uint64_t now);
