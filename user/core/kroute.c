@@ -390,8 +390,7 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
-	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, pol->balance_fp,
-				d->why == KVS_WHY_SPILL, &s);
+	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, d->why == KVS_WHY_SPILL, &s);
 	if (pick < 0)
 		return -1;
 	if (d->why == KVS_WHY_SPILL && hb >= 0 && may_place(kr, (uint32_t)hb, outstanding, up) &&
