@@ -39,7 +39,7 @@ for w in $WORKLOADS; do
 			--seed "$SEED" --policies "$POLICIES" "${work[@]}" $EXTRA \
 			--json >"$OUT/$w-$b.json" 2>"$OUT/$w-$b.log"
 		# shellcheck disable=SC2086
-		jq -r --arg w "$w" '"\($w) \(.backends) backends: knee \(.knee | . * 1000 | round / 1000) \(.load_unit); kvsplice best or tied at \(.kvsplice_p90_ok)/\(.judged) loads on p90, \(.kvsplice_p99_ok)/\(.judged) on p99; loses at: " + ([.loads[] | select(.saturated | not) | select(.p90 == "loses" or .p99 == "loses") | "\(.factor)x (p90 \(.p90_gap_pct | round)%, p99 \(.p99_gap_pct | round)%)"] | join(", "))' \
+		jq -r --arg w "$w" '"\($w) \(.backends) backends: knee \(.knee | . * 1000 | round / 1000) \(.load_unit); kvsplice best or tied at \(.kvsplice_p90_ok)/\(.judged) loads on p90, \(.kvsplice_p99_ok)/\(.judged) on p99; loses at: " + ([.loads[] | select(.saturated | not) | select(.p90 == "loses" or .p99 == "loses") | "\(.factor)x (p90 \(.p90_gap_pct | if . == null then "saturated" else "\(round)%" end), p99 \(.p99_gap_pct | if . == null then "saturated" else "\(round)%" end))"] | join(", "))' \
 			"$OUT/$w-$b.json" | tee -a "$OUT/summary.txt"
 	done
 done

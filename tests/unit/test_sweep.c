@@ -123,6 +123,11 @@ static void test_knee(void **state)
 	assert_int_equal(s->load[0].v90 == SV_NONE, 0);
 	for (i = 0; i + 1 < s->nload; i++)
 		assert_false(s->load[i].saturated);
+	/* a policy saturated at one load is not run at the next */
+	for (i = 1; i < s->nload; i++)
+		for (uint32_t j = 0; j < o.npol; j++)
+			if (s->load[i - 1].pol[j].served < o.sweep_served)
+				assert_true(s->load[i].pol[j].skipped);
 	assert_true(s->load[s->nload - 1].saturated ||
 		    s->load[s->nload - 1].factor > o.sweep_max - o.sweep_step);
 	free(s);

@@ -172,8 +172,11 @@ static int kvsplice_index(const struct sim_opts *o)
 	return -1;
 }
 
-/* Every policy at one load, and the verdicts. */
-static int run_load(const struct sim_opts *o, struct sweep_load *l)
+/* Every policy at one load, and the verdicts. A policy saturated at the
+ * load before (prev, NULL at the first) is not run again: past its
+ * saturation its queue only grows, it cannot be the best, and its runs
+ * are the slowest; it counts as infinitely slow. */
+static int run_load(const struct sim_opts *o, struct sweep_load *l, const struct sweep_load *prev)
 {
 	double p90[MAX_POLICIES], p99[MAX_POLICIES];
 	int k = kvsplice_index(o);
@@ -184,6 +187,15 @@ static int run_load(const struct sim_opts *o, struct sweep_load *l)
 		struct result res;
 		double served;
 
+		if (prev && (prev->pol[i].skipped || prev->pol[i].served < o->sweep_served)) {
+			*sp = (struct sweep_pol){ .name = pol_names[o->pols[i]],
+						  .p50 = INFINITY,
+						  .p90 = INFINITY,
+						  .p99 = INFINITY,
+						  .skipped = 1 };
+			p90[i] = p99[i] = INFINITY;
+			continue;
+		}
 		if (run_at(o, l->load, o->pols[i], &res, &served, &l->offered_rps))
 			return -1;
 		*sp = (struct sweep_pol){ .name = res.name,
@@ -221,7 +233,7 @@ int sim_sweep_ladder(const struct sim_opts *o, struct sweep *s)
 			break;
 		l->factor = f;
 		l->load = f * s->knee;
-		if (run_load(o, l))
+		if (run_load(o, l, s->nload ? &s->load[s->nload - 1] : NULL))
 			return -1;
 		s->nload++;
 		if (l->saturated)

@@ -28,6 +28,7 @@ struct sweep_probe {
 struct sweep_pol {
 	const char *name;
 	double p50, p90, p99, rps, served, hit, mm_work;
+	int skipped; /* saturated at a lower load, not run (TTFT infinite) */
 };
 
 struct sweep_load {

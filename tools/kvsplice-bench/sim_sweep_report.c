@@ -4,9 +4,19 @@
  * policy's TTFT p90 / p99 and throughput and kvsplice's verdict, as a
  * table or JSON.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "sim_sweep.h"
+
+/* A figure, or null where it is infinite (a policy not run, saturated). */
+static void num(const char *key, double v)
+{
+	if (isfinite(v))
+		printf(",\"%s\":%.2f", key, v);
+	else
+		printf(",\"%s\":null", key);
+}
 
 static const char *what(const struct sim_opts *o)
 {
@@ -33,7 +43,9 @@ static void print_verdict(const char *fig, enum sweep_verdict v, double gap)
 	if (v == SV_NONE)
 		return;
 	printf("  %s %s", fig, sweep_verdict_names[v]);
-	if (v != SV_BEST)
+	if (!isfinite(gap))
+		printf(" (saturated)");
+	else if (v != SV_BEST)
 		printf(" (%+.1f%%)", gap);
 	else
 		printf(" (%.1f%%)", gap);
@@ -62,9 +74,12 @@ void sim_sweep_print(const struct sim_opts *o, const struct sweep *s)
 		for (j = 0; j < s->npol; j++) {
 			char cell[48];
 
-			snprintf(cell, sizeof(cell), "%.0f/%.0f %.2f%s", l->pol[j].p90,
-				 l->pol[j].p99, l->pol[j].rps,
-				 l->pol[j].served < o->sweep_served ? "*" : "");
+			if (l->pol[j].skipped)
+				snprintf(cell, sizeof(cell), "saturated");
+			else
+				snprintf(cell, sizeof(cell), "%.0f/%.0f %.2f%s", l->pol[j].p90,
+					 l->pol[j].p99, l->pol[j].rps,
+					 l->pol[j].served < o->sweep_served ? "*" : "");
 			printf(" %20s", cell);
 		}
 		print_verdict("p90", l->v90, l->gap90);
@@ -74,8 +89,8 @@ void sim_sweep_print(const struct sim_opts *o, const struct sweep *s)
 		printf("\n");
 	}
 	tally(s, &judged, &ok90, &ok99);
-	printf("\n*: serves under %.0f%% of what is offered. kvsplice best or tied at %u of %u "
-	       "loads on p90, %u of %u on p99\n",
+	printf("\n*: serves under %.0f%% of what is offered; saturated: at a lower load, so not "
+	       "run again.\nkvsplice best or tied at %u of %u loads on p90, %u of %u on p99\n",
 	       100 * o->sweep_served, ok90, judged, ok99, judged);
 }
 
@@ -99,19 +114,24 @@ void sim_sweep_json(const struct sim_opts *o, const struct sweep *s)
 		const struct sweep_load *l = &s->load[i];
 
 		printf("%s{\"factor\":%.2f,\"load\":%.4f,\"offered_rps\":%.3f,\"best_served\":%.4f,"
-		       "\"saturated\":%s,\"p90\":\"%s\",\"p90_gap_pct\":%.2f,\"p99\":\"%s\","
-		       "\"p99_gap_pct\":%.2f,\"policies\":[",
+		       "\"saturated\":%s,\"p90\":\"%s\",\"p99\":\"%s\"",
 		       i ? "," : "", l->factor, l->load, l->offered_rps, l->best_served,
-		       l->saturated ? "true" : "false", sweep_verdict_names[l->v90], l->gap90,
-		       sweep_verdict_names[l->v99], l->gap99);
+		       l->saturated ? "true" : "false", sweep_verdict_names[l->v90],
+		       sweep_verdict_names[l->v99]);
+		num("p90_gap_pct", l->gap90);
+		num("p99_gap_pct", l->gap99);
+		printf(",\"policies\":[");
 		for (j = 0; j < s->npol; j++) {
 			const struct sweep_pol *p = &l->pol[j];
 
-			printf("%s{\"name\":\"%s\",\"ttft_p50_ms\":%.2f,\"ttft_p90_ms\":%.2f,"
-			       "\"ttft_p99_ms\":%.2f,\"throughput_rps\":%.3f,\"served\":%.4f,"
-			       "\"hit_rate\":%.4f,\"load_max_over_mean_work\":%.3f}",
-			       j ? "," : "", p->name, p->p50, p->p90, p->p99, p->rps, p->served,
-			       p->hit, p->mm_work);
+			printf("%s{\"name\":\"%s\",\"skipped\":%s", j ? "," : "", p->name,
+			       p->skipped ? "true" : "false");
+			num("ttft_p50_ms", p->p50);
+			num("ttft_p90_ms", p->p90);
+			num("ttft_p99_ms", p->p99);
+			printf(",\"throughput_rps\":%.3f,\"served\":%.4f,\"hit_rate\":%.4f,"
+			       "\"load_max_over_mean_work\":%.3f}",
+			       p->rps, p->served, p->hit, p->mm_work);
 		}
 		printf("]}");
 	}
