@@ -22,6 +22,7 @@
 #include "sim.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,8 +287,14 @@ int bench_sim(int argc, char **argv)
 	struct workload w;
 	double ceiling;
 	uint32_t i, base;
-	int rc = parse(argc, argv, &o);
+	int rc;
 
+	/* main's handlers only raise live's stop flag, which nothing here
+	 * reads: a run (a sweep can take many minutes) stops at ^C as any
+	 * program does, with nothing to clean up. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	rc = parse(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
 	rc = 0;
