@@ -83,14 +83,20 @@ int kvs_withdraw(struct kvs_withdraw_batch *b)
 #pragma clang loop unroll(full)
 	for (i = 0; i < KVS_WITHDRAW_BATCH; i++) {
 		struct kvs_route *r;
+		__u32 tenant;
 		__u64 hash;
 
 		if (i >= b->n)
 			break;
 		hash = b->e[i].hash;
 		r = bpf_map_lookup_elem(&routes, &hash);
-		if (r && r->backend == b->e[i].backend && bpf_map_delete_elem(&routes, &hash) == 0)
+		if (!r || r->backend != b->e[i].backend)
+			continue;
+		tenant = r->tenant;
+		if (bpf_map_delete_elem(&routes, &hash) == 0) {
+			share_uncount(tenant);
 			deleted++;
+		}
 	}
 	return deleted;
 }

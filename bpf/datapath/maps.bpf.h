@@ -99,11 +99,22 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 262144);
+	__uint(max_entries, KVS_ROUTES_MAX);
 	__type(key, __u64); /* prefix hash or cache-key hash */
 	__type(value, struct kvs_route);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_TENANTS);
+	__type(key, __u32); /* tenant index */
+	__type(value, struct kvs_route_share);
+	/* The controller mmaps it to count its own installs and deletions
+	 * with atomic adds, as the kernel does. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} route_shares SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -149,6 +160,7 @@ _Static_assert(KVS_REPORT_MAX_GROUPS *KVS_INDEX_GROUP == KVS_MAX_WINDOW_BLOCKS,
  * (too large for the verdict's stack). */
 struct scratch {
 	struct place_walk pw;
+	struct hot_walk hw;
 	struct kvs_report rep;
 };
 struct {

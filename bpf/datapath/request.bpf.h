@@ -17,8 +17,8 @@ struct decision {
 	__u32 why;
 	__u32 depth;
 	__u32 charge;
-	__u32 gen; /* the backend's route_gen when sent (the report's) */
-	__u32 pad;
+	__u32 gen;    /* the backend's route_gen when sent (the report's) */
+	__u32 tenant; /* the client's tenant index (its share of the routes) */
 	/* The frame's: where it starts, its length, its client, its seed
 	 * (a global function takes five arguments at most). */
 	__u32 off, len;
@@ -108,7 +108,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 		k = kvs_place_depth(hint, n);
 		d->key = k ? ch->h[(k - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)] : d->seed;
 	}
-	rb = place_pick_backend(&sc->pw, d->key, d->why == KVS_WHY_SPILL);
+	rb = place_pick_backend(&sc->pw, d->key, d->why == KVS_WHY_SPILL, ~0ULL);
 	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
 		return -1;
 	b = rb;
@@ -156,6 +156,120 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	return 0;
 }
 
+/* The fleet's charged work and the backends up (kvs_hot_share's inputs),
+ * summed as the controller sums them: every slot in use. */
+struct hot_sum_ctx {
+	__u64 charged;
+	__u32 up, pad;
+};
+
+static long hot_sum(__u32 b, struct hot_sum_ctx *c)
+{
+	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
+
+	if (!be)
+		return 1;
+	if (be->state != KVS_BE_ABSENT)
+		c->charged += be->charged_tokens;
+	c->up += be->state == KVS_BE_UP;
+	return 0;
+}
+
+/* A request matched the route at hash: counted in its hot window. */
+static __always_inline struct kvs_route *hot_count(__u64 hash, __u64 now)
+{
+	struct kvs_route *r = lookup_route(hash);
+
+	if (r)
+		kvs_hot_count(&r->hot_at, &r->hot_cur, &r->hot_prev, now);
+	return r;
+}
+
+/*
+ * Hot prefixes (include/kvsplice/place.h): the request counts in the hot
+ * window of the route it matched (d->why, d->depth) and of every shallower
+ * checkpoint's route on its path, so a prefix's rate is that of every
+ * request sharing it, whichever deeper route it follows. If the route it
+ * follows, to holder, needs k >= 2 replicas, the request is placed among
+ * them by the placement rule on its own placement key, and counted as a
+ * placement. Returns the replica, or -1 to follow the route as it is
+ * (global, as place_request()).
+ */
+__noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct decision *d,
+			 __u32 holder)
+{
+	struct kvs_stats *st = stats_slot();
+	__u32 zero = 0, j, cp, k, kd, b;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct kvs_route *r = NULL, *e;
+	struct kvs_backend *be;
+	__u64 now = bpf_ktime_get_ns(), hash = 0, rate, charge, members, key, share;
+	int pick;
+
+	if (!ch || !h || !d || !st || !sc)
+		return -1;
+	if (d->why == KVS_WHY_KEY) {
+		hash = d->cache_key;
+		r = hot_count(hash, now);
+	} else if (d->why == KVS_WHY_HINT && d->depth) {
+		hash = ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
+		r = hot_count(hash, now);
+	} else if (d->why == KVS_WHY_PREFIX || d->why == KVS_WHY_SHALLOW) {
+		KVS_UNROLL
+		for (j = 0; j < KVS_MAX_CHECKPOINTS; j++) {
+			cp = kvs_checkpoint(j);
+			if (cp > d->depth)
+				break;
+			e = hot_count(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], now);
+			if (cp == d->depth) {
+				r = e;
+				hash = ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
+			}
+		}
+	}
+	if (!r || d->why == KVS_WHY_SHALLOW || holder >= KVS_MAX_BACKENDS)
+		return -1;
+	rate = kvs_hot_rate(r->hot_at, r->hot_cur, r->hot_prev, now);
+	be = bpf_map_lookup_elem(&backends, &holder);
+	if (!rate || !be)
+		return -1;
+	charge = (__u64)kvs_work_blocks(kvs_prompt_tokens(bpf_ntohl(h->payload_len)), d->depth,
+					kvs_charged_output(bpf_ntohl(h->max_tokens),
+							   be->expect_output)) *
+		 KVS_BLOCK_TOKENS;
+	/* under 4 requests a window is never hot: no pass over the fleet */
+	if (rate <= 4 * KVS_HOT_FP)
+		return -1;
+	{
+		struct hot_sum_ctx c = { 0 };
+
+		bpf_loop(KVS_MAX_BACKENDS, hot_sum, &c, 0);
+		share = kvs_hot_share(&be->hot, c.charged, now, c.up);
+	}
+	/* the eligible backends cap k in the member pass */
+	k = kvs_hot_replicas(rate, charge, share, KVS_MAX_BACKENDS);
+	if (k < 2)
+		return -1;
+	members = hot_members(&sc->hw, hash, holder, k);
+	if (d->cache_key) {
+		key = d->cache_key;
+	} else {
+		kd = kvs_place_depth(kvs_hint_blocks(bpf_ntohl(h->prefix_len)), ch->n);
+		key = kd ? ch->h[(kd - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)] : d->seed;
+	}
+	pick = place_pick_backend(&sc->pw, key, 0, members);
+	if (pick < 0 || pick >= KVS_MAX_BACKENDS)
+		return -1;
+	b = pick;
+	be = bpf_map_lookup_elem(&backends, &b);
+	if (!be)
+		return -1;
+	__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
+	if (b != holder)
+		st->hot_replica++;
+	return pick;
+}
+
 /*
  * The routes a request sent to d->backend teaches (global, as report()):
  * the backend now holds the whole prompt, so every checkpoint deeper than
@@ -167,8 +281,10 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
 {
 	struct kvs_stats *st = stats_slot();
+	struct kvs_route_share *rs;
 	struct kvs_backend *be;
-	__u32 b, n, hint;
+	__u32 b, n, hint, t;
+	__u64 learned;
 
 	if (!ch || !h || !d || !st)
 		return -1;
@@ -178,21 +294,37 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be)
 		return -1;
+	/* The client's tenant's share of the routes map (struct
+	 * kvs_route_share): full, the request teaches nothing (it was placed
+	 * all the same). Checked once a request and counted from the stats'
+	 * own count: per route, the checks multiplied the verifier's states.
+	 * A request may pass a share by the routes it teaches (18 at most),
+	 * one per CPU at once: the controller's reserve is far larger. */
+	t = d->tenant < KVS_MAX_TENANTS ? d->tenant : 0;
+	rs = bpf_map_lookup_elem(&route_shares, &t);
+	if (rs && rs->share && rs->routes >= rs->share) {
+		__sync_fetch_and_add(&rs->refused, 1);
+		return 0;
+	}
+	learned = st->routes_learned;
 	n = ch->n;
 	if (d->why >= KVS_WHY_COLD) {
 		hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
 		if (d->cache_key)
 			learn_route(b, be, d->cache_key, 0,
-				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST,
+				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST, t,
 				    st);
 		if (d->why == KVS_WHY_STALE && d->depth)
 			learn_route(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
-				    d->depth, BPF_ANY, st);
+				    d->depth, BPF_ANY, t, st);
 		if (hint > d->depth && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
 			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
-				    BPF_NOEXIST, st);
+				    BPF_NOEXIST, t, st);
 	}
-	learn_routes(b, be, d->depth, ch, st);
+	learn_routes(b, be, d->depth, ch, t, st);
+	rs = bpf_map_lookup_elem(&route_shares, &t);
+	if (rs && rs->share)
+		__sync_fetch_and_add(&rs->routes, st->routes_learned - learned);
 	return 0;
 }
 
@@ -220,7 +352,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
 {
-	struct decision d = { .why = KVS_WHY_COLD };
+	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->tenant };
 	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
 	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
 	struct kvs_backend *be;
@@ -243,7 +375,14 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 
 	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
 	d.cache_key = key ? kvs_key_hash(seed, key) : 0;
+	d.seed = seed;
 	rb = route_request(skb, h, off, st, ch, sc->rep.g, seed, &d.depth, &d.why);
+	if (rb >= 0 || d.why == KVS_WHY_SHALLOW) {
+		int hb = hot_route(ch, h, &d, rb >= 0 ? (__u32)rb : KVS_MAX_BACKENDS);
+
+		if (hb >= 0)
+			rb = hb;
+	}
 	if (rb >= 0 && rb < KVS_MAX_BACKENDS) {
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);

@@ -43,7 +43,9 @@ static __always_inline int is_response(__u8 type)
  * far the gateway's expectation was off. What was expected cached is
  * recovered from the echoed charge (charge x 16 = uncached + output charged,
  * rounded up, so the estimate errs low); the one block a fully cached prompt
- * still recomputes is not counted as a miss.
+ * still recomputes is not counted as a miss. What was cached beyond the
+ * expectation counts too (unexpected_cached): the index that forgot it
+ * grows back (kvs_policy_feedback).
  */
 static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be,
 					const struct kvs_hdr *h, __u32 off)
@@ -53,7 +55,7 @@ static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backen
 	struct {
 		__be32 prompt_tokens, cached_tokens, output_tokens;
 	} e;
-	__u64 prompt, cached, output, charged_out, pred_uncached, pred;
+	__u64 prompt, cached, output, charged_out, pred_uncached, pred, surprise;
 	struct kvs_inflight *rec;
 
 	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, &e, sizeof(e)))
@@ -74,6 +76,9 @@ static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backen
 	__sync_fetch_and_add(&be->predicted_cached, pred);
 	if (pred > cached + KVS_BLOCK_TOKENS)
 		__sync_fetch_and_add(&be->mispredicted, pred - cached - KVS_BLOCK_TOKENS);
+	surprise = kvs_unexpected_cached(pred, cached, (__u64)cfg_window_blocks * KVS_BLOCK_TOKENS);
+	if (surprise)
+		__sync_fetch_and_add(&be->unexpected_cached, surprise);
 }
 
 /* Take work off a backend's count, never below zero: a stray or forged

@@ -170,6 +170,15 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 	return -1;
 }
 
+/* A route of tenant's withdrawn: its share's count goes down. */
+static __always_inline void share_uncount(__u32 tenant)
+{
+	struct kvs_route_share *rs = bpf_map_lookup_elem(&route_shares, &tenant);
+
+	if (rs && rs->share && rs->routes)
+		__sync_fetch_and_add(&rs->routes, -1);
+}
+
 /*
  * The backend now serving a prompt will hold all of it: route the prompt's
  * checkpoints deeper than the match to it too, so the next turn of a
@@ -179,11 +188,12 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
  * decides, so it knows what the fast path taught the backends.
  */
 static __always_inline void learn_routes(__u32 b, const struct kvs_backend *be, __u32 depth,
-					 struct kvs_chain *ch, struct kvs_stats *st)
+					 struct kvs_chain *ch, __u32 tenant, struct kvs_stats *st)
 {
 	struct kvs_route r = {
 		.backend = b,
 		.gen = be->route_gen,
+		.tenant = tenant,
 		.installed_ns = bpf_ktime_get_ns(),
 	};
 	__u32 k, n = ch->n;
@@ -212,12 +222,14 @@ static __always_inline int backend_accepts(const struct kvs_backend *be)
 /* One route, unless the key has one (the controller's decisions and the
  * routes learned before stand). */
 static __always_inline void learn_route(__u32 b, const struct kvs_backend *be, __u64 hash,
-					__u32 depth, __u64 flags, struct kvs_stats *st)
+					__u32 depth, __u64 flags, __u32 tenant,
+					struct kvs_stats *st)
 {
 	struct kvs_route r = {
 		.backend = b,
 		.depth_blocks = depth,
 		.gen = be->route_gen,
+		.tenant = tenant,
 		.installed_ns = bpf_ktime_get_ns(),
 	};
 

@@ -160,6 +160,39 @@ static __always_inline __u32 kvs_checkpoint(__u32 j)
 	return 512 + 128 * (j - 11);
 }
 
+/* The first checkpoint deeper than d blocks (kvs_checkpoint, without a
+ * loop; past the last, every 128 blocks on, as a wider window's would be). */
+static __always_inline __u32 kvs_checkpoint_after(__u32 d)
+{
+	if (d < 32)
+		return d < 4 ? 4 : d < 8 ? 8 : d < 16 ? 16 : 32;
+	if (d < 512)
+		return (d / 64 + 1) * 64;
+	return 512 + ((d - 512) / 128 + 1) * 128;
+}
+
+/*
+ * Of the cached tokens a backend reported at a request's END, those the
+ * gateway could not have expected: pred tokens were expected (a route's
+ * depth, or the index's match), and the backend may hold more up to the
+ * next checkpoint without the kernel knowing (a route names the deepest
+ * checkpoint a prompt matched, and a conversation's next turn extends its
+ * last prompt between two); what it holds beyond that, within the window
+ * the prediction covers (window_tokens), is a surprise. A request placed
+ * as new that finds its prefix cached counts almost whole: its backend
+ * holds what the gateway's index forgot (the index is too small).
+ */
+static __always_inline __u64 kvs_unexpected_cached(__u64 pred, __u64 cached, __u64 window_tokens)
+{
+	/* pred errs low by under a block (the charge rounds up) */
+	__u64 d = (pred + KVS_BLOCK_TOKENS - 1) / KVS_BLOCK_TOKENS;
+	__u64 bound = (__u64)kvs_checkpoint_after((__u32)d) * KVS_BLOCK_TOKENS;
+
+	if (cached > window_tokens)
+		cached = window_tokens;
+	return cached > bound ? cached - bound : 0;
+}
+
 /*
  * The controller's index of what each backend holds keeps one entry per
  * KVS_INDEX_GROUP blocks (64 tokens): the hash of each group's last block,

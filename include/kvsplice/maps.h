@@ -215,6 +215,23 @@ struct kvs_tenant {
 	__u64 rewritten; /* of those, carrying another salt, overwritten */
 };
 
+/* A tenant's share of the routes map (kvspliced --tenant-routes), index as
+ * the tenants map's (0: clients bound to no tenant). While share is set, a
+ * route for one of its clients is installed only while routes < share, and
+ * the shares sum to less than the map's capacity (less a reserve per CPU:
+ * a request seeing room may add all its routes), so that the LRU never
+ * has to evict: one tenant's flood of new prompts cannot push out
+ * another's routes. routes is kept by whoever adds or deletes a route (the
+ * kernel's learning and withdrawals, the controller's installs) and
+ * recounted by the controller. share 0: no share, nothing counted. */
+struct kvs_route_share {
+	__u64 routes;  /* its routes in the map (as counted) */
+	__u64 share;   /* at most this many; 0: no limit */
+	__u64 refused; /* requests that taught no route: the share was full */
+	__u64 trimmed; /* its least used routes the controller removed to
+			* make room (kvspliced's recount, once it is near full) */
+};
+
 enum kvs_backend_state {
 	KVS_BE_ABSENT = 0,
 	KVS_BE_UP = 1,
@@ -235,6 +252,14 @@ struct kvs_be_report {
 	__u64 at_ns; /* CLOCK_MONOTONIC of the PONG; 0: never */
 };
 
+/* The fleet's charged work by hot window (include/kvsplice/place.h, "Hot
+ * prefixes", kvs_hot_roll). */
+struct kvs_hot_fleet {
+	__u64 at;   /* the window's start, ns (CLOCK_MONOTONIC); 0: none yet */
+	__u64 base; /* the fleet's charged tokens then */
+	__u64 prev; /* charged in the previous window */
+};
+
 /* backends map value, index = backend index. Written by the controller
  * (state, pool_size, max_outstanding) and updated atomically by the kernel
  * (everything else). */
@@ -252,18 +277,23 @@ struct kvs_backend {
 	__u64 resp_bytes;
 	__u64 ends; /* END and ERROR frames back */
 	/* From the backends' END frames: */
-	__u64 prompt_tokens;	/* prompt tokens reported */
-	__u64 cached_tokens;	/* of which served from its prefix cache */
-	__u64 predicted_cached; /* what the gateway expected cached */
-	__u64 mispredicted;	/* expected cached beyond what it had */
-	__u64 index_blocks;	/* controller: its index of this backend's cache */
-	__u64 charged_tokens;	/* work charged to it over all time (both paths) */
-	__u64 output_tokens;	/* generated, from its END frames (both paths) */
-	__u64 expect_output;	/* controller: output tokens a request is charged
+	__u64 prompt_tokens;	 /* prompt tokens reported */
+	__u64 cached_tokens;	 /* of which served from its prefix cache */
+	__u64 predicted_cached;	 /* what the gateway expected cached */
+	__u64 mispredicted;	 /* expected cached beyond what it had */
+	__u64 unexpected_cached; /* cached beyond what was expected
+				  * (kvs_unexpected_cached) */
+	__u64 index_blocks;	 /* controller: its index of this backend's cache */
+	__u64 charged_tokens;	 /* work charged to it over all time (both paths) */
+	__u64 output_tokens;	 /* generated, from its END frames (both paths) */
+	__u64 expect_output;	 /* controller: output tokens a request is charged
 			      * for at most (kvs_charged_output) */
 	/* Placement (include/kvsplice/place.h): */
 	__u64 place_seed; /* controller: kvs_str_hash of its ADDR:PORT */
 	__u64 placed;	  /* kernel: decaying count of new prefixes placed */
+	/* controller: the fleet's charged work by hot window (kvs_hot_roll),
+	 * the same in every backend's record */
+	struct kvs_hot_fleet hot;
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
@@ -271,13 +301,22 @@ struct kvs_backend {
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */
+/* Entries of the routes map (an LRU: when full, it evicts whatever is
+ * least recently used, whoever installed it). */
+#define KVS_ROUTES_MAX 262144
 struct kvs_route {
 	__u32 backend;
 	__u32 depth_blocks; /* prefix depth the hash covers; 0 = cache key */
 	__u32 gen;	    /* the backend's route_gen when installed */
-	__u32 pad;
+	__u32 tenant;	    /* the tenant index of the client whose request
+			     * installed it (0: unbound), whose share counts it */
 	__u64 installed_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 hits;	    /* requests the kernel routed with it */
+	/* Requests whose prompt matched it, in windows (include/kvsplice/
+	 * place.h, "Hot prefixes"): the window's start, this one's count and
+	 * the previous one's. */
+	__u64 hot_at;
+	__u32 hot_cur, hot_prev;
 };
 
 /*
@@ -330,6 +369,8 @@ struct kvs_stats {
 	__u64 placed_stale;   /* the route named a backend that left */
 	__u64 kept_holder;    /* a route followed past its bound, as a second
 			       * holder would cost more (kvs_place_keep) */
+	__u64 hot_replica;    /* a hot route followed to another replica
+			       * than its backend (place.h, "Hot prefixes") */
 	__u64 reports;	      /* decisions reported to the controller */
 	__u64 reports_lost;   /* ... that found the ring full: lost */
 	/* A client over its controller budget (include/kvsplice/budget.h): */

@@ -39,9 +39,9 @@
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
  * to the highest score within the load bound, room or not, and is not
- * counted, so the spills of one hot prefix keep going to the same second
- * backend, which then holds it too (the controller's policy keeps that
- * affinity the same way: spills never counted as placements there).
+ * counted. A prefix hot enough to keep its holder past the bound is
+ * replicated before it spills ("Hot prefixes", below): its requests are
+ * placed among as many replicas as its rate needs, and counted.
  *
  * Everything is integer: the verifier takes no floating point, and both
  * builds must round alike. The decay is applied in the last pass, to
@@ -56,6 +56,7 @@
 #include <linux/types.h>
 
 #include "kvsplice/hash.h"
+#include "kvsplice/maps.h"
 
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))
@@ -241,6 +242,188 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
 	return best ? best : n;
 }
 
+/*
+ * Hot prefixes. A route matched by more work than one backend takes on
+ * average is a hot prefix: left on its one holder it keeps that holder
+ * over its bound while others idle (a shared system prompt: every new
+ * conversation follows its route, and stays there for all its turns). So
+ * every route counts the requests whose prompt matches it - the route
+ * followed and every shallower checkpoint's route on the prompt's path,
+ * so a system prompt counts every turn that shares it - in windows of
+ * KVS_HOT_WINDOW_NS (the current window's count and the previous one's;
+ * a window unseen for two windows is zero), and a request following it
+ * goes to one of k replicas:
+ *
+ *   k = ceil(rate x charge / share)
+ *
+ * rate the route's requests per window (the sliding estimate: the
+ * current count plus the part of the previous one still within a window
+ * of now); charge this request's work (what its prefix's requests cost);
+ * share the work one backend up has been taking per window, the fleet's
+ * charged work in the same sliding window over the backends up, which the
+ * controller and the kernel measure (kvs_hot_share). So k is how many
+ * backends the prefix's work fills at the fleet's current load per
+ * backend: 1 for all but a prefix bringing more than 1/n of the fleet's
+ * work, whatever the load; at most KVS_HOT_MAX and the backends eligible.
+ * And k is 1 unless the prefix is hot beyond load noise: unless the rate
+ * less two standard deviations of a Poisson count still brings more than
+ * one share (kvs_hot_replicas): two or three long prompts in a second do
+ * not make a prefix hot.
+ *
+ * The replicas are the route's own backend and the k - 1 others with the
+ * highest placement score for the route's hash (kvs_place_score, the
+ * rendezvous order: the same set from every gateway, and it changes by
+ * one backend as k does), among the backends that may take new work. The
+ * request is placed among them by the rule above (kvs_place_choose, on
+ * its own placement key, counted as a placement: bounded load, recent
+ * placements), and the routes it teaches name that replica, so a
+ * conversation that began there stays. A replica past the work limit
+ * spills as any route's backend does. A cold prefix (k = 1) follows its
+ * route as before: nothing is sprayed.
+ */
+#define KVS_HOT_WINDOW_NS 1000000000ULL
+#define KVS_HOT_WINDOW_US (KVS_HOT_WINDOW_NS / 1000)
+#define KVS_HOT_FP 256 /* request counts in 1/256ths */
+#define KVS_HOT_MAX 16 /* replicas of one prefix at most */
+
+/* A request matches the route: counted in its window (at: the window's
+ * start, ns; 0 for a route never counted). */
+static __always_inline void kvs_hot_count(__u64 *at, __u32 *cur, __u32 *prev, __u64 now)
+{
+	__u64 el = now > *at ? now - *at : 0;
+
+	if (el >= KVS_HOT_WINDOW_NS) {
+		*prev = el < 2 * KVS_HOT_WINDOW_NS ? *cur : 0;
+		*cur = 0;
+		*at = el < 2 * KVS_HOT_WINDOW_NS ? *at + KVS_HOT_WINDOW_NS : now;
+	}
+	if (*cur < 0xffffffffu)
+		*cur += 1;
+}
+
+/* The route's rate after kvs_hot_count, in requests per window, in
+ * 1/KVS_HOT_FP: the current window's count and the part of the previous
+ * one's still within a window of now. */
+static __always_inline __u64 kvs_hot_rate(__u64 at, __u32 cur, __u32 prev, __u64 now)
+{
+	__u64 el = now > at ? (now - at) / 1000 : 0;
+
+	if (el > KVS_HOT_WINDOW_US)
+		el = KVS_HOT_WINDOW_US;
+	return (__u64)cur * KVS_HOT_FP +
+	       (__u64)prev * KVS_HOT_FP * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
+}
+
+/*
+ * Replicas a route at rate (kvs_hot_rate) needs for requests of charge
+ * tokens, a backend taking share tokens a window: 1 when nothing is
+ * known, and 1 unless the prefix is hot beyond load noise: unless even
+ * the rate less two standard deviations of a Poisson count (2 sqrt(n):
+ * the rate it has at least, with 97.7% confidence) brings more than one
+ * share. Under 4 requests a window (a burst of two or three, a single long
+ * prompt) is never hot. Then k = ceil(rate x charge / share).
+ */
+static __always_inline __u32 kvs_hot_replicas(__u64 rate, __u64 charge, __u64 share, __u32 n_ok)
+{
+	__u64 den = share * KVS_HOT_FP, t, x, k;
+
+	if (!share || !charge || n_ok < 2)
+		return 1;
+	/* x - 2 sqrt(x FP) > t, t the rate that brings one share, without a
+	 * square root (its loop made the verifier's work explode): x > t and
+	 * (x - t)^2 > 4 x FP; x capped so the square fits (far past hot). */
+	t = den / charge;
+	x = rate < (1ULL << 30) ? rate : (1ULL << 30);
+	if (x <= t || (x - t) * (x - t) <= 4 * x * KVS_HOT_FP)
+		return 1;
+	k = (rate * charge + den - 1) / den;
+	if (k > n_ok)
+		k = n_ok;
+	if (k > KVS_HOT_MAX)
+		k = KVS_HOT_MAX;
+	return k ? (__u32)k : 1;
+}
+
+/*
+ * share: the fleet's charged work in windows as a route counts its
+ * requests (the current window's and the part of the previous one's still
+ * within a window of now), over the backends up. The controller rolls the
+ * windows on its tick (kvs_hot_roll: where the window began, the fleet's
+ * charged work then, and in the previous window) and publishes them; the
+ * kernel adds the work charged since, at the request (kvs_hot_share), so
+ * the share is as current as the route's count: measured on the tick
+ * alone it lagged a burst after a lull by up to a tick, and every prefix
+ * of the burst looked hot.
+ */
+static __always_inline void kvs_hot_roll(struct kvs_hot_fleet *f, __u64 charged, __u64 now)
+{
+	__u64 el = now > f->at ? now - f->at : 0;
+
+	if (!f->at || el >= 2 * KVS_HOT_WINDOW_NS || charged < f->base) {
+		f->at = now ? now : 1;
+		f->base = charged;
+		f->prev = 0;
+	} else if (el >= KVS_HOT_WINDOW_NS) {
+		f->prev = charged - f->base;
+		f->base = charged;
+		f->at += KVS_HOT_WINDOW_NS;
+	}
+}
+
+/* The work a backend up takes a window, charged the fleet's charged
+ * tokens now; 0 when nothing is known. */
+static __always_inline __u64 kvs_hot_share(const struct kvs_hot_fleet *f, __u64 charged, __u64 now,
+					   __u32 nup)
+{
+	__u64 el = now > f->at ? (now - f->at) / 1000 : 0, n;
+
+	if (!f->at || !nup)
+		return 0;
+	if (el > KVS_HOT_WINDOW_US)
+		el = KVS_HOT_WINDOW_US;
+	n = (charged > f->base ? charged - f->base : 0) +
+	    f->prev * (KVS_HOT_WINDOW_US - el) / KVS_HOT_WINDOW_US;
+	return n / nup;
+}
+
+/* The replica set being chosen: the k highest scores offered, unsorted. */
+struct kvs_hot_pick {
+	__u64 score[KVS_HOT_MAX];
+	__s32 backend[KVS_HOT_MAX];
+	__u32 n, k, least; /* members; wanted; the lowest score's index */
+};
+
+static __always_inline void kvs_hot_pick_init(struct kvs_hot_pick *p, __u32 k)
+{
+	p->n = 0;
+	p->k = k < KVS_HOT_MAX ? k : KVS_HOT_MAX;
+	p->least = 0;
+}
+
+/* Backend b (eligible) with score for the route's hash: a member while its
+ * score is among the k highest. The route's own backend is offered with
+ * score ~0. */
+static __always_inline void kvs_hot_offer(struct kvs_hot_pick *p, __u32 b, __u64 score)
+{
+	__u32 i, at;
+
+	if (p->n < p->k) {
+		at = p->n++;
+	} else {
+		if (!p->n || score <= p->score[p->least & (KVS_HOT_MAX - 1)])
+			return;
+		at = p->least;
+	}
+	at &= KVS_HOT_MAX - 1;
+	p->score[at] = score;
+	p->backend[at] = (__s32)b;
+	p->least = 0;
+	KVS_UNROLL
+	for (i = 1; i < KVS_HOT_MAX; i++)
+		if (i < p->n && p->score[i] < p->score[p->least & (KVS_HOT_MAX - 1)])
+			p->least = i;
+}
+
 #ifndef __bpf__
 #include <stdint.h>
 
@@ -288,6 +471,25 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 				   bound, room, room_bound);
 	}
 	return kvs_place_result(&p, spill);
+}
+
+/* Userspace: a hot route's replica set (key its hash, holder its backend)
+ * among be[0..n) for k replicas, as a mask (hot_members in the kernel). */
+static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder, const struct kvs_place_be *be,
+				       uint32_t n, uint32_t k)
+{
+	struct kvs_hot_pick p;
+	uint64_t m = 0;
+	uint32_t b;
+
+	kvs_hot_pick_init(&p, k);
+	for (b = 0; b < n; b++)
+		if (be[b].ok)
+			kvs_hot_offer(&p, b,
+				      b == holder ? ~0ULL : kvs_place_score(key, be[b].seed));
+	for (b = 0; b < p.n; b++)
+		m |= 1ULL << p.backend[b];
+	return m;
 }
 
 /* kvs_place_choose, and the placement counted, as for a new prefix. */

@@ -47,7 +47,7 @@ int place_probe(struct probe_args *a)
 
 	if (!pw)
 		return -2;
-	rb = place_pick_backend(pw, a->key, a->spill);
+	rb = place_pick_backend(pw, a->key, a->spill, ~0ULL);
 	if (rb < 0 || rb >= KVS_MAX_BACKENDS)
 		return -1;
 	b = rb;
@@ -55,4 +55,38 @@ int place_probe(struct probe_args *a)
 	if (be && !a->spill)
 		__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
 	return rb;
+}
+
+/* The replica set of a hot route, as hot_route() computes it
+ * (bpf/datapath/place.bpf.h, hot_members): the mask into hot_out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hot_walk);
+} hwalk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} hot_out SEC(".maps");
+
+struct hot_args {
+	__u64 key;
+	__u32 holder, k;
+};
+
+SEC("syscall")
+int hot_probe(struct hot_args *a)
+{
+	__u32 zero = 0;
+	struct hot_walk *hw = bpf_map_lookup_elem(&hwalk, &zero);
+	__u64 *out = bpf_map_lookup_elem(&hot_out, &zero);
+
+	if (!hw || !out)
+		return -2;
+	*out = hot_members(hw, a->key, a->holder, a->k);
+	return 0;
 }

@@ -53,7 +53,7 @@ assert_eq "reports ring bytes" "$(jq -r .max_entries <<<"$r")" $((8 << 20))
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do
 	case $(basename "$m") in
-	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants) ;;
+	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants | route_shares) ;;
 	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
 	esac
 done

@@ -5,8 +5,9 @@
 # that socket, which stays listening at the old address (clients queued
 # there, never accepted) and comes back with the new one after a crash.
 # The store must hold the new listening socket alone, and a controller
-# restarted after a crash listen where the configuration says. Moved by
-# an upgrade that turns the store off, the old copy goes too.
+# restarted after a crash listen where the configuration says, also when
+# the file's --listen changed before the crash. Moved by an upgrade that
+# turns the store off, the old copy goes too.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -47,6 +48,24 @@ assert_eq "address of the controller restarted after the move" "${addr%:*}" 127.
 out=$("$KVS_BUILD/kvsplice-bench" live --connect "$addr" --quiet -n 10 -k 2 --prefixes 2 --json) ||
 	kvs_fail "requests at the new address: $out"
 assert_eq "requests at the new address after the restart" "$(jget "$out" .ok)" 10
+
+# --listen changed in the file, then a crash: the controller restarted with
+# the store's listening socket listens where the file now says, and the
+# store holds that one alone.
+sed -i -e 's/^listen = .*/listen = 127.0.0.8:0/' "$conf"
+OLD=$(jget "$(ctl status --json)" .pid)
+kill -9 "$OLD"
+kvs_wait_for "the controller restarted after the second crash" \
+	'[ "$(num starts)" = 3 ] && [ "$(num ready)" = 1 ] && [ "$(num pid)" != "$OLD" ]'
+addr=$(jget "$(ctl status --json)" .listen)
+assert_eq "address after a crash with --listen changed" "${addr%:*}" 127.0.0.8
+grep -q "event=listen_moved from=127.0.0.6:.* to=127.0.0.8:" "$KVS_TMP/gw.log" ||
+	kvs_fail "no listen_moved line for the restart"
+out=$("$KVS_BUILD/kvsplice-bench" live --connect "$addr" --quiet -n 10 -k 2 --prefixes 2 --json) ||
+	kvs_fail "requests at the address the restart moved to: $out"
+assert_eq "requests at the address the restart moved to" "$(jget "$out" .ok)" 10
+kvs_wait_for "one listening socket in the store after the restart's move" \
+	'[ "$(num fds.kvs-listen)" = 1 ]'
 
 # Moved again by an upgrade that also turns the store off: the copy of the
 # socket left behind goes all the same (none is handed in any more).

@@ -29,8 +29,8 @@ backends() {
 	sleep 0.3 # a controller tick
 	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json
 }
-# Each 100 ms tick of failed predictions halves the index about; once it is
-# below what it holds it evicts, and withdraws routes. How many runs that
+# Each sixteenth of the index's size in failed predictions halves it about;
+# once it is below what it holds it evicts, and withdraws routes. How many runs that
 # takes depends on how fast they go, and each backend shrinks at its own
 # pace (one that served fewer requests lags): run until every index is
 # small and routes were withdrawn, at most 12 runs.

@@ -34,8 +34,7 @@ NEW=$!
 KVS_PIDS+=($NEW)
 kvs_wait_file "$KVS_TMP/gw.port"
 assert_eq "port after the take-over" "$(cat "$KVS_TMP/gw.port")" "$GW_PORT"
-for i in $(seq 1 100); do kill -0 "$OLD" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$OLD" 2>/dev/null && kvs_fail "the old controller did not exit"
+kvs_wait_for "the old controller exited" '! kill -0 "$OLD" 2>/dev/null'
 grep -q "event=handed_over" "$KVS_TMP/gw.log" || kvs_fail "old: no handed_over line"
 grep -q "event=took_over" "$KVS_TMP/gw2.log" || kvs_fail "new: no took_over line"
 echo "ok: $(grep -o 'event=took_over.*' "$KVS_TMP/gw2.log")"
@@ -59,12 +58,8 @@ assert_eq "new clients after the take-over: ok" "$(jget "$out" .ok)" 100
 	--backend "127.0.0.1:$SIM_PORT_A" --handover-socket "$HO" --takeover 2>"$KVS_TMP/gw3.log" &
 NEW=$!
 KVS_PIDS+=($NEW)
-for i in $(seq 1 60); do
-	grep -q "event=backend_removed backend=127.0.0.1:$SIM_PORT_B" "$KVS_TMP/gw3.log" && break
-	sleep 0.05
-done
-grep -q "event=backend_removed backend=127.0.0.1:$SIM_PORT_B" "$KVS_TMP/gw3.log" ||
-	kvs_fail "B not removed after a take-over without it: $(cat "$KVS_TMP/gw3.log")"
+kvs_wait_for "B removed after a take-over without it" \
+	'grep -q "event=backend_removed backend=127.0.0.1:$SIM_PORT_B" "$KVS_TMP/gw3.log"'
 out=$(kvs_bench -n 20 -k 2 --prefixes 2 --json) || kvs_fail "after a take-over with one backend: $out"
 assert_eq "backends serving after a take-over that lists A alone" "$(jget "$out" '.backends | length')" 1
 echo "ok: a take-over with another backend list applies it"
@@ -79,7 +74,7 @@ s.send(struct.pack('IIII', 0x4b565348, 1, 1, 0))
 m = s.recv(65536)
 assert struct.unpack('IIII', m[:16])[3] == 0xffffffff, m[:16]
 PY
-for i in $(seq 1 40); do grep -q "event=handover_refused" "$KVS_TMP/gw3.log" && break; sleep 0.05; done
+kvs_wait_for "the refused hand-over logged" 'grep -q "event=handover_refused" "$KVS_TMP/gw3.log"'
 grep -q 'event=handover_refused reason="hand-over version 1' "$KVS_TMP/gw3.log" ||
 	kvs_fail "no handover_refused line"
 echo "ok: a hand-over of another version is refused"
@@ -88,18 +83,20 @@ echo "ok: a hand-over of another version is refused"
 # the running one carries on, whole (the hand-over runs between batches of
 # completions, never inside one, so a failed one leaves the completion
 # queue's head where the loop expects it).
-python3 - "$HO" <<'PY' || kvs_fail "fake take-over"
+HO_VERSION=$(sed -n 's/^#define KVS_HO_VERSION \([0-9]*\).*/\1/p' \
+	"$(dirname "$0")/../../user/kvspliced/handover_msg.h")
+python3 - "$HO" "$HO_VERSION" <<'PY' || kvs_fail "fake take-over"
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
-s.send(struct.pack('IIII', 0x4b565348, 4, 1, 0))  # KVS_HO_VERSION
+s.send(struct.pack('IIII', 0x4b565348, int(sys.argv[2]), 1, 0))  # KVS_HO_VERSION
 while True:
     m, anc, flags, addr = s.recvmsg(65536, socket.CMSG_SPACE(4 * 200))
     if struct.unpack('IIII', m[:16])[2] == 5:  # DONE
         break
 s.close()  # no ACK
 PY
-for i in $(seq 1 40); do grep -q "event=handover_failed" "$KVS_TMP/gw3.log" && break; sleep 0.05; done
+kvs_wait_for "the failed hand-over logged" 'grep -q "event=handover_failed" "$KVS_TMP/gw3.log"'
 grep -q 'event=handover_failed .*action="carrying on"' "$KVS_TMP/gw3.log" ||
 	kvs_fail "no handover_failed line"
 out=$(kvs_bench -n 40 -k 2 --prefixes 4 --salt 5 --json --timeout-s 20) ||

@@ -3,7 +3,8 @@
 # byte for byte), different for another seed, every request completed for
 # every policy, and no policy above the ceiling one fleet-sized LRU cache
 # reaches on the same requests (with a point of slack: the policies may
-# keep a context a fleet LRU would have let go).
+# keep a context a fleet LRU would have let go); where the hits went adds
+# up (the anatomy: what the fleet held, what the chosen backend held).
 set -euo pipefail
 B=${KVS_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -37,6 +38,19 @@ bad=$(jq '.policies[0] as $rr | [.policies[] | select(
 [ "$(jq -r .baseline <<<"$a")" = rr ] || fail "baseline is not rr"
 [ "$bad" = 0 ] || fail "changes against rr or per-backend loads do not add up"
 echo "ok: changes against rr and per-backend loads add up"
+# Where the hits went: no policy's chosen backend held more than the
+# fleet did; round robin, which ignores the caches, loses hits to routing
+# and kvsplice (which reads them) loses less; kvsplice's verdicts account
+# for every request.
+bad=$(jq '[.policies[] | select(.anatomy.held_by_chosen > .anatomy.held_anywhere)] | length' <<<"$a")
+[ "$bad" = 0 ] || fail "a chosen backend held more than the fleet"
+rr_lost=$(jq '.policies[] | select(.name == "rr") | .anatomy.lost_to_routing' <<<"$a")
+kv_lost=$(jq '.policies[] | select(.name == "kvsplice") | .anatomy.lost_to_routing' <<<"$a")
+jq -e --argjson r "$rr_lost" --argjson k "$kv_lost" -n '$r > 0.05 and $k < $r / 4' >/dev/null ||
+	fail "lost to routing: rr $rr_lost, kvsplice $kv_lost"
+[ "$(jq '.policies[] | select(.name == "kvsplice") | [.anatomy.by_verdict[].requests] | add' \
+	<<<"$a")" = 3000 ] || fail "kvsplice's verdicts do not add up to the requests"
+echo "ok: lost to routing: rr $rr_lost, kvsplice $kv_lost; kvsplice's verdicts add up"
 
 # Trace replay: four requests, the last three sharing the first's two
 # 512-token blocks; replayed one at a time (1 backend), all but the first

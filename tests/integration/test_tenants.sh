@@ -17,33 +17,17 @@ kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --front-source 127.0.0.4 \
 cat >"$KVS_TMP/ask.py" <<'PY'
 # ask.py PORT SOURCE SALT PROMPT_SEED: one request from SOURCE with SALT,
 # prints the END's cached_tokens (or the ERROR).
-import socket, struct, sys
+import sys
+import kvs1
 port, src, salt, seed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3], 0), sys.argv[4]
-prompt = (f"tenant secret {seed} " * 200).encode()[:2048]
-s = socket.socket()
-s.bind((src, 0))
-s.connect(("127.0.0.1", port))
-s.settimeout(60)
-s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), 1,
-                      0, salt, 0, 0, 1, 0, 0) + prompt)
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d:
-        sys.exit("connection closed before the END")
-    data += d
-    while len(data) >= 64:
-        t, st, pl = data[5], struct.unpack('>H', data[10:12])[0], struct.unpack('>I', data[12:16])[0]
-        if len(data) < 64 + pl:
-            break
-        if t == 3:
-            print(struct.unpack('>I', data[64 + 4:64 + 8])[0])
-            sys.exit(0)
-        if t == 4:
-            sys.exit(f"ERROR {st}: {data[64:64 + pl].decode(errors='replace')}")
-        data = data[64 + pl:]
+s = kvs1.connect(port, src)
+s.sendall(kvs1.request((f"tenant secret {seed} " * 200).encode()[:2048], 1, salt=salt))
+f = kvs1.Reader(s).until_end()
+if f.type == kvs1.ERROR:
+    sys.exit(f"ERROR {f.status}: {f.text()}")
+print(f.end_cached_tokens())
 PY
-ask() { python3 "$KVS_TMP/ask.py" "$GW_PORT" "$@"; }
+ask() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/ask.py" "$GW_PORT" "$@"; }
 
 # The victim (tenant 0xde) sends its prompt with no salt of its own; the
 # second time it is cached: the gateway wrote the same salt both times.

@@ -253,6 +253,7 @@ static void saturated_holder_spills(void **state)
 
 	(void)state;
 	fix_init(&f, 100000, 0);
+	f.kr.p.hot = 0; /* one prefix is all the traffic here: it would be hot */
 	n = chain(h, 3, 64, 3, 64);
 	r = req(h, n);
 	holder = send(&f, &r, &d);
@@ -559,6 +560,7 @@ static void route_map_is_bounded_lru(void **state)
 
 	(void)state;
 	fix_init(&f, 100000, 10);
+	f.kr.p.hot = 0;		      /* its counting looks the shallower routes up: a use */
 	n = chain(a, 61, 16, 61, 16); /* routes at 4, 8, 16 */
 	r = req(a, n);
 	send(&f, &r, &d);
@@ -677,6 +679,85 @@ static void stale_route_is_placed(void **state)
 	fix_free(&f);
 }
 
+/* A hot prefix's requests, one a millisecond, each with its own tail
+ * after the shared 64 blocks (a system prompt; the route at 64 is deep
+ * enough for 128 blocks), finishing at once (no load builds up, so the
+ * work limit never spills them). share: what a backend takes a window. */
+static void send_prefix(struct fix *f, uint64_t *h, uint32_t count, uint64_t t0_ns,
+			uint64_t step_ns, uint32_t *per_backend, uint64_t tail)
+{
+	struct kvs_kr_decision d;
+	struct kvs_kr_req r;
+
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t n = chain(h, 7, 64, tail + i, 128);
+
+		r = req(h, n);
+		r.now_ns = t0_ns + i * step_ns;
+		memset(f->load, 0, sizeof(f->load));
+		assert_true(send(f, &r, &d) >= 0);
+		per_backend[d.backend]++;
+	}
+}
+
+/* The charge of one of send_prefix's requests following the route. */
+#define HOT_CHARGE ((uint64_t)kvs_work_blocks(128 * KVS_BLOCK_TOKENS, 64, OUT) * KVS_BLOCK_TOKENS)
+
+/* A backend takes 10 requests' work a window. A prefix's requests stay on
+ * its holder while their count n could be noise (n - 2 sqrt(n) <= 10:
+ * the first 18 in a window); past that it has ceil(n / 10) replicas, so
+ * by 60 in a window they reach all four backends; two windows after it
+ * goes quiet it is cold again, back on its holder. Without the rule,
+ * every request follows the route to the holder. */
+static void hot_prefix_is_replicated(void **state)
+{
+	uint32_t per[NB] = { 0 }, b, used = 0, holder;
+	uint64_t *h = malloc(sizeof(uint64_t) * MAXB);
+	struct fix f;
+
+	(void)state;
+	fix_init(&f, 100000, 0);
+	f.kr.hot_share = 10 * HOT_CHARGE;	      /* fixed: what the fleet takes */
+	send_prefix(&f, h, 1, 1000000, 0, per, 1000); /* places it, learns its routes */
+	holder = (uint32_t)route_of(&f, h[63]);
+	memset(per, 0, sizeof(per));
+	send_prefix(&f, h, 17, 2000000, 1000000, per, 2000);
+	assert_int_equal(per[holder], 17); /* 18 in the window: not beyond noise */
+	memset(per, 0, sizeof(per));
+	send_prefix(&f, h, 42, 19000000, 1000000, per, 3000);
+	for (b = 0; b < NB; b++)
+		used += per[b] > 0;
+	assert_int_equal(used, NB);
+	assert_true(f.kr.hot > 0);
+	assert_int_equal(route_of(&f, h[63]), (int)holder); /* the route stands */
+	memset(per, 0, sizeof(per));
+	send_prefix(&f, h, 1, 3000000000ULL, 0, per, 4000);
+	assert_int_equal(per[holder], 1); /* quiet for two windows: cold */
+	fix_free(&f);
+	free(h);
+}
+
+/* A prefix at under one request a window stays on its one holder, however
+ * long it goes on: nothing is sprayed. */
+static void cold_prefix_stays_on_its_holder(void **state)
+{
+	uint32_t per[NB] = { 0 }, holder;
+	uint64_t *h = malloc(sizeof(uint64_t) * MAXB);
+	struct fix f;
+
+	(void)state;
+	fix_init(&f, 100000, 0);
+	f.kr.hot_share = HOT_CHARGE / 4; /* even a quarter request a window */
+	send_prefix(&f, h, 1, 1000000, 0, per, 1000);
+	holder = (uint32_t)route_of(&f, h[63]);
+	memset(per, 0, sizeof(per));
+	send_prefix(&f, h, 50, 2500000000ULL, 2100000000ULL, per, 2000);
+	assert_int_equal(per[holder], 50);
+	assert_int_equal(f.kr.hot, 0);
+	fix_free(&f);
+	free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -694,6 +775,8 @@ int main(void)
 		cmocka_unit_test(route_map_is_bounded_lru),
 		cmocka_unit_test(route_map_matches_a_reference),
 		cmocka_unit_test(stale_route_is_placed),
+		cmocka_unit_test(hot_prefix_is_replicated),
+		cmocka_unit_test(cold_prefix_stays_on_its_holder),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -240,6 +240,93 @@ static void kernel_and_userspace_agree(void **state)
 	assert_int_equal(compared, 4000);
 }
 
+/*
+ * Random fleets: the kernel's build of a hot route's replica set
+ * (hot_members, the verdict's pass) and userspace's (kvs_hot_members, the
+ * simulator's) hold the same backends, for every k from 1 to past the
+ * fleet, with the holder up or not.
+ */
+static void hot_members_agree(void **state)
+{
+	struct place_probe_bpf *skel = *state;
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	uint32_t maxo[KVS_MAX_BACKENDS] = { 0 }, b, f, k, zero = 0, compared = 0;
+	uint64_t outst[KVS_MAX_BACKENDS] = { 0 };
+
+	if (!skel)
+		skip();
+	for (f = 0; f < 100; f++) {
+		uint32_t n = 1 + (uint32_t)(next() % KVS_MAX_BACKENDS);
+
+		fleet(be, n);
+		for (b = 0; b < n; b++) {
+			be[b].ok = next() % 5 != 0;
+			be[b].load = next() % 50000;
+		}
+		write_fleet(skel, be, n, maxo, outst);
+		for (k = 1; k <= KVS_HOT_MAX + 2; k++) {
+			struct {
+				uint64_t key;
+				uint32_t holder, k;
+			} args = { next(), (uint32_t)(next() % n), k };
+			LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &args,
+				    .ctx_size_in = sizeof(args));
+			uint64_t want = kvs_hot_members(args.key, args.holder, be, n, k), got = 0;
+			uint32_t members = 0;
+
+			assert_int_equal(
+				bpf_prog_test_run_opts(bpf_program__fd(skel->progs.hot_probe), &o),
+				0);
+			assert_int_equal(o.retval, 0);
+			assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.hot_out), &zero,
+							     &got),
+					 0);
+			assert_true(got == want);
+			for (b = 0; b < n; b++)
+				members += (uint32_t)(want >> b & 1);
+			/* k of the eligible (all of them if fewer), the holder if up */
+			assert_true(members <= k && members <= KVS_HOT_MAX);
+			if (be[args.holder].ok)
+				assert_true(want >> args.holder & 1);
+			compared++;
+		}
+	}
+	assert_int_equal(compared, 100 * (KVS_HOT_MAX + 2));
+}
+
+/* A route's rate and the replicas it needs: a few requests a window are
+ * noise however large; past noise, k follows rate x charge / share. */
+static void hot_replicas_follow_the_rate(void **state)
+{
+	__u64 at = 0;
+	__u32 cur = 0, prev = 0, i;
+	uint64_t share = 10000;
+
+	(void)state;
+	/* 3 requests of 1M tokens in a window: noise, one replica */
+	for (i = 0; i < 3; i++)
+		kvs_hot_count(&at, &cur, &prev, 5000000000ULL + i);
+	assert_int_equal(kvs_hot_replicas(kvs_hot_rate(at, cur, prev, 5000000002ULL), 1000000,
+					  share, 64),
+			 1);
+	/* 40 requests of 1,000 tokens: 40,000 a window, 4 shares */
+	for (i = 3; i < 40; i++)
+		kvs_hot_count(&at, &cur, &prev, 5000000000ULL + i);
+	assert_int_equal(
+		kvs_hot_replicas(kvs_hot_rate(at, cur, prev, 5000000040ULL), 1000, share, 64), 4);
+	assert_int_equal(kvs_hot_replicas(kvs_hot_rate(at, cur, prev, 5000000040ULL), 1000, share,
+					  3),
+			 3); /* no more than the backends */
+	assert_int_equal(kvs_hot_replicas(kvs_hot_rate(at, cur, prev, 5000000040ULL), 1000, 0, 64),
+			 1); /* share unknown */
+	/* one more half a window into the next: the previous counts half */
+	kvs_hot_count(&at, &cur, &prev, 6500000000ULL);
+	assert_int_equal(kvs_hot_rate(at, cur, prev, 6500000000ULL), 21 * KVS_HOT_FP);
+	/* two windows on, only itself */
+	kvs_hot_count(&at, &cur, &prev, 8600000000ULL);
+	assert_int_equal(kvs_hot_rate(at, cur, prev, 8600000000ULL), KVS_HOT_FP);
+}
+
 static int setup_probe(void **state)
 {
 	struct place_probe_bpf *skel;
@@ -274,8 +361,10 @@ int main(void)
 		cmocka_unit_test(gateways_agree_and_keys_stay),
 		cmocka_unit_test(nobody_eligible),
 		cmocka_unit_test(depth_of_the_key),
+		cmocka_unit_test(hot_replicas_follow_the_rate),
 		cmocka_unit_test_setup_teardown(kernel_and_userspace_agree, setup_probe,
 						teardown_probe),
+		cmocka_unit_test_setup_teardown(hot_members_agree, setup_probe, teardown_probe),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

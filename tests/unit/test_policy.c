@@ -350,10 +350,45 @@ static void known_depth_counts_as_cached(void **state)
 	kvs_policy_free(&s.pol);
 }
 
-/* Reports correct the index size: a 20% miss share shrinks it by 10%,
- * repeated misses take it down to 1/1024 of the configured size (at least
- * 16 entries of KVS_INDEX_GROUP blocks: 64), accurate predictions grow it
- * back 1/64 at a time, and thin evidence changes nothing. */
+static int fb(struct sim *s, uint32_t b, uint64_t pred, uint64_t miss, uint64_t surprise)
+{
+	struct kvs_feedback f = { .predicted = pred, .mispredicted = miss, .unexpected = surprise };
+
+	return kvs_policy_feedback(&s->pol, b, &f);
+}
+
+/* What counts as an unexpected hit: past the checkpoint after the
+ * prediction (which the kernel could not see), within the window. */
+static void unexpected_hits(void **state)
+{
+	uint32_t d, j = 0;
+
+	(void)state;
+	for (d = 0; d < KVS_MAX_WINDOW_BLOCKS; d++) {
+		while (kvs_checkpoint(j) <= d)
+			j++;
+		assert_int_equal(kvs_checkpoint_after(d), kvs_checkpoint(j));
+	}
+	assert_int_equal(kvs_unexpected_cached(0, 1024, 16384), 1024 - 64); /* placed cold */
+	assert_int_equal(kvs_unexpected_cached(0, 48, 16384), 0);
+	/* a route at 320 blocks; it held 375 (the next checkpoint is 384) */
+	assert_int_equal(kvs_unexpected_cached(320 * 16 - 5, 375 * 16, 16384), 0);
+	assert_int_equal(kvs_unexpected_cached(320 * 16, 400 * 16, 16384), 16 * 16);
+	assert_int_equal(kvs_unexpected_cached(6000, 100, 16384), 0);	 /* a miss */
+	assert_int_equal(kvs_unexpected_cached(16384, 40000, 16384), 0); /* past the window */
+	assert_int_equal(kvs_unexpected_cached(0, 40000, 16384), 16384 - 64);
+	assert_int_equal(kvs_unexpected_cached(900 * 16, 40000, 16384), 0); /* next: 1,024 */
+	assert_int_equal(kvs_unexpected_cached(900 * 16, 40000, 262144), 40000 - 1024 * 16);
+	assert_int_equal(kvs_unexpected_cached(2000 * 16, 40000, 262144), 40000 - 2048 * 16);
+}
+
+/* Reports correct the index size both ways (configured 64,000 blocks, 4
+ * backends): evidence under a sixteenth of the index (in tokens) waits; a
+ * 20% miss share shrinks it by 10%, 3% holds; unexpected hits grow it by
+ * n/2 times their share, past the configured size, at most a quarter a
+ * step; misses win over surprises; repeated, they reach the bounds, 1/1024
+ * of the configured size (at least 16 entries of KVS_INDEX_GROUP blocks:
+ * 64) and 4x. */
 static void feedback_resizes_index(void **state)
 {
 	struct sim s;
@@ -361,17 +396,57 @@ static void feedback_resizes_index(void **state)
 
 	(void)state;
 	sim_init(&s, 64000);
-	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 100, 100), 64000); /* too little */
-	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 2000), 57600);
-	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 300), 57600); /* 3%: hold */
-	for (i = 0; i < 200; i++)
-		kvs_policy_feedback(&s.pol, 1, 10000, 9000);
-	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64);
-	assert_int_equal(kvs_policy_feedback(&s.pol, 1, 10000, 0), 64 + 1000);
-	assert_int_equal(kvs_policy_index_blocks(&s.pol, 0), 64000); /* others untouched */
-	for (i = 0; i < 100; i++)
-		kvs_policy_feedback(&s.pol, 1, 10000, 0);
+	assert_int_equal(fb(&s, 1, 100, 100, 0), 0); /* too little */
+	assert_int_equal(fb(&s, 1, 50000, 50000, 0), 0);
 	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
+	assert_int_equal(fb(&s, 1, 64000, 12800, 0), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 57600);
+	assert_int_equal(fb(&s, 1, 64000, 1920, 0), 1); /* 3%: hold */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 57600);
+	assert_int_equal(fb(&s, 1, 57600, 0, 400), 1); /* 0.7% of the hits: hold */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 57600);
+	/* 6.25% of the hits unexpected: +12.5% */
+	assert_int_equal(fb(&s, 1, 60000, 0, 4000), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64800);
+	assert_int_equal(fb(&s, 1, 40000, 0, 40000), 1); /* half: a quarter */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 81000);
+	assert_int_equal(fb(&s, 1, 80000, 16000, 40000), 1); /* 20% missed: shrink */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 72900);
+	for (i = 0; i < 100; i++)
+		fb(&s, 1, 0, 0, 1u << 24);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 4 * 64000);
+	for (i = 0; i < 100; i++)
+		fb(&s, 1, 1u << 24, 9u << 20, 0);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 0), 64000); /* others untouched */
+	/* and back up, from the floor */
+	for (i = 0; i < 100; i++)
+		fb(&s, 1, 1u << 20, 0, 1u << 20);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 4 * 64000);
+	kvs_policy_free(&s.pol);
+}
+
+/* Hits the index knew of, under a request the kernel charged as uncached
+ * (placed as new on a backend holding its system prompt), are not
+ * unexpected: they do not grow the index; the same hits unknown do. */
+static void known_hits_are_not_surprises(void **state)
+{
+	struct sim s;
+	uint64_t h[MAXB], g[MAXB / KVS_INDEX_GROUP];
+	uint32_t n = chain(h, 0, 31, 64, 0, 0), j;
+
+	(void)state;
+	sim_init(&s, 64000);
+	for (j = 0; j < n / KVS_INDEX_GROUP; j++)
+		g[j] = h[(j + 1) * KVS_INDEX_GROUP - 1];
+	kvs_policy_record(&s.pol, 1, g, n / KVS_INDEX_GROUP);	 /* b holds 64 blocks */
+	kvs_policy_report(&s.pol, 1, g, n / KVS_INDEX_GROUP, 0); /* charged as uncached */
+	/* its END: 1,024 cached, 960 of them past the first checkpoint */
+	assert_int_equal(fb(&s, 1, 64000, 0, 960), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
+	kvs_policy_report(&s.pol, 2, g, n / KVS_INDEX_GROUP, 0); /* 2's index: nothing */
+	assert_int_equal(fb(&s, 2, 64000, 0, 960), 1);
+	assert_true(kvs_policy_index_blocks(&s.pol, 2) > 64000);
 	kvs_policy_free(&s.pol);
 }
 
@@ -568,7 +643,9 @@ int main(void)
 		cmocka_unit_test(ties_go_to_the_less_loaded),
 		cmocka_unit_test(index_is_bounded_like_the_backend),
 		cmocka_unit_test(known_depth_counts_as_cached),
+		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(known_hits_are_not_surprises),
 		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(index_eviction_reaches_the_hook),
 		cmocka_unit_test(idle_fleet_shared_prompt_uses_every_backend),

@@ -272,6 +272,39 @@ static void touch_equals_acquire_then_release(void **state)
 	kvs_pcache_free(&b);
 }
 
+/* Growing past the size it was made with keeps what it holds, in LRU
+ * order, and the new room is used before anything is evicted; shrinking
+ * back evicts LRU-first. */
+static void grows_past_its_first_size(void **state)
+{
+	struct kvs_pcache c;
+	uint64_t h[300];
+	uint32_t i;
+
+	(void)state;
+	for (i = 0; i < 300; i++)
+		h[i] = 1000 + i;
+	assert_int_equal(kvs_pcache_init(&c, 8), 0);
+	for (i = 0; i < 8; i++)
+		kvs_pcache_touch(&c, &h[i], 1); /* h[0] least recent */
+	assert_int_equal(kvs_pcache_set_capacity(&c, 300), 300);
+	assert_int_equal(c.max_capacity, 300);
+	assert_true(c.table_mask + 1 >= 600);
+	for (i = 0; i < 8; i++)
+		assert_true(kvs_pcache_contains(&c, h[i]));
+	for (i = 8; i < 300; i++)
+		kvs_pcache_touch(&c, &h[i], 1);
+	assert_int_equal(c.used, 300);
+	assert_int_equal(c.evictions, 0);
+	for (i = 0; i < 300; i++)
+		assert_true(kvs_pcache_contains(&c, h[i]));
+	assert_int_equal(kvs_pcache_set_capacity(&c, 100), 100);
+	assert_int_equal(c.evictions, 200);
+	assert_false(kvs_pcache_contains(&c, h[199]));
+	assert_true(kvs_pcache_contains(&c, h[200]));
+	kvs_pcache_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +317,7 @@ int main(void)
 		cmocka_unit_test(pinned_blocks_are_not_evicted),
 		cmocka_unit_test(churn_keeps_table_consistent),
 		cmocka_unit_test(eviction_of_marked_blocks_is_reported),
+		cmocka_unit_test(grows_past_its_first_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

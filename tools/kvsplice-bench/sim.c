@@ -157,11 +157,21 @@ static const struct kvs_opt rows[] = {
 	  .arg = "F",
 	  .help = "kvsplice: size its index of each backend's cache at\n"
 		  "F x the real one (default {default}): a gateway\n"
-		  "configured with the wrong --backend-kv-blocks" },
+		  "configured with the wrong --backend-kv-blocks; the\n"
+		  "report says where it ended and TTFT of the first and\n"
+		  "last third of the requests" },
 	{ "kvsplice-feedback", 0, KVS_OPT_ENUM(O, feedback, "no", "yes"), .arg = "yes|no",
 	  .help = "kvsplice: correct the index from the backends' END\n"
-		  "reports (cached against predicted), as the gateway's\n"
-		  "tick does (default yes)" },
+		  "reports (cached against predicted: shrunk on misses,\n"
+		  "grown on unexpected hits, within 1/1024 and 4x the\n"
+		  "configured size), as the gateway's tick does\n"
+		  "(default yes)" },
+	{ "kvsplice-hot", 0, KVS_OPT_ENUM(O, hot, "no", "yes"), .arg = "yes|no",
+	  .help = "kvsplice: replicate hot prefixes: a route followed by\n"
+		  "more work than a backend's share goes to as many\n"
+		  "replicas as its rate needs (include/kvsplice/place.h,\n"
+		  "\"Hot prefixes\"; default yes, as the gateway does);\n"
+		  "'no': one holder, the rule before" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"
@@ -338,7 +348,7 @@ int bench_sim(int argc, char **argv)
 			       o.plot_dir);
 	}
 	for (i = 0; i < o.npol; i++)
-		free(res[i].ttft);
+		sim_free_result(&res[i]);
 	sim_free_workload(&w);
 	return rc;
 }

@@ -33,10 +33,13 @@ const char *const pol_names[P_DYNAMO + 1] = { "rr",	"lor",	"chash", "kvsplice",
 struct sreq {
 	struct kvs_eng_req eng; /* first: engine events point here */
 	uint32_t context, backend;
-	uint64_t work;	       /* tokens charged to the backend */
-	uint64_t prefill_work; /* of which prefill, until the first token */
-	uint32_t out;	       /* output tokens charged (kvs_charged_output) */
-	uint32_t pred_cached;  /* prompt tokens the router expected cached */
+	uint64_t work;			/* tokens charged to the backend */
+	uint64_t prefill_work;		/* of which prefill, until the first token */
+	uint32_t out;			/* output tokens charged (kvs_charged_output) */
+	uint32_t pred_cached;		/* prompt tokens the router expected cached */
+	uint32_t held_any, held_chosen; /* blocks: the anatomy (struct anatomy) */
+	uint8_t why;
+	bool dup;
 	uint64_t *h;
 };
 
@@ -54,9 +57,64 @@ struct backend {
 	bool stepping;
 	double step_end;
 	uint64_t work, outstanding, served;
-	uint64_t prefilled;	   /* prompt tokens it computed (not from cache) */
-	uint64_t fb_pred, fb_miss; /* END reports since the last feedback */
+	uint64_t prefilled;	/* prompt tokens it computed (not from cache) */
+	struct kvs_feedback fb; /* END reports since the last correction */
 };
+
+/* What the fleet held of r's prompt as it was decided (struct anatomy):
+ * the longest prefix on any backend present, on the chosen one, and
+ * whether another backend held at least half as much as the best. */
+static void held(const struct backend *be, uint32_t nb, struct sreq *r)
+{
+	uint32_t m[KVS_MAX_BACKENDS] = { 0 }, b, best = 0, n = 0;
+
+	for (b = 0; b < nb; b++) {
+		m[b] = kvs_pcache_match(&be[b].eng.cache, r->eng.hashes, r->eng.nblocks);
+		if (m[b] > best)
+			best = m[b];
+	}
+	for (b = 0; b < nb; b++)
+		n += best && 2 * m[b] >= best;
+	r->held_any = best;
+	r->held_chosen = r->backend < nb ? m[r->backend] : 0;
+	r->dup = n >= 2;
+}
+
+/* What each request saw, by arrival, for the index figures. */
+struct index_acc {
+	double *ttft;
+	uint32_t *prompt, *cached;
+	uint32_t samples;
+};
+
+/* TTFT percentiles and hit rate of requests [from, to) by arrival. */
+static void index_part(const struct index_acc *a, uint32_t from, uint32_t to, double *out)
+{
+	double *t = malloc(sizeof(double) * (to > from ? to - from : 1));
+	uint64_t prompt = 0, cached = 0;
+	uint32_t i, n = 0;
+
+	for (i = from; i < to; i++) {
+		t[n++] = a->ttft[i];
+		prompt += a->prompt[i];
+		cached += a->cached[i];
+	}
+	out[0] = kvs_percentile(t, n, 50);
+	out[1] = kvs_percentile(t, n, 90);
+	out[2] = kvs_percentile(t, n, 99);
+	out[3] = prompt ? (double)cached / (double)prompt : 0;
+	free(t);
+}
+
+/* The mean index size over the backends, against the real capacity. */
+static double index_ratio(const struct kvs_policy *pol, uint32_t nb, uint32_t kv_blocks)
+{
+	double sum = 0;
+
+	for (uint32_t b = 0; b < nb; b++)
+		sum += kvs_policy_index_blocks(pol, b);
+	return sum / nb / kv_blocks;
+}
 
 static void join_count(struct join_acc *a, const struct sim_opts *o, const struct sreq *r,
 		       double join_ms, double ttft)
@@ -112,7 +170,7 @@ static uint32_t present(const struct sim_opts *o, double join_ms, double t)
 /* nb: the backends present (be[0..nb)); the rest are not in the fleet yet. */
 static int pick(const struct sim_opts *o, enum pol p, struct backend *be, uint32_t nb,
 		struct kvs_policy *pol, struct kvs_chash *ring, struct sim_baseline *bl,
-		uint32_t *rr, struct sreq *r, uint32_t *cached_blocks)
+		uint32_t *rr, struct sreq *r, uint32_t *cached_blocks, uint8_t *why)
 {
 	uint64_t load[KVS_MAX_BACKENDS];
 	uint8_t ok[KVS_MAX_BACKENDS];
@@ -145,6 +203,7 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, uint32
 		kvs_policy_decide(pol, r->eng.hashes, n, last, r->eng.prompt_tokens, load, ok, NULL,
 				  &d);
 		*cached_blocks = d.cached_blocks;
+		*why = (uint8_t)(16 + d.reason);
 		return d.backend;
 	case P_SGLANG:
 	case P_LLMD:
@@ -177,7 +236,7 @@ static void fleet_load(const struct backend *be, uint32_t nb, uint32_t npresent,
 /* kvsplice split: the verdict, then the controller's reading of its
  * report. *work is what the kernel charged. */
 static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, uint32_t npresent,
-		      const struct sreq *r, uint32_t charged_out, uint64_t *work)
+		      const struct sreq *r, uint32_t charged_out, uint64_t *work, uint8_t *why)
 {
 	uint64_t load[KVS_MAX_BACKENDS], out[KVS_MAX_BACKENDS];
 	uint8_t up[KVS_MAX_BACKENDS];
@@ -187,12 +246,14 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
 				.n = r->eng.nblocks,
 				.prompt_tokens = r->eng.prompt_tokens,
 				.max_tokens = charged_out, /* what the kernel charges */
-				.seed = kvs_seed(0, 0) };
+				.seed = kvs_seed(0, 0),
+				.now_ns = (uint64_t)(r->eng.arrival_ms * 1e6) };
 
 	fleet_load(be, nb, npresent, load, out, up);
 	kvs_kr_decide(kr, &q, load, out, up, &d);
 	kvs_kr_report(kr, &q, &d);
 	*work = d.charge;
+	*why = (uint8_t)d.why;
 	return d.backend;
 }
 
@@ -200,12 +261,9 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
  * (gw_feedback). */
 static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
 {
-	for (uint32_t b = 0; b < nb; b++) {
-		if (be[b].fb_pred < KVS_POLICY_FEEDBACK_MIN)
-			continue;
-		kvs_policy_feedback(pol, b, be[b].fb_pred, be[b].fb_miss);
-		be[b].fb_pred = be[b].fb_miss = 0;
-	}
+	for (uint32_t b = 0; b < nb; b++)
+		if (kvs_policy_feedback(pol, b, &be[b].fb))
+			be[b].fb = (struct kvs_feedback){ 0 };
 }
 
 static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
@@ -242,7 +300,19 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	double join_ms = w->n ? w->arrival_ms[0] + o->join_at_s * 1000 : 0;
 	struct join_acc ja = { .ttft_before = malloc(sizeof(double) * w->n),
 			       .ttft_after = malloc(sizeof(double) * w->n) };
+	struct index_acc ia = { .ttft = calloc(w->n ? w->n : 1, sizeof(double)),
+				.prompt = calloc(w->n ? w->n : 1, sizeof(uint32_t)),
+				.cached = calloc(w->n ? w->n : 1, sizeof(uint32_t)) };
+	double span = w->n ? w->arrival_ms[w->n - 1] - w->arrival_ms[0] : 0;
+	struct {
+		uint64_t held_any, held_chosen, with_holder, dup;
+	} an = { 0 };
+	/* what a prediction can cover: the kernel's window, or the index's */
+	uint64_t window =
+		(uint64_t)(o->model == M_SPLIT ? o->window_blocks : KVS_POLICY_MAX_BLOCKS) *
+		KVS_BLOCK_TOKENS;
 
+	res->anat = (struct anatomy){ .why = calloc(w->n ? w->n : 1, 1) };
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
 	for (b = 0; b < o->backends; b++) {
@@ -260,6 +330,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		kvs_kr_defaults(&kp, o->balance);
 		kp.window_blocks = o->window_blocks;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
+		kp.hot = o->hot;
 		if (kvs_kr_init(&kroute, &kp, &pol) == 0)
 			kr = &kroute;
 		else
@@ -289,11 +360,18 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			break;
 		}
 		if (p == P_KVSPLICE && next_tick < t_arr && next_tick < t_step) {
-			if (kr)
+			if (kr) {
+				kr->clock_ns = (uint64_t)(next_tick * 1e6);
 				refresh_limit(kr, be, o->backends, present(o, join_ms, next_tick));
+			}
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);
+			while (ia.samples < SIM_INDEX_SAMPLES &&
+			       next_tick - w->arrival_ms[0] >=
+				       span * (ia.samples + 1) / SIM_INDEX_SAMPLES)
+				res->index.series[ia.samples++] =
+					index_ratio(&pol, o->backends, o->kv_blocks);
 			tick_out = tick_ends = 0;
 			next_tick += KR_TICK_MS;
 			continue;
@@ -320,14 +398,15 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			r->out = kvs_charged_output(o->declared_max_tokens, expect);
 			if (kr) {
 				pb = pick_split(kr, be, o->backends, present(o, join_ms, t_arr), r,
-						r->out, &r->work);
+						r->out, &r->work, &r->why);
 			} else {
 				pb = pick(o, p, be, present(o, join_ms, t_arr), &pol, &ring, bl,
-					  &rr, r, &cb);
+					  &rr, r, &cb, &r->why);
 				r->work = kvs_work_blocks(r->eng.prompt_tokens, cb, r->out) *
 					  (uint64_t)KVS_BLOCK_TOKENS;
 			}
 			r->backend = (uint32_t)(pb < 0 ? 0 : pb);
+			held(be, present(o, join_ms, t_arr), r);
 			r->prefill_work =
 				kvs_prefill_charge((uint32_t)(r->work / KVS_BLOCK_TOKENS), r->out);
 			/* what the charge says was expected cached (account_end) */
@@ -382,11 +461,31 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				tick_out += r->eng.emitted;
 				tick_ends++;
 				k->prefilled += r->eng.prompt_tokens - r->eng.cached_tokens;
+				ia.ttft[r->eng.id] = ttft[done - 1];
+				an.held_any += (uint64_t)r->held_any * KVS_BLOCK_TOKENS;
+				an.held_chosen += (uint64_t)r->held_chosen * KVS_BLOCK_TOKENS;
+				an.with_holder += r->held_any > 0;
+				an.dup += r->dup;
+				if (r->why < SIM_WHY_N) {
+					res->anat.lost_by_why[r->why] +=
+						(double)(r->held_any -
+							 (r->held_chosen < r->held_any ?
+								  r->held_chosen :
+								  r->held_any)) *
+						KVS_BLOCK_TOKENS;
+					res->anat.n_by_why[r->why]++;
+				}
+				res->anat.why[r->eng.id] = r->why;
+				ia.prompt[r->eng.id] = r->eng.prompt_tokens;
+				ia.cached[r->eng.id] = r->eng.cached_tokens;
 				/* as the kernel's account_end() counts it */
-				k->fb_pred += r->pred_cached;
+				k->fb.predicted += r->pred_cached;
 				if (r->pred_cached > r->eng.cached_tokens + KVS_BLOCK_TOKENS)
-					k->fb_miss += r->pred_cached - r->eng.cached_tokens -
-						      KVS_BLOCK_TOKENS;
+					k->fb.mispredicted += r->pred_cached -
+							      r->eng.cached_tokens -
+							      KVS_BLOCK_TOKENS;
+				k->fb.unexpected += kvs_unexpected_cached(
+					r->pred_cached, r->eng.cached_tokens, window);
 				k->work -= r->work;
 				k->outstanding--;
 				k->served++;
@@ -429,6 +528,19 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	res->cv = kvs_cv(res->loads, o->backends);
 	res->ttft = ttft; /* sorted by the percentiles */
 	join_result(&ja, res);
+	res->index.final = index_ratio(&pol, o->backends, o->kv_blocks);
+	while (ia.samples < SIM_INDEX_SAMPLES) /* the run ended before the last tick */
+		res->index.series[ia.samples++] = res->index.final;
+	index_part(&ia, 0, w->n / 3, res->index.first);
+	index_part(&ia, w->n - w->n / 3, w->n, res->index.last);
+	res->anat.held_anywhere = prompt ? (double)an.held_any / (double)prompt : 0;
+	res->anat.held_by_chosen = prompt ? (double)an.held_chosen / (double)prompt : 0;
+	res->anat.duplicated = an.with_holder ? (double)an.dup / (double)an.with_holder : 0;
+	for (b = 0; b < SIM_WHY_N; b++)
+		res->anat.lost_by_why[b] = prompt ? res->anat.lost_by_why[b] / (double)prompt : 0;
+	res->anat.ttft = ia.ttft; /* by arrival, kept for the cross comparison */
+	res->anat.cached = ia.cached;
+	res->anat.prompt = ia.prompt;
 
 	for (b = 0; b < o->backends; b++)
 		kvs_engine_free(&be[b].eng);

@@ -38,6 +38,7 @@ struct sim_opts {
 	 * END reports correct it (kvs_policy_feedback, as the gateway does) */
 	double index_scale;
 	int feedback;
+	int hot; /* kvsplice: replicate hot prefixes (--kvsplice-hot) */
 	double rate, occupancy;
 	int rate_set; /* --rate given (the sweep scales the default by backends) */
 	/* the last backend joins this many seconds after the first arrival
@@ -98,6 +99,39 @@ struct join_figures {
 	double hit_after;  /* hit rate of the requests after */
 };
 
+/* kvsplice: its index of each backend against the real cache (feedback). */
+#define SIM_INDEX_SAMPLES 20
+struct index_figures {
+	/* mean index size over the backends / the real capacity, at the end
+	 * and at SIM_INDEX_SAMPLES even points of the arrivals' span */
+	double final, series[SIM_INDEX_SAMPLES];
+	/* TTFT p50, p90, p99 and hit rate of the requests that arrived in
+	 * the first and in the last third of the run */
+	double first[4], last[4];
+};
+
+/*
+ * Where a policy's hits went (item 8 of issue 16): at each decision, the
+ * longest prefix of the prompt any backend's cache held, and what the
+ * chosen one held. What the fleet held and the policy did not pick is lost
+ * to routing; what nobody held, to what the caches kept. For kvsplice,
+ * the loss by the kernel's verdict (or the controller's reason), and each
+ * request's verdict, TTFT and cached tokens by arrival, so that what it
+ * spilled can be compared with what another policy did with the same
+ * requests.
+ */
+#define SIM_WHY_N 24 /* kvs_why 0..KVS_WHY_MAX; 16 + enum kvs_reason (controller) */
+struct anatomy {
+	double held_anywhere, held_by_chosen; /* of prompt tokens */
+	double duplicated;	       /* of requests some backend held a prefix of: held on 2+ */
+	double lost_by_why[SIM_WHY_N]; /* of prompt tokens (kvsplice) */
+	uint32_t n_by_why[SIM_WHY_N];
+	/* by arrival (freed with the result) */
+	double *ttft;
+	uint32_t *cached, *prompt;
+	uint8_t *why;
+};
+
 struct result {
 	const char *name;
 	double ttft_p50, ttft_p90, ttft_p99, e2e_p50, e2e_p90, rps, tok_s, hit, mm, cv;
@@ -106,6 +140,8 @@ struct result {
 	double *ttft;			/* sorted, done of them: for --plot */
 	double loads[KVS_MAX_BACKENDS]; /* requests each backend served */
 	struct join_figures join;	/* --join-at only */
+	struct index_figures index;	/* kvsplice only */
+	struct anatomy anat;
 };
 
 /* sim_workload.c */
@@ -133,5 +169,6 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		    const struct result *res, uint32_t base);
 void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling);
 void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_t base);
+void sim_free_result(struct result *r);
 
 #endif

@@ -4,8 +4,10 @@
  * against the baseline, as a table or JSON.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "sim_int.h"
+#include "stats.h"
 
 static double pct(double v, double base)
 {
@@ -20,6 +22,96 @@ uint32_t sim_baseline(const struct sim_opts *o, const struct result *res)
 		if (o->pols[i] == P_RR)
 			return i;
 	return 0;
+}
+
+static const char *why_name(uint32_t w)
+{
+	static const char *const split[] = { "punted", "key",	  "hint",  "prefix", "kept",
+					     "cold",   "shallow", "spill", "stale" };
+	static const char *const ctl[] = { "controller-none", "controller-prefix",
+					   "controller-spill", "controller-shared",
+					   "controller-cold" };
+
+	if (w < sizeof(split) / sizeof(split[0]))
+		return split[w];
+	if (w >= 16 && w - 16 < sizeof(ctl) / sizeof(ctl[0]))
+		return ctl[w - 16];
+	return "other";
+}
+
+/* TTFT p50, p90 and hit rate of r's requests whose kvsplice verdict
+ * (in k) was w. */
+static void of_verdict(const struct result *k, const struct result *r, uint32_t n, uint32_t w,
+		       double *out)
+{
+	double *t = malloc(sizeof(double) * (n ? n : 1));
+	uint64_t prompt = 0, cached = 0;
+	uint32_t i, m = 0;
+
+	for (i = 0; i < n; i++) {
+		if (k->anat.why[i] != w)
+			continue;
+		t[m++] = r->anat.ttft[i];
+		prompt += r->anat.prompt[i];
+		cached += r->anat.cached[i];
+	}
+	out[0] = kvs_percentile(t, m, 50);
+	out[1] = kvs_percentile(t, m, 90);
+	out[2] = prompt ? (double)cached / (double)prompt : 0;
+	free(t);
+}
+
+/* Where the hits went (struct anatomy); for kvsplice, by verdict, with
+ * what the other policies did with the same requests. */
+static void print_anatomy_json(const struct sim_opts *o, const struct workload *w,
+			       const struct result *res, uint32_t i)
+{
+	const struct anatomy *a = &res[i].anat;
+	uint32_t v, j, nv = 0;
+	double f[3];
+
+	printf(",\"anatomy\":{\"held_anywhere\":%.4f,\"held_by_chosen\":%.4f,"
+	       "\"lost_to_routing\":%.4f,\"duplicated\":%.4f",
+	       a->held_anywhere, a->held_by_chosen, a->held_anywhere - a->held_by_chosen,
+	       a->duplicated);
+	if (o->pols[i] == P_KVSPLICE) {
+		printf(",\"by_verdict\":{");
+		for (v = 0; v < SIM_WHY_N; v++) {
+			if (!a->n_by_why[v])
+				continue;
+			of_verdict(&res[i], &res[i], w->n, v, f);
+			printf("%s\"%s\":{\"requests\":%u,\"lost\":%.4f,\"ttft_ms\":[%.2f,%.2f],"
+			       "\"hit_rate\":%.4f,\"same_requests\":{",
+			       nv++ ? "," : "", why_name(v), a->n_by_why[v], a->lost_by_why[v],
+			       f[0], f[1], f[2]);
+			for (j = 0; j < o->npol; j++) {
+				if (j == i)
+					continue;
+				of_verdict(&res[i], &res[j], w->n, v, f);
+				printf("%s\"%s\":{\"ttft_ms\":[%.2f,%.2f],\"hit_rate\":%.4f}",
+				       j == 0 || (i == 0 && j == 1) ? "" : ",", res[j].name, f[0],
+				       f[1], f[2]);
+			}
+			printf("}}");
+		}
+		printf("}");
+	}
+	printf("}");
+}
+
+/* kvsplice's index against the real caches: with --kvsplice-index-scale,
+ * whether the backends' reports bring it back (kvs_policy_feedback). */
+static void print_index_json(const struct sim_opts *o, const struct index_figures *x)
+{
+	const double *f = x->first, *l = x->last;
+
+	printf(",\"index\":{\"scale\":%.3f,\"feedback\":%s,\"final\":%.4f,\"series\":[",
+	       o->index_scale, o->feedback ? "true" : "false", x->final);
+	for (uint32_t k = 0; k < SIM_INDEX_SAMPLES; k++)
+		printf("%s%.4f", k ? "," : "", x->series[k]);
+	printf("],\"first_third\":{\"ttft_ms\":[%.2f,%.2f,%.2f],\"hit_rate\":%.4f},"
+	       "\"last_third\":{\"ttft_ms\":[%.2f,%.2f,%.2f],\"hit_rate\":%.4f}}",
+	       f[0], f[1], f[2], f[3], l[0], l[1], l[2], l[3]);
 }
 
 void sim_print_json(const struct sim_opts *o, const struct workload *w, double ceiling,
@@ -48,12 +140,13 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 		       r->e2e_p50, r->e2e_p90, r->rps, r->tok_s, r->hit, r->mm, r->mm_work, r->cv);
 		for (b = 0; b < o->backends; b++)
 			printf("%s%.0f", b ? "," : "", r->loads[b]);
+		printf("]");
 		if (o->join_at_s > 0) {
 			const struct join_figures *j = &r->join;
 
 			static const char *const how[] = { "joins", "never", "always" };
 
-			printf("],\"join\":{\"newcomer\":\"%s\",\"at_s\":%.3f,\"before\":%u,\"after\":%u,"
+			printf(",\"join\":{\"newcomer\":\"%s\",\"at_s\":%.3f,\"before\":%u,\"after\":%u,"
 			       "\"newcomer_share\":%.4f,\"newcomer_share_60s\":%.4f,"
 			       "\"newcomer_work_share\":%.4f,\"fair_share\":%.4f,"
 			       "\"hit_rate_after\":%.4f,\"ttft_before_ms\":[%.2f,%.2f,%.2f],"
@@ -63,10 +156,11 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 			       j->before_p50, j->before_p90, j->before_p99, j->after_p50,
 			       j->after_p90, j->after_p99);
 			printf("}");
-			printf(",\"vs_baseline\":{");
-		} else {
-			printf("],\"vs_baseline\":{");
 		}
+		if (o->pols[i] == P_KVSPLICE)
+			print_index_json(o, &r->index);
+		print_anatomy_json(o, w, res, i);
+		printf(",\"vs_baseline\":{");
 		/* percent change against the baseline; hit rate in points */
 		printf("\"ttft_p50_pct\":%.1f,\"ttft_p90_pct\":%.1f,"
 		       "\"ttft_p99_pct\":%.1f,\"e2e_p50_pct\":%.1f,\"e2e_p90_pct\":%.1f,"
@@ -139,6 +233,25 @@ void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_
 	}
 	if (o->join_at_s > 0)
 		print_join(o, res);
+	printf("\nwhere the hits went: of the prompt tokens, held by some backend as each "
+	       "request was decided / by the one chosen; requests whose prefix 2+ held\n");
+	for (i = 0; i < o->npol; i++)
+		printf("%-9s %5.1f%% / %5.1f%%   %5.1f%%\n", res[i].name,
+		       100 * res[i].anat.held_anywhere, 100 * res[i].anat.held_by_chosen,
+		       100 * res[i].anat.duplicated);
+	for (i = 0; i < o->npol; i++) {
+		const struct index_figures *x = &res[i].index;
+
+		if (o->pols[i] != P_KVSPLICE)
+			continue;
+		printf("\nkvsplice's index of each backend: %.2fx the real cache at the start "
+		       "(--kvsplice-index-scale), %.2fx at the end (feedback %s)\n"
+		       "first third of arrivals: TTFT p50 %.0f, p90 %.0f, p99 %.0f ms, hit "
+		       "%.1f%%; last third: %.0f, %.0f, %.0f ms, %.1f%%\n",
+		       o->index_scale, x->final, o->feedback ? "on" : "off", x->first[0],
+		       x->first[1], x->first[2], 100 * x->first[3], x->last[0], x->last[1],
+		       x->last[2], 100 * x->last[3]);
+	}
 }
 
 void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling)
@@ -168,4 +281,13 @@ void sim_print_header(const struct sim_opts *o, const struct workload *w, double
 		       o->own_tokens, o->max_tokens, (unsigned long long)o->seed);
 	printf("one LRU cache the size of the fleet would hit %.1f%% of prompt tokens\n\n",
 	       100 * ceiling);
+}
+
+void sim_free_result(struct result *r)
+{
+	free(r->ttft);
+	free(r->anat.ttft);
+	free(r->anat.cached);
+	free(r->anat.prompt);
+	free(r->anat.why);
 }

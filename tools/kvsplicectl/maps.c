@@ -62,6 +62,7 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(placed_spill)                                                                            \
 	X(placed_stale)                                                                            \
 	X(kept_holder)                                                                             \
+	X(hot_replica)                                                                             \
 	X(reports)                                                                                 \
 	X(reports_lost)                                                                            \
 	X(drop_budget)                                                                             \
@@ -221,8 +222,9 @@ static void print_backends_json(int fd)
 		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
 		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
-		       "\"mispredicted\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
+		       "\"mispredicted\":%llu,\"unexpected_cached\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
 		       "\"output_tokens\":%llu,\"expect_output\":%llu,\"placed\":%.2f,"
+		       "\"hot_prev_work\":%llu,"
 		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
 		       "\"kv_total_blocks\":%u,\"age_s\":%.3f},\"reason\":",
 		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
@@ -232,12 +234,14 @@ static void print_backends_json(int fd)
 		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
 		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
 		       hit_rate(&be), (unsigned long long)be.predicted_cached,
-		       (unsigned long long)be.mispredicted, (unsigned long long)be.index_blocks,
-		       (unsigned long long)be.charged_tokens, (unsigned long long)be.output_tokens,
-		       (unsigned long long)be.expect_output,
+		       (unsigned long long)be.mispredicted,
+		       (unsigned long long)be.unexpected_cached,
+		       (unsigned long long)be.index_blocks, (unsigned long long)be.charged_tokens,
+		       (unsigned long long)be.output_tokens, (unsigned long long)be.expect_output,
 		       /* the kernel's decaying count of new prefixes placed here */
-		       (double)be.placed / KVS_PLACE_UNIT, be.report.running, be.report.waiting,
-		       be.report.kv_used_blocks, be.report.kv_total_blocks,
+		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
+		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
+		       be.report.kv_total_blocks,
 		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
 		json_str(be.reason, sizeof(be.reason));
 		printf("}");

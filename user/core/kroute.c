@@ -16,6 +16,8 @@ struct kvs_kr_route {
 	uint64_t hash;
 	uint32_t backend, depth, gen;
 	uint32_t prev, next; /* LRU list; NIL ends */
+	__u64 hot_at;	     /* its hot window (include/kvsplice/place.h) */
+	__u32 hot_cur, hot_prev;
 };
 
 void kvs_kr_defaults(struct kvs_kr_params *p, double balance)
@@ -27,6 +29,7 @@ void kvs_kr_defaults(struct kvs_kr_params *p, double balance)
 	p->kernel_slack = KVS_KR_KERNEL_SLACK;
 	p->recompute_weight = (uint32_t)KVS_POLICY_RECOMPUTE_WEIGHT;
 	p->balance = balance;
+	p->hot = 1;
 }
 
 static uint32_t home_of(const struct kvs_kr *kr, uint64_t hash)
@@ -251,6 +254,7 @@ void kvs_kr_refresh(struct kvs_kr *kr, const uint64_t *load, const uint8_t *up)
 
 		kr->typical = kr->typical ? (3 * kr->typical + avg) / 4 : avg;
 	}
+	kvs_hot_roll(&kr->hot_fleet, kr->charged, kr->clock_ns);
 	kr->seen_charged = kr->charged;
 	kr->seen_sent = kr->sent;
 	if (!nup)
@@ -277,7 +281,8 @@ void kvs_kr_report(struct kvs_kr *kr, const struct kvs_kr_req *r, const struct k
 		return;
 	for (j = 0; j < ng; j++)
 		kr->g[j] = r->h[(j + 1) * KVS_INDEX_GROUP - 1];
-	kvs_policy_record(kr->pol, b, kr->g, ng);
+	/* charged for the route's depth, or as if nothing were cached */
+	kvs_policy_report(kr->pol, b, kr->g, ng, d->why < KVS_WHY_COLD ? d->depth : 0);
 	for (j = 0; j < kr->ncp; j++) {
 		cp = kvs_checkpoint(j);
 		if (cp <= d->depth)
@@ -334,6 +339,35 @@ static struct kvs_kr_route *route_request(struct kvs_kr *kr, const struct kvs_kr
 	}
 	d->why = KVS_WHY_COLD;
 	return NULL;
+}
+
+/*
+ * hot_count in the verdict: r counts in the hot window of the route it
+ * matched and of every shallower checkpoint's route on its path, so a
+ * prefix's rate is that of the requests sharing it, whichever deeper
+ * route they follow (a system prompt's: every turn of every
+ * conversation, not only the first turns that follow its route).
+ */
+static void hot_count(struct kvs_kr *kr, const struct kvs_kr_req *r,
+		      const struct kvs_kr_decision *d, struct kvs_kr_route *rt)
+{
+	uint32_t k, cp;
+
+	if (!kr->p.hot || (rt && rt->gen != kr->gen[rt->backend]))
+		return;
+	if (rt && (d->why == KVS_WHY_KEY || d->why == KVS_WHY_HINT))
+		kvs_hot_count(&rt->hot_at, &rt->hot_cur, &rt->hot_prev, r->now_ns);
+	if (d->why != KVS_WHY_PREFIX && d->why != KVS_WHY_SHALLOW)
+		return;
+	for (k = 0; k < kr->ncp; k++) {
+		struct kvs_kr_route *e;
+
+		cp = kvs_checkpoint(k);
+		if (cp > d->depth)
+			break;
+		if ((e = lookup(kr, r->h[cp - 1])))
+			kvs_hot_count(&e->hot_at, &e->hot_cur, &e->hot_prev, r->now_ns);
+	}
 }
 
 /* may_place in the verdict: up, under its request limit. */
@@ -436,6 +470,56 @@ static uint32_t learn(struct kvs_kr *kr, const struct kvs_kr_req *r,
 	return k;
 }
 
+/*
+ * The backend a followed route sends r to: its own, or for a hot route
+ * (include/kvsplice/place.h, "Hot prefixes") the placement rule's pick
+ * among its replicas, counted as a placement (hot_replica in the verdict).
+ */
+static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const struct kvs_kr_req *r,
+			    const struct kvs_kr_decision *d, const uint64_t *load,
+			    const uint64_t *outstanding, const uint8_t *up)
+{
+	struct kvs_policy *pol = kr->pol;
+	struct kvs_place_sum s;
+	uint32_t b, k, kd, nup = 0;
+	uint64_t rate, charge, members, key, share;
+	int pick;
+
+	if (!kr->p.hot)
+		return rt->backend;
+	charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->depth, r->max_tokens) *
+		 KVS_BLOCK_TOKENS;
+	rate = kvs_hot_rate(rt->hot_at, rt->hot_cur, rt->hot_prev, r->now_ns);
+	if (!rate)
+		return rt->backend;
+	for (b = 0; b < pol->p.nbackends; b++) {
+		pol->place[b].load = load[b];
+		pol->place[b].ok = may_place(kr, b, outstanding, up);
+	}
+	if (rate <= 4 * KVS_HOT_FP) /* never hot: as the kernel, no more */
+		return rt->backend;
+	for (b = 0; b < pol->p.nbackends; b++)
+		nup += up[b] != 0;
+	share = kr->hot_share ? kr->hot_share :
+				kvs_hot_share(&kr->hot_fleet, kr->charged, r->now_ns, nup);
+	/* the eligible backends cap k in the member pass, as the kernel's */
+	k = kvs_hot_replicas(rate, charge, share, KVS_MAX_BACKENDS);
+	if (k < 2)
+		return rt->backend;
+	members = kvs_hot_members(d->key, rt->backend, pol->place, pol->p.nbackends, k);
+	for (b = 0; b < pol->p.nbackends; b++)
+		pol->place[b].ok &= (uint32_t)(members >> b) & 1;
+	kd = place_depth(kr, r->hint, d->blocks);
+	key = r->cache_key ? r->cache_key : kd ? r->h[kd - 1] : r->seed;
+	pick = kvs_place_choose(key, pol->place, pol->p.nbackends, 0, &s);
+	if (pick < 0)
+		return rt->backend;
+	pol->place[pick].placed += KVS_PLACE_UNIT;
+	if ((uint32_t)pick != rt->backend)
+		kr->hot++;
+	return (uint32_t)pick;
+}
+
 int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *load,
 		  const uint64_t *outstanding, const uint8_t *up, struct kvs_kr_decision *d)
 {
@@ -445,13 +529,18 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 	memset(d, 0, sizeof(*d));
 	d->blocks = r->n < kr->p.window_blocks ? r->n : kr->p.window_blocks;
 	rt = route_request(kr, r, d);
+	hot_count(kr, r, d, rt);
 	if (rt && rt->gen != kr->gen[rt->backend]) {
 		d->why = KVS_WHY_STALE;
-	} else if (rt && accepts(kr, rt->backend, load, outstanding, up)) {
-		b = (int)rt->backend;
 	} else if (rt) {
-		d->why = KVS_WHY_SPILL;
-		hb = (int)rt->backend;
+		uint32_t rb = hot_replica(kr, rt, r, d, load, outstanding, up);
+
+		if (accepts(kr, rb, load, outstanding, up)) {
+			b = (int)rb;
+		} else {
+			d->why = KVS_WHY_SPILL;
+			hb = (int)rb;
+		}
 	}
 	if (b < 0)
 		b = place(kr, r, load, outstanding, up, hb, d);

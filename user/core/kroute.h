@@ -13,7 +13,9 @@
  *     followed;
  *   - follows a route while its backend accepts: up, under max_outstanding,
  *     and its outstanding work within the work limit the controller
- *     publishes (kvs_kr_refresh, gw_publish_limits);
+ *     publishes (kvs_kr_refresh, gw_publish_limits); a hot route (followed
+ *     by more work than a backend's share, include/kvsplice/place.h, "Hot
+ *     prefixes") to the rule's pick among its replicas instead;
  *   - otherwise places the request by include/kvsplice/place.h on its
  *     placement key, through the policy's placement state, charging it as
  *     if nothing were cached; a holder past the limit keeps it where
@@ -36,6 +38,7 @@
 #include <stdint.h>
 
 #include "kvsplice/maps.h"
+#include "kvsplice/place.h"
 #include "policy.h"
 
 /* The kernel's route map (bpf/kvsplice.bpf.c, `routes`). */
@@ -53,6 +56,7 @@ struct kvs_kr_params {
 	uint32_t max_outstanding;  /* requests per backend; 0: none */
 	uint32_t recompute_weight; /* kvs_place_keep's (cfg_recompute_weight) */
 	double balance;		   /* the work limit's (the policy's own) */
+	int hot;		   /* replicate hot prefixes (the kernel does) */
 };
 
 /* One request as the verdict sees it. */
@@ -64,6 +68,7 @@ struct kvs_kr_req {
 	uint64_t seed;	    /* the chain's seed: places a prompt under one block */
 	uint64_t cache_key; /* the cache key's route hash (kvs_key_hash); 0: none */
 	uint32_t hint;	    /* kvs_hint_blocks of the client's prefix_len */
+	uint64_t now_ns;    /* its arrival (the routes' hot windows) */
 };
 
 struct kvs_kr_decision {
@@ -91,11 +96,17 @@ struct kvs_kr {
 	uint64_t *g;			/* a report's group hashes (window / group) */
 	/* the work limit and the controller's state behind it */
 	uint64_t work_limit; /* tokens; 0: none */
-	uint64_t typical;    /* smoothed charge per request */
+	/* the controller's hot windows (kvs_hot_roll), rolled at each refresh
+	 * at clock_ns (the caller's clock); hot_share fixes the share (a test's
+	 * fleet), 0: measured (kvs_hot_share) */
+	struct kvs_hot_fleet hot_fleet;
+	uint64_t clock_ns, hot_share;
+	uint64_t typical; /* smoothed charge per request */
 	uint64_t charged, sent, seen_charged, seen_sent;
 	/* what happened, for the curious */
 	uint64_t why[KVS_WHY_MAX + 1]; /* decisions by enum kvs_why; [0]: punted */
 	uint64_t learned, withdrawn, lru_evicted;
+	uint64_t hot; /* routes followed to a replica other than their backend */
 };
 
 void kvs_kr_defaults(struct kvs_kr_params *p, double balance);

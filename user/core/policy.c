@@ -204,33 +204,69 @@ out:
 	kvs_pcache_touch(&pol->index[pick], pol->group_h, ng);
 }
 
-uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
-			     uint64_t mispredicted)
+int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f)
 {
 	struct kvs_pcache *c = &pol->index[b];
-	/* Shrink as far as 1/1024 of the configured size (a misconfiguration
-	 * by three orders of magnitude is still corrected); grow in 1/64s. */
-	uint32_t floor = c->max_capacity / 1024 > 16 ? c->max_capacity / 1024 : 16;
-	uint32_t step = c->max_capacity / 64 ? c->max_capacity / 64 : 1, cap = c->capacity;
-	double miss;
+	uint32_t conf = groups_of(pol->p.index_blocks), cap = c->capacity;
+	uint32_t floor =
+		conf / KVS_POLICY_FEEDBACK_SHRINK > 16 ? conf / KVS_POLICY_FEEDBACK_SHRINK : 16;
+	uint64_t ceiling = (uint64_t)conf * KVS_POLICY_FEEDBACK_GROW;
+	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
+	uint64_t seen = f->predicted + surprising;
+	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
+	double miss, surprise, next = cap;
 
-	if (predicted < KVS_POLICY_FEEDBACK_MIN) /* too little evidence to act on */
-		return cap * KVS_INDEX_GROUP;
-	miss = (double)mispredicted / (double)predicted;
+	/* A step rests on a sample of the index, a sixteenth of its size in
+	 * cached tokens: over one or two requests a share is 0 or 1, and a
+	 * per-tick step would make the correction's speed the tick's. */
+	if (seen < KVS_POLICY_FEEDBACK_MIN || seen < need)
+		return 0;
+	miss = f->predicted ? (double)f->mispredicted / (double)f->predicted : 0;
+	surprise = (double)surprising / (double)seen;
+	pol->known[b] = 0;
 	if (miss > 0.05) {
-		cap = (uint32_t)((double)cap * (1.0 - miss / 2));
-		if (cap < floor)
-			cap = floor;
-	} else if (miss < 0.01 && cap < c->max_capacity) {
-		cap += step;
+		/* Too large: in proportion to what was believed and not
+		 * there, at most half. Near the truth misses are few, so the
+		 * steps shrink as it gets there. */
+		next = cap * (1.0 - (miss < 1 ? miss : 1) / 2);
+	} else if (surprise > 0.01) {
+		/* Too small: a prefix the index forgot comes back placed as
+		 * new, on its holder about one time in n; so each surprise
+		 * stands for about n forgotten. At most a quarter a step. */
+		double g = surprise * pol->p.nbackends / 2;
+
+		next = cap * (1.0 + (g < 0.25 ? g : 0.25));
 	}
-	return kvs_pcache_set_capacity(c, cap) * KVS_INDEX_GROUP;
+	if (next < floor)
+		next = floor;
+	if (next > (double)ceiling)
+		next = (double)ceiling;
+	kvs_pcache_set_capacity(c, (uint32_t)next);
+	return 1;
 }
 
 void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng)
 {
 	if (b < pol->p.nbackends)
 		kvs_pcache_touch(&pol->index[b], g, ng);
+}
+
+void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng,
+		       uint32_t pred_blocks)
+{
+	uint32_t held, bound;
+
+	if (b >= pol->p.nbackends)
+		return;
+	/* as kvs_unexpected_cached() bounds what the END counts; the index
+	 * knows a prefix to within a group (it may go on 3 blocks) */
+	held = kvs_pcache_match_prefix(&pol->index[b], g, ng) * KVS_INDEX_GROUP;
+	if (held)
+		held += KVS_INDEX_GROUP - 1;
+	bound = kvs_checkpoint_after(pred_blocks);
+	if (held > bound)
+		pol->known[b] += (uint64_t)(held - bound) * KVS_BLOCK_TOKENS;
+	kvs_pcache_touch(&pol->index[b], g, ng);
 }
 
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b)
@@ -293,10 +329,12 @@ int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, ui
 
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 {
-	uint32_t cap = pol->index[b].max_capacity;
+	/* what the reports taught of its size stays */
+	uint32_t cap = pol->index[b].capacity;
 
 	kvs_pcache_free(&pol->index[b]);
 	kvs_pcache_init(&pol->index[b], cap);
+	pol->known[b] = 0;
 	if (pol->on_evict)
 		hook_index(pol, b);
 }

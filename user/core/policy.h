@@ -98,6 +98,9 @@ struct kvs_policy {
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
+	/* tokens the kernel's reports left out of their charge and the index
+	 * held (kvs_policy_report), since the last correction */
+	uint64_t known[KVS_MAX_BACKENDS];
 	/* the group hashes of the prompt being decided (decide's scratch) */
 	uint64_t group_h[KVS_POLICY_MAX_BLOCKS / KVS_INDEX_GROUP];
 };
@@ -135,19 +138,34 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_t n);
 
 /*
- * Correct the index of backend b from what it reported over an interval:
- * `predicted` tokens were expected in its cache, `mispredicted` of them were
- * not there. A miss share above 5% means the index believes b holds more
+ * Correct the index of backend b from what it reported over an interval
+ * (docs/ARCHITECTURE.md, "The backends' reports correct the index"): of the
+ * cached tokens the gateway `predicted`, `mispredicted` were not there;
+ * `unexpected` were there and not predicted (kvs_unexpected_cached). More
+ * than 5% of the prediction missing means the index believes b holds more
  * than it does (a smaller cache than configured, other gateways' traffic):
- * its capacity shrinks in proportion (down to 1/1024 of the configured
- * size), evicting as the backend does. Below 1% it grows back by 1/64 of
- * the configured size. Fewer than KVS_POLICY_FEEDBACK_MIN predicted tokens
- * are too little evidence and change nothing: the caller should keep
- * accumulating. Returns the capacity, in blocks.
+ * it shrinks by half that share, evicting as the backend does. Else more
+ * than 1% of the hits unexpected means it forgot what b still holds (a
+ * larger cache than configured): it grows by n/2 times that share (n
+ * backends), at most a quarter a step. Between the two it holds. Bounded
+ * to [configured / KVS_POLICY_FEEDBACK_SHRINK, configured x
+ * KVS_POLICY_FEEDBACK_GROW]. Unexpected hits the index knew of
+ * (kvs_policy_report) do not count. Acts only on evidence of at least a sixteenth
+ * of the index's size in tokens (and KVS_POLICY_FEEDBACK_MIN): returns 1
+ * when it did (the caller starts a new interval), 0 when the caller should
+ * keep accumulating.
  */
 #define KVS_POLICY_FEEDBACK_MIN 1024
-uint32_t kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, uint64_t predicted,
-			     uint64_t mispredicted);
+/* A configuration three orders of magnitude too large is still corrected. */
+#define KVS_POLICY_FEEDBACK_SHRINK 1024
+/* Growth allocates (24 bytes an index entry, one per 64 tokens, and 16 to
+ * 32 of hash table): a backend is believed to hold at most 4x what the
+ * operator said, 5.2 M tokens at the default, about 4 MiB of index. */
+#define KVS_POLICY_FEEDBACK_GROW 4
+struct kvs_feedback {
+	uint64_t predicted, mispredicted, unexpected; /* tokens */
+};
+int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f);
 
 /*
  * Evictions the caller wants to hear of: after kvs_policy_mark(b, hash),
@@ -163,6 +181,16 @@ void kvs_policy_mark(struct kvs_policy *pol, uint32_t b, uint64_t hash);
  * g[0..ng) (the hash of each KVS_INDEX_GROUP-th block) are recorded as
  * just used in b's index, as a decision of the policy's own would. */
 void kvs_policy_record(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng);
+/*
+ * The same, for a request the kernel charged as if pred_blocks of it were
+ * cached (a followed route's depth; 0 when it placed it): what b's index
+ * held of it beyond that, past the next checkpoint, is a hit the END will
+ * report as unexpected although the index knew it (a shared system prompt
+ * under a request placed as new, a cache key's route), and is taken off
+ * the next correction's unexpected hits.
+ */
+void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, uint32_t ng,
+		       uint32_t pred_blocks);
 
 /* The balance factor in the placement rule's fixed point. */
 uint32_t kvs_policy_balance_fp(double balance);

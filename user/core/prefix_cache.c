@@ -310,9 +310,52 @@ void kvs_pcache_release(struct kvs_pcache *c, const uint64_t *hashes, uint32_t n
 	}
 }
 
+/* Room for capacity blocks: more nodes (their indices unchanged, the new
+ * ones free) and, past half the table, a table twice as large, every entry
+ * put back by the mixed hash it keeps (no node read). 0 or -ENOMEM (then
+ * nothing changed but, perhaps, the nodes' allocation). */
+static int grow(struct kvs_pcache *c, uint32_t capacity)
+{
+	struct kvs_pcache_node *nodes = realloc(c->nodes, sizeof(*nodes) * capacity);
+	struct kvs_pcache_slot *table;
+	uint32_t size = c->table_mask + 1, i;
+
+	if (!nodes)
+		return -ENOMEM;
+	c->nodes = nodes;
+	while (size < 2 * capacity)
+		size *= 2;
+	if (size != c->table_mask + 1) {
+		table = malloc(sizeof(*table) * size);
+		if (!table)
+			return -ENOMEM;
+		for (i = 0; i < size; i++)
+			table[i] = (struct kvs_pcache_slot){ .node = KVS_PC_NIL };
+		for (i = 0; i <= c->table_mask; i++) {
+			uint32_t s = c->table[i].mix & (size - 1);
+
+			if (c->table[i].node == KVS_PC_NIL)
+				continue;
+			while (table[s].node != KVS_PC_NIL)
+				s = (s + 1) & (size - 1);
+			table[s] = c->table[i];
+		}
+		free(c->table);
+		c->table = table;
+		c->table_mask = size - 1;
+	}
+	for (i = c->max_capacity; i < capacity; i++)
+		c->nodes[i].next = i + 1 < capacity ? i + 1 : c->free_head;
+	c->free_head = c->max_capacity;
+	c->max_capacity = capacity;
+	return 0;
+}
+
 uint32_t kvs_pcache_set_capacity(struct kvs_pcache *c, uint32_t capacity)
 {
-	if (capacity > c->max_capacity)
+	if (capacity > (1u << 30))
+		capacity = 1u << 30;
+	if (capacity > c->max_capacity && grow(c, capacity))
 		capacity = c->max_capacity;
 	while (c->used > capacity && c->lru_head != KVS_PC_NIL)
 		evict_lru(c);

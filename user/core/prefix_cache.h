@@ -29,7 +29,7 @@ struct kvs_pcache_slot {
 
 struct kvs_pcache {
 	uint32_t capacity;     /* blocks */
-	uint32_t max_capacity; /* blocks allocated */
+	uint32_t max_capacity; /* blocks allocated (set_capacity may grow it) */
 	uint32_t used;	       /* blocks cached (pinned or not) */
 	uint32_t table_mask;   /* table size - 1 (power of two) */
 	struct kvs_pcache_slot *table;
@@ -92,9 +92,11 @@ int kvs_pcache_contains(const struct kvs_pcache *c, uint64_t hash);
 int kvs_pcache_mark(struct kvs_pcache *c, uint64_t hash);
 
 /*
- * Changes the capacity, up to the one it was created with, evicting
- * unpinned blocks LRU-first until what is cached fits. Returns the new
- * capacity (it cannot fall below what is pinned).
+ * Changes the capacity, evicting unpinned blocks LRU-first until what is
+ * cached fits; above the largest it had, its memory grows (max_capacity
+ * follows; it is never given back). Returns the new capacity: it cannot
+ * fall below what is pinned, nor rise where memory runs out (it stays at
+ * what was allocated then), nor above 2^30.
  */
 uint32_t kvs_pcache_set_capacity(struct kvs_pcache *c, uint32_t capacity);
 

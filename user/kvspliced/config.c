@@ -6,7 +6,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -14,6 +16,7 @@
 #include "kvsplice/proto.h"
 #include "pins.h"
 #include "policy.h"
+#include "route_shares.h"
 #include "tenant.h"
 
 #define PROG "kvspliced"
@@ -48,6 +51,7 @@ static const struct settings defaults = {
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
 		.max_source_conns = KVS_DEFAULT_MAX_SOURCE_CONNS,
 		.idle_timeout_ms = KVS_DEFAULT_IDLE_TIMEOUT_MS,
+		.tenant_routes = GW_TENANT_ROUTES_AUTO,
 		.ctl_rate = KVS_DEFAULT_CTL_RATE,
 		.ctl_burst = KVS_DEFAULT_CTL_BURST,
 		.ctl_close_after = KVS_DEFAULT_CTL_CLOSE_AFTER,
@@ -115,6 +119,32 @@ static int parse_tenant(const char *who, const struct kvs_opt *o, const char *v,
 			    "CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; SALT a 64-bit number)");
 }
 
+/* --tenant-routes: auto, off, or a number of routes. */
+static int parse_tenant_routes(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	uint32_t *n = dst;
+	char *end;
+	unsigned long x;
+
+	if (!strcmp(v, "auto")) {
+		*n = GW_TENANT_ROUTES_AUTO;
+		return 0;
+	}
+	if (!strcmp(v, "off")) {
+		*n = 0;
+		return 0;
+	}
+	errno = 0;
+	x = strtoul(v, &end, 10);
+	if (v[0] >= '0' && v[0] <= '9' && !*end && !errno && x <= KVS_ROUTES_MAX) {
+		*n = (uint32_t)x;
+		return 0;
+	}
+	fprintf(stderr, "%s: --%s: '%s' is not auto, off or a number of routes (0-%u)\n", who,
+		o->name, v, (unsigned)KVS_ROUTES_MAX);
+	return -1;
+}
+
 /* The help text below says so. */
 _Static_assert(KVS_BLOCK_BYTES == 64, "--window-blocks' help: blocks of 64 bytes");
 
@@ -166,6 +196,17 @@ static const struct kvs_opt rows[] = {
 		  "can share another tenant's cache; the first CIDR that\n"
 		  "holds a client counts; fronts (--front-source) are not\n"
 		  "bound; repeat (at most {max})" },
+	{ "tenant-routes", 0, KVS_OPT_FUNC(S, cfg.tenant_routes, parse_tenant_routes),
+	  .arg = "N|auto|off",
+	  .help = "with --tenant-source: each tenant's share of the\n"
+		  "kernel's routes map (262144 entries), the clients of\n"
+		  "no tenant one share too, so that one tenant's flood of\n"
+		  "new prompts cannot evict another's routes: a tenant at\n"
+		  "its share learns no new route until its least used\n"
+		  "are trimmed (each second). auto (default): the map\n"
+		  "less 256 entries per CPU, split evenly; N: N routes\n"
+		  "each (refused at start when they do not fit); off:\n"
+		  "one LRU for all, as before" },
 	{ "max-front-inflight", 0, KVS_OPT_U32(S, cfg.front_max_inflight, 0, 1u << 24), .arg = "N",
 	  .help = "requests one front connection may have in flight\n"
 		  "(default {default}; 0: no limit)" },

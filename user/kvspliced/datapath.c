@@ -17,12 +17,21 @@
 #include "log.h"
 #include "pins.h"
 
-static size_t backends_map_bytes(void)
+static size_t mmap_bytes(size_t bytes)
 {
-	size_t bytes = sizeof(struct kvs_backend) * KVS_MAX_BACKENDS;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
 	return (bytes + page - 1) / page * page;
+}
+
+static size_t backends_map_bytes(void)
+{
+	return mmap_bytes(sizeof(struct kvs_backend) * KVS_MAX_BACKENDS);
+}
+
+static size_t shares_map_bytes(void)
+{
+	return mmap_bytes(sizeof(struct kvs_route_share) * KVS_MAX_TENANTS);
 }
 
 int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
@@ -136,6 +145,14 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		goto fail;
 	}
 	dp->backends = mem;
+	mem = mmap(NULL, shares_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+		   bpf_map__fd(dp->skel->maps.route_shares), 0);
+	if (mem == MAP_FAILED) {
+		err = -errno;
+		pr_warn("event=route_shares_mmap_failed err=\"%s\"", strerror(-err));
+		goto fail;
+	}
+	dp->shares = mem;
 
 	/* libbpf 1.1 has no bpf_program__attach_sockmap: attach to the map. */
 	if (bpf_prog_attach(bpf_program__fd(dp->skel->progs.kvs_parser), sock_fd,
@@ -176,19 +193,29 @@ int kvs_dp_open_memory(struct kvs_datapath *dp)
 	dp->ctl_fd = dp->stats_fd = dp->inflight_fd = dp->reports_fd = dp->tenants_fd = -1;
 	dp->in_memory = true;
 	dp->backends = calloc(KVS_MAX_BACKENDS, sizeof(*dp->backends));
-	return dp->backends ? 0 : -ENOMEM;
+	dp->shares = calloc(KVS_MAX_TENANTS, sizeof(*dp->shares));
+	if (!dp->backends || !dp->shares) {
+		kvs_dp_close(dp, false);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 {
 	if (dp->in_memory) {
 		free(dp->backends);
+		free(dp->shares);
 		dp->backends = NULL;
+		dp->shares = NULL;
 		return;
 	}
 	if (dp->backends)
 		munmap(dp->backends, backends_map_bytes());
+	if (dp->shares)
+		munmap(dp->shares, shares_map_bytes());
 	dp->backends = NULL;
+	dp->shares = NULL;
 	/* Handed over: the programs stay attached and the maps pinned, for
 	 * the controller that took over (it has attached its own already). */
 	if (dp->handed_over && dp->skel) {
@@ -444,11 +471,19 @@ void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit)
 	__atomic_store_n(&dp->backends[b].work_limit, limit, __ATOMIC_RELAXED);
 }
 
+void kvs_dp_set_hot(struct kvs_datapath *dp, uint32_t b, const struct kvs_hot_fleet *f)
+{
+	__atomic_store_n(&dp->backends[b].hot.at, f->at, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->backends[b].hot.base, f->base, __ATOMIC_RELAXED);
+	__atomic_store_n(&dp->backends[b].hot.prev, f->prev, __ATOMIC_RELAXED);
+}
+
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
-			 uint64_t *mispredicted)
+			 uint64_t *mispredicted, uint64_t *unexpected)
 {
 	*predicted = __atomic_load_n(&dp->backends[b].predicted_cached, __ATOMIC_RELAXED);
 	*mispredicted = __atomic_load_n(&dp->backends[b].mispredicted, __ATOMIC_RELAXED);
+	*unexpected = __atomic_load_n(&dp->backends[b].unexpected_cached, __ATOMIC_RELAXED);
 }
 
 void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks)
@@ -457,7 +492,7 @@ void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t block
 }
 
 uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
-			   uint32_t n, uint32_t backend)
+			   uint32_t n, uint32_t backend, uint32_t tenant)
 {
 	struct kvs_route r[KVS_DP_MAX_ROUTE_BATCH];
 	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
@@ -466,16 +501,21 @@ uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, cons
 
 	if (n > KVS_DP_MAX_ROUTE_BATCH)
 		n = KVS_DP_MAX_ROUTE_BATCH;
+	if (tenant >= KVS_MAX_TENANTS)
+		tenant = 0;
+	if (!n || !kvs_dp_share_take(dp, tenant, n))
+		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	for (i = 0; i < n; i++)
 		r[i] = (struct kvs_route){
 			.backend = backend,
 			.depth_blocks = depths[i],
 			.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED),
+			.tenant = tenant,
 			.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec,
 		};
 	count = n;
-	if (n && bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0)
+	if (bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0)
 		return n;
 	/* A kernel without batches for this map, or a key refused: all again
 	 * one by one (updating a route twice is harmless). */
@@ -493,7 +533,99 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 		return -errno;
 	if (r.backend != b) /* re-pointed since: not ours to remove */
 		return -ESRCH;
-	return bpf_map_delete_elem(dp->routes_fd, &hash) ? -errno : 0;
+	if (bpf_map_delete_elem(dp->routes_fd, &hash))
+		return -errno;
+	kvs_dp_share_put(dp, r.tenant, 1);
+	return 0;
+}
+
+/*
+ * Route shares. Installs are counted before they are made, as if every
+ * route were new (one overwriting a route counts twice until the
+ * controller's next recount): a count too high refuses a little early, one
+ * too low could let the shares overflow the map.
+ */
+bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
+{
+	struct kvs_route_share *rs;
+	uint64_t share;
+
+	if (!dp->shares || tenant >= KVS_MAX_TENANTS)
+		return true;
+	rs = &dp->shares[tenant];
+	share = __atomic_load_n(&rs->share, __ATOMIC_RELAXED);
+	if (!share)
+		return true;
+	if (__atomic_load_n(&rs->routes, __ATOMIC_RELAXED) + n > share) {
+		__atomic_fetch_add(&rs->refused, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	__atomic_fetch_add(&rs->routes, n, __ATOMIC_RELAXED);
+	return true;
+}
+
+void kvs_dp_share_put(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
+{
+	struct kvs_route_share *rs;
+
+	if (!dp->shares || tenant >= KVS_MAX_TENANTS)
+		return;
+	rs = &dp->shares[tenant];
+	if (__atomic_load_n(&rs->share, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&rs->routes, __ATOMIC_RELAXED) >= n)
+		__atomic_fetch_sub(&rs->routes, n, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_share_trimmed(struct kvs_datapath *dp, uint32_t tenant, uint64_t n)
+{
+	if (dp->shares && tenant < KVS_MAX_TENANTS && n)
+		__atomic_fetch_add(&dp->shares[tenant].trimmed, n, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_share_set(struct kvs_datapath *dp, uint32_t tenant, uint64_t share)
+{
+	if (dp->shares && tenant < KVS_MAX_TENANTS)
+		__atomic_store_n(&dp->shares[tenant].share, share, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_share_read(const struct kvs_datapath *dp, uint32_t tenant, struct kvs_route_share *rs)
+{
+	memset(rs, 0, sizeof(*rs));
+	if (!dp->shares || tenant >= KVS_MAX_TENANTS)
+		return;
+	rs->routes = __atomic_load_n(&dp->shares[tenant].routes, __ATOMIC_RELAXED);
+	rs->share = __atomic_load_n(&dp->shares[tenant].share, __ATOMIC_RELAXED);
+	rs->refused = __atomic_load_n(&dp->shares[tenant].refused, __ATOMIC_RELAXED);
+	rs->trimmed = __atomic_load_n(&dp->shares[tenant].trimmed, __ATOMIC_RELAXED);
+}
+
+void kvs_dp_share_adjust(struct kvs_datapath *dp, uint32_t tenant, int64_t delta)
+{
+	if (dp->shares && tenant < KVS_MAX_TENANTS && delta)
+		__atomic_fetch_add(&dp->shares[tenant].routes, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+struct route_walk {
+	kvs_dp_route_fn fn;
+	void *ctx;
+};
+
+static int walk_route_batch(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	const struct kvs_route *v = vals;
+	struct route_walk *w = ctx;
+
+	for (uint32_t i = 0; i < n; i++)
+		w->fn(w->ctx, ((const __u64 *)keys)[i], &v[i]);
+	return 0;
+}
+
+int kvs_dp_walk_routes(struct kvs_datapath *dp, kvs_dp_route_fn fn, void *ctx)
+{
+	struct route_walk w = { fn, ctx };
+
+	return walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			    walk_route_batch, &w);
 }
 
 uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b)
@@ -657,9 +789,10 @@ void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, b
 }
 
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted)
+			    uint64_t output, uint64_t predicted, uint64_t window_tokens)
 {
 	struct kvs_backend *be = &dp->backends[b];
+	uint64_t surprise = kvs_unexpected_cached(predicted, cached, window_tokens);
 
 	__atomic_fetch_add(&be->output_tokens, output, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->prompt_tokens, prompt, __ATOMIC_RELAXED);
@@ -668,6 +801,8 @@ void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt
 	if (predicted > cached + KVS_BLOCK_TOKENS)
 		__atomic_fetch_add(&be->mispredicted, predicted - cached - KVS_BLOCK_TOKENS,
 				   __ATOMIC_RELAXED);
+	if (surprise)
+		__atomic_fetch_add(&be->unexpected_cached, surprise, __ATOMIC_RELAXED);
 }
 
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work)

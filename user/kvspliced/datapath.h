@@ -33,10 +33,11 @@ struct kvs_datapath {
 	int lock_fd;
 	bool made_pin_dir; /* made by this process: removed at exit if empty */
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd, tenants_fd;
-	uint32_t balance_fp;	      /* the kernel's placement bound, fixed at load */
-	struct kvs_backend *backends; /* mmap of the backends map */
-	bool handed_over;	      /* kvs_dp_close leaves programs attached, maps pinned */
-	bool in_memory;		      /* no BPF (not permitted): backends in plain memory,
+	uint32_t balance_fp;		/* the kernel's placement bound, fixed at load */
+	struct kvs_backend *backends;	/* mmap of the backends map */
+	struct kvs_route_share *shares; /* mmap of the route_shares map */
+	bool handed_over;		/* kvs_dp_close leaves programs attached, maps pinned */
+	bool in_memory;			/* no BPF (not permitted): backends in plain memory,
 			   * every map fd -1 (their operations fail: EBADF) */
 };
 
@@ -114,7 +115,7 @@ void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint6
 void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
 			  uint64_t release);
 void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted);
+			    uint64_t output, uint64_t predicted, uint64_t window_tokens);
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers
@@ -124,19 +125,38 @@ uint64_t kvs_dp_outstanding_work(const struct kvs_datapath *dp, uint32_t b);
 void kvs_dp_charged(const struct kvs_datapath *dp, uint32_t b, uint64_t *tokens,
 		    uint64_t *requests);
 void kvs_dp_set_work_limit(struct kvs_datapath *dp, uint32_t b, uint64_t limit);
+/* The fleet's charged work by hot window (include/kvsplice/place.h, "Hot
+ * prefixes"), as the kernel reads it from backend b's record. */
+void kvs_dp_set_hot(struct kvs_datapath *dp, uint32_t b, const struct kvs_hot_fleet *f);
 
 /* At most this many routes per kvs_dp_add_routes (a request installs its
  * cache key, hint and checkpoints: 18). */
 #define KVS_DP_MAX_ROUTE_BATCH 32
 /* Routes hashes[i] -> backend at depths[i] (0 for a cache key), i < n, in
- * one system call where the kernel takes batches. How many were installed
- * (all of them, unless the map refused one). */
+ * one system call where the kernel takes batches, for a client of tenant
+ * (0: none). How many were installed (all of them, unless the map refused
+ * one; none when they would overflow the tenant's share of the map). */
 uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
-			   uint32_t n, uint32_t backend);
+			   uint32_t n, uint32_t backend, uint32_t tenant);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b);
 /* The same for b->e[0..b->n), in one system call; how many were removed. */
 uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b);
+
+/* A tenant's share of the routes map (struct kvs_route_share), through
+ * the mmap, with atomic adds as the kernel's: take counts n routes about to
+ * be installed (false, the request's refusal counted, when they would
+ * overflow the share; true and nothing counted without one), put n removed, adjust a
+ * recount's correction, count routes trimmed; set the share (0: none). */
+bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n);
+void kvs_dp_share_put(struct kvs_datapath *dp, uint32_t tenant, uint32_t n);
+void kvs_dp_share_adjust(struct kvs_datapath *dp, uint32_t tenant, int64_t delta);
+void kvs_dp_share_set(struct kvs_datapath *dp, uint32_t tenant, uint64_t share);
+void kvs_dp_share_trimmed(struct kvs_datapath *dp, uint32_t tenant, uint64_t n);
+void kvs_dp_share_read(const struct kvs_datapath *dp, uint32_t tenant, struct kvs_route_share *rs);
+/* Every route in the map, read in batches. 0 or -errno. */
+typedef void (*kvs_dp_route_fn)(void *ctx, uint64_t hash, const struct kvs_route *r);
+int kvs_dp_walk_routes(struct kvs_datapath *dp, kvs_dp_route_fn fn, void *ctx);
 /*
  * Backend b is down and its connections closed: calls fail(ctx, client
  * cookie, req_id) for each request the kernel sent it that has not ended,
@@ -165,9 +185,10 @@ void kvs_dp_output_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t 
 /* The output tokens a request to b is charged for at most (the kernel
  * reads it: kvs_charged_output). */
 void kvs_dp_set_expect_output(struct kvs_datapath *dp, uint32_t b, uint64_t v);
-/* The backend's END-report counters (a snapshot). */
+/* The backend's END-report counters (a snapshot): cached tokens predicted,
+ * predicted and not there, there and not predicted (kvs_unexpected_cached). */
 void kvs_dp_end_counters(const struct kvs_datapath *dp, uint32_t b, uint64_t *predicted,
-			 uint64_t *mispredicted);
+			 uint64_t *mispredicted, uint64_t *unexpected);
 void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t blocks);
 /* The route for hash: 0 and *r filled, or -ENOENT. */
 int kvs_dp_get_route(struct kvs_datapath *dp, uint64_t hash, struct kvs_route *r);

@@ -13,6 +13,7 @@
 #include "kvsplice/hash.h"
 #include "kvsplice/place.h"
 #include "log.h"
+#include "netutil.h"
 
 /* Which hash places a cold prompt: the client's cache key, else its hinted
  * prefix, else the deepest checkpoint (the longest prefix the kernel can
@@ -85,6 +86,7 @@ void gw_publish_limits(struct gw *g)
 	}
 	g->seen_charged = charged;
 	g->seen_sent = sent;
+	kvs_hot_roll(&g->hot_fleet, charged, kvs_now_ns());
 	if (!up)
 		return;
 	slack = g->typical_charge;
@@ -99,8 +101,10 @@ void gw_publish_limits(struct gw *g)
 		limit = 0;
 	else if (!limit)
 		limit = 1; /* (0 would mean none) */
-	for (b = 0; b < g->nslots; b++)
+	for (b = 0; b < g->nslots; b++) {
 		kvs_dp_set_work_limit(&g->dp, b, limit);
+		kvs_dp_set_hot(&g->dp, b, &g->hot_fleet);
+	}
 }
 
 static void count_decision(struct gw *g, enum kvs_reason r)
@@ -130,10 +134,11 @@ static void count_decision(struct gw *g, enum kvs_reason r)
  * cache key is not a block: it stays until the LRU or a backend leaving
  * (route_gen) retires it.
  */
-static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed, const uint64_t *h,
-			   uint32_t n, uint32_t b)
+static void install_routes(struct gw *g, const struct gw_conn *c, const struct kvs_msg *m,
+			   uint64_t seed, const uint64_t *h, uint32_t n, uint32_t b)
 {
-	uint32_t hint = kvs_hint_blocks(m->prefix_len), depth[KVS_DP_MAX_ROUTE_BATCH], k = 0, j;
+	uint32_t hint = kvs_hint_blocks(m->prefix_len), depth[KVS_DP_MAX_ROUTE_BATCH], k = 0, j,
+		 installed;
 	uint64_t key[KVS_DP_MAX_ROUTE_BATCH];
 
 	_Static_assert(KVS_MAX_CHECKPOINTS + 2 <= KVS_DP_MAX_ROUTE_BATCH, "routes per request");
@@ -149,8 +154,9 @@ static void install_routes(struct gw *g, const struct kvs_msg *m, uint64_t seed,
 		key[k] = h[kvs_checkpoint(j) - 1];
 		depth[k++] = kvs_checkpoint(j);
 	}
-	g->ctl.routes_installed += kvs_dp_add_routes(&g->dp, key, depth, k, b);
-	for (j = 0; j < k; j++)
+	installed = kvs_dp_add_routes(&g->dp, key, depth, k, b, c->tenant);
+	g->ctl.routes_installed += installed;
+	for (j = 0; j < k && installed; j++)
 		if (depth[j])
 			kvs_policy_mark(&g->policy, b, key[j]);
 }
@@ -254,7 +260,7 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	count_decision(g, d.reason);
 	/* The kernel hashes only the window: routes go at checkpoints in it. */
 	if (kernel)
-		install_routes(g, m, seed, g->hashes,
+		install_routes(g, c, m, seed, g->hashes,
 			       n < g->cfg->window_blocks ? n : g->cfg->window_blocks,
 			       (uint32_t)d.backend);
 	m->gw_backend =
@@ -305,24 +311,27 @@ static void learn_output(struct gw *g)
 void gw_feedback(struct gw *g)
 {
 	learn_output(g);
-	uint64_t pred, miss;
+	uint64_t pred, miss, surprise;
 	uint32_t b, cap;
 
 	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
+		struct kvs_feedback f;
 
 		if (!be->present)
 			continue;
-		kvs_dp_end_counters(&g->dp, b, &pred, &miss);
-		if (pred - be->fb_predicted >= KVS_POLICY_FEEDBACK_MIN) {
-			uint32_t before = kvs_policy_index_blocks(&g->policy, b);
-
-			cap = kvs_policy_feedback(&g->policy, b, pred - be->fb_predicted,
-						  miss - be->fb_mispredicted);
-			if (cap != before)
-				pr_debug("event=index_resized backend=%s blocks=%u", be->name, cap);
+		kvs_dp_end_counters(&g->dp, b, &pred, &miss, &surprise);
+		f = (struct kvs_feedback){ .predicted = pred - be->fb_predicted,
+					   .mispredicted = miss - be->fb_mispredicted,
+					   .unexpected = surprise - be->fb_unexpected };
+		cap = kvs_policy_index_blocks(&g->policy, b);
+		if (kvs_policy_feedback(&g->policy, b, &f)) {
+			if (kvs_policy_index_blocks(&g->policy, b) != cap)
+				pr_debug("event=index_resized backend=%s blocks=%u", be->name,
+					 kvs_policy_index_blocks(&g->policy, b));
 			be->fb_predicted = pred;
 			be->fb_mispredicted = miss;
+			be->fb_unexpected = surprise;
 		}
 		kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
 	}

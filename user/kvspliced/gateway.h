@@ -49,6 +49,9 @@ struct gw_config {
 	 * (tenant.h; docs/RUNBOOK.md, "Tenants"). */
 	const char *tenant_sources[KVS_MAX_TENANTS - 1];
 	uint32_t ntenant_sources;
+	/* Each tenant's share of the kernel's routes map, in routes
+	 * (GW_TENANT_ROUTES_AUTO: split evenly; 0: none). */
+	uint32_t tenant_routes;
 	uint32_t health_interval_ms; /* PING each backend this often; 0 = never */
 	uint32_t max_payload;
 	uint32_t window_blocks;

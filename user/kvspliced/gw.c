@@ -81,6 +81,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	gw_pool_tick(g, now);
 	gw_clients_tick(g, now);
 	gw_idle_tick(g, now);
+	gw_shares_tick(g, now);
 	gw_conns_tick(g, now);
 	gw_kpath_kick(g);
 	gw_up_kick_all(g);
@@ -174,6 +175,26 @@ static void gw_teardown(struct gw *g)
 /* The backend slots to start with: the running controller's when taking
  * over (or the maps' when restarted from the descriptor store; its own list
  * is applied once it runs), else the configured list. */
+/* The tenants' shares of the routes map, sized before anything is served
+ * (written into the map by the first tick: gw_shares_tick). -ENOSPC when
+ * --tenant-routes asks for more than the map has room for. */
+static int init_shares(struct gw *g)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t room;
+	int err = gw_shares_size(g->tenants.n, g->cfg->tenant_routes, KVS_ROUTES_MAX,
+				 ncpus > 0 ? (uint32_t)ncpus : 1, &g->shares.per_tenant, &room);
+
+	g->shares.tenants = g->tenants.n;
+	if (err)
+		pr_warn("event=tenant_routes_too_many tenant_routes=%u tenants=%u room=%llu "
+			"hint=\"--tenant-routes x (tenant-sources + 1, the unbound clients) must "
+			"fit in the routes map less a reserve per CPU: at most %llu each here\"",
+			g->cfg->tenant_routes, g->tenants.n + 1, (unsigned long long)room,
+			(unsigned long long)(room / (g->tenants.n + 1)));
+	return err;
+}
+
 static int init_slots(struct gw *g, const struct gw_taken *t)
 {
 	const char *names[KVS_MAX_BACKENDS];
@@ -312,7 +333,8 @@ static bool bound_as(int fd, const struct kvs_addr *want)
 
 /*
  * A take-over whose --listen is not where the listening socket it was
- * handed is bound (the configuration changed with the upgrade): clients
+ * handed is bound (the configuration changed with the upgrade, or before
+ * the crash the store's socket survived, for a restart): clients
  * are taken at the new address from now on. The handed-over socket is
  * closed once the connections it had queued are accepted, so none of
  * them is reset. If the new address cannot be had, the old one serves on
@@ -324,7 +346,8 @@ static void move_listener(struct gw *g)
 	struct kvs_endpoint l, r;
 	int fd, old = g->listen_fd, c, n = 0;
 
-	if (!g->cfg->takeover || old < 0 || bound_as(old, &g->cfg->listen))
+	if ((!g->cfg->takeover && !g->fdstore.restarted) || old < 0 ||
+	    bound_as(old, &g->cfg->listen))
 		return;
 	kvs_sock_endpoints(old, &l, &r);
 	kvs_endpoint_str(&l, from, sizeof(from));
@@ -530,6 +553,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		/* Sockets systemd kept for us: the last controller crashed,
 		 * and the pinned maps it left are the live state. */
 		restarted = gw_fdstore_received(&stored, cfg->pin_dir) > 0 && cfg->fd_store;
+		g.fdstore.restarted = restarted;
 		if (restarted)
 			dpo.takeover = true;
 		else
@@ -578,6 +602,8 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		err = gw_tenants_publish(&g.tenants, g.dp.tenants_fd);
 	if (err)
 		pr_warn("event=tenants_failed err=\"%s\"", strerror(-err));
+	if (!err)
+		err = init_shares(&g);
 	if (!err)
 		err = kvs_idmap_init(&g.clients, 1024);
 	if (!err && restarted)

@@ -19,11 +19,13 @@
 #include "buf.h"
 #include "codec.h"
 #include "datapath.h"
+#include "kvsplice/place.h"
 #include "gateway.h"
 #include "idmap.h"
 #include "metrics.h"
 #include "netutil.h"
 #include "policy.h"
+#include "route_shares.h"
 #include "sources.h"
 #include "tenant.h"
 
@@ -183,8 +185,9 @@ struct gw_backend {
 	bool removing;		     /* draining; removed once nothing is in flight */
 	uint64_t remove_deadline_ns; /* then its requests are failed, it goes */
 	struct kvs_addr addr;
-	char name[64];				/* addr as ADDR:PORT */
-	uint64_t fb_predicted, fb_mispredicted; /* END counters at the last tick */
+	char name[64]; /* addr as ADDR:PORT */
+	/* END counters when the index was last corrected */
+	uint64_t fb_predicted, fb_mispredicted, fb_unexpected;
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
@@ -230,6 +233,7 @@ struct gw_fdstore {
 	bool said;	    /* logged that it is in use */
 	bool failing;	    /* the last hand-in failed (logged once) */
 	bool fresh_punt;    /* restarted with a new punt pair, not the kept one */
+	bool restarted;	    /* started with the store's sockets after a crash */
 	uint64_t fds, msgs; /* handed in so far, in this many datagrams */
 };
 
@@ -254,6 +258,7 @@ struct gw {
 	struct kvs_cidr fronts[KVS_ADM_MAX_LIST];
 	uint32_t nfronts;
 	struct gw_tenants tenants; /* cfg->tenant_sources, likewise */
+	struct gw_shares shares;   /* their shares of the routes map */
 	struct gw_config live;	   /* as started, with what reloads changed */
 	const struct gw_hooks *hooks;
 	uint32_t nslots; /* backend slots in use: be[0..nslots) (some may be empty) */
@@ -326,6 +331,9 @@ struct gw {
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
+	/* The hot share (include/kvsplice/place.h, "Hot prefixes"): work a
+	 * backend up takes per window, from the fleet's charged work. */
+	struct kvs_hot_fleet hot_fleet;
 	uint64_t health_tick_ns; /* the health check's last tick (health.c) */
 	/* Output tokens a request is charged for at most, learnt from the
 	 * ENDs (kvs_expect_output), and the counts it was last updated from. */

@@ -28,8 +28,11 @@
 /* 3: the maps of 2026-12-01 (placement fields in backends, the reports
  * ring), which a controller of version 2 pinned without: no take-over
  * across them. 4: each client's controller budget in its conns entry, and
- * the counters of it (2026-12-02). */
-#define KVS_HO_VERSION 4
+ * the counters of it (2026-12-02). 5: backends' count of unexpected hits
+ * (the index's growth), routes carrying their tenant and the route_shares
+ * map (2026-12-02, later). 6: each route's hot window and each backend's
+ * record of the fleet's (include/kvsplice/place.h, "Hot prefixes"). */
+#define KVS_HO_VERSION 6
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 

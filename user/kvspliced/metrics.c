@@ -45,6 +45,26 @@ static void head(struct out *o, const char *name, const char *type, const char *
 }
 
 /* The per-backend series read straight from the backends map. */
+/* A tenant's share of the routes map, labelled by its index (in
+ * --tenant-source order; 0: clients of no tenant). */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} share_fields[] = {
+	{ "kvsplice_tenant_routes", "gauge",
+	  "Routes of a tenant's clients in the routes map, as counted against its share.",
+	  offsetof(struct kvs_route_share, routes) },
+	{ "kvsplice_tenant_route_share", "gauge",
+	  "Routes a tenant may have in the routes map (--tenant-routes).",
+	  offsetof(struct kvs_route_share, share) },
+	{ "kvsplice_tenant_routes_refused_total", "counter",
+	  "Requests of a tenant's clients that taught the kernel no route: its share was full.",
+	  offsetof(struct kvs_route_share, refused) },
+	{ "kvsplice_tenant_routes_trimmed_total", "counter",
+	  "Its least used routes the controller removed as it neared its share.",
+	  offsetof(struct kvs_route_share, trimmed) },
+};
+
 static const struct {
 	const char *name, *type, *help;
 	size_t off;
@@ -176,6 +196,16 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 		head(&o, "kvsplice_routes", "gauge",
 		     "Entries in the kernel's routes map (capacity 262144).");
 		put(&o, "kvsplice_routes %ld\n", in->routes);
+	}
+	for (f = 0; in->nshares && f < sizeof(share_fields) / sizeof(share_fields[0]); f++) {
+		head(&o, share_fields[f].name, share_fields[f].type, share_fields[f].help);
+		for (uint32_t t = 0; t < in->nshares; t++) {
+			__u64 v;
+
+			memcpy(&v, (const char *)&in->shares[t] + share_fields[f].off, sizeof(v));
+			put(&o, "%s{tenant=\"%u\"} %llu\n", share_fields[f].name, t,
+			    (unsigned long long)v);
+		}
 	}
 	head(&o, "kvsplice_backend_up", "gauge",
 	     "1 if the backend takes new work (0: down, draining, removing, on probation).");

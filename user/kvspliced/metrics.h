@@ -36,6 +36,9 @@ struct kvs_metrics_in {
 	uint32_t clients;
 	const struct kvs_decide_hist *decide;
 	long open_fds, max_fds; /* the controller's descriptors; < 0 unknown */
+	/* Tenants' shares of the routes map, entries 0..nshares-1 (0: none). */
+	const struct kvs_route_share *shares;
+	uint32_t nshares;
 };
 
 /* Renders into buf (NUL-terminated); returns the length it needed, which

@@ -61,8 +61,9 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			   c->front_max_inflight != n->front_max_inflight,
 		   "front-source/max-front-inflight");
 	RESTART_IF(lists_differ(c->tenant_sources, c->ntenant_sources, n->tenant_sources,
-				n->ntenant_sources),
-		   "tenant-source");
+				n->ntenant_sources) ||
+			   c->tenant_routes != n->tenant_routes,
+		   "tenant-source/tenant-routes");
 	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
 	/* the work limit and the controller's policy take it now; the
 	 * kernel's placement has it in its rodata, set at load */

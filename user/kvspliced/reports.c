@@ -62,7 +62,9 @@ static int on_report(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	g->ctl.reports_read++;
-	kvs_policy_record(&g->policy, r->backend, (const uint64_t *)r->g, r->ngroups);
+	/* charged for the route's depth, or as if nothing were cached */
+	kvs_policy_report(&g->policy, r->backend, (const uint64_t *)r->g, r->ngroups,
+			  r->why < KVS_WHY_COLD ? r->depth : 0);
 	mark_learned(g, r);
 	return 0;
 }

@@ -40,6 +40,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 {
 	const char *names[KVS_MAX_BACKENDS];
 	struct kvs_backend be[KVS_MAX_BACKENDS];
+	struct kvs_route_share shares[KVS_MAX_TENANTS];
 	struct kvs_xdp_stats x;
 	struct kvs_stats k;
 	struct kvs_metrics_in in = {
@@ -64,6 +65,12 @@ static char *render_metrics(struct gw *g, size_t *len)
 	if (kvs_adm_stats(&g->adm, &x) == 0)
 		in.x = &x;
 	in.routes = kvs_dp_count_routes(&g->dp);
+	if (g->shares.per_tenant) {
+		in.nshares = g->shares.tenants + 1;
+		for (uint32_t t = 0; t < in.nshares && t < KVS_MAX_TENANTS; t++)
+			kvs_dp_share_read(&g->dp, t, &shares[t]);
+		in.shares = shares;
+	}
 	count_fds(&in.open_fds, &in.max_fds);
 	buf = malloc(cap);
 	if (!buf)

@@ -379,7 +379,10 @@ static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const 
 	pred_uncached = (uint64_t)kvs_gw_charge(m->gw_backend) * KVS_BLOCK_TOKENS;
 	pred_uncached = pred_uncached > charged_out ? pred_uncached - charged_out : 0;
 	pred = e.prompt_tokens > pred_uncached ? e.prompt_tokens - pred_uncached : 0;
-	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, e.output_tokens, pred);
+	/* the controller decides every request of this path: its index
+	 * predicts as deep as it hashes */
+	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, e.output_tokens, pred,
+			       (uint64_t)KVS_POLICY_MAX_BLOCKS * KVS_BLOCK_TOKENS);
 }
 
 static void upstream_frames(struct gw *g, struct gw_conn *u)

@@ -1,0 +1,73 @@
+# KVS1 framing for the integration tests' Python clients (docs/PROTOCOL.md,
+# include/kvsplice/proto.h): frames built and read in one place instead of
+# a struct.pack in every test. Tests import it with
+#   PYTHONPATH="$(dirname "$0")/../helpers" python3 ...
+import socket
+import struct
+
+MAGIC = 0x4b565331
+HDR = struct.Struct('>IBBHHHIQQQIIIIQ')  # struct kvs_hdr, 64 bytes
+REQUEST, CHUNK, END, ERROR, PING, PONG, CANCEL = 1, 2, 3, 4, 5, 6, 7
+
+
+def frame(ftype, payload=b'', req_id=0, cache_key=0, salt=0, model=0, prefix_len=0,
+          max_tokens=0, status=0):
+    return HDR.pack(MAGIC, 1, ftype, 0, HDR.size, status, len(payload), req_id, cache_key,
+                    salt, model, prefix_len, max_tokens, 0, 0) + payload
+
+
+def request(prompt, req_id, salt=0, max_tokens=1, **kw):
+    return frame(REQUEST, prompt, req_id=req_id, salt=salt, max_tokens=max_tokens, **kw)
+
+
+def ping(req_id):
+    return frame(PING, req_id=req_id)
+
+
+def connect(port, src=None, timeout=60):
+    """A client connection to 127.0.0.1:port, from address src if given."""
+    s = socket.socket()
+    if src:
+        s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    s.settimeout(timeout)
+    return s
+
+
+class Frame:
+    def __init__(self, raw):
+        (_, _, self.type, _, _, self.status, plen, self.req_id, self.cache_key, self.salt,
+         _, _, _, _, _) = HDR.unpack(raw[:HDR.size])
+        self.payload = raw[HDR.size:HDR.size + plen]
+
+    def end_cached_tokens(self):
+        """An END's cached_tokens (struct kvs_end: the second u32)."""
+        return struct.unpack('>I', self.payload[4:8])[0]
+
+    def text(self):
+        return self.payload.decode(errors='replace')
+
+
+class Reader:
+    """Whole frames from a socket, in order."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b''
+
+    def next(self):
+        while len(self.buf) < HDR.size or \
+                len(self.buf) < HDR.size + struct.unpack('>I', self.buf[12:16])[0]:
+            d = self.sock.recv(65536)
+            if not d:
+                raise EOFError('gateway closed the connection')
+            self.buf += d
+        n = HDR.size + struct.unpack('>I', self.buf[12:16])[0]
+        raw, self.buf = self.buf[:n], self.buf[n:]
+        return Frame(raw)
+
+    def until_end(self):
+        """Frames up to this request's END or ERROR; returns that frame."""
+        while True:
+            f = self.next()
+            if f.type in (END, ERROR):
+                return f

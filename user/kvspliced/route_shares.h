@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each tenant's share of the kernel's routes map (--tenant-routes): sized
+ * so that the shares sum to less than the map holds, so its LRU never
+ * evicts and one tenant's flood of new prompts cannot push out another's
+ * routes; recounted on the tick, and a tenant near its share trimmed of its
+ * least used routes so that its new prefixes keep being learnt
+ * (docs/RUNBOOK.md, "Permissions and tenants").
+ */
+#ifndef KVS_GW_ROUTE_SHARES_H
+#define KVS_GW_ROUTE_SHARES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvsplice/maps.h"
+
+/* --tenant-routes auto: the map's room split evenly. */
+#define GW_TENANT_ROUTES_AUTO UINT32_MAX
+/* Entries left free per possible CPU: the kernel's LRU map keeps up to 128
+ * free entries in each CPU's own list and evicts when the CPU it runs on
+ * finds none in its list or the shared one, before the map is full (kernel
+ * bpf_lru_list.c, LOCAL_FREE_TARGET); twice that, for the lists' slack. */
+#define GW_ROUTES_RESERVE_PER_CPU 256
+
+struct gw_shares {
+	uint64_t per_tenant;	  /* each one's share; 0: no shares */
+	uint32_t tenants;	  /* bound tenants (entries 1..n), plus entry 0 */
+	bool applied;		  /* written into the map */
+	uint64_t last_recount_ns; /* when shares are on */
+	uint64_t trimmed;	  /* routes trimmed since the last log line */
+	uint64_t next_trim_log_ns;
+};
+
+/* The share of each of n bound tenants and the unbound clients (entry 0)
+ * in a map of capacity entries on ncpus possible CPUs: want (a number of
+ * routes), or with GW_TENANT_ROUTES_AUTO the room split evenly; 0 (no
+ * shares) when want is 0 or no tenant is bound. 0, or -ENOSPC when the
+ * shares would not fit (*room says how many do). */
+int gw_shares_size(uint32_t n, uint32_t want, uint64_t capacity, uint32_t ncpus, uint64_t *per,
+		   uint64_t *room);
+
+/* A route the recount may trim. */
+struct gw_share_route {
+	uint64_t hash;
+	uint64_t hits;
+	uint64_t installed_ns;
+	uint32_t backend;
+	uint32_t tenant;
+};
+
+/* Orders v[0..n) by tenant, each one's least useful first: never hit
+ * before hit, then oldest first (a flood's routes, never followed, go before a tenant's working
+ * set). */
+void gw_shares_order(struct gw_share_route *v, size_t n);
+
+struct gw;
+/* On the tick: the shares written into the map once the main loop runs
+ * (a successor's, after the hand-over), then the routes recounted every
+ * 10 s, or each second while a tenant is near its share, that tenant
+ * trimmed to three quarters of it. */
+void gw_shares_tick(struct gw *g, uint64_t now);
+
+#endif
