@@ -5,7 +5,7 @@
  * scratch the caller passes. Included by bpf/kvsplice.bpf.c and by
  * tests/bpf/place_probe.bpf.c, which runs this same code on inputs a unit
  * test writes (tests/unit/test_place.c); each declares, before including
- * it, the `backends` map and `cfg_balance`.
+ * it, the `backends` map.
  */
 #ifndef KVSPLICE_PLACE_BPF_H
 #define KVSPLICE_PLACE_BPF_H
@@ -95,11 +95,11 @@ static __always_inline int place_pick_backend(struct place_walk *pw, __u64 key, 
 	pw->only = only;
 	kvs_place_sum_init(&pw->s);
 	bpf_loop(KVS_MAX_BACKENDS, place_sum, &c, 0);
-	pw->bound = kvs_place_bound(&pw->s, cfg_balance);
+	pw->bound = kvs_place_bound(&pw->s);
 	pw->room_below = kvs_place_room_below(&pw->s);
 	kvs_place_sum_init(&pw->rs);
 	bpf_loop(KVS_MAX_BACKENDS, place_room_sum, &c, 0);
-	pw->room_bound = kvs_place_bound(&pw->rs, cfg_balance);
+	pw->room_bound = kvs_place_bound(&pw->rs);
 	kvs_place_pick_init(&pw->p);
 	bpf_loop(KVS_MAX_BACKENDS, place_pick, &c, 0);
 	return kvs_place_result(&pw->p, spill);

@@ -16,16 +16,21 @@
  *     without talking, and a backend joining or leaving moves only the
  *     keys it wins or held;
  *   - a backend may take the key only while its outstanding work is within
- *     balance x the mean (plus this request): ceil(balance x (total + 1) /
- *     eligible), balance in 1/1024ths;
+ *     the mean (plus this request): ceil((total + 1) / eligible). Nothing
+ *     of a new prefix is cached anywhere, so nothing pays for a wait above
+ *     the mean; a proportional allowance (balance x the mean, as before)
+ *     grows with the queues, and under heavy load it sent full prefills
+ *     to backends seconds behind the others (docs/EVALUATION.md, "Heavy
+ *     load (item 5)"). --balance bounds only what a holder may keep
+ *     (the kernel's work_limit for routes, kvs_place_keep);
  *   - and only while it has placed fewer than two new prefixes more than
  *     the least placed eligible backend, in a count that decays by
  *     1/(64 x eligible) per placement: on a lightly loaded fleet work
  *     alone never binds, and new hot prefixes would fall as unevenly as
  *     the hash has it, to stay there (docs/EVALUATION.md, "Routing
  *     scenarios", has the variants' figures);
- *   - among those, a backend takes it only within balance x the mean load
- *     of the backends with room (a second, tighter bound: the fleet's mean
+ *   - among those, a backend takes it only within the mean load of the
+ *     backends with room (a second, tighter bound: the fleet's mean
  *     counts the backends the first bound excluded, which leaves the
  *     others room for a burst that shows in the latency tail);
  *   - the highest score among those wins; if none has room, the highest
@@ -57,7 +62,7 @@
 #define __always_inline inline __attribute__((always_inline))
 #endif
 
-/* balance is given in 1/KVS_PLACE_ONE (1.15 -> 1178). */
+/* kvs_place_keep's balance is given in 1/KVS_PLACE_ONE (1.15 -> 1178). */
 #define KVS_PLACE_ONE 1024
 /* One placement in the decaying count (fixed point, 16 fraction bits). */
 #define KVS_PLACE_UNIT (1ULL << 16)
@@ -100,17 +105,13 @@ static __always_inline void kvs_place_sum_add(struct kvs_place_sum *s, int ok, _
 		s->least = placed;
 }
 
-/* The load a backend may have and still take the key: ceil(balance x
- * (total + 1) / n_ok). 0 when nobody is eligible. */
-static __always_inline __u64 kvs_place_bound(const struct kvs_place_sum *s, __u32 balance)
+/* The load a backend may have and still take the key: the mean, ceil((total
+ * + 1) / n_ok). 0 when nobody is eligible. */
+static __always_inline __u64 kvs_place_bound(const struct kvs_place_sum *s)
 {
-	__u64 den = (__u64)s->n_ok * KVS_PLACE_ONE;
-
 	if (!s->n_ok)
 		return 0;
-	if (balance < KVS_PLACE_ONE)
-		balance = KVS_PLACE_ONE;
-	return ((s->total + 1) * balance + den - 1) / den;
+	return (s->total + 1 + s->n_ok - 1) / s->n_ok;
 }
 
 /* What one placement's decay takes off a count. */
@@ -443,8 +444,8 @@ struct kvs_place_be {
  * backend it sends a new prefix to (a spill, or a holder kept by
  * kvs_place_keep, is not counted).
  */
-static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32_t n,
-				   uint32_t balance, int spill, struct kvs_place_sum *s)
+static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32_t n, int spill,
+				   struct kvs_place_sum *s)
 {
 	struct kvs_place_sum rs;
 	struct kvs_place_pick p;
@@ -454,7 +455,7 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 	kvs_place_sum_init(s);
 	for (b = 0; b < n; b++)
 		kvs_place_sum_add(s, be[b].ok, be[b].load, be[b].placed);
-	bound = kvs_place_bound(s, balance);
+	bound = kvs_place_bound(s);
 	room = kvs_place_room_below(s);
 	kvs_place_sum_init(&rs);
 	for (b = 0; b < n; b++)
@@ -462,7 +463,7 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 				  kvs_place_has_room(be[b].ok, be[b].load, be[b].placed, s->n_ok,
 						     bound, room),
 				  be[b].load, 0);
-	room_bound = kvs_place_bound(&rs, balance);
+	room_bound = kvs_place_bound(&rs);
 	kvs_place_pick_init(&p);
 	for (b = 0; b < n; b++) {
 		be[b].placed -= kvs_place_decay(be[b].placed, s->n_ok);
@@ -492,10 +493,10 @@ static inline uint64_t kvs_hot_members(uint64_t key, uint32_t holder, const stru
 }
 
 /* kvs_place_choose, and the placement counted, as for a new prefix. */
-static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n, uint32_t balance)
+static inline int kvs_place(uint64_t key, struct kvs_place_be *be, uint32_t n)
 {
 	struct kvs_place_sum s;
-	int pick = kvs_place_choose(key, be, n, balance, 0, &s);
+	int pick = kvs_place_choose(key, be, n, 0, &s);
 
 	if (pick >= 0)
 		be[pick].placed += KVS_PLACE_UNIT;

@@ -13,8 +13,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-const volatile __u32 cfg_balance = KVS_PLACE_ONE;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, KVS_MAX_BACKENDS);

@@ -105,7 +105,7 @@ static int place_now(const struct fix *f, uint64_t key)
 		be[b].load = f->load[b];
 		be[b].ok = f->up[b];
 	}
-	return kvs_place(key, be, NB, f->pol.balance_fp);
+	return kvs_place(key, be, NB);
 }
 
 static uint64_t charge(uint32_t tokens, uint32_t cached_blocks)

@@ -22,6 +22,7 @@
 #include "sim.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include "plot.h"
 #include "policy.h"
 #include "sim_int.h"
+#include "sim_sweep.h"
 
 static int parse_policies(const char *s, struct sim_opts *o)
 {
@@ -75,8 +77,9 @@ static const struct kvs_opt rows[] = {
 		  "(default {default}, ~1.3 M tokens)" },
 	{ "requests", 0, KVS_OPT_U32(O, requests, 1, 10000000), .arg = "N",
 	  .help = "requests (default {default})" },
-	{ "rate", 0, KVS_OPT_DOUBLE(O, rate, 0.001, 1e6), .arg = "R",
-	  .help = "Poisson arrivals per second (default {default})" },
+	{ "rate", 0, KVS_OPT_DOUBLE(O, rate, 0.001, 1e6), KVS_OPT_GIVEN(O, rate_set), .arg = "R",
+	  .help = "Poisson arrivals per second (default {default};\n"
+		  "--sweep: {default} x --backends / 7)" },
 	{ "context-tokens", 0, KVS_OPT_U32(O, context_tokens, 16, 1u << 20), .arg = "T",
 	  .help = "shared context per request (default {default})" },
 	{ "own-tokens", 0, KVS_OPT_U32(O, own_tokens, 0, 1u << 20), .arg = "T",
@@ -175,6 +178,36 @@ static const struct kvs_opt rows[] = {
 		  "load: 'first-token' (default) or 'end', as the\n"
 		  "gateway's option of the same name" },
 	{ "json", 0, KVS_OPT_FLAG(O, json), .help = "JSON: a top-level \"policies\" list" },
+	{ "sweep", 0, KVS_OPT_FLAG(O, sweep),
+	  .help = "the load sweep instead of one run: round robin's\n"
+		  "knee (the lowest load where it serves under\n"
+		  "--sweep-served of what is offered), then every\n"
+		  "policy from --sweep-from x the knee up until the\n"
+		  "best of them saturates; per load TTFT p90 / p99,\n"
+		  "req/s, and whether kvsplice is best or tied. The\n"
+		  "load is --rate, or a trace's --speed; progress on\n"
+		  "stderr" },
+	{ "sweep-from", 0, KVS_OPT_DOUBLE(O, sweep_from, 0.01, 100), .fmt = "%.2f", .arg = "F",
+	  .help = "--sweep: the first load, x the knee (default {default})" },
+	{ "sweep-step", 0, KVS_OPT_DOUBLE(O, sweep_step, 0.01, 100), .fmt = "%.2f", .arg = "F",
+	  .help = "--sweep: the step, x the knee (default {default})" },
+	{ "sweep-max", 0, KVS_OPT_DOUBLE(O, sweep_max, 0.01, 100), .fmt = "%.2f", .arg = "F",
+	  .help = "--sweep: the last load tried, x the knee, if the\n"
+		  "best policy has not saturated (default {default})" },
+	{ "sweep-served", 0, KVS_OPT_DOUBLE(O, sweep_served, 0.01, 1), .fmt = "%.2f", .arg = "F",
+	  .help = "--sweep: a policy serving under F of what is\n"
+		  "offered (the arrivals' span over the run's, to the\n"
+		  "last end) is saturated (default {default})" },
+	{ "sweep-knee-p90", 0, KVS_OPT_DOUBLE(O, sweep_knee_p90, 0, 1e9), .fmt = "%.0f",
+	  .arg = "MS",
+	  .help = "--sweep: round robin is also past its knee where\n"
+		  "its TTFT p90 passes MS (default 0: served only)" },
+	{ "sweep-tolerance", 0, KVS_OPT_DOUBLE(O, sweep_tol_pct, 0, 100), .fmt = "%.0f",
+	  .arg = "PCT",
+	  .help = "--sweep: kvsplice ties the best within PCT percent\n"
+		  "(default {default}) or --sweep-tolerance-ms" },
+	{ "sweep-tolerance-ms", 0, KVS_OPT_DOUBLE(O, sweep_tol_ms, 0, 1e6), .fmt = "%.0f",
+	  .arg = "MS", .help = "--sweep: the same in ms (default {default})" },
 	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
 	  .help = "write TTFT CDFs and requests per backend as SVG\n"
 		  "and PNG (gnuplot), with their data, into DIR" },
@@ -264,8 +297,14 @@ int bench_sim(int argc, char **argv)
 	struct workload w;
 	double ceiling;
 	uint32_t i, base;
-	int rc = parse(argc, argv, &o);
+	int rc;
 
+	/* main's handlers only raise live's stop flag, which nothing here
+	 * reads: a run (a sweep can take many minutes) stops at ^C as any
+	 * program does, with nothing to clean up. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	rc = parse(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
 	rc = 0;
@@ -274,6 +313,10 @@ int bench_sim(int argc, char **argv)
 	if (check_fits(&o, &w)) {
 		sim_free_workload(&w);
 		return 2;
+	}
+	if (o.sweep) { /* the lengths do not change with the load */
+		sim_free_workload(&w);
+		return sim_sweep(&o);
 	}
 	ceiling = sim_fleet_lru_ceiling(&o, &w);
 	for (i = 0; i < o.npol; i++)

@@ -497,12 +497,12 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 			k->stepping = dur > 0;
 			k->step_end = now + dur;
 		}
-		if (!o->json && done / 2000 != reported) {
+		if (!o->json && !o->quiet && done / 2000 != reported) {
 			reported = done / 2000;
 			fprintf(stderr, "\r" PROG ": %s: %u/%u done", pol_names[p], done, w->n);
 		}
 	}
-	if (!o->json)
+	if (!o->json && !o->quiet)
 		fprintf(stderr, "\r%60s\r", "");
 
 	res->name = pol_names[p];

@@ -40,6 +40,7 @@ struct sim_opts {
 	int feedback;
 	int hot; /* kvsplice: replicate hot prefixes (--kvsplice-hot) */
 	double rate, occupancy;
+	int rate_set; /* --rate given (the sweep scales the default by backends) */
 	/* the last backend joins this many seconds after the first arrival
 	 * (absent until then, as one added with kvsplicectl); 0: there from
 	 * the start */
@@ -61,6 +62,15 @@ struct sim_opts {
 	double speed;						    /* trace arrival-rate factor */
 	uint64_t seed;
 	int json;
+	int quiet; /* no progress lines on stderr (the sweep's runs) */
+	/* --sweep (sim_sweep.c): the load ladder from sweep_from to at most
+	 * sweep_max x round robin's knee in steps of sweep_step; a policy
+	 * saturates serving under sweep_served of what is offered; kvsplice
+	 * ties within sweep_tol_pct percent or sweep_tol_ms; the knee is also
+	 * where rr's TTFT p90 passes sweep_knee_p90 ms (0: not) */
+	int sweep;
+	double sweep_from, sweep_step, sweep_max, sweep_served, sweep_tol_pct, sweep_tol_ms,
+		sweep_knee_p90;
 	const char *plot_dir;
 	uint32_t npol;
 	enum pol pols[MAX_POLICIES];

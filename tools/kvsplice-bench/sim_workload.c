@@ -41,7 +41,13 @@ const struct sim_opts sim_defaults = { .backends = 7,
 				       .turn_tokens = 600,
 				       .release_early = 1,
 				       .model = M_SPLIT,
-				       .window_blocks = KVS_MAX_WINDOW_BLOCKS };
+				       .window_blocks = KVS_MAX_WINDOW_BLOCKS,
+				       .sweep_from = 0.5,
+				       .sweep_step = 0.1,
+				       .sweep_max = 4,
+				       .sweep_served = 0.97,
+				       .sweep_tol_pct = 2,
+				       .sweep_tol_ms = 5 };
 
 const char *const workload_names[W_UNIQUE + 2] = { "contexts", "groups", "conversations", "unique",
 						   NULL };

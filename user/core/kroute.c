@@ -424,8 +424,7 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
-	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, pol->balance_fp,
-				d->why == KVS_WHY_SPILL, &s);
+	pick = kvs_place_choose(d->key, pol->place, pol->p.nbackends, d->why == KVS_WHY_SPILL, &s);
 	if (pick < 0)
 		return -1;
 	if (d->why == KVS_WHY_SPILL && hb >= 0 && may_place(kr, (uint32_t)hb, outstanding, up) &&
@@ -512,7 +511,7 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 		pol->place[b].ok &= (uint32_t)(members >> b) & 1;
 	kd = place_depth(kr, r->hint, d->blocks);
 	key = r->cache_key ? r->cache_key : kd ? r->h[kd - 1] : r->seed;
-	pick = kvs_place_choose(key, pol->place, pol->p.nbackends, pol->balance_fp, 0, &s);
+	pick = kvs_place_choose(key, pol->place, pol->p.nbackends, 0, &s);
 	if (pick < 0)
 		return rt->backend;
 	pol->place[pick].placed += KVS_PLACE_UNIT;

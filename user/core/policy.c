@@ -105,7 +105,7 @@ static int place_new(struct kvs_policy *pol, uint64_t key, const uint64_t *load,
 		pol->place[b].load = load[b];
 		pol->place[b].ok = eligible[b];
 	}
-	return kvs_place(key, pol->place, pol->p.nbackends, pol->balance_fp);
+	return kvs_place(key, pol->place, pol->p.nbackends);
 }
 
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,

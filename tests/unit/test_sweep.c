@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvsplice-bench sim --sweep (tools/kvsplice-bench/sim_sweep.c): the
+ * verdict's tolerance (2% or 5 ms, whichever is larger), the served
+ * fraction, and round robin's knee on a tiny fleet: just under it rr
+ * serves what is offered, just over it does not.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sim_int.h"
+#include "sim_sweep.h"
+
+static void test_verdict(void **state)
+{
+	/* kvsplice is index 2 */
+	double gap, best[] = { 500, 400, 390 }, tied_pct[] = { 1000, 500, 509 },
+		    tied_ms[] = { 100, 100, 104 }, loses[] = { 1000, 500, 511 },
+		    loses_ms[] = { 100, 100, 106 }, alone[] = { 7 };
+
+	(void)state;
+	assert_int_equal(sim_sweep_verdict(best, 3, 2, 2, 5, &gap), SV_BEST);
+	assert_true(gap < -2.4 && gap > -2.6);
+	/* 2% of 500 is 10 ms, more than 5: 509 ties, 511 loses */
+	assert_int_equal(sim_sweep_verdict(tied_pct, 3, 2, 2, 5, &gap), SV_TIED);
+	assert_int_equal(sim_sweep_verdict(loses, 3, 2, 2, 5, &gap), SV_LOSES);
+	assert_true(gap > 2.1 && gap < 2.3);
+	/* 2% of 100 is 2 ms, less than 5: 104 ties, 106 loses */
+	assert_int_equal(sim_sweep_verdict(tied_ms, 3, 2, 2, 5, &gap), SV_TIED);
+	assert_int_equal(sim_sweep_verdict(loses_ms, 3, 2, 2, 5, &gap), SV_LOSES);
+	/* an equal figure is best; no kvsplice, no verdict */
+	assert_int_equal(sim_sweep_verdict(tied_ms, 2, 1, 2, 5, &gap), SV_BEST);
+	assert_int_equal(sim_sweep_verdict(best, 3, -1, 2, 5, &gap), SV_NONE);
+	assert_int_equal(sim_sweep_verdict(alone, 1, 0, 2, 5, &gap), SV_BEST);
+}
+
+static void test_served(void **state)
+{
+	double arr[] = { 0, 1000, 2000, 3000, 4000 };
+	struct workload w = { .n = 5, .arrival_ms = arr };
+	/* every request served, the last ending 1 s after the last arrival */
+	struct result r = { .done = 5, .rps = 5 / 5.0 };
+
+	(void)state;
+	assert_true(sim_served(&w, &r) > 0.79 && sim_served(&w, &r) < 0.81);
+	r.rps = 5 / 4.0; /* ending with the last arrival */
+	assert_true(sim_served(&w, &r) > 0.999);
+}
+
+/* A tiny fleet: 2 backends, nothing shared, 2,000 requests: a run long
+ * enough that only a growing queue, not its last request, costs 3%. */
+static struct sim_opts tiny(void)
+{
+	struct sim_opts o = sim_defaults;
+
+	o.backends = 2;
+	o.kv_blocks = 20000;
+	o.requests = 2000;
+	o.kind = W_UNIQUE;
+	o.context_tokens = 4000;
+	o.own_tokens = 0;
+	o.max_tokens = 32;
+	o.rate = 4;
+	o.quiet = 1;
+	o.json = 1;
+	o.npol = 2;
+	o.pols[0] = P_RR;
+	o.pols[1] = P_KVSPLICE;
+	o.contexts = 1;
+	return o;
+}
+
+static double rr_served(const struct sim_opts *base, double load)
+{
+	struct sim_opts o = *base;
+	struct workload w;
+	struct result r;
+	double s;
+
+	sim_set_load(&o, load);
+	assert_int_equal(sim_make_workload(&o, &w), 0);
+	sim_run_policy(&o, &w, P_RR, &r);
+	s = sim_served(&w, &r);
+	free(r.ttft);
+	sim_free_workload(&w);
+	return s;
+}
+
+static void test_knee(void **state)
+{
+	struct sim_opts o = tiny();
+	struct sweep *s = calloc(1, sizeof(*s));
+	uint32_t i, past = 0;
+
+	(void)state;
+	s->base = o.rate;
+	assert_int_equal(sim_sweep_knee(&o, s), 0);
+	assert_true(s->knee > 0);
+	/* the probes bracket it: every probe at or over the knee is past it,
+	 * every one under 0.98 x it is not */
+	for (i = 0; i < s->nprobe; i++) {
+		if (s->probe[i].load >= s->knee)
+			assert_true(s->probe[i].over);
+		else
+			assert_false(s->probe[i].over);
+		past += s->probe[i].over;
+	}
+	assert_true(past >= 1 && past < s->nprobe);
+	assert_true(rr_served(&o, 0.8 * s->knee) >= o.sweep_served);
+	assert_true(rr_served(&o, 1.3 * s->knee) < o.sweep_served);
+
+	/* the ladder starts at half the knee and stops once the best saturates */
+	o.sweep_step = 0.3;
+	assert_int_equal(sim_sweep_ladder(&o, s), 0);
+	assert_true(s->nload >= 2);
+	assert_true(s->load[0].factor > 0.49 && s->load[0].factor < 0.51);
+	assert_false(s->load[0].saturated);
+	assert_int_equal(s->load[0].v90 == SV_NONE, 0);
+	for (i = 0; i + 1 < s->nload; i++)
+		assert_false(s->load[i].saturated);
+	/* a policy saturated at one load is not run at the next */
+	for (i = 1; i < s->nload; i++)
+		for (uint32_t j = 0; j < o.npol; j++)
+			if (s->load[i - 1].pol[j].served < o.sweep_served)
+				assert_true(s->load[i].pol[j].skipped);
+	assert_true(s->load[s->nload - 1].saturated ||
+		    s->load[s->nload - 1].factor > o.sweep_max - o.sweep_step);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_verdict),
+		cmocka_unit_test(test_served),
+		cmocka_unit_test(test_knee),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

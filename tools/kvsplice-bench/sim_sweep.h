@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvsplice-bench sim --sweep: every policy from below round robin's knee
+ * to the load where the best of them saturates, and whether kvsplice is
+ * best there (sim_sweep.c runs it, sim_sweep_report.c prints it).
+ */
+#ifndef KVS_BENCH_SIM_SWEEP_H
+#define KVS_BENCH_SIM_SWEEP_H
+
+#include <stdint.h>
+
+#include "sim_int.h"
+
+#define SWEEP_MAX_PROBES 32
+#define SWEEP_MAX_LOADS 64
+
+/* kvsplice against the best of the others on one figure (lower is better). */
+enum sweep_verdict { SV_BEST, SV_TIED, SV_LOSES, SV_NONE /* kvsplice not run */ };
+extern const char *const sweep_verdict_names[SV_NONE + 1];
+
+/* One rr run of the knee search. */
+struct sweep_probe {
+	double load; /* req/s, or the trace's speed */
+	double served, p90;
+	int over; /* past the knee */
+};
+
+struct sweep_pol {
+	const char *name;
+	double p50, p90, p99, rps, served, hit, mm_work;
+	int skipped; /* saturated at a lower load, not run (TTFT infinite) */
+};
+
+struct sweep_load {
+	double factor; /* x the knee */
+	double load;   /* req/s, or the trace's speed */
+	double offered_rps;
+	struct sweep_pol pol[MAX_POLICIES];
+	double best_served; /* the most any policy served */
+	int saturated;	    /* best_served under sweep_served */
+	enum sweep_verdict v90, v99;
+	double gap90, gap99; /* kvsplice against the best other, percent */
+};
+
+struct sweep {
+	double base; /* the load the knee search starts from */
+	double knee; /* the lowest load found past rr's knee */
+	uint32_t nprobe, nload, npol;
+	struct sweep_probe probe[SWEEP_MAX_PROBES];
+	struct sweep_load load[SWEEP_MAX_LOADS];
+};
+
+/* What policy r served of what w offered: the time arrivals took over the
+ * time until the last request ended (1 when every request is served as it
+ * comes; a queue that grows stretches the run past the arrivals). */
+double sim_served(const struct workload *w, const struct result *r);
+
+/* kvsplice's figure v[k] against the least of the others in v[0..n):
+ * best if no other is lower, tied if within tol_pct percent or tol_ms of
+ * it (either), else it loses; *gap_pct is how far above (negative:
+ * below) the best other it is. */
+enum sweep_verdict sim_sweep_verdict(const double *v, uint32_t n, int k, double tol_pct,
+				     double tol_ms, double *gap_pct);
+
+/* The workload's load (req/s, or a trace's speed), read and set. */
+double sim_load_of(const struct sim_opts *o);
+void sim_set_load(struct sim_opts *o, double load);
+
+/* Round robin's knee of o's workload into s->knee (and its probes): 0, or
+ * -1 (the workload cannot be made, or no load up to 1024 x the start
+ * saturates it). */
+int sim_sweep_knee(const struct sim_opts *o, struct sweep *s);
+
+/* The ladder: every policy of o from sweep_from x s->knee up. 0 or -1. */
+int sim_sweep_ladder(const struct sim_opts *o, struct sweep *s);
+
+/* kvsplice-bench sim --sweep with the parsed options: 0, or the exit
+ * status. */
+int sim_sweep(const struct sim_opts *o);
+
+/* sim_sweep_report.c */
+void sim_sweep_print(const struct sim_opts *o, const struct sweep *s);
+void sim_sweep_json(const struct sim_opts *o, const struct sweep *s);
+
+#endif
