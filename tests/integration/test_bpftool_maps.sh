@@ -29,6 +29,7 @@ kvs_btf_named stats kvs_stats fast_path_frames .values[0].value.fast_path_frames
 kvs_btf_named ctl_stats kvs_ctl_stats slow_frames .value.slow_frames
 kvs_btf_named chain kvs_chain req_id .values[0].value.req_id
 kvs_btf_named tenants kvs_tenant rewritten .value.rewritten
+kvs_btf_named route_shares kvs_route_share trimmed .value.trimmed
 wait "$slow" || kvs_fail "slow request failed"
 
 # socks: no BTF (SOCKHASH), but its entries dump: one per spliced socket.
