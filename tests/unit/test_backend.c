@@ -99,7 +99,12 @@ static void remove_when_idle_or_at_deadline(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
 	uint64_t now = kvs_now_ns();
+	struct kvs_feedback miss = { .predicted = 100000, .mispredicted = 100000 };
+	uint32_t size = kvs_policy_index_blocks(&g->policy, 1);
 
+	/* Its index shrunk by the reports (its cache was small)... */
+	assert_int_equal(kvs_policy_feedback(&g->policy, 1, &miss), 1);
+	assert_true(kvs_policy_index_blocks(&g->policy, 1) < size);
 	/* Idle: gone on the next tick, its slot free for the next add. */
 	gw_backend_remove(g, 1);
 	assert_int_equal(gw_backend_state(g, 1), KVS_BE_REMOVING);
@@ -109,6 +114,8 @@ static void remove_when_idle_or_at_deadline(void **state)
 	assert_int_equal(gw_backend_find(g, "127.0.0.1:9002"), -ENOENT);
 	assert_int_equal(g->dp.backends[1].addr.port, 0);
 	assert_int_equal(add(g, "127.0.0.1:9003"), 1);
+	/* ... which says nothing of the next backend's in the slot */
+	assert_int_equal(kvs_policy_index_blocks(&g->policy, 1), size);
 
 	/* Busy: it stays until nothing is in flight, or the deadline. */
 	g->dp.backends[1].outstanding = 3;

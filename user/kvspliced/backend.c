@@ -329,7 +329,7 @@ static void backend_removed(struct gw *g, uint32_t b)
 	gw_backend_down(g, b, "removed by the operator");
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
-	kvs_policy_forget_backend(&g->policy, b);
+	kvs_policy_remove_backend(&g->policy, b);
 	if (sync_ring(g, g->nslots))
 		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
 			name);
