@@ -76,7 +76,7 @@ $(BUILD)/tests/test_simjoin: $(BUILD)/tests/unit/test_simjoin.o $(SIMJOIN_OBJS) 
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
 # The simulator's load sweep (sim --sweep), built from kvsplice-bench's objects.
-SWEEP_OBJS := $(addprefix $(BUILD)/tools/kvsplice-bench/,sim_sweep.o sim_sweep_report.o) $(SIMJOIN_OBJS)
+SWEEP_OBJS := $(addprefix $(BUILD)/tools/kvsplice-bench/,sim_sweep.o sim_sweep_report.o sim_report.o) $(SIMJOIN_OBJS)
 $(BUILD)/tests/unit/test_sweep.o: INC := $(MODEL_INC) -Itools/kvsplice-bench
 $(BUILD)/tests/test_sweep: $(BUILD)/tests/unit/test_sweep.o $(SWEEP_OBJS) $(MODEL_LIB) $(LIB)
 	@mkdir -p $(@D)

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "decide.h"
 #include "kpath.h"
 #include "log.h"
 #include "upath.h"
@@ -99,7 +100,12 @@ static void remove_when_idle_or_at_deadline(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
 	uint64_t now = kvs_now_ns();
+	struct kvs_feedback miss = { .predicted = 100000, .mispredicted = 100000 };
+	uint32_t size = kvs_policy_index_blocks(&g->policy, 1);
 
+	/* Its index shrunk by the reports (its cache was small)... */
+	assert_int_equal(kvs_policy_feedback(&g->policy, 1, &miss), 1);
+	assert_true(kvs_policy_index_blocks(&g->policy, 1) < size);
 	/* Idle: gone on the next tick, its slot free for the next add. */
 	gw_backend_remove(g, 1);
 	assert_int_equal(gw_backend_state(g, 1), KVS_BE_REMOVING);
@@ -109,6 +115,8 @@ static void remove_when_idle_or_at_deadline(void **state)
 	assert_int_equal(gw_backend_find(g, "127.0.0.1:9002"), -ENOENT);
 	assert_int_equal(g->dp.backends[1].addr.port, 0);
 	assert_int_equal(add(g, "127.0.0.1:9003"), 1);
+	/* ... which says nothing of the next backend's in the slot */
+	assert_int_equal(kvs_policy_index_blocks(&g->policy, 1), size);
 
 	/* Busy: it stays until nothing is in flight, or the deadline. */
 	g->dp.backends[1].outstanding = 3;
@@ -215,6 +223,30 @@ static void apply_list(void **state)
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
 }
 
+/* A slot filled over a map a predecessor left (a take-over, a restart):
+ * its END counters are that backend's whole history, not an interval of
+ * this controller's; the index correction starts counting from there. */
+static void taken_over_counters(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct kvs_addr a;
+	uint32_t b = g->nslots, size;
+
+	assert_false(g->be[b].present);
+	/* the hits the predecessor's index knew count as unexpected here */
+	g->dp.backends[b].predicted_cached = 1000000;
+	g->dp.backends[b].unexpected_cached = 1000000;
+	assert_int_equal(kvs_parse_addr("127.0.0.1:9005", &a), 0);
+	assert_int_equal(kvs_policy_set_backends(
+				 &g->policy, (const char *const[KVS_MAX_BACKENDS]){ NULL }, b + 1),
+			 0);
+	gw_slot_fill(g, b, &a);
+	g->nslots = b + 1;
+	size = kvs_policy_index_blocks(&g->policy, b);
+	gw_feedback(g);
+	assert_int_equal(kvs_policy_index_blocks(&g->policy, b), size);
+}
+
 static void full(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
@@ -236,10 +268,11 @@ int main(void)
 		cmocka_unit_test(remove_when_idle_or_at_deadline),
 		cmocka_unit_test(down_backoff_retry_probation),
 		cmocka_unit_test(apply_list),
+		cmocka_unit_test(taken_over_counters),
 		cmocka_unit_test(full),
 	};
 
-	/* One fleet through all five, in order: each starts where the last
+	/* One fleet through them all, in order: each starts where the last
 	 * left it. */
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

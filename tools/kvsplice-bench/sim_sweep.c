@@ -93,8 +93,13 @@ static int run_at(const struct sim_opts *o, double load, enum pol p, struct resu
 	if (offered_rps)
 		*offered_rps = w.n > 1 ? w.n / ((w.arrival_ms[w.n - 1] - w.arrival_ms[0]) / 1000) :
 					 0;
-	free(res->ttft);
+	/* every array a run allocates, not only its TTFT: a sweep is dozens
+	 * of runs */
+	sim_free_result(res);
 	res->ttft = NULL;
+	res->anat.ttft = NULL;
+	res->anat.why = NULL;
+	res->anat.cached = res->anat.prompt = NULL;
 	sim_free_workload(&w);
 	return 0;
 }

@@ -327,16 +327,25 @@ int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, ui
 	return 0;
 }
 
-void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
+static void reset_index(struct kvs_policy *pol, uint32_t b, uint32_t cap)
 {
-	/* what the reports taught of its size stays */
-	uint32_t cap = pol->index[b].capacity;
-
 	kvs_pcache_free(&pol->index[b]);
 	kvs_pcache_init(&pol->index[b], cap);
 	pol->known[b] = 0;
 	if (pol->on_evict)
 		hook_index(pol, b);
+}
+
+void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
+{
+	/* what the reports taught of its size stays */
+	reset_index(pol, b, pol->index[b].capacity);
+}
+
+void kvs_policy_remove_backend(struct kvs_policy *pol, uint32_t b)
+{
+	/* the next backend in the slot is another cache: the configured size */
+	reset_index(pol, b, groups_of(pol->p.index_blocks));
 }
 
 const char *kvs_reason_name(enum kvs_reason r)

@@ -198,8 +198,12 @@ uint32_t kvs_policy_balance_fp(double balance);
 /* Backend b's index capacity now (feedback shrinks it), in blocks. */
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b);
 
-/* Backend b left (or restarted empty): forget what it held. */
+/* Backend b went down (it comes back empty): forget what it held; the
+ * size its reports taught stays. */
 void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b);
+/* Backend b was removed: the same, and its slot's index back to the
+ * configured size (what b's reports taught is not the next one's). */
+void kvs_policy_remove_backend(struct kvs_policy *pol, uint32_t b);
 
 const char *kvs_reason_name(enum kvs_reason r);
 

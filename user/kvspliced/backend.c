@@ -255,6 +255,11 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 	memset(be, 0, sizeof(*be));
 	be->present = true;
 	be->pool_n = g->cfg->pool_size; /* a take-over's: as handed over (pool.c) */
+	/* A take-over's or a restart's record holds the backend's whole
+	 * history (0 in a fresh one): the index's correction starts here,
+	 * and its first interval is not all that history judged by this
+	 * index, which knew none of the hits the last one's did. */
+	kvs_dp_end_counters(&g->dp, b, &be->fb_predicted, &be->fb_mispredicted, &be->fb_unexpected);
 	be->addr = *a;
 	kvs_addr_str(a, be->name, sizeof(be->name));
 	kvs_endpoint_of(&a->ss, &ep);
@@ -329,7 +334,7 @@ static void backend_removed(struct gw *g, uint32_t b)
 	gw_backend_down(g, b, "removed by the operator");
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
-	kvs_policy_forget_backend(&g->policy, b);
+	kvs_policy_remove_backend(&g->policy, b);
 	if (sync_ring(g, g->nslots))
 		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
 			name);
