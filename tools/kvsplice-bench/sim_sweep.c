@@ -31,8 +31,6 @@
 /* Doublings or halvings tried before the knee search gives up. */
 #define KNEE_STEPS 10
 
-const char *const sweep_verdict_names[SV_NONE + 1] = { "best", "tied", "loses", "-" };
-
 double sim_served(const struct workload *w, const struct result *r)
 {
 	double offered, run;

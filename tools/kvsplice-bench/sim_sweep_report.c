@@ -9,6 +9,9 @@
 
 #include "sim_sweep.h"
 
+/* (here, with what prints them: the sweep calls the report, not back) */
+const char *const sweep_verdict_names[SV_NONE + 1] = { "best", "tied", "loses", "-" };
+
 /* A figure, or null where it is infinite (a policy not run, saturated). */
 static void num(const char *key, double v)
 {
