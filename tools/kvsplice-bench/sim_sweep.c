@@ -124,27 +124,29 @@ static int probe(const struct sim_opts *o, struct sweep *s, double load)
 	return pr->over;
 }
 
+/* probe(), and the bracket's end the load falls on moved to it. */
+static int narrow(const struct sim_opts *o, struct sweep *s, double load, double *lo, double *hi)
+{
+	int r = probe(o, s, load);
+
+	if (r > 0)
+		*hi = load;
+	else if (r == 0)
+		*lo = load;
+	return r;
+}
+
 int sim_sweep_knee(const struct sim_opts *o, struct sweep *s)
 {
 	double lo = 0, hi = 0, x = s->base;
-	int r = probe(o, s, x), i;
+	int r = narrow(o, s, x, &lo, &hi), i;
 
+	for (i = 0; r >= 0 && i < KNEE_STEPS && (!lo || !hi); i++) {
+		x = r ? x / 2 : x * 2;
+		r = narrow(o, s, x, &lo, &hi);
+	}
 	if (r < 0)
 		return -1;
-	if (r)
-		hi = x;
-	else
-		lo = x;
-	for (i = 0; i < KNEE_STEPS && (!lo || !hi); i++) {
-		x = r ? x / 2 : x * 2;
-		r = probe(o, s, x);
-		if (r < 0)
-			return -1;
-		if (r)
-			hi = x;
-		else
-			lo = x;
-	}
 	if (!hi) {
 		fprintf(stderr, PROG " --sweep: rr never saturates up to %.3f\n", x);
 		return -1;
@@ -153,16 +155,9 @@ int sim_sweep_knee(const struct sim_opts *o, struct sweep *s)
 		fprintf(stderr, PROG " --sweep: rr is saturated down to %.3f\n", x);
 		return -1;
 	}
-	while (hi / lo - 1 > KNEE_PRECISION) {
-		x = (lo + hi) / 2;
-		r = probe(o, s, x);
-		if (r < 0)
+	while (hi / lo - 1 > KNEE_PRECISION)
+		if (narrow(o, s, (lo + hi) / 2, &lo, &hi) < 0)
 			return -1;
-		if (r)
-			hi = x;
-		else
-			lo = x;
-	}
 	s->knee = hi;
 	return 0;
 }
