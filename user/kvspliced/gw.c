@@ -185,7 +185,6 @@ static int init_shares(struct gw *g)
 	int err = gw_shares_size(g->tenants.n, g->cfg->tenant_routes, KVS_ROUTES_MAX,
 				 ncpus > 0 ? (uint32_t)ncpus : 1, &g->shares.per_tenant, &room);
 
-	g->shares.tenants = g->tenants.n;
 	if (err)
 		pr_warn("event=tenant_routes_too_many tenant_routes=%u tenants=%u room=%llu "
 			"hint=\"--tenant-routes x (tenant-sources + 1, the unbound clients) must "

@@ -50,12 +50,19 @@ void gw_shares_order(struct gw_share_route *v, size_t n)
 	qsort(v, n, sizeof(*v), order);
 }
 
+/* Routes at which a share counts as near full: recounted each second and
+ * trimmed. */
+static uint64_t near_full_at(uint64_t share)
+{
+	return share - share / 16;
+}
+
 void gw_shares_apply(struct gw *g)
 {
 	struct gw_shares *s = &g->shares;
 
 	for (uint32_t t = 0; t < KVS_MAX_TENANTS; t++) {
-		uint64_t share = t <= s->tenants ? s->per_tenant : 0;
+		uint64_t share = t <= g->tenants.n ? s->per_tenant : 0;
 		struct kvs_route_share rs;
 
 		kvs_dp_share_set(&g->dp, t, share);
@@ -65,12 +72,11 @@ void gw_shares_apply(struct gw *g)
 	}
 	s->applied = true;
 	if (s->per_tenant)
-		pr_info("event=route_shares tenants=%u share=%llu capacity=%u", s->tenants + 1,
+		pr_info("event=route_shares tenants=%u share=%llu capacity=%u", g->tenants.n + 1,
 			(unsigned long long)s->per_tenant, (unsigned)KVS_ROUTES_MAX);
 }
 
 struct recount {
-	uint64_t share;
 	uint64_t walked[KVS_MAX_TENANTS];
 	bool trim[KVS_MAX_TENANTS];
 	struct gw_share_route *v;
@@ -132,13 +138,12 @@ static void recount(struct gw *g, uint64_t now)
 
 	if (!rc)
 		return;
-	rc->share = s->per_tenant;
-	for (uint32_t t = 0; t <= s->tenants && t < KVS_MAX_TENANTS; t++) {
+	for (uint32_t t = 0; t <= g->tenants.n; t++) {
 		struct kvs_route_share rs;
 
 		kvs_dp_share_read(&g->dp, t, &rs);
 		before[t] = rs.routes;
-		rc->trim[t] = rs.routes >= s->per_tenant - s->per_tenant / 16;
+		rc->trim[t] = rs.routes >= near_full_at(s->per_tenant);
 	}
 	err = kvs_dp_walk_routes(&g->dp, count_route, rc);
 	if (err || rc->err) {
@@ -149,27 +154,28 @@ static void recount(struct gw *g, uint64_t now)
 	/* The count corrected by what the map holds: routes an LRU eviction
 	 * or a race took without a word, installs counted twice. Relative to
 	 * the count read before the walk, so what was added meanwhile stays. */
-	for (uint32_t t = 0; t <= s->tenants && t < KVS_MAX_TENANTS; t++) {
+	for (uint32_t t = 0; t <= g->tenants.n; t++) {
 		int64_t delta = (int64_t)rc->walked[t] - (int64_t)before[t];
+		uint64_t gone;
 
 		if (delta)
 			pr_debug("event=route_share_recount tenant=%u counted=%llu found=%llu", t,
 				 (unsigned long long)before[t], (unsigned long long)rc->walked[t]);
 		kvs_dp_share_adjust(&g->dp, t, delta);
-		/* Near full with no routes gathered (its count was low before
-		 * the walk): trimmed at the next tick's recount. */
-		if (!rc->trim[t] && rc->walked[t] > s->per_tenant - s->per_tenant / 16)
+		if (rc->walked[t] < near_full_at(s->per_tenant))
+			continue;
+		if (!rc->trim[t]) { /* its count was low before the walk: none
+				     * of its routes gathered; trimmed next tick */
 			s->recount_soon = true;
-		if (rc->trim[t] && rc->walked[t] > s->per_tenant - s->per_tenant / 16) {
-			uint64_t gone = trim(g, rc, &at, t, s->per_tenant - s->per_tenant / 4);
-
-			kvs_dp_share_trimmed(&g->dp, t, gone);
-			s->trimmed += gone;
+			continue;
 		}
+		gone = trim(g, rc, &at, t, s->per_tenant - s->per_tenant / 4);
+		kvs_dp_share_trimmed(&g->dp, t, gone);
+		s->trimmed += gone;
 	}
 	if (s->trimmed && now >= s->next_trim_log_ns) {
 		pr_info("event=routes_trimmed routes=%llu share=%llu hint=\"a tenant's routes "
-			"reached its share: its least used were removed (kvsplicectl status, "
+			"reached its share: its least used were removed (metrics kvsplice_tenant_routes*, "
 			"bpftool map dump pinned .../route_shares)\"",
 			(unsigned long long)s->trimmed, (unsigned long long)s->per_tenant);
 		s->trimmed = 0;
@@ -184,11 +190,11 @@ static bool near_full(const struct gw *g)
 {
 	const struct gw_shares *s = &g->shares;
 
-	for (uint32_t t = 0; t <= s->tenants && t < KVS_MAX_TENANTS; t++) {
+	for (uint32_t t = 0; t <= g->tenants.n; t++) {
 		struct kvs_route_share rs;
 
 		kvs_dp_share_read(&g->dp, t, &rs);
-		if (rs.routes >= s->per_tenant - s->per_tenant / 16)
+		if (rs.routes >= near_full_at(s->per_tenant))
 			return true;
 	}
 	return false;

@@ -26,7 +26,6 @@
 
 struct gw_shares {
 	uint64_t per_tenant;	  /* each one's share; 0: no shares */
-	uint32_t tenants;	  /* bound tenants (entries 1..n), plus entry 0 */
 	bool applied;		  /* written into the map */
 	uint64_t last_recount_ns; /* when shares are on */
 	bool recount_soon;	  /* at the next tick: a share found full */

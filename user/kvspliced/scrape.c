@@ -66,8 +66,8 @@ static char *render_metrics(struct gw *g, size_t *len)
 		in.x = &x;
 	in.routes = kvs_dp_count_routes(&g->dp);
 	if (g->shares.per_tenant) {
-		in.nshares = g->shares.tenants + 1;
-		for (uint32_t t = 0; t < in.nshares && t < KVS_MAX_TENANTS; t++)
+		in.nshares = g->tenants.n + 1;
+		for (uint32_t t = 0; t < in.nshares; t++)
 			kvs_dp_share_read(&g->dp, t, &shares[t]);
 		in.shares = shares;
 	}
