@@ -78,6 +78,19 @@ kvs_start_sim() {
 	printf -v "SIM_PORT_$name" '%s' "$(cat "$KVS_TMP/$name.port")"
 }
 
+# kvs_start_sims "NAME..." [kvsplice-sim flags...]: kvs_start_sim for each
+# name, with the same flags; sets KVS_BACKENDS, their --backend arguments.
+kvs_start_sims() {
+	local names=$1 n port
+	shift
+	KVS_BACKENDS=()
+	for n in $names; do
+		kvs_start_sim "$n" "$@"
+		port=SIM_PORT_$n
+		KVS_BACKENDS+=(--backend "127.0.0.1:${!port}")
+	done
+}
+
 # kvs_start_gw [kvspliced flags...]: sets GW_PORT and GW_PID. With
 # KVS_DATAPATH=user (tests/run.sh sets it for the tests marked
 # "datapath: both") the gateway runs on the userspace data path.

@@ -8,12 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-for n in A B C D; do
-	kvs_start_sim "$n" --time-scale 0.005 --kv-blocks 400
-done
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-	--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
-	--backend-kv-blocks 100000
+kvs_start_sims "A B C D" --time-scale 0.005 --kv-blocks 400
+kvs_start_gw "${KVS_BACKENDS[@]}" --backend-kv-blocks 100000
 
 # Runs whose 40 templates (2,560 blocks) exceed the fleet (1,600), so the
 # predictions fail, then one whose 8 templates fit, so some tokens are cached.

@@ -7,12 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-for n in A B C D; do
-	kvs_start_sim "$n" --time-scale 0.005 --kv-blocks 4000
-done
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-	--backend "127.0.0.1:$SIM_PORT_C" --backend "127.0.0.1:$SIM_PORT_D" \
-	--backend-kv-blocks 256
+kvs_start_sims "A B C D" --time-scale 0.005 --kv-blocks 4000
+kvs_start_gw "${KVS_BACKENDS[@]}" --backend-kv-blocks 256
 
 # 40 templates of 64 blocks (2,560 blocks): the fleet (16,000) holds them
 # all, the index of each backend (256) about four of its ten.

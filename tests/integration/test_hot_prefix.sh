@@ -10,13 +10,8 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-backends=()
-for n in A B C D; do
-	kvs_start_sim "$n" --time-scale 0.01 --kv-blocks 2400
-	port=SIM_PORT_$n
-	backends+=(--backend "127.0.0.1:${!port}")
-done
-kvs_start_gw "${backends[@]}" --backend-kv-blocks 2400
+kvs_start_sims "A B C D" --time-scale 0.01 --kv-blocks 2400
+kvs_start_gw "${KVS_BACKENDS[@]}" --backend-kv-blocks 2400
 
 s0=$(kvs_stats)
 out=$(kvs_bench -n 1200 -k 8 --prefixes 1 --prefix-tokens 1024 --suffix-tokens 1024 --fleet 4 \

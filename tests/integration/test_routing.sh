@@ -18,19 +18,15 @@ kvs_setup
 # work outweighs what CPU starvation adds: on a busy machine (load 11) the
 # spread of unshared requests was 1.27-1.36 at 0.01, 1.01-1.02 at 0.1.
 start_fleet() {
-	local kv=$1 n port backends=()
+	local kv=$1
 	shift
 	if [ -n "${GW_PID:-}" ]; then
 		kill "$GW_PID"
 		wait "$GW_PID" 2>/dev/null
 		rm -f "$KVS_TMP/gw.port"
 	fi
-	for n in "$@"; do
-		kvs_start_sim "$n" --time-scale 0.1 --kv-blocks "$kv"
-		port=SIM_PORT_$n
-		backends+=(--backend "127.0.0.1:${!port}")
-	done
-	kvs_start_gw "${backends[@]}" --backend-kv-blocks "$kv"
+	kvs_start_sims "$*" --time-scale 0.1 --kv-blocks "$kv"
+	kvs_start_gw "${KVS_BACKENDS[@]}" --backend-kv-blocks "$kv"
 }
 start_fleet 1200 A B C D
 
