@@ -491,37 +491,84 @@ void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t block
 	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
 }
 
+/* kvs_dp_add_routes: a route new to the map, no tenant's yet. */
+#define SHARE_NONE UINT32_MAX
+
+/*
+ * A route installed over one the map holds keeps the kernel's counters
+ * (hits, the hot window): the controller re-installing a hot route it
+ * re-decided must not make it forget its rate, nor make trimming take a
+ * working-set route for an unused one. Read, then written whole: what the
+ * kernel counts on that entry between the two (microseconds) is lost, as a
+ * spin lock in every route would cost the verdict more than those counts
+ * are worth. Only routes new to the map, or moved from another tenant,
+ * count against the tenant's share (a hash given twice counts once).
+ */
 uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
 			   uint32_t n, uint32_t backend, uint32_t tenant)
 {
-	struct kvs_route r[KVS_DP_MAX_ROUTE_BATCH];
+	struct kvs_route r[KVS_DP_MAX_ROUTE_BATCH], old;
+	uint32_t was[KVS_DP_MAX_ROUTE_BATCH]; /* the tenant it counted for; NONE: new */
 	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 	struct timespec ts;
-	uint32_t i, count;
+	uint32_t i, j, count, fresh = 0;
+	__u32 gen;
+	__u64 now;
 
 	if (n > KVS_DP_MAX_ROUTE_BATCH)
 		n = KVS_DP_MAX_ROUTE_BATCH;
 	if (tenant >= KVS_MAX_TENANTS)
 		tenant = 0;
-	if (!n || !kvs_dp_share_take(dp, tenant, n))
+	if (!n)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	for (i = 0; i < n; i++)
+	now = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+	gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED);
+	for (i = 0; i < n; i++) {
 		r[i] = (struct kvs_route){
 			.backend = backend,
 			.depth_blocks = depths[i],
-			.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED),
+			.gen = gen,
 			.tenant = tenant,
-			.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec,
+			.installed_ns = now,
 		};
+		was[i] = tenant; /* a repeat of an earlier hash: counted there */
+		for (j = 0; j < i && hashes[j] != hashes[i]; j++)
+			;
+		if (j < i)
+			continue;
+		if (bpf_map_lookup_elem(dp->routes_fd, &hashes[i], &old) == 0) {
+			r[i].hits = old.hits;
+			r[i].hot_at = old.hot_at;
+			r[i].hot_cur = old.hot_cur;
+			r[i].hot_prev = old.hot_prev;
+			was[i] = old.tenant < KVS_MAX_TENANTS ? old.tenant : 0;
+		} else {
+			was[i] = SHARE_NONE;
+		}
+		fresh += was[i] != tenant;
+	}
+	if (fresh && !kvs_dp_share_take(dp, tenant, fresh))
+		return 0;
 	count = n;
-	if (bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0)
+	if (bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0) {
+		for (i = 0; i < n; i++)
+			if (was[i] != tenant && was[i] != SHARE_NONE)
+				kvs_dp_share_put(dp, was[i], 1);
 		return n;
+	}
 	/* A kernel without batches for this map, or a key refused: all again
-	 * one by one (updating a route twice is harmless). */
-	for (i = 0, count = 0; i < n; i++)
-		if (bpf_map_update_elem(dp->routes_fd, &hashes[i], &r[i], BPF_ANY) == 0)
+	 * one by one (updating a route twice is harmless); a route not
+	 * installed gives back what it took. */
+	for (i = 0, count = 0; i < n; i++) {
+		if (bpf_map_update_elem(dp->routes_fd, &hashes[i], &r[i], BPF_ANY) == 0) {
 			count++;
+			if (was[i] != tenant && was[i] != SHARE_NONE)
+				kvs_dp_share_put(dp, was[i], 1);
+		} else if (was[i] != tenant) {
+			kvs_dp_share_put(dp, tenant, 1);
+		}
+	}
 	return count;
 }
 
@@ -540,10 +587,10 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 }
 
 /*
- * Route shares. Installs are counted before they are made, as if every
- * route were new (one overwriting a route counts twice until the
- * controller's next recount): a count too high refuses a little early, one
- * too low could let the shares overflow the map.
+ * Route shares. Installs are counted before they are made (a route the
+ * kernel learns between kvs_dp_add_routes' look-up and its write counts
+ * twice until the controller's next recount): a count too high refuses a
+ * little early, one too low could let the shares overflow the map.
  */
 bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
 {

@@ -134,8 +134,10 @@ void kvs_dp_set_hot(struct kvs_datapath *dp, uint32_t b, const struct kvs_hot_fl
 #define KVS_DP_MAX_ROUTE_BATCH 32
 /* Routes hashes[i] -> backend at depths[i] (0 for a cache key), i < n, in
  * one system call where the kernel takes batches, for a client of tenant
- * (0: none). How many were installed (all of them, unless the map refused
- * one; none when they would overflow the tenant's share of the map). */
+ * (0: none). A route the map holds keeps its counters (hits, hot window)
+ * and counts against the share once. How many were installed (all of
+ * them, unless the map refused one; none when the routes new to the map
+ * would overflow the tenant's share of it). */
 uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
 			   uint32_t n, uint32_t backend, uint32_t tenant);
 /* Removes the route for hash if it still names backend b. 0 or -errno. */

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The controller's route installs (kvs_dp_add_routes) on a real routes map
+ * (an LRU hash as the kernel's, made here: needs CAP_BPF): a route
+ * installed over one the map holds keeps the kernel's counters (hits, the
+ * hot window), and only routes new to the map, or moved from another
+ * tenant, count against the tenant's share of the map.
+ */
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "datapath.h"
+
+struct fixture {
+	struct kvs_datapath dp;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->dp.routes_fd = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "test_routes", sizeof(__u64),
+					 sizeof(struct kvs_route), 1024, NULL);
+	f->dp.backends = calloc(KVS_MAX_BACKENDS, sizeof(*f->dp.backends));
+	f->dp.shares = calloc(KVS_MAX_TENANTS, sizeof(*f->dp.shares));
+	if (f->dp.routes_fd < 0 || !f->dp.backends || !f->dp.shares) {
+		print_error("bpf_map_create: %s (needs CAP_BPF)\n", strerror(errno));
+		return -1;
+	}
+	for (uint32_t t = 0; t < 4; t++)
+		f->dp.shares[t].share = 100;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	close(f->dp.routes_fd);
+	free(f->dp.backends);
+	free(f->dp.shares);
+	free(f);
+	return 0;
+}
+
+static struct kvs_route get(struct fixture *f, uint64_t hash)
+{
+	struct kvs_route r;
+
+	assert_int_equal(bpf_map_lookup_elem(f->dp.routes_fd, &hash, &r), 0);
+	return r;
+}
+
+/* The kernel's counting on a route: followed hits times, in its hot window. */
+static void count(struct fixture *f, uint64_t hash, uint64_t hits, uint32_t cur, uint32_t prev)
+{
+	struct kvs_route r = get(f, hash);
+
+	r.hits = hits;
+	r.hot_at = 12345;
+	r.hot_cur = cur;
+	r.hot_prev = prev;
+	assert_int_equal(bpf_map_update_elem(f->dp.routes_fd, &hash, &r, BPF_EXIST), 0);
+}
+
+static void reinstall_keeps_counters(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t h[] = { 11, 22, 33 };
+	const uint32_t depth[] = { 16, 32, 64 };
+	struct kvs_route r;
+
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 3, 0, 1), 3);
+	count(f, 22, 7, 40, 35);
+	/* the controller re-decides the prefix, to backend 2 */
+	f->dp.backends[2].route_gen = 5;
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 3, 2, 1), 3);
+	r = get(f, 22);
+	assert_int_equal(r.backend, 2);
+	assert_int_equal(r.gen, 5);
+	assert_int_equal(r.depth_blocks, 32);
+	assert_int_equal(r.hits, 7);
+	assert_int_equal(r.hot_at, 12345);
+	assert_int_equal(r.hot_cur, 40);
+	assert_int_equal(r.hot_prev, 35);
+	r = get(f, 33); /* a route never counted stays at zero */
+	assert_int_equal(r.hits, 0);
+	assert_int_equal(r.hot_cur, 0);
+}
+
+static void reinstall_counts_once(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t h[] = { 11, 22, 33 }, more[] = { 22, 44, 44 };
+	const uint32_t depth[] = { 16, 32, 64 };
+
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 3, 0, 1), 3);
+	assert_int_equal(f->dp.shares[1].routes, 3);
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 3, 1, 1), 3);
+	assert_int_equal(f->dp.shares[1].routes, 3);
+	/* one existing, one new given twice (a hint at a checkpoint's depth) */
+	assert_int_equal(kvs_dp_add_routes(&f->dp, more, depth, 3, 1, 1), 3);
+	assert_int_equal(f->dp.shares[1].routes, 4);
+}
+
+static void reinstall_moves_tenant(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t h[] = { 11, 22 };
+	const uint32_t depth[] = { 16, 32 };
+
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 2, 0, 1), 2);
+	/* tenant 2's request shares the prefix: the routes count for it now */
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 1, 0, 2), 1);
+	assert_int_equal(get(f, 11).tenant, 2);
+	assert_int_equal(f->dp.shares[1].routes, 1);
+	assert_int_equal(f->dp.shares[2].routes, 1);
+}
+
+static void full_share_reinstalls(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t h[] = { 11, 22 }, other[] = { 11, 55 };
+	const uint32_t depth[] = { 16, 32 };
+
+	f->dp.shares[1].share = 2;
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 2, 0, 1), 2);
+	assert_int_equal(f->dp.shares[1].routes, 2);
+	/* full: re-pointing what it has adds nothing and goes in */
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 2, 3, 1), 2);
+	assert_int_equal(get(f, 22).backend, 3);
+	assert_int_equal(f->dp.shares[1].refused, 0);
+	/* a new route does not fit: none of the request's go in */
+	assert_int_equal(kvs_dp_add_routes(&f->dp, other, depth, 2, 4, 1), 0);
+	assert_int_equal(get(f, 11).backend, 3);
+	assert_int_equal(f->dp.shares[1].refused, 1);
+	assert_int_equal(f->dp.shares[1].routes, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(reinstall_keeps_counters, setup, teardown),
+		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup, teardown),
+		cmocka_unit_test_setup_teardown(full_share_reinstalls, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
