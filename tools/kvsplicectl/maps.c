@@ -470,16 +470,31 @@ out:
 }
 
 /* Deletes every route: the kernel sends each prompt to the controller once
- * more, which routes it by its index and installs the routes again. */
+ * more, which routes it by its index and installs the routes again. The
+ * tenants' counts of their routes (route_shares) go down by what was
+ * removed of theirs: left, they would hold each tenant's share full of
+ * routes that are gone until the controller's next recount (10 s). */
 static int flush_routes(const struct ctl_opts *o)
 {
-	int fd = ctl_open_map(o, KVS_MAP_ROUTES);
+	uint64_t gone[KVS_MAX_TENANTS];
+	int fd = ctl_open_map(o, KVS_MAP_ROUTES), sfd, err;
 	long n;
 
 	if (fd < 0)
 		return 1;
-	n = kvs_routes_clear(fd);
+	n = kvs_routes_clear(fd, gone);
 	close(fd);
+	/* (no route_shares map: a controller from before them) */
+	sfd = kvs_pin_open(o->pin_dir, KVS_MAP_ROUTE_SHARES);
+	if (sfd >= 0) {
+		err = kvs_route_shares_uncount(sfd, gone);
+		if (err)
+			fprintf(stderr,
+				PROG ": the tenants' route counts were not lowered: %s (the "
+				     "controller's recount corrects them within 10 s)\n",
+				strerror(-err));
+		close(sfd);
+	}
 	if (o->json)
 		printf("{\"flushed\":%ld}\n", n);
 	else

@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -200,15 +202,79 @@ int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out)
 	return bpf_map_lookup_elem(ctl_fd, &zero, out) ? -errno : 0;
 }
 
-long kvs_routes_clear(int routes_fd)
+/* kvs_routes_clear's tally: the tenant whose share counted each route. */
+static void tally(uint64_t *gone, const struct kvs_route *r, uint32_t n)
 {
-	__u64 key;
+	for (uint32_t i = 0; gone && i < n; i++)
+		gone[r[i].tenant < KVS_MAX_TENANTS ? r[i].tenant : 0]++;
+}
+
+long kvs_routes_clear(int routes_fd, uint64_t *gone)
+{
+	enum { BATCH = 1024 };
+	__u64 *keys = malloc(sizeof(*keys) * BATCH), key;
+	struct kvs_route *vals = malloc(sizeof(*vals) * BATCH), r;
+	uint8_t in[16], out[16]; /* batch cursors: a key's size suffices */
+	bool first = true;
 	long n = 0;
 
-	while (bpf_map_get_next_key(routes_fd, NULL, &key) == 0 &&
-	       bpf_map_delete_elem(routes_fd, &key) == 0)
+	if (gone)
+		memset(gone, 0, sizeof(*gone) * KVS_MAX_TENANTS);
+	/* In batches, each entry read as it goes (so its tenant's count can
+	 * follow); deleting one key at a time from the map's first bucket on
+	 * rescanned the emptied buckets at every step. */
+	while (keys && vals) {
+		__u32 count = BATCH;
+		int err = bpf_map_lookup_and_delete_batch(routes_fd, first ? NULL : in, out, keys,
+							  vals, &count, NULL);
+
+		if (err && errno != ENOENT)
+			break; /* (a kernel without it: one at a time below) */
+		tally(gone, vals, count);
+		n += count;
+		if (err)
+			goto out;
+		memcpy(in, out, sizeof(in));
+		first = false;
+	}
+	while (bpf_map_get_next_key(routes_fd, NULL, &key) == 0) {
+		if (bpf_map_lookup_elem(routes_fd, &key, &r))
+			memset(&r, 0, sizeof(r));
+		if (bpf_map_delete_elem(routes_fd, &key))
+			break;
+		tally(gone, &r, 1);
 		n++;
+	}
+out:
+	free(keys);
+	free(vals);
 	return n;
+}
+
+int kvs_route_shares_uncount(int shares_fd, const uint64_t *gone)
+{
+	size_t len = sizeof(struct kvs_route_share) * KVS_MAX_TENANTS;
+	long page = sysconf(_SC_PAGESIZE);
+	struct kvs_route_share *rs;
+
+	len = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+	rs = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, shares_fd, 0);
+	if (rs == MAP_FAILED)
+		return -errno;
+	/* As the kernel's and the controller's own: atomic, never below 0
+	 * (a count the LRU already took from silently, say). */
+	for (uint32_t t = 0; t < KVS_MAX_TENANTS; t++) {
+		__u64 cur = __atomic_load_n(&rs[t].routes, __ATOMIC_RELAXED), to;
+
+		if (!gone[t])
+			continue;
+		do
+			to = cur > gone[t] ? cur - gone[t] : 0;
+		while (!__atomic_compare_exchange_n(&rs[t].routes, &cur, to, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	}
+	munmap(rs, len);
+	return 0;
 }
 
 const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, size_t len)

@@ -85,7 +85,15 @@ int kvs_read_percpu_sum(int fd, void *out, size_t size);
 int kvs_read_kstats(int stats_fd, struct kvs_stats *out);
 int kvs_read_ctl_stats(int ctl_fd, struct kvs_ctl_stats *out);
 /* Deletes every route (the kernel then hands each prompt to the controller
- * once more, which routes it and installs the routes again); how many. */
-long kvs_routes_clear(int routes_fd);
+ * once more, which routes it and installs the routes again); how many.
+ * gone (KVS_MAX_TENANTS entries, or NULL): how many of them each tenant's
+ * share counted (struct kvs_route_share), for kvs_route_shares_uncount or
+ * the controller's own count. */
+long kvs_routes_clear(int routes_fd, uint64_t *gone);
+/* Takes gone[t] off tenant t's count in the route_shares map (through
+ * its mmap, atomically, never below 0): routes removed by someone other
+ * than the controller, which would otherwise count them until its next
+ * recount. 0 or -errno. */
+int kvs_route_shares_uncount(int shares_fd, const uint64_t *gone);
 
 #endif

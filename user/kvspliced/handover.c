@@ -571,10 +571,12 @@ int gw_adopt(struct gw *g, struct gw_taken *t)
 	g->ctl = t->ctl;
 	/* Routes keyed by another version's hashes would never match one
 	 * again: only take room in the map. The slow path learns them anew. */
+	/* (the tenants' counts of them: a successor's first tick recounts,
+	 * gw_shares_tick) */
 	if (t->hash_version != KVS_HASH_VERSION)
 		pr_info("event=routes_flushed reason=\"prefix hash version %u, this one %u\" "
 			"routes=%ld",
-			t->hash_version, KVS_HASH_VERSION, kvs_routes_clear(g->dp.routes_fd));
+			t->hash_version, KVS_HASH_VERSION, kvs_routes_clear(g->dp.routes_fd, NULL));
 	return 0;
 }
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `kvsplicectl routes flush` takes each tenant's flushed routes off its
+# count in route_shares at once: left, the counts held each share full of
+# routes that were gone until the controller's recount (10 s), refusing
+# the tenant's new routes meanwhile. Then the tenants learn again from 0.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.01
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --tenant-routes 1000 \
+	--tenant-source 127.0.0.2=111 --tenant-source 127.0.0.3=222
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+cat >"$KVS_TMP/send.py" <<'PY'
+# send.py PORT SOURCE TAG N: N requests, prompts TAG-0 .. TAG-(N-1) of 2048
+# bytes (32 blocks: 4 checkpoint routes each), one after another on one
+# connection; prints how many got their END.
+import sys
+import kvs1
+port, src, tag, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+s = kvs1.connect(port, src)
+r, ends = kvs1.Reader(s), 0
+for i in range(n):
+    s.sendall(kvs1.request((f"{tag}-{i} " * 400).encode()[:2048], i + 1))
+    f = r.until_end()
+    if f.type == kvs1.ERROR:
+        sys.exit(f"ERROR: {f.text()}")
+    ends += 1
+print(ends)
+PY
+send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
+share() {
+	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
+		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
+}
+routes_of() {
+	bpftool map dump pinned "$KVS_PIN/routes" -j |
+		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
+}
+
+assert_eq "tenant 1: requests answered" "$(send 127.0.0.2 one 4)" 4
+assert_eq "tenant 2: requests answered" "$(send 127.0.0.3 two 2)" 2
+assert_eq "tenant 1: its routes" "$(routes_of 1)" 16
+assert_eq "tenant 1: counted" "$(share 1 routes)" 16
+assert_eq "tenant 2: counted" "$(share 2 routes)" 8
+
+f=$(ctl routes flush --json)
+assert_eq "routes flushed" "$(jget "$f" .flushed)" 24
+assert_eq "routes left" "$(jget "$(ctl routes --json)" .routes)" 0
+# At once, not at the recount.
+assert_eq "tenant 1: count after the flush" "$(share 1 routes)" 0
+assert_eq "tenant 2: count after the flush" "$(share 2 routes)" 0
+assert_eq "unbound: count after the flush" "$(share 0 routes)" 0
+
+assert_eq "tenant 1: a request after the flush" "$(send 127.0.0.2 again 1)" 1
+assert_eq "tenant 1: learns again, counted from 0" "$(share 1 routes)" 4
+assert_eq "tenant 1: its routes after the flush" "$(routes_of 1)" 4
+assert_eq "tenant 2: still 0" "$(share 2 routes)" 0
+echo "PASS test_routes_flush_shares"
