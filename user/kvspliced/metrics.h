@@ -32,7 +32,8 @@ struct kvs_metrics_in {
 	const struct kvs_backend *be;  /* nbackends of them */
 	const char *const *names;      /* their addresses */
 	uint32_t nbackends;
-	long routes; /* entries in the routes map; < 0 unknown */
+	long routes;	     /* entries in the routes map; < 0 unknown */
+	double routes_age_s; /* how long ago routes was counted */
 	uint32_t clients;
 	const struct kvs_decide_hist *decide;
 	long open_fds, max_fds; /* the controller's descriptors; < 0 unknown */

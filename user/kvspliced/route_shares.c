@@ -150,6 +150,10 @@ static void recount(struct gw *g, uint64_t now)
 		pr_warn("event=route_recount_failed err=\"%s\"", strerror(-(err ? err : rc->err)));
 		goto out;
 	}
+	s->routes = 0;
+	for (uint32_t t = 0; t < KVS_MAX_TENANTS; t++)
+		s->routes += (long)rc->walked[t];
+	s->routes_at_ns = now;
 	gw_shares_order(rc->v, rc->n);
 	/* The count corrected by what the map holds: routes an LRU eviction
 	 * or a race took without a word, installs counted twice. Relative to
@@ -221,4 +225,16 @@ void gw_shares_tick(struct gw *g, uint64_t now)
 	s->recount_soon = false;
 	recount(g, now);
 	s->last_recount_ns = now;
+}
+
+long gw_routes_count(struct gw *g, uint64_t now, uint64_t *at_ns)
+{
+	struct gw_shares *s = &g->shares;
+
+	if (!s->routes_at_ns || now >= s->routes_at_ns + GW_ROUTES_COUNT_AGE_NS) {
+		s->routes = kvs_dp_count_routes(&g->dp);
+		s->routes_at_ns = now;
+	}
+	*at_ns = s->routes_at_ns;
+	return s->routes;
 }

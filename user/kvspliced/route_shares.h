@@ -31,6 +31,10 @@ struct gw_shares {
 	bool recount_soon;	  /* at the next tick: a share found full */
 	uint64_t trimmed;	  /* routes trimmed since the last log line */
 	uint64_t next_trim_log_ns;
+	/* The routes map's entries as last counted (gw_routes_count), and
+	 * when (0: never). */
+	long routes;
+	uint64_t routes_at_ns;
 };
 
 /* The share of each of n bound tenants and the unbound clients (entry 0)
@@ -65,5 +69,15 @@ void gw_shares_apply(struct gw *g);
  * 10 s, or each second while a tenant is near its share, that tenant
  * trimmed to three quarters of it. */
 void gw_shares_tick(struct gw *g, uint64_t now);
+
+/* A count of the routes map at most this old is not walked again. */
+#define GW_ROUTES_COUNT_AGE_NS (10 * 1000000000ull)
+/* The routes map's entries (or -errno) as counted at most
+ * GW_ROUTES_COUNT_AGE_NS before now, and when (*at_ns): the metrics' gauge.
+ * A count walks the whole map (up to 262,144 entries: tens of ms of the
+ * controller's loop, scripts/bench-scrape.sh), so a scraper polling often
+ * does not make the controller walk it each time; the shares' recount,
+ * which walks it anyway, counts it too. */
+long gw_routes_count(struct gw *g, uint64_t now, uint64_t *at_ns);
 
 #endif

@@ -15,6 +15,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "pins.h"
+#include "route_shares.h"
 
 /* The controller's open descriptors and their limit, or -1 each. */
 static void count_fds(long *open_fds, long *max_fds)
@@ -53,6 +54,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 		.decide = &g->decide,
 	};
 	size_t cap = 65536, need;
+	uint64_t now, at;
 	char *buf;
 	uint32_t b;
 
@@ -64,7 +66,9 @@ static char *render_metrics(struct gw *g, size_t *len)
 	}
 	if (kvs_adm_stats(&g->adm, &x) == 0)
 		in.x = &x;
-	in.routes = kvs_dp_count_routes(&g->dp);
+	now = kvs_now_ns();
+	in.routes = gw_routes_count(g, now, &at);
+	in.routes_age_s = (double)(now - at) / 1e9;
 	if (g->shares.per_tenant) {
 		in.nshares = g->tenants.n + 1;
 		for (uint32_t t = 0; t < in.nshares; t++)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# What one metrics scrape costs the controller with a full routes map: one
+# kvsplice-sim and the gateway (--metrics), the routes map filled with
+# ROUTES void routes (tests/helpers/routes_fill), then SCRAPES scrapes one
+# after another; the wall time per scrape (curl's) and the controller's CPU
+# time per scrape (/proc, user + system; the scrape runs on its loop).
+#
+#   scripts/bench-scrape.sh [BUILD]     (root; docs/RUNBOOK.md, "Metrics")
+set -euo pipefail
+
+BUILD=${1:-build}
+ROUTES=${ROUTES:-262144}
+SCRAPES=${SCRAPES:-20}
+source "$(dirname "$0")/bench-lib.sh"
+bench_setup bench-scrape
+
+bench_start_sims 1 --time-scale 0.001
+"$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
+	"${BACKENDS[@]}" --metrics 127.0.0.1:0 --log-level info 2>"$TMP/gw.log" &
+GW=$!
+PIDS+=($GW)
+bench_wait_file "$TMP/gw.port"
+mport=$(grep -o 'event=metrics_listening addr=[^ ]* port=[0-9]*' "$TMP/gw.log" | grep -o '[0-9]*$')
+"$BUILD/tests/helpers/routes_fill" "$PIN/routes" "$ROUTES"
+scrape() { curl -s -o "$TMP/m" "http://127.0.0.1:$mport/metrics"; }
+scrape # the first: whatever it caches
+c0=$(bench_cpu_ms "$GW")
+t0=$(date +%s%N)
+for _ in $(seq 1 "$SCRAPES"); do scrape; done
+t1=$(date +%s%N)
+c1=$(bench_cpu_ms "$GW")
+echo "scrape: $SCRAPES scrapes, routes map $(grep '^kvsplice_routes ' "$TMP/m" | cut -d' ' -f2) entries:" \
+	"$(((t1 - t0) / SCRAPES / 1000)) us wall, $(awk -v c="$c1" -v b="$c0" -v n="$SCRAPES" \
+	'BEGIN { printf "%.2f", (c - b) / n }') ms controller CPU per scrape"
