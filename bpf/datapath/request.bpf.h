@@ -191,22 +191,22 @@ static __always_inline struct kvs_route *hot_count(__u64 hash, __u64 now)
  * checkpoint's route on its path, so a prefix's rate is that of every
  * request sharing it, whichever deeper route it follows. If the route it
  * follows, to holder, needs k >= 2 replicas, the request is placed among
- * them by the placement rule on its own placement key, and counted as a
- * placement. Returns the replica, or -1 to follow the route as it is
- * (global, as place_request()).
+ * them by the placement rule on its own placement key. Returns the
+ * replica, or -1 to follow the route as it is (global, as
+ * place_request()); the caller counts the replica's placement
+ * (hot_placed) once the request is sent there.
  */
 __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct decision *d,
 			 __u32 holder)
 {
-	struct kvs_stats *st = stats_slot();
-	__u32 zero = 0, j, cp, k, kd, b;
+	__u32 zero = 0, j, cp, k, kd;
 	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 	struct kvs_route *r = NULL, *e;
 	struct kvs_backend *be;
 	__u64 now = bpf_ktime_get_ns(), hash = 0, rate, charge, members, key, share;
 	int pick;
 
-	if (!ch || !h || !d || !st || !sc)
+	if (!ch || !h || !d || !sc)
 		return -1;
 	if (d->why == KVS_WHY_KEY) {
 		hash = d->cache_key;
@@ -260,14 +260,21 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 	pick = place_pick_backend(&sc->pw, key, 0, members);
 	if (pick < 0 || pick >= KVS_MAX_BACKENDS)
 		return -1;
-	b = pick;
-	be = bpf_map_lookup_elem(&backends, &b);
-	if (!be)
-		return -1;
+	return pick;
+}
+
+/*
+ * A hot route's replica took the request (hot_route's pick, sent): a
+ * placement there. Not before the send: a replica over its work limit, or
+ * whose socket refused, is spilled from, and a placement counted for it
+ * would steer the next new prefixes away as if it had taken one.
+ */
+static __always_inline void hot_placed(struct kvs_stats *st, struct kvs_backend *be, __u32 b,
+				       __u32 holder)
+{
 	__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
 	if (b != holder)
 		st->hot_replica++;
-	return pick;
 }
 
 /*
@@ -355,10 +362,11 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->tenant };
 	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
 	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
+	__u32 holder = KVS_MAX_BACKENDS;
 	struct kvs_backend *be;
 	struct kvs_chain *ch;
 	struct scratch *sc;
-	int rb, sent = 1; /* 1: not tried; 0 sent; -1, SEND_CLIENT_LIMIT */
+	int rb, hb = -1, sent = 1; /* sent 1: not tried; 0 sent; -1, SEND_CLIENT_LIMIT */
 
 	if (h->type == KVS_T_PING)
 		return punt_budgeted(skb, st, off, cookie, conn);
@@ -378,8 +386,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	d.seed = seed;
 	rb = route_request(skb, h, off, st, ch, sc->rep.g, seed, &d.depth, &d.why);
 	if (rb >= 0 || d.why == KVS_WHY_SHALLOW) {
-		int hb = hot_route(ch, h, &d, rb >= 0 ? (__u32)rb : KVS_MAX_BACKENDS);
-
+		holder = rb >= 0 ? (__u32)rb : KVS_MAX_BACKENDS;
+		hb = hot_route(ch, h, &d, holder);
 		if (hb >= 0)
 			rb = hb;
 	}
@@ -392,6 +400,8 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 								      be->expect_output));
 			sent = send_request(skb, h, off, len, b, be, cookie, d.charge, 1);
 			if (sent == 0) {
+				if (hb >= 0)
+					hot_placed(st, be, b, holder);
 				st->fast_path_frames++;
 				d.backend = b;
 				d.gen = be->route_gen;

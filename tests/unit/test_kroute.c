@@ -737,6 +737,46 @@ static void hot_prefix_is_replicated(void **state)
 	free(h);
 }
 
+/* A hot route's pick among its replicas counts (a placement, hot_replica)
+ * only once the request is sent there: picked, over the work limit and
+ * spilled elsewhere (or kept by the holder), a replica took nothing, and a
+ * placement counted for it would steer the next new prefixes away from it
+ * as if it had. Here every backend is over the work limit. */
+static void hot_pick_counted_once_sent(void **state)
+{
+	uint32_t per[NB] = { 0 }, b;
+	uint64_t *h = malloc(sizeof(uint64_t) * MAXB), placed[NB], hot;
+	struct kvs_kr_decision d;
+	struct kvs_kr_req r;
+	struct fix f;
+
+	(void)state;
+	fix_init(&f, 100000, 0);
+	f.kr.hot_share = 10 * HOT_CHARGE;
+	send_prefix(&f, h, 1, 1000000, 0, per, 1000);
+	send_prefix(&f, h, 60, 2000000, 1000000, per, 2000); /* hot by now */
+	assert_true(f.kr.hot > 0);
+	hot = f.kr.hot;
+	for (b = 0; b < NB; b++)
+		placed[b] = f.pol.place[b].placed;
+	f.kr.work_limit = 1;
+	for (uint32_t i = 0; i < 20; i++) {
+		uint32_t n = chain(h, 7, 64, 5000 + i, 128);
+
+		r = req(h, n);
+		r.now_ns = 62000000 + i * 1000000ull;
+		for (b = 0; b < NB; b++)
+			f.load[b] = 5;
+		assert_true(kvs_kr_decide(&f.kr, &r, f.load, f.out, f.up, &d) >= 0);
+		assert_true(d.why == KVS_WHY_SPILL || d.why == KVS_WHY_KEPT);
+	}
+	assert_true(f.kr.hot == hot);
+	for (b = 0; b < NB; b++) /* (a count that only decays) */
+		assert_true(f.pol.place[b].placed <= placed[b]);
+	fix_free(&f);
+	free(h);
+}
+
 /* A prefix at under one request a window stays on its one holder, however
  * long it goes on: nothing is sprayed. */
 static void cold_prefix_stays_on_its_holder(void **state)
@@ -777,6 +817,7 @@ int main(void)
 		cmocka_unit_test(stale_route_is_placed),
 		cmocka_unit_test(hot_prefix_is_replicated),
 		cmocka_unit_test(cold_prefix_stays_on_its_holder),
+		cmocka_unit_test(hot_pick_counted_once_sent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -471,33 +471,33 @@ static uint32_t learn(struct kvs_kr *kr, const struct kvs_kr_req *r,
 }
 
 /*
- * The backend a followed route sends r to: its own, or for a hot route
- * (include/kvsplice/place.h, "Hot prefixes") the placement rule's pick
- * among its replicas, counted as a placement (hot_replica in the verdict).
+ * For a hot route (include/kvsplice/place.h, "Hot prefixes") the placement
+ * rule's pick among its replicas, or -1 to send r to the route's own
+ * backend (hot_route in the verdict). The caller counts the pick as a
+ * placement once r goes there.
  */
-static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const struct kvs_kr_req *r,
-			    const struct kvs_kr_decision *d, const uint64_t *load,
-			    const uint64_t *outstanding, const uint8_t *up)
+static int hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const struct kvs_kr_req *r,
+		       const struct kvs_kr_decision *d, const uint64_t *load,
+		       const uint64_t *outstanding, const uint8_t *up)
 {
 	struct kvs_policy *pol = kr->pol;
 	struct kvs_place_sum s;
 	uint32_t b, k, kd, nup = 0;
 	uint64_t rate, charge, members, key, share;
-	int pick;
 
 	if (!kr->p.hot)
-		return rt->backend;
+		return -1;
 	charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->depth, r->max_tokens) *
 		 KVS_BLOCK_TOKENS;
 	rate = kvs_hot_rate(rt->hot_at, rt->hot_cur, rt->hot_prev, r->now_ns);
 	if (!rate)
-		return rt->backend;
+		return -1;
 	for (b = 0; b < pol->p.nbackends; b++) {
 		pol->place[b].load = load[b];
 		pol->place[b].ok = may_place(kr, b, outstanding, up);
 	}
 	if (rate <= 4 * KVS_HOT_FP) /* never hot: as the kernel, no more */
-		return rt->backend;
+		return -1;
 	for (b = 0; b < pol->p.nbackends; b++)
 		nup += up[b] != 0;
 	share = kr->hot_share ? kr->hot_share :
@@ -505,19 +505,13 @@ static uint32_t hot_replica(struct kvs_kr *kr, struct kvs_kr_route *rt, const st
 	/* the eligible backends cap k in the member pass, as the kernel's */
 	k = kvs_hot_replicas(rate, charge, share, KVS_MAX_BACKENDS);
 	if (k < 2)
-		return rt->backend;
+		return -1;
 	members = kvs_hot_members(d->key, rt->backend, pol->place, pol->p.nbackends, k);
 	for (b = 0; b < pol->p.nbackends; b++)
 		pol->place[b].ok &= (uint32_t)(members >> b) & 1;
 	kd = place_depth(kr, r->hint, d->blocks);
 	key = r->cache_key ? r->cache_key : kd ? r->h[kd - 1] : r->seed;
-	pick = kvs_place_choose(key, pol->place, pol->p.nbackends, 0, &s);
-	if (pick < 0)
-		return rt->backend;
-	pol->place[pick].placed += KVS_PLACE_UNIT;
-	if ((uint32_t)pick != rt->backend)
-		kr->hot++;
-	return (uint32_t)pick;
+	return kvs_place_choose(key, pol->place, pol->p.nbackends, 0, &s);
 }
 
 int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *load,
@@ -533,10 +527,18 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 	if (rt && rt->gen != kr->gen[rt->backend]) {
 		d->why = KVS_WHY_STALE;
 	} else if (rt) {
-		uint32_t rb = hot_replica(kr, rt, r, d, load, outstanding, up);
+		int hot = hot_replica(kr, rt, r, d, load, outstanding, up);
+		uint32_t rb = hot >= 0 ? (uint32_t)hot : rt->backend;
 
 		if (accepts(kr, rb, load, outstanding, up)) {
 			b = (int)rb;
+			/* counted once it goes there: a replica picked and
+			 * then spilled from took nothing */
+			if (hot >= 0) {
+				kr->pol->place[rb].placed += KVS_PLACE_UNIT;
+				if (rb != rt->backend)
+					kr->hot++;
+			}
 		} else {
 			d->why = KVS_WHY_SPILL;
 			hb = (int)rb;
