@@ -328,17 +328,22 @@ static void backend_removed(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 	char name[64];
+	long purged;
 
 	snprintf(name, sizeof(name), "%s", be->name);
 	be->said_down = true; /* removed is not unreachable: no such line */
 	gw_backend_down(g, b, "removed by the operator");
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
+	/* Its routes, void since it went down, would hold their entries and
+	 * their tenants' shares (route_shares) until the LRU or a trim took
+	 * them: gone now, in one walk of the map (a removal is rare). */
+	purged = kvs_dp_purge_routes(&g->dp, b);
 	kvs_policy_remove_backend(&g->policy, b);
 	if (sync_ring(g, g->nslots))
 		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
 			name);
-	pr_info("event=backend_removed backend=%s index=%u", name, b);
+	pr_info("event=backend_removed backend=%s index=%u routes_removed=%ld", name, b, purged);
 }
 
 int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,

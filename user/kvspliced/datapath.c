@@ -781,6 +781,41 @@ void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b)
 	__atomic_fetch_add(&dp->backends[b].route_gen, 1, __ATOMIC_RELEASE);
 }
 
+/* kvs_dp_purge_routes' walk: b's void routes, withdrawn a batch at a time
+ * (deleting what the walk has read does not disturb it). */
+struct purge {
+	struct kvs_datapath *dp;
+	uint32_t b, gen;
+	long n;
+	struct kvs_withdraw_batch w;
+};
+
+static void purge_route(void *ctx, uint64_t hash, const struct kvs_route *r)
+{
+	struct purge *p = ctx;
+
+	if (r->backend != p->b || r->gen == p->gen)
+		return;
+	p->w.e[p->w.n++] = (struct kvs_withdraw){ .hash = hash, .backend = p->b };
+	if (p->w.n == KVS_WITHDRAW_BATCH) {
+		p->n += kvs_dp_del_routes(p->dp, &p->w);
+		p->w.n = 0;
+	}
+}
+
+long kvs_dp_purge_routes(struct kvs_datapath *dp, uint32_t b)
+{
+	struct purge p = { .dp = dp, .b = b };
+	int err;
+
+	if (dp->in_memory || b >= KVS_MAX_BACKENDS)
+		return 0;
+	p.gen = __atomic_load_n(&dp->backends[b].route_gen, __ATOMIC_ACQUIRE);
+	err = kvs_dp_walk_routes(dp, purge_route, &p);
+	p.n += kvs_dp_del_routes(dp, &p.w);
+	return err ? err : p.n;
+}
+
 int kvs_dp_route_current(const struct kvs_datapath *dp, const struct kvs_route *r)
 {
 	return r->backend < KVS_MAX_BACKENDS &&

@@ -177,6 +177,12 @@ int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *c
 bool kvs_dp_inflight_has(struct kvs_datapath *dp, const struct kvs_req_key *k);
 /* Voids every route to backend b at once (it left, or came back empty). */
 void kvs_dp_withdraw_routes(struct kvs_datapath *dp, uint32_t b);
+/* Deletes the routes to b that are void (b's slot has moved on since
+ * they were installed), their tenants' counts lowered (kvs_withdraw): for
+ * a backend removed, whose routes would otherwise hold map entries and
+ * their tenants' shares until the LRU or a trim took them. Walks the whole
+ * map. How many, or -errno. */
+long kvs_dp_purge_routes(struct kvs_datapath *dp, uint32_t b);
 /* Whether backend b's route_gen is still gen (it has not left since). */
 int kvs_dp_gen_current(const struct kvs_datapath *dp, uint32_t b, uint32_t gen);
 /* Whether a route read from the map is current. */
