@@ -43,7 +43,8 @@ static const struct cmd cmds[] = {
 	  "             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
 	  "             explicit cache key), age, hits, whether still current\n"
 	  "  routes flush  delete every route (the controller re-learns them as the\n"
-	  "             prompts come again; the kernel's fast path restarts cold)\n" },
+	  "             prompts come again; the kernel's fast path restarts cold), and\n"
+	  "             take them off their tenants' route counts (route_shares)\n" },
 	{ "conns", ctl_conns, 0, FROM_MAPS,
 	  "  conns      every client and upstream connection (and the controller's two\n"
 	  "             pairs): addresses, TCP state, RTT, queues (inet_diag), frames,\n"
