@@ -72,6 +72,58 @@ int kvs_parser(struct __sk_buff *skb)
  * evicts about as many routes as a slow-path decision installs. Returns how
  * many were deleted.
  */
+/*
+ * The controller's route installs (struct kvs_install_batch), in one
+ * system call. A route the map holds is replaced whole (BPF_EXIST: the
+ * verdict sees the old route or the new one, never a backend with another
+ * route's generation), its counters copied from it just before: what the
+ * verdict adds to them in between (nanoseconds) is lost, which an update
+ * in place would avoid only at the price of a torn route.
+ */
+SEC("syscall")
+int kvs_install(struct kvs_install_batch *b)
+{
+	struct kvs_route nr = {
+		.backend = b->backend,
+		.gen = b->gen,
+		.tenant = b->tenant,
+		.installed_ns = b->installed_ns,
+	};
+	int done = 0;
+	__u32 i;
+
+	/* Unrolled, as kvs_withdraw: constant offsets into the context. */
+#pragma clang loop unroll(full)
+	for (i = 0; i < KVS_INSTALL_BATCH; i++) {
+		struct kvs_route *r;
+		__u64 hash;
+		__u32 was = KVS_INSTALL_NEW;
+
+		if (i >= b->n)
+			break;
+		hash = b->e[i].hash;
+		nr.depth_blocks = b->e[i].depth_blocks;
+		nr.hits = 0;
+		nr.hot_at = 0;
+		nr.hot_cur = nr.hot_prev = 0;
+		r = bpf_map_lookup_elem(&routes, &hash);
+		if (r) {
+			was = r->tenant < KVS_MAX_TENANTS ? r->tenant : 0;
+			nr.hits = r->hits;
+			nr.hot_at = r->hot_at;
+			nr.hot_cur = r->hot_cur;
+			nr.hot_prev = r->hot_prev;
+		}
+		if (bpf_map_update_elem(&routes, &hash, &nr, r ? BPF_EXIST : BPF_NOEXIST)) {
+			b->e[i].was = KVS_INSTALL_FAILED;
+			continue;
+		}
+		b->e[i].was = was;
+		done++;
+	}
+	return done;
+}
+
 SEC("syscall")
 int kvs_withdraw(struct kvs_withdraw_batch *b)
 {

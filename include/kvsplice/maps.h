@@ -320,6 +320,32 @@ struct kvs_route {
 };
 
 /*
+ * Routes the controller installs in one go (the kvs_install program, run
+ * with BPF_PROG_RUN) for a request it decided: each written where the map
+ * has no route for its hash, or written over the route there with that
+ * route's counters (hits, the hot window) kept, so that a hot prefix the
+ * controller re-decides stays hot. The program says in was what the hash
+ * had: KVS_INSTALL_NEW (nothing), KVS_INSTALL_FAILED (not written), or
+ * the tenant index whose share counted the route it replaced.
+ */
+#define KVS_INSTALL_BATCH 32
+#define KVS_INSTALL_NEW 0xffffffffu
+#define KVS_INSTALL_FAILED 0xfffffffeu
+struct kvs_install {
+	__u64 hash;
+	__u32 depth_blocks;
+	__u32 was; /* written by the program */
+};
+struct kvs_install_batch {
+	__u32 n;
+	__u32 backend;
+	__u32 gen;
+	__u32 tenant;
+	__u64 installed_ns;
+	struct kvs_install e[KVS_INSTALL_BATCH];
+};
+
+/*
  * Routes the controller withdraws in one go (the kvs_withdraw program, run
  * with BPF_PROG_RUN): each is deleted if it still names that backend (a
  * route re-pointed since is not the caller's to remove).

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * The controller's route installs (kvs_dp_add_routes) on a real routes map
- * (an LRU hash as the kernel's, made here: needs CAP_BPF): a route
- * installed over one the map holds keeps the kernel's counters (hits, the
- * hot window), and only routes new to the map, or moved from another
- * tenant, count against the tenant's share of the map.
+ * (needs CAP_BPF): through the kvs_install program, as the controller runs
+ * them, and through the fallback that does its work from userspace. A
+ * route installed over one the map holds keeps the kernel's counters
+ * (hits, the hot window), and only routes new to the map, or moved from
+ * another tenant, count against the tenant's share of the map.
  */
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,11 +20,26 @@
 #include <cmocka.h>
 
 #include "datapath.h"
+#include "kvsplice.skel.h"
 
 struct fixture {
 	struct kvs_datapath dp;
 };
 
+static int fixture_init(struct fixture *f)
+{
+	f->dp.backends = calloc(KVS_MAX_BACKENDS, sizeof(*f->dp.backends));
+	f->dp.shares = calloc(KVS_MAX_TENANTS, sizeof(*f->dp.shares));
+	if (f->dp.routes_fd < 0 || !f->dp.backends || !f->dp.shares) {
+		print_error("routes map: %s (needs CAP_BPF)\n", strerror(errno));
+		return -1;
+	}
+	for (uint32_t t = 0; t < 4; t++)
+		f->dp.shares[t].share = 100;
+	return 0;
+}
+
+/* A routes map of the test's own, installs done from userspace. */
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -31,23 +48,43 @@ static int setup(void **state)
 		return -1;
 	f->dp.routes_fd = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "test_routes", sizeof(__u64),
 					 sizeof(struct kvs_route), 1024, NULL);
-	f->dp.backends = calloc(KVS_MAX_BACKENDS, sizeof(*f->dp.backends));
-	f->dp.shares = calloc(KVS_MAX_TENANTS, sizeof(*f->dp.shares));
-	if (f->dp.routes_fd < 0 || !f->dp.backends || !f->dp.shares) {
-		print_error("bpf_map_create: %s (needs CAP_BPF)\n", strerror(errno));
+	*state = f;
+	return fixture_init(f);
+}
+
+/* The gateway's own object: kvs_install alone loaded, nothing pinned. */
+static int setup_prog(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct bpf_program *p;
+	struct bpf_map *m;
+
+	if (!f)
+		return -1;
+	*state = f;
+	f->dp.routes_fd = -1;
+	f->dp.skel = kvsplice_bpf__open();
+	if (!f->dp.skel)
+		return -1;
+	bpf_object__for_each_program(p, f->dp.skel->obj)
+		bpf_program__set_autoload(p, p == f->dp.skel->progs.kvs_install);
+	bpf_object__for_each_map(m, f->dp.skel->obj) bpf_map__set_pin_path(m, NULL);
+	if (kvsplice_bpf__load(f->dp.skel)) {
+		print_error("kvsplice.bpf.o: %s (needs CAP_BPF)\n", strerror(errno));
 		return -1;
 	}
-	for (uint32_t t = 0; t < 4; t++)
-		f->dp.shares[t].share = 100;
-	*state = f;
-	return 0;
+	f->dp.routes_fd = bpf_map__fd(f->dp.skel->maps.routes);
+	return fixture_init(f);
 }
 
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	close(f->dp.routes_fd);
+	if (f->dp.skel)
+		kvsplice_bpf__destroy(f->dp.skel);
+	else if (f->dp.routes_fd >= 0)
+		close(f->dp.routes_fd);
 	free(f->dp.backends);
 	free(f->dp.shares);
 	free(f);
@@ -151,6 +188,10 @@ static void full_share_reinstalls(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(reinstall_keeps_counters, setup_prog, teardown),
+		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup_prog, teardown),
+		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup_prog, teardown),
+		cmocka_unit_test_setup_teardown(full_share_reinstalls, setup_prog, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_keeps_counters, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup, teardown),

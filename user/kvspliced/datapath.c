@@ -491,85 +491,128 @@ void kvs_dp_set_index_blocks(struct kvs_datapath *dp, uint32_t b, uint64_t block
 	__atomic_store_n(&dp->backends[b].index_blocks, blocks, __ATOMIC_RELAXED);
 }
 
-/* kvs_dp_add_routes: a route new to the map, no tenant's yet. */
-#define SHARE_NONE UINT32_MAX
+/* Whether n more routes fit tenant's share (no share: always). */
+static bool share_fits(const struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
+{
+	const struct kvs_route_share *rs;
+	uint64_t share;
+
+	if (!dp->shares || tenant >= KVS_MAX_TENANTS)
+		return true;
+	rs = &dp->shares[tenant];
+	share = __atomic_load_n(&rs->share, __ATOMIC_RELAXED);
+	return !share || __atomic_load_n(&rs->routes, __ATOMIC_RELAXED) + n <= share;
+}
+
+/* What the hash of route e has in the map now: KVS_INSTALL_NEW, or the
+ * tenant whose share counts its route (*old: that route). */
+static uint32_t route_was(struct kvs_datapath *dp, const struct kvs_install *e,
+			  struct kvs_route *old)
+{
+	if (bpf_map_lookup_elem(dp->routes_fd, &e->hash, old))
+		return KVS_INSTALL_NEW;
+	return old->tenant < KVS_MAX_TENANTS ? old->tenant : 0;
+}
+
+/* kvs_install's work from here, where the program cannot run (a test's
+ * map without it): each route read, then written with its counters. */
+static void install_here(struct kvs_datapath *dp, struct kvs_install_batch *b)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		struct kvs_route old = { 0 }, r;
+
+		b->e[i].was = route_was(dp, &b->e[i], &old);
+		r = (struct kvs_route){
+			.backend = b->backend,
+			.depth_blocks = b->e[i].depth_blocks,
+			.gen = b->gen,
+			.tenant = b->tenant,
+			.installed_ns = b->installed_ns,
+			.hits = old.hits,
+			.hot_at = old.hot_at,
+			.hot_cur = old.hot_cur,
+			.hot_prev = old.hot_prev,
+		};
+		if (bpf_map_update_elem(dp->routes_fd, &b->e[i].hash, &r, BPF_ANY))
+			b->e[i].was = KVS_INSTALL_FAILED;
+	}
+}
 
 /*
- * A route installed over one the map holds keeps the kernel's counters
- * (hits, the hot window): the controller re-installing a hot route it
- * re-decided must not make it forget its rate, nor make trimming take a
- * working-set route for an unused one. Read, then written whole: what the
- * kernel counts on that entry between the two (microseconds) is lost, as a
- * spin lock in every route would cost the verdict more than those counts
- * are worth. Only routes new to the map, or moved from another tenant,
- * count against the tenant's share (a hash given twice counts once).
+ * Routes hashes[i] -> backend, through kvs_install (one system call): a
+ * route the map holds keeps the kernel's counters (hits, the hot window),
+ * so a hot route the controller re-decides does not forget its rate, nor
+ * does trimming take a working-set route for an unused one. Reading each
+ * route first from here cost a system call a route (2-3 us each, 11 a
+ * decision), and a route the kernel learnt in between was overwritten.
+ * Only routes new to the map, or moved from another tenant, count against
+ * the tenant's share (a hash given twice counts once): all are counted
+ * before, as if new, and what the program found is given back; near a
+ * full share they are read first, so that routes the map holds, which
+ * add nothing, are not refused.
  */
 uint32_t kvs_dp_add_routes(struct kvs_datapath *dp, const uint64_t *hashes, const uint32_t *depths,
 			   uint32_t n, uint32_t backend, uint32_t tenant)
 {
-	struct kvs_route r[KVS_DP_MAX_ROUTE_BATCH], old;
-	uint32_t was[KVS_DP_MAX_ROUTE_BATCH]; /* the tenant it counted for; NONE: new */
-	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+	struct kvs_install_batch b = { 0 };
+	bool taken[KVS_INSTALL_BATCH];
 	struct timespec ts;
-	uint32_t i, j, count, fresh = 0;
-	__u32 gen;
-	__u64 now;
+	uint32_t i, j, done = 0, fresh = 0;
+	struct kvs_route old;
 
+	_Static_assert(KVS_DP_MAX_ROUTE_BATCH <= KVS_INSTALL_BATCH, "one kvs_install a request");
 	if (n > KVS_DP_MAX_ROUTE_BATCH)
 		n = KVS_DP_MAX_ROUTE_BATCH;
 	if (tenant >= KVS_MAX_TENANTS)
 		tenant = 0;
-	if (!n)
+	if (!n || dp->in_memory)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-	gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED);
+	b.backend = backend;
+	b.gen = __atomic_load_n(&dp->backends[backend].route_gen, __ATOMIC_RELAXED);
+	b.tenant = tenant;
+	b.installed_ns = (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 	for (i = 0; i < n; i++) {
-		r[i] = (struct kvs_route){
-			.backend = backend,
-			.depth_blocks = depths[i],
-			.gen = gen,
-			.tenant = tenant,
-			.installed_ns = now,
-		};
-		was[i] = tenant; /* a repeat of an earlier hash: counted there */
-		for (j = 0; j < i && hashes[j] != hashes[i]; j++)
+		for (j = 0; j < b.n && b.e[j].hash != hashes[i]; j++)
 			;
-		if (j < i)
+		if (j == b.n) /* (a hint at a checkpoint's depth: the same route) */
+			b.e[b.n++] = (struct kvs_install){ .hash = hashes[i],
+							   .depth_blocks = depths[i] };
+	}
+	if (share_fits(dp, tenant, b.n) && kvs_dp_share_take(dp, tenant, b.n)) {
+		memset(taken, 1, sizeof(taken));
+	} else {
+		for (i = 0; i < b.n; i++) {
+			taken[i] = route_was(dp, &b.e[i], &old) != tenant;
+			fresh += taken[i];
+		}
+		if (fresh && !kvs_dp_share_take(dp, tenant, fresh))
+			return 0;
+	}
+	if (dp->skel) {
+		LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &b, .ctx_size_in = sizeof(b));
+
+		if (bpf_prog_test_run_opts(bpf_program__fd(dp->skel->progs.kvs_install), &run))
+			install_here(dp, &b);
+	} else {
+		install_here(dp, &b);
+	}
+	/* The counts as the map turned out. */
+	for (i = 0; i < b.n; i++) {
+		uint32_t was = b.e[i].was;
+
+		done += was != KVS_INSTALL_FAILED;
+		if (was == KVS_INSTALL_FAILED || was == tenant) {
+			if (taken[i])
+				kvs_dp_share_put(dp, tenant, 1);
 			continue;
-		if (bpf_map_lookup_elem(dp->routes_fd, &hashes[i], &old) == 0) {
-			r[i].hits = old.hits;
-			r[i].hot_at = old.hot_at;
-			r[i].hot_cur = old.hot_cur;
-			r[i].hot_prev = old.hot_prev;
-			was[i] = old.tenant < KVS_MAX_TENANTS ? old.tenant : 0;
-		} else {
-			was[i] = SHARE_NONE;
 		}
-		fresh += was[i] != tenant;
+		if (was != KVS_INSTALL_NEW)
+			kvs_dp_share_put(dp, was, 1);
+		if (!taken[i])
+			kvs_dp_share_adjust(dp, tenant, 1);
 	}
-	if (fresh && !kvs_dp_share_take(dp, tenant, fresh))
-		return 0;
-	count = n;
-	if (bpf_map_update_batch(dp->routes_fd, hashes, r, &count, &opts) == 0) {
-		for (i = 0; i < n; i++)
-			if (was[i] != tenant && was[i] != SHARE_NONE)
-				kvs_dp_share_put(dp, was[i], 1);
-		return n;
-	}
-	/* A kernel without batches for this map, or a key refused: all again
-	 * one by one (updating a route twice is harmless); a route not
-	 * installed gives back what it took. */
-	for (i = 0, count = 0; i < n; i++) {
-		if (bpf_map_update_elem(dp->routes_fd, &hashes[i], &r[i], BPF_ANY) == 0) {
-			count++;
-			if (was[i] != tenant && was[i] != SHARE_NONE)
-				kvs_dp_share_put(dp, was[i], 1);
-		} else if (was[i] != tenant) {
-			kvs_dp_share_put(dp, tenant, 1);
-		}
-	}
-	return count;
+	return done == b.n ? n : done;
 }
 
 int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
@@ -587,10 +630,9 @@ int kvs_dp_del_route(struct kvs_datapath *dp, uint64_t hash, uint32_t b)
 }
 
 /*
- * Route shares. Installs are counted before they are made (a route the
- * kernel learns between kvs_dp_add_routes' look-up and its write counts
- * twice until the controller's next recount): a count too high refuses a
- * little early, one too low could let the shares overflow the map.
+ * Route shares. Installs are counted before they are made: a count too
+ * high refuses a little early, one too low could let the shares overflow
+ * the map.
  */
 bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
 {
