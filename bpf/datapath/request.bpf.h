@@ -278,6 +278,22 @@ static __always_inline void hot_placed(struct kvs_stats *st, struct kvs_backend 
 }
 
 /*
+ * A void route replaced by the request's placement (learn_route with
+ * BPF_ANY): counted as learnt for the request's tenant, so its former
+ * tenant's share no longer counts it. Without this it stayed counted to
+ * both until the controller's recount.
+ */
+static __always_inline void learn_over(__u32 b, const struct kvs_backend *be, __u64 hash,
+				       __u32 depth, __u32 tenant, struct kvs_stats *st)
+{
+	struct kvs_route *r = lookup_route(hash);
+	__u32 was = r ? (r->tenant < KVS_MAX_TENANTS ? r->tenant : 0) : KVS_MAX_TENANTS;
+
+	if (learn_route(b, be, hash, depth, BPF_ANY, tenant, st) == 0 && was < KVS_MAX_TENANTS)
+		share_uncount(was);
+}
+
+/*
  * The routes a request sent to d->backend teaches (global, as report()):
  * the backend now holds the whole prompt, so every checkpoint deeper than
  * the match routes there, and for a placement its cache key and hinted
@@ -317,13 +333,13 @@ __noinline int learn(struct kvs_chain *ch, const struct kvs_hdr *h, const struct
 	n = ch->n;
 	if (d->why >= KVS_WHY_COLD) {
 		hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
-		if (d->cache_key)
-			learn_route(b, be, d->cache_key, 0,
-				    d->why == KVS_WHY_STALE && !d->depth ? BPF_ANY : BPF_NOEXIST, t,
-				    st);
+		if (d->cache_key && d->why == KVS_WHY_STALE && !d->depth)
+			learn_over(b, be, d->cache_key, 0, t, st);
+		else if (d->cache_key)
+			learn_route(b, be, d->cache_key, 0, BPF_NOEXIST, t, st);
 		if (d->why == KVS_WHY_STALE && d->depth)
-			learn_route(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
-				    d->depth, BPF_ANY, t, st);
+			learn_over(b, be, ch->h[(d->depth - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)],
+				   d->depth, t, st);
 		if (hint > d->depth && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
 			learn_route(b, be, ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], hint,
 				    BPF_NOEXIST, t, st);

@@ -220,10 +220,9 @@ static __always_inline int backend_accepts(const struct kvs_backend *be)
 }
 
 /* One route, unless the key has one (the controller's decisions and the
- * routes learned before stand). */
-static __always_inline void learn_route(__u32 b, const struct kvs_backend *be, __u64 hash,
-					__u32 depth, __u64 flags, __u32 tenant,
-					struct kvs_stats *st)
+ * routes learned before stand). 0 if written. */
+static __always_inline int learn_route(__u32 b, const struct kvs_backend *be, __u64 hash,
+				       __u32 depth, __u64 flags, __u32 tenant, struct kvs_stats *st)
 {
 	struct kvs_route r = {
 		.backend = b,
@@ -233,8 +232,10 @@ static __always_inline void learn_route(__u32 b, const struct kvs_backend *be, _
 		.installed_ns = bpf_ktime_get_ns(),
 	};
 
-	if (bpf_map_update_elem(&routes, &hash, &r, flags) == 0)
-		st->routes_learned++;
+	if (bpf_map_update_elem(&routes, &hash, &r, flags))
+		return -1;
+	st->routes_learned++;
+	return 0;
 }
 
 #endif /* KVS_DP_ROUTE_BPF_H */

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A void route the kernel replaces moves from its former tenant's count
+# (route_shares) to the count of the tenant whose request replaced it.
+# Tenant 1 teaches the routes of a prompt; the backend they name goes
+# down (its routes void); tenant 2 (another source with the same cache
+# salt, so the same prefix hashes) sends the same prompt: the kernel finds
+# the void route, places the request anew and writes its route over the
+# void one. Before, the replaced route stayed counted to tenant 1 as well
+# as to tenant 2 until the controller's recount (10 s).
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.01
+kvs_start_sim B --time-scale 0.01
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--tenant-routes 1000 --tenant-source 127.0.0.2=111 --tenant-source 127.0.0.3=111
+cat >"$KVS_TMP/send.py" <<'PY'
+# send.py PORT SOURCE TAG: one request, a prompt of 2048 bytes (32 blocks:
+# 4 checkpoint routes); prints 1 once its END came.
+import sys
+import kvs1
+port, src, tag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = kvs1.connect(port, src)
+s.sendall(kvs1.request((f"{tag} " * 400).encode()[:2048], 1))
+f = kvs1.Reader(s).until_end()
+if f.type == kvs1.ERROR:
+    sys.exit(f"ERROR: {f.text()}")
+print(1)
+PY
+send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
+share() {
+	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
+		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
+}
+routes_of() {
+	bpftool map dump pinned "$KVS_PIN/routes" -j |
+		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
+}
+
+assert_eq "tenant 1: the prompt answered" "$(send 127.0.0.2 shared-prompt)" 1
+assert_eq "tenant 1: its routes" "$(routes_of 1)" 4
+b=$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq '[.[].formatted.value.backend] | unique | .[0]')
+kill "${KVS_PIDS[$b]}" # the simulator its routes name
+assert_eq "the routes' backend down" "$(kvs_wait_backend "$b" down)" down
+s0=$(kvs_stats)
+assert_eq "tenant 2: the same prompt answered" "$(send 127.0.0.3 shared-prompt)" 1
+s1=$(kvs_stats)
+assert_ge "a void route found" $(($(jget "$s1" .pass_stale) - $(jget "$s0" .pass_stale))) 1
+replaced=$(routes_of 2)
+assert_ge "tenant 2: the route it wrote over the void one" "$replaced" 1
+# At once, not at the recount: each count is what the map holds.
+assert_eq "tenant 1: counted" "$(share 1 routes)" "$(routes_of 1)"
+assert_eq "tenant 2: counted" "$(share 2 routes)" "$replaced"
+assert_eq "tenant 1: its routes, less the replaced" "$(routes_of 1)" $((4 - replaced))
+echo "PASS test_routes_stale_shares"
