@@ -261,9 +261,12 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
  * (gw_feedback). */
 static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
 {
-	for (uint32_t b = 0; b < nb; b++)
+	for (uint32_t b = 0; b < nb; b++) {
+		if (be[b].work > be[b].fb.peak_work)
+			be[b].fb.peak_work = be[b].work;
 		if (kvs_policy_feedback(pol, b, &be[b].fb))
 			be[b].fb = (struct kvs_feedback){ 0 };
+	}
 }
 
 static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb,

@@ -214,7 +214,8 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
 	uint64_t seen = f->predicted + surprising;
 	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
-	double miss, surprise, next = cap;
+	uint64_t cap_tokens = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS;
+	double miss, surprise, squeeze, next = cap;
 
 	/* A step rests on a sample of the index, a sixteenth of its size in
 	 * cached tokens: over one or two requests a share is 0 or 1, and a
@@ -224,6 +225,16 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	miss = f->predicted ? (double)f->mispredicted / (double)f->predicted : 0;
 	surprise = (double)surprising / (double)seen;
 	pol->known[b] = 0;
+	/* Misses the backend's load explains are not evidence: under a load
+	 * that fills its KV with running requests, a server keeps little of
+	 * its cache, the gateway's predictions miss, and an index shrunk on
+	 * that forgets where prefixes live, places them anew across the fleet
+	 * (copies everywhere, more misses), and the hit rate collapses to
+	 * round robin's (docs/EVALUATION.md, "Heavy load (item 5)"). */
+	squeeze = cap_tokens ? (double)f->peak_work / (double)cap_tokens : 0;
+	if (squeeze > 1)
+		squeeze = 1;
+	miss -= squeeze;
 	if (miss > 0.05) {
 		/* Too large: in proportion to what was believed and not
 		 * there, at most half. Near the truth misses are few, so the

@@ -142,9 +142,14 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * (docs/ARCHITECTURE.md, "The backends' reports correct the index"): of the
  * cached tokens the gateway `predicted`, `mispredicted` were not there;
  * `unexpected` were there and not predicted (kvs_unexpected_cached). More
- * than 5% of the prediction missing means the index believes b holds more
- * than it does (a smaller cache than configured, other gateways' traffic):
- * it shrinks by half that share, evicting as the backend does. Else more
+ * than 5% of the prediction missing, beyond what b's load explains, means
+ * the index believes b holds more than it does (a smaller cache than
+ * configured, other gateways' traffic): it shrinks by half that excess,
+ * evicting as the backend does. The load explains a share of misses up to
+ * the squeeze, peak_work over the index's size (at most 1): a server
+ * evicts cached prefixes, oldest first, to make room for its running
+ * requests' KV, so that share of the index's oldest entries may be gone
+ * without the index being too large, and it comes back as the load falls. Else more
  * than 1% of the hits unexpected means it forgot what b still holds (a
  * larger cache than configured): it grows by n/2 times that share (n
  * backends), at most a quarter a step. Between the two it holds. Bounded
@@ -164,6 +169,10 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
 #define KVS_POLICY_FEEDBACK_GROW 4
 struct kvs_feedback {
 	uint64_t predicted, mispredicted, unexpected; /* tokens */
+	/* The most outstanding work (tokens, as the gateway charges it) seen
+	 * on b during the interval, sampled each tick: kvs_policy_feedback
+	 * reads it as the KV its running requests took from its cache. */
+	uint64_t peak_work;
 };
 int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f);
 

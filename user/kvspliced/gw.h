@@ -188,6 +188,7 @@ struct gw_backend {
 	char name[64]; /* addr as ADDR:PORT */
 	/* END counters when the index was last corrected */
 	uint64_t fb_predicted, fb_mispredicted, fb_unexpected;
+	uint64_t fb_peak_work; /* the most outstanding work since them */
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
