@@ -426,6 +426,40 @@ static void feedback_resizes_index(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* Misses the backend's load explains do not shrink the index: with its
+ * outstanding work at a share of the index's size (the squeeze), only the
+ * miss share beyond it counts. 64,000 blocks are 1,024,000 tokens; a 30%
+ * miss share under a 25% squeeze holds, under 10% shrinks by (30-10)/2 =
+ * 10%, and a backend whose running requests take its whole cache never
+ * shrinks its index, whatever it misses. */
+static void load_explains_misses(void **state)
+{
+	struct sim s;
+	struct kvs_feedback f = { .predicted = 64000, .mispredicted = 19200 };
+	int i;
+
+	(void)state;
+	sim_init(&s, 64000);
+	f.peak_work = 256000;
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, &f), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
+	f.peak_work = 102400;
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, &f), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 57600);
+	f = (struct kvs_feedback){ .predicted = 1u << 24,
+				   .mispredicted = 1u << 24,
+				   .peak_work = 1ull << 40 };
+	for (i = 0; i < 100; i++)
+		kvs_policy_feedback(&s.pol, 2, &f);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 64000);
+	/* the same misses without the load: down to the floor */
+	f.peak_work = 0;
+	for (i = 0; i < 100; i++)
+		kvs_policy_feedback(&s.pol, 2, &f);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 64);
+	kvs_policy_free(&s.pol);
+}
+
 /* Hits the index knew of, under a request the kernel charged as uncached
  * (placed as new on a backend holding its system prompt), are not
  * unexpected: they do not grow the index; the same hits unknown do. */
@@ -645,6 +679,7 @@ int main(void)
 		cmocka_unit_test(known_depth_counts_as_cached),
 		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(load_explains_misses),
 		cmocka_unit_test(known_hits_are_not_surprises),
 		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(index_eviction_reaches_the_hook),
