@@ -488,6 +488,8 @@ struct kvs_ctl_stats {
 	__u64 budget_dropped; /* PINGs and CANCELs dropped by the userspace path
 			       * (the kernel's: kvs_stats.drop_budget) */
 	__u64 budget_closed;  /* connections closed for staying over it */
+	__u64 decided_hot;    /* slow-path decisions: a hot prefix placed among
+			       * its replicas (include/kvsplice/place.h) */
 };
 
 #endif /* KVSPLICE_MAPS_H */

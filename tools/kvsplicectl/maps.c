@@ -104,7 +104,8 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(clients_idle_closed)                                                                     \
 	X(busy_budget)                                                                             \
 	X(budget_dropped)                                                                          \
-	X(budget_closed)
+	X(budget_closed)                                                                           \
+	X(decided_hot)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

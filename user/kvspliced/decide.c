@@ -122,6 +122,9 @@ static void count_decision(struct gw *g, enum kvs_reason r)
 	case KVS_R_COLD:
 		g->ctl.decided_cold++;
 		break;
+	case KVS_R_HOT:
+		g->ctl.decided_hot++;
+		break;
 	default:
 		break;
 	}
@@ -313,6 +316,9 @@ void gw_feedback(struct gw *g)
 	learn_output(g);
 	uint64_t pred, miss, surprise, work;
 	uint32_t b, cap;
+
+	/* the fleet's charged work as the last tick summed it */
+	kvs_policy_observe(&g->policy, kvs_now_ns(), g->seen_charged, g->expect_output);
 
 	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
