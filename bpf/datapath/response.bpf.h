@@ -151,11 +151,13 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 
 	/* The answer to the controller's health check (ping_backend()),
 	 * noted as passed up: until the controller reads it, it waits in the
-	 * punt socket behind what clients had punted before it (health.c). */
+	 * punt socket behind what clients had punted before it (health.c).
+	 * Only as the controller takes it (gw_conn 0): a PONG it would not
+	 * take as an answer must not hold the check either. */
 	if (h->type == KVS_T_PONG) {
 		int v = punt(skb, st);
 
-		if (v == SK_PASS && be)
+		if (v == SK_PASS && be && h->gw_conn == 0)
 			be->pong_seen = bpf_be64_to_cpu(h->req_id);
 		return v;
 	}

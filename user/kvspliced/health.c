@@ -125,7 +125,9 @@ static int punt_unread(const struct gw *g)
  * no ioctl counts), and the controller, starved of CPU or flooded, reads
  * slower than they come. It is held until read, as the controller reads
  * that socket in order; the reading then goes on as for any answer
- * (ready or not). Held once per check: counted and logged.
+ * (ready or not). It ends without the answer only if the punt pair is
+ * lost or its stream discarded as corrupt (kpath.c forgets the notes):
+ * then the check fails as before. Held once per check: counted, logged.
  */
 static bool pong_queued(struct gw *g, uint32_t b, uint64_t now)
 {
