@@ -89,6 +89,7 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(frame_timeouts)                                                                          \
 	X(busy_client)                                                                             \
 	X(health_failures)                                                                         \
+	X(health_held)                                                                             \
 	X(user_path_frames)                                                                        \
 	X(user_path_bytes)                                                                         \
 	X(user_path_no_client)                                                                     \
