@@ -149,9 +149,18 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 {
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
 
-	/* The answer to the controller's health check (ping_backend()). */
-	if (h->type == KVS_T_PONG)
-		return punt(skb, st);
+	/* The answer to the controller's health check (ping_backend()),
+	 * noted as passed up: until the controller reads it, it waits in the
+	 * punt socket behind what clients had punted before it (health.c).
+	 * Only as the controller takes it (gw_conn 0): a PONG it would not
+	 * take as an answer must not hold the check either. */
+	if (h->type == KVS_T_PONG) {
+		int v = punt(skb, st);
+
+		if (v == SK_PASS && be && h->gw_conn == 0)
+			be->pong_seen = bpf_be64_to_cpu(h->req_id);
+		return v;
+	}
 	if (!is_response(h->type)) {
 		st->drop_bad_upstream++;
 		return SK_DROP;

@@ -297,7 +297,11 @@ struct kvs_backend {
 	/* Controller-written, for operators: */
 	struct kvs_endpoint addr;    /* the backend's address */
 	struct kvs_be_report report; /* its last PONG */
-	char reason[128];	     /* why it is not up (the last failure); "" while up */
+	/* Kernel: req_id of the last health-check PONG it passed up to the
+	 * controller (the controller zeroes it with each PING): an answer
+	 * the controller has not read yet is not the backend's silence. */
+	__u64 pong_seen;
+	char reason[128]; /* why it is not up (the last failure); "" while up */
 };
 
 /* routes map value, key = prefix or cache-key hash (include/kvsplice/hash.h). */
@@ -489,6 +493,8 @@ struct kvs_ctl_stats {
 				  * --max-client-inflight in flight */
 	__u64 health_failures;	    /* backends ejected: no PONG to the health
 				  * check within three intervals */
+	__u64 health_held;	    /* checks past their deadline whose PONG the
+				  * kernel had passed up, unread: not ejected */
 	__u64 user_path_frames;	    /* requests the userspace data path routed */
 	__u64 user_path_bytes;	    /* bytes of them it copied */
 	__u64 user_path_no_client;  /* responses on the userspace path whose
@@ -514,6 +520,8 @@ struct kvs_ctl_stats {
 	__u64 budget_dropped; /* PINGs and CANCELs dropped by the userspace path
 			       * (the kernel's: kvs_stats.drop_budget) */
 	__u64 budget_closed;  /* connections closed for staying over it */
+	__u64 decided_hot;    /* slow-path decisions: a hot prefix placed among
+			       * its replicas (include/kvsplice/place.h) */
 };
 
 #endif /* KVSPLICE_MAPS_H */

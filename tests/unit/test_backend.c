@@ -247,6 +247,37 @@ static void taken_over_counters(void **state)
 	assert_int_equal(kvs_policy_index_blocks(&g->policy, b), size);
 }
 
+/* The outstanding work the controller sees on its ticks is the squeeze
+ * kvs_policy_feedback weighs misses against: the peak over the interval,
+ * even when the load has gone by the tick that corrects, and only since
+ * the last correction. */
+static void loaded_backend_keeps_its_index(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct kvs_backend *k = &g->dp.backends[0];
+	uint32_t size = kvs_policy_index_blocks(&g->policy, 0);
+
+	assert_true(g->be[0].present);
+	/* a tick under load, too little evidence yet */
+	k->outstanding_work = 1ull << 40;
+	k->predicted_cached += 1000;
+	k->mispredicted += 1000;
+	gw_feedback(g);
+	assert_int_equal(kvs_policy_index_blocks(&g->policy, 0), size);
+	/* the evidence arrives after the load has gone: every prediction
+	 * missed, all of it the load's doing */
+	k->outstanding_work = 0;
+	k->predicted_cached += 10000000;
+	k->mispredicted += 10000000;
+	gw_feedback(g);
+	assert_int_equal(kvs_policy_index_blocks(&g->policy, 0), size);
+	/* the next interval has no load: the same misses shrink it */
+	k->predicted_cached += 10000000;
+	k->mispredicted += 10000000;
+	gw_feedback(g);
+	assert_true(kvs_policy_index_blocks(&g->policy, 0) < size);
+}
+
 static void full(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
@@ -269,6 +300,7 @@ int main(void)
 		cmocka_unit_test(down_backoff_retry_probation),
 		cmocka_unit_test(apply_list),
 		cmocka_unit_test(taken_over_counters),
+		cmocka_unit_test(loaded_backend_keeps_its_index),
 		cmocka_unit_test(full),
 	};
 

@@ -271,6 +271,65 @@ static void hot_prefix_spills_with_affinity(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* A system prompt every new conversation shares (32 blocks of 96: over
+ * the 30% that makes a match decisive) at 100 requests/s on 4 backends,
+ * the clock and the fleet's charged work told every 100 ms as the
+ * controller's tick does: with hot prefixes, the prompt's requests go to
+ * replicas by the placement rule (KVS_R_HOT), every backend among them;
+ * without (p.hot 0, or nothing observed), they follow its holder, which
+ * keeps them until the load bound spills them (this load model's short
+ * queues spill early: the imbalance hot prefixes cure shows in
+ * kvsplice-bench sim, docs/EVALUATION.md). Distinct prefixes at the same
+ * rate are never hot. */
+static void run_system_prompt(struct sim *s, int hot, int observe, uint64_t sseed_step)
+{
+	struct kvs_decision d;
+	uint64_t h[MAXB], charged = 0;
+	int i;
+
+	sim_init(s, 100000);
+	s->pol.p.hot = hot;
+	for (i = 0; i < 600; i++) {
+		if (observe && i % 10 == 0) {
+			charged = 0;
+			for (uint32_t b = 0; b < NB; b++)
+				charged += s->work_done[b];
+			kvs_policy_observe(&s->pol, 1000000000ULL + (uint64_t)i * 10000000ULL,
+					   charged, DECODE_WORK);
+		}
+		route(s, h, chain(h, 0, 5 + (uint64_t)i * sseed_step, 32, 1000 + (uint64_t)i, 64),
+		      &d);
+	}
+}
+
+static void hot_system_prompt_replicates(void **state)
+{
+	struct sim on, off, unobserved, cold;
+
+	(void)state;
+	run_system_prompt(&on, 1, 1, 0);
+	run_system_prompt(&off, 0, 1, 0);
+	run_system_prompt(&unobserved, 1, 0, 0);
+	run_system_prompt(&cold, 1, 1, 1);
+	printf("system prompt: hot %llu decisions, %llu to a replica not the holder, work "
+	       "max/mean %.3f; without: %.3f, spills %llu\n",
+	       (unsigned long long)on.pol.decisions[KVS_R_HOT],
+	       (unsigned long long)on.pol.hot_replicas, work_max_over_mean(&on),
+	       work_max_over_mean(&off), (unsigned long long)off.pol.decisions[KVS_R_SPILL]);
+	assert_true(on.pol.decisions[KVS_R_HOT] > 400);
+	assert_true(on.pol.hot_replicas > 0);
+	for (uint32_t b = 0; b < NB; b++)
+		assert_true(on.reqs[b] > 600 / NB / 2);
+	assert_true(work_max_over_mean(&on) < 1.1);
+	assert_int_equal(off.pol.decisions[KVS_R_HOT], 0);
+	assert_int_equal(unobserved.pol.decisions[KVS_R_HOT], 0);
+	assert_int_equal(cold.pol.decisions[KVS_R_HOT], 0);
+	kvs_policy_free(&on.pol);
+	kvs_policy_free(&off.pol);
+	kvs_policy_free(&unobserved.pol);
+	kvs_policy_free(&cold.pol);
+}
+
 /* Two backends hold the prefix: the less loaded one gets the request,
  * every time, not a coin toss. */
 static void ties_go_to_the_less_loaded(void **state)
@@ -423,6 +482,40 @@ static void feedback_resizes_index(void **state)
 	for (i = 0; i < 100; i++)
 		fb(&s, 1, 1u << 20, 0, 1u << 20);
 	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 4 * 64000);
+	kvs_policy_free(&s.pol);
+}
+
+/* Misses the backend's load explains do not shrink the index: with its
+ * outstanding work at a share of the index's size (the squeeze), only the
+ * miss share beyond it counts. 64,000 blocks are 1,024,000 tokens; a 30%
+ * miss share under a 25% squeeze holds, under 10% shrinks by (30-10)/2 =
+ * 10%, and a backend whose running requests take its whole cache never
+ * shrinks its index, whatever it misses. */
+static void load_explains_misses(void **state)
+{
+	struct sim s;
+	struct kvs_feedback f = { .predicted = 64000, .mispredicted = 19200 };
+	int i;
+
+	(void)state;
+	sim_init(&s, 64000);
+	f.peak_work = 256000;
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, &f), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64000);
+	f.peak_work = 102400;
+	assert_int_equal(kvs_policy_feedback(&s.pol, 1, &f), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 57600);
+	f = (struct kvs_feedback){ .predicted = 1u << 24,
+				   .mispredicted = 1u << 24,
+				   .peak_work = 1ull << 40 };
+	for (i = 0; i < 100; i++)
+		kvs_policy_feedback(&s.pol, 2, &f);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 64000);
+	/* the same misses without the load: down to the floor */
+	f.peak_work = 0;
+	for (i = 0; i < 100; i++)
+		kvs_policy_feedback(&s.pol, 2, &f);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 64);
 	kvs_policy_free(&s.pol);
 }
 
@@ -640,11 +733,13 @@ int main(void)
 		cmocka_unit_test(unshared_spreads_evenly),
 		cmocka_unit_test(salts_never_share),
 		cmocka_unit_test(hot_prefix_spills_with_affinity),
+		cmocka_unit_test(hot_system_prompt_replicates),
 		cmocka_unit_test(ties_go_to_the_less_loaded),
 		cmocka_unit_test(index_is_bounded_like_the_backend),
 		cmocka_unit_test(known_depth_counts_as_cached),
 		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(load_explains_misses),
 		cmocka_unit_test(known_hits_are_not_surprises),
 		cmocka_unit_test(shrinking_evicts_lru_first),
 		cmocka_unit_test(index_eviction_reaches_the_hook),

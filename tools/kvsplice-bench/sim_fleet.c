@@ -261,9 +261,12 @@ static int pick_split(struct kvs_kr *kr, const struct backend *be, uint32_t nb, 
  * (gw_feedback). */
 static void feedback(struct kvs_policy *pol, struct backend *be, uint32_t nb)
 {
-	for (uint32_t b = 0; b < nb; b++)
+	for (uint32_t b = 0; b < nb; b++) {
+		if (be[b].work > be[b].fb.peak_work)
+			be[b].fb.peak_work = be[b].work;
 		if (kvs_policy_feedback(pol, b, &be[b].fb))
 			be[b].fb = (struct kvs_feedback){ 0 };
+	}
 }
 
 static void refresh_limit(struct kvs_kr *kr, const struct backend *be, uint32_t nb,
@@ -292,7 +295,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	double last_end = 0, next_tick = KR_TICK_MS;
 	uint64_t prompt = 0, cached = 0, out_tokens = 0;
 	/* what the gateway learns of output lengths (kvs_expect_output) */
-	uint64_t expect = KVS_EXPECT_OUTPUT_INIT, tick_out = 0, tick_ends = 0;
+	uint64_t expect = KVS_EXPECT_OUTPUT_INIT, tick_out = 0, tick_ends = 0, charged_total = 0;
 	uint32_t next = 0, done = 0, rr = 0, b, reported = 0;
 	struct sim_baseline *bl = NULL;
 	bool flushed = false;
@@ -325,6 +328,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	pp.index_blocks = (uint32_t)fmax(1, o->index_scale * o->kv_blocks);
 	pp.balance = o->balance;
 	pp.recompute_weight = o->recompute_weight;
+	pp.hot = o->hot;
 	kvs_policy_init(&pol, &pp, names);
 	if (p == P_KVSPLICE && o->model == M_SPLIT) {
 		kvs_kr_defaults(&kp, o->balance);
@@ -365,6 +369,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 				refresh_limit(kr, be, o->backends, present(o, join_ms, next_tick));
 			}
 			expect = kvs_expect_output(expect, tick_out, tick_ends);
+			kvs_policy_observe(&pol, (uint64_t)(next_tick * 1e6), charged_total,
+					   expect);
 			if (o->feedback)
 				feedback(&pol, be, o->backends);
 			while (ia.samples < SIM_INDEX_SAMPLES &&
@@ -418,6 +424,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 							 0;
 			}
 			be[r->backend].work += r->work;
+			charged_total += r->work;
 			be[r->backend].outstanding++;
 			kvs_engine_submit(&be[r->backend].eng, &r->eng);
 			next++;

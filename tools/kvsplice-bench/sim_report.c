@@ -28,9 +28,9 @@ static const char *why_name(uint32_t w)
 {
 	static const char *const split[] = { "punted", "key",	  "hint",  "prefix", "kept",
 					     "cold",   "shallow", "spill", "stale" };
-	static const char *const ctl[] = { "controller-none", "controller-prefix",
+	static const char *const ctl[] = { "controller-none",  "controller-prefix",
 					   "controller-spill", "controller-shared",
-					   "controller-cold" };
+					   "controller-cold",  "controller-hot" };
 
 	if (w < sizeof(split) / sizeof(split[0]))
 		return split[w];

@@ -89,6 +89,7 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(frame_timeouts)                                                                          \
 	X(busy_client)                                                                             \
 	X(health_failures)                                                                         \
+	X(health_held)                                                                             \
 	X(user_path_frames)                                                                        \
 	X(user_path_bytes)                                                                         \
 	X(user_path_no_client)                                                                     \
@@ -104,7 +105,8 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(clients_idle_closed)                                                                     \
 	X(busy_budget)                                                                             \
 	X(budget_dropped)                                                                          \
-	X(budget_closed)
+	X(budget_closed)                                                                           \
+	X(decided_hot)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

@@ -24,6 +24,7 @@ void kvs_policy_defaults(struct kvs_policy_params *p)
 	p->balance = KVS_POLICY_BALANCE;
 	p->min_match_share = KVS_POLICY_MIN_MATCH_SHARE;
 	p->recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT;
+	p->hot = 1;
 }
 
 uint32_t kvs_policy_balance_fp(double balance)
@@ -56,6 +57,9 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 		if (err)
 			goto fail;
 	}
+	err = kvs_hot_table_init(&pol->hot, KVS_POLICY_HOT_SLOTS);
+	if (err)
+		goto fail;
 	set_seeds(pol, names, p->nbackends);
 	return 0;
 fail:
@@ -70,6 +74,60 @@ void kvs_policy_free(struct kvs_policy *pol)
 	for (b = 0; b < KVS_MAX_BACKENDS; b++)
 		if (pol->index[b].table)
 			kvs_pcache_free(&pol->index[b]);
+	kvs_hot_table_free(&pol->hot);
+}
+
+void kvs_policy_observe(struct kvs_policy *pol, uint64_t now_ns, uint64_t fleet_charged,
+			uint64_t expect_output)
+{
+	pol->now_ns = now_ns;
+	pol->charged = fleet_charged;
+	pol->expect_output = expect_output;
+	kvs_hot_roll(&pol->hot_fleet, fleet_charged, now_ns);
+}
+
+/*
+ * Hot prefixes where the controller decides (kvs_policy_observe): counts
+ * the request in the window of each checkpoint prefix of its longest
+ * match (best blocks), and returns the replicas the deepest one needs, as
+ * a mask of backends (its holder, the one with best blocks cached and the
+ * least load, among them), or 0 when it is not hot.
+ */
+static uint64_t hot_members(struct kvs_policy *pol, const uint64_t *h, uint32_t best,
+			    uint32_t prompt_tokens, const uint32_t *cached, const uint64_t *load,
+			    const uint8_t *eligible, uint32_t n_ok)
+{
+	uint32_t j, cp, deep = 0, k, b;
+	uint64_t charge, share;
+	int holder = -1;
+
+	if (!pol->p.hot || !pol->now_ns)
+		return 0;
+	for (j = 0; j < KVS_MAX_CHECKPOINTS && (cp = kvs_checkpoint(j)) <= best; j++) {
+		kvs_hot_table_count(&pol->hot, h[cp - 1], pol->now_ns);
+		deep = cp;
+	}
+	if (!deep)
+		return 0;
+	charge = (prompt_tokens > (uint64_t)best * KVS_BLOCK_TOKENS ?
+			  prompt_tokens - (uint64_t)best * KVS_BLOCK_TOKENS :
+			  0) +
+		 pol->expect_output;
+	share = kvs_hot_share(&pol->hot_fleet, pol->charged, pol->now_ns, n_ok);
+	k = kvs_hot_replicas(kvs_hot_table_rate(&pol->hot, h[deep - 1], pol->now_ns), charge, share,
+			     n_ok);
+	if (k < 2)
+		return 0;
+	for (b = 0; b < pol->p.nbackends; b++)
+		if (eligible[b] && cached[b] >= best && (holder < 0 || load[b] < load[holder]))
+			holder = (int)b;
+	if (holder < 0)
+		return 0;
+	for (b = 0; b < pol->p.nbackends; b++) {
+		pol->place[b].load = load[b];
+		pol->place[b].ok = eligible[b];
+	}
+	return kvs_hot_members(h[deep - 1], (uint32_t)holder, pol->place, pol->p.nbackends, k);
 }
 
 /* The prompt as the index sees it: its group hashes, into pol->group_h. */
@@ -114,7 +172,7 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint32_t ng = group_hashes(pol, h, n);
-	uint64_t total = 0, bound;
+	uint64_t total = 0, bound, members;
 	double est, best_est = INFINITY;
 	int pick = -1, pick_in_bound = 0, shared;
 
@@ -143,9 +201,21 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	 * the kernel places one. */
 	shared = best > 0 &&
 		 (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
+	members = best ? hot_members(pol, h, best, prompt_tokens, cached, load, eligible, n_ok) : 0;
 	if (best == 0 || shared) {
 		pick = place_new(pol, place_key, load, eligible);
 		d->reason = shared ? KVS_R_SHARED : KVS_R_COLD;
+		goto out;
+	}
+	if (members) {
+		/* among its replicas by the placement rule, counted as a
+		 * placement, as the kernel places a hot route's request */
+		for (b = 0; b < pol->p.nbackends; b++)
+			pol->place[b].ok = eligible[b] && ((members >> b) & 1);
+		pick = kvs_place(place_key, pol->place, pol->p.nbackends);
+		d->reason = KVS_R_HOT;
+		if (pick >= 0 && cached[pick] < best)
+			pol->hot_replicas++;
 		goto out;
 	}
 
@@ -214,7 +284,8 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
 	uint64_t seen = f->predicted + surprising;
 	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
-	double miss, surprise, next = cap;
+	uint64_t cap_tokens = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS;
+	double miss, surprise, squeeze, next = cap;
 
 	/* A step rests on a sample of the index, a sixteenth of its size in
 	 * cached tokens: over one or two requests a share is 0 or 1, and a
@@ -224,6 +295,16 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	miss = f->predicted ? (double)f->mispredicted / (double)f->predicted : 0;
 	surprise = (double)surprising / (double)seen;
 	pol->known[b] = 0;
+	/* Misses the backend's load explains are not evidence: under a load
+	 * that fills its KV with running requests, a server keeps little of
+	 * its cache, the gateway's predictions miss, and an index shrunk on
+	 * that forgets where prefixes live, places them anew across the fleet
+	 * (copies everywhere, more misses), and the hit rate collapses to
+	 * round robin's (docs/EVALUATION.md, "Heavy load (item 5)"). */
+	squeeze = cap_tokens ? (double)f->peak_work / (double)cap_tokens : 0;
+	if (squeeze > 1)
+		squeeze = 1;
+	miss -= squeeze;
 	if (miss > 0.05) {
 		/* Too large: in proportion to what was believed and not
 		 * there, at most half. Near the truth misses are few, so the
@@ -352,8 +433,8 @@ const char *kvs_reason_name(enum kvs_reason r)
 {
 	static const char *const names[] = {
 		[KVS_R_NONE] = "none",	   [KVS_R_PREFIX] = "prefix", [KVS_R_SPILL] = "spill",
-		[KVS_R_SHARED] = "shared", [KVS_R_COLD] = "cold",
+		[KVS_R_SHARED] = "shared", [KVS_R_COLD] = "cold",     [KVS_R_HOT] = "hot",
 	};
 
-	return r <= KVS_R_COLD ? names[r] : "unknown";
+	return r <= KVS_R_HOT ? names[r] : "unknown";
 }

@@ -41,6 +41,7 @@
 #include "kvsplice/hash.h"
 #include "kvsplice/maps.h"
 #include "kvsplice/place.h"
+#include "hot_table.h"
 #include "prefix_cache.h"
 
 struct kvs_policy_params {
@@ -49,6 +50,7 @@ struct kvs_policy_params {
 	double balance;		/* load bound: at most balance x mean after the pick */
 	double min_match_share; /* a cached prefix below this share of the prompt is not decisive */
 	double recompute_weight; /* cost of a recomputed token vs a queued one */
+	int hot;		 /* replicate hot prefixes (kvs_policy_observe) */
 };
 
 #define KVS_POLICY_BALANCE 1.15
@@ -61,6 +63,9 @@ struct kvs_policy_params {
 #define KVS_POLICY_MAX_BLOCKS 16384
 #define KVS_POLICY_MIN_MATCH_SHARE 0.3
 #define KVS_POLICY_RECOMPUTE_WEIGHT 16.0 /* see above */
+/* Prefixes whose rate the controller tracks (hot_table.h): 24 bytes each,
+ * 768 KiB; a hot prefix keeps its slot. */
+#define KVS_POLICY_HOT_SLOTS 32768
 
 enum kvs_reason {
 	KVS_R_NONE = 0, /* no backend eligible */
@@ -68,6 +73,7 @@ enum kvs_reason {
 	KVS_R_SPILL,	/* a holder was too loaded: a second backend takes it */
 	KVS_R_SHARED,	/* only a short shared prefix is cached: placed as new */
 	KVS_R_COLD,	/* nobody holds it: placed (kvsplice/place.h) */
+	KVS_R_HOT,	/* a hot prefix: placed among its replicas */
 };
 
 struct kvs_decision {
@@ -93,8 +99,8 @@ struct kvs_policy {
 	/* Each backend as the placement rule sees it: its seed (the hash of
 	 * its name), and its decaying count of new prefixes placed. */
 	struct kvs_place_be place[KVS_MAX_BACKENDS];
-	uint32_t balance_fp;		    /* p.balance in 1/KVS_PLACE_ONE */
-	uint64_t decisions[KVS_R_COLD + 1]; /* by reason */
+	uint32_t balance_fp;		   /* p.balance in 1/KVS_PLACE_ONE */
+	uint64_t decisions[KVS_R_HOT + 1]; /* by reason */
 	kvs_policy_evict_fn on_evict;
 	void *evict_ctx;
 	struct kvs_policy_hook hooks[KVS_MAX_BACKENDS];
@@ -103,6 +109,13 @@ struct kvs_policy {
 	uint64_t known[KVS_MAX_BACKENDS];
 	/* the group hashes of the prompt being decided (decide's scratch) */
 	uint64_t group_h[KVS_POLICY_MAX_BLOCKS / KVS_INDEX_GROUP];
+	/* Hot prefixes (kvs_policy_observe): each checkpoint prefix's
+	 * requests per window, the fleet's charged work in windows, and what
+	 * the caller last said of the time and of the work charged. */
+	struct kvs_hot_table hot;
+	struct kvs_hot_fleet hot_fleet;
+	uint64_t now_ns, charged, expect_output;
+	uint64_t hot_replicas; /* requests sent to a replica not the holder */
 };
 
 void kvs_policy_defaults(struct kvs_policy_params *p);
@@ -133,6 +146,23 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
 		       const uint32_t *known, struct kvs_decision *d);
 
+/*
+ * What hot prefixes need where the controller decides (include/kvsplice/
+ * place.h, "Hot prefixes", the rule the kernel applies to the routes it
+ * follows): the time (ns), the fleet's work charged so far (tokens, over
+ * all time: the kernel's and the controller's), and the output a request
+ * is charged for (kvs_expect_output). Called on the caller's tick; until
+ * it is, and with p.hot 0, no prefix is hot. A prefix the request's
+ * longest cached match ends in (its deepest checkpoint) that brings more
+ * than one backend's share of the fleet's work, beyond Poisson noise, goes
+ * to kvs_hot_replicas() replicas, its holder and the next in rendezvous
+ * order, placed among them by the placement rule (reason KVS_R_HOT).
+ * Every checkpoint prefix of a request's match counts its rate, so a
+ * system prompt counts every turn that shares it.
+ */
+void kvs_policy_observe(struct kvs_policy *pol, uint64_t now_ns, uint64_t fleet_charged,
+			uint64_t expect_output);
+
 /* Longest prefix of h[0..n) that backend b is believed to hold, in blocks
  * (a multiple of KVS_INDEX_GROUP). Not const: it uses pol's scratch. */
 uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h, uint32_t n);
@@ -142,9 +172,14 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * (docs/ARCHITECTURE.md, "The backends' reports correct the index"): of the
  * cached tokens the gateway `predicted`, `mispredicted` were not there;
  * `unexpected` were there and not predicted (kvs_unexpected_cached). More
- * than 5% of the prediction missing means the index believes b holds more
- * than it does (a smaller cache than configured, other gateways' traffic):
- * it shrinks by half that share, evicting as the backend does. Else more
+ * than 5% of the prediction missing, beyond what b's load explains, means
+ * the index believes b holds more than it does (a smaller cache than
+ * configured, other gateways' traffic): it shrinks by half that excess,
+ * evicting as the backend does. The load explains a share of misses up to
+ * the squeeze, peak_work over the index's size (at most 1): a server
+ * evicts cached prefixes, oldest first, to make room for its running
+ * requests' KV, so that share of the index's oldest entries may be gone
+ * without the index being too large, and it comes back as the load falls. Else more
  * than 1% of the hits unexpected means it forgot what b still holds (a
  * larger cache than configured): it grows by n/2 times that share (n
  * backends), at most a quarter a step. Between the two it holds. Bounded
@@ -164,6 +199,10 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
 #define KVS_POLICY_FEEDBACK_GROW 4
 struct kvs_feedback {
 	uint64_t predicted, mispredicted, unexpected; /* tokens */
+	/* The most outstanding work (tokens, as the gateway charges it) seen
+	 * on b during the interval, sampled each tick: kvs_policy_feedback
+	 * reads it as the KV its running requests took from its cache. */
+	uint64_t peak_work;
 };
 int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f);
 

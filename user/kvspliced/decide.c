@@ -122,6 +122,9 @@ static void count_decision(struct gw *g, enum kvs_reason r)
 	case KVS_R_COLD:
 		g->ctl.decided_cold++;
 		break;
+	case KVS_R_HOT:
+		g->ctl.decided_hot++;
+		break;
 	default:
 		break;
 	}
@@ -311,8 +314,11 @@ static void learn_output(struct gw *g)
 void gw_feedback(struct gw *g)
 {
 	learn_output(g);
-	uint64_t pred, miss, surprise;
+	uint64_t pred, miss, surprise, work;
 	uint32_t b, cap;
+
+	/* the fleet's charged work as the last tick summed it */
+	kvs_policy_observe(&g->policy, kvs_now_ns(), g->seen_charged, g->expect_output);
 
 	for (b = 0; b < g->nslots; b++) {
 		struct gw_backend *be = &g->be[b];
@@ -321,9 +327,13 @@ void gw_feedback(struct gw *g)
 		if (!be->present)
 			continue;
 		kvs_dp_end_counters(&g->dp, b, &pred, &miss, &surprise);
+		work = kvs_dp_outstanding_work(&g->dp, b);
+		if (work > be->fb_peak_work)
+			be->fb_peak_work = work;
 		f = (struct kvs_feedback){ .predicted = pred - be->fb_predicted,
 					   .mispredicted = miss - be->fb_mispredicted,
-					   .unexpected = surprise - be->fb_unexpected };
+					   .unexpected = surprise - be->fb_unexpected,
+					   .peak_work = be->fb_peak_work };
 		cap = kvs_policy_index_blocks(&g->policy, b);
 		if (kvs_policy_feedback(&g->policy, b, &f)) {
 			if (kvs_policy_index_blocks(&g->policy, b) != cap)
@@ -332,6 +342,7 @@ void gw_feedback(struct gw *g)
 			be->fb_predicted = pred;
 			be->fb_mispredicted = miss;
 			be->fb_unexpected = surprise;
+			be->fb_peak_work = 0;
 		}
 		kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
 	}

@@ -188,6 +188,7 @@ struct gw_backend {
 	char name[64]; /* addr as ADDR:PORT */
 	/* END counters when the index was last corrected */
 	uint64_t fb_predicted, fb_mispredicted, fb_unexpected;
+	uint64_t fb_peak_work; /* the most outstanding work since them */
 	struct gw_conn *pool[KVS_MAX_POOL];
 	struct gw_conn *upool[KVS_MAX_POOL]; /* the userspace data path's own */
 	/* The kernel's pool (pool.c): its slots 0..pool_n-1 take requests
@@ -219,6 +220,7 @@ struct gw_backend {
 	 * and it is ejected, as if it had not answered. */
 	uint64_t unready_since_ns;
 	bool said_not_ready; /* logged; logged again only after a ready answer */
+	bool pong_held;	     /* this check's PONG waited unread past its deadline */
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
 	bool said_down;	     /* logged down or unreachable; again once it was up */

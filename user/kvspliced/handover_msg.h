@@ -31,8 +31,11 @@
  * the counters of it (2026-12-02). 5: backends' count of unexpected hits
  * (the index's growth), routes carrying their tenant and the route_shares
  * map (2026-12-02, later). 6: each route's hot window and each backend's
- * record of the fleet's (include/kvsplice/place.h, "Hot prefixes"). */
-#define KVS_HO_VERSION 6
+ * record of the fleet's (include/kvsplice/place.h, "Hot prefixes"). 7:
+ * the controller's count of its own hot-prefix decisions (ctl_stats),
+ * each backend's last health PONG the kernel passed up (pong_seen) and
+ * the controller's count of checks held for one (health_held). */
+#define KVS_HO_VERSION 7
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 

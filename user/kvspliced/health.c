@@ -4,7 +4,9 @@
  * reconnections are probed, probe.c: readmitted once they answer ready). */
 #include "health.h"
 
+#include <linux/sockios.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 
 #include "backend.h"
 #include "kpath.h"
@@ -21,9 +23,13 @@ static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
 		.gw_backend = kvs_gw_pack(b, 0),
 	};
 
+	/* Whatever the kernel noted of an earlier check (or of a former
+	 * controller's) is not an answer to this one. */
+	__atomic_store_n(&g->dp.backends[b].pong_seen, 0, __ATOMIC_RELAXED);
 	if (gw_kpath_put(g, &m, NULL, 0))
 		return;
 	be->ping_sent_ns = now;
+	be->pong_held = false;
 }
 
 /*
@@ -52,8 +58,12 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 	if (b >= g->nslots || !g->be[b].present)
 		return;
 	be = &g->be[b];
-	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns)
-		return; /* an answer to a check that was already given up */
+	if ((uint32_t)m->req_id != be->ping_seq || !be->ping_sent_ns) {
+		/* an answer to a check that was already given up */
+		pr_debug("event=pong_late backend=%s seq=%u current=%u", be->name,
+			 (uint32_t)m->req_id, be->ping_seq);
+		return;
+	}
 	if (m->payload_len == sizeof(struct kvs_load)) {
 		struct kvs_load_info li;
 
@@ -96,6 +106,48 @@ static void eject(struct gw *g, uint32_t b, const char *why)
 	gw_backend_down(g, b, why);
 }
 
+/* Bytes waiting unread in the controller's end of the punt socket. */
+static int punt_unread(const struct gw *g)
+{
+	int n = 0;
+
+	if (!g->punt || ioctl(g->punt->fd, SIOCINQ, &n) < 0)
+		return -1;
+	return n;
+}
+
+/*
+ * Past its deadline, b's check is held, not failed, when the kernel has
+ * passed its PONG up to the controller (the backends map's pong_seen names
+ * this check) and the controller has not read it yet: the backend
+ * answered; its answer waits in the punt socket behind the frames clients
+ * had punted before it (and in the kernel's queue into that socket, which
+ * no ioctl counts), and the controller, starved of CPU or flooded, reads
+ * slower than they come. It is held until read, as the controller reads
+ * that socket in order; the reading then goes on as for any answer
+ * (ready or not). It ends without the answer only if the punt pair is
+ * lost or its stream discarded as corrupt (kpath.c forgets the notes):
+ * then the check fails as before. Held once per check: counted, logged.
+ */
+static bool pong_queued(struct gw *g, uint32_t b, uint64_t now)
+{
+	struct gw_backend *be = &g->be[b];
+	uint64_t seen = __atomic_load_n(&g->dp.backends[b].pong_seen, __ATOMIC_RELAXED);
+
+	if (!g->punt || !be->ping_sent_ns || seen != ((uint64_t)b << 32 | be->ping_seq))
+		return false;
+	if (!be->pong_held) {
+		be->pong_held = true;
+		g->ctl.health_held++;
+		pr_warn("event=health_pong_queued backend=%s waited_ms=%llu punt_unread_bytes=%d "
+			"hint=\"its PONG came in time and waits unread in the controller's punt "
+			"socket: the controller is behind (starved of CPU, or flooded)\"",
+			be->name, (unsigned long long)((now - be->ping_sent_ns) / 1000000),
+			punt_unread(g));
+	}
+	return true;
+}
+
 /* On the tick: check every backend that is up; eject one that has not
  * answered, or has answered only that it is not ready, for three intervals
  * (it may hang with its connections open). */
@@ -128,12 +180,17 @@ void gw_health_tick(struct gw *g, uint64_t now)
 		if (paused && be->unready_since_ns)
 			be->unready_since_ns = now;
 		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
+			if (pong_queued(g, b, now))
+				continue;
 			snprintf(why, sizeof(why), "no PONG in %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));
 			eject(g, b, why);
 			continue;
 		}
 		if (be->unready_since_ns && now - be->unready_since_ns > 3 * interval) {
+			/* the answer waiting may say it is ready */
+			if (pong_queued(g, b, now))
+				continue;
 			snprintf(why, sizeof(why), "reported not ready for %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));
 			eject(g, b, why);

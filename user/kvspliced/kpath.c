@@ -220,6 +220,15 @@ static void pong_client(struct gw *g, struct gw_conn *c, const struct kvs_msg *p
 	gw_kpath_put(g, &m, payload, sizeof(payload));
 }
 
+/* What was held of the punt stream is discarded: a health PONG the kernel
+ * passed up (the backends map's pong_seen) may have gone with it, so no
+ * check waits for one any more (health.c: one past its deadline fails). */
+static void forget_pongs(struct gw *g)
+{
+	for (uint32_t b = 0; b < g->nslots; b++)
+		__atomic_store_n(&g->dp.backends[b].pong_seen, 0, __ATOMIC_RELAXED);
+}
+
 /* What the kernel punted: slow-path requests, PINGs, and ERROR notices for
  * malformed frames, each naming its client in gw_conn. */
 static void punt_frames(struct gw *g, struct gw_conn *p)
@@ -243,6 +252,7 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 			if (!raw.magic_ok || KVS_HDR_LEN + (size_t)raw.payload_len > p->rx.len) {
 				pr_warn("event=punt_stream_corrupt status=%s", kvs_status_name(-r));
 				kvs_buf_consume(&p->rx, p->rx.len);
+				forget_pongs(g);
 				return;
 			}
 			pr_warn("event=punt_frame_refused status=%s conn=%llu", kvs_status_name(-r),

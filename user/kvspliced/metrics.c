@@ -127,6 +127,7 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	C("kvsplice_decisions_total", "reason=\"spill\"", c->decided_spill);
 	C("kvsplice_decisions_total", "reason=\"shared\"", c->decided_shared);
 	C("kvsplice_decisions_total", "reason=\"cold\"", c->decided_cold);
+	C("kvsplice_decisions_total", "reason=\"hot\"", c->decided_hot);
 	head(&o, "kvsplice_kernel_placed_total", "counter",
 	     "Requests the kernel placed itself (include/kvsplice/place.h), by why no route "
 	     "was followed.");
