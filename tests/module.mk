@@ -18,6 +18,9 @@ $(BUILD)/tests/place_probe.bpf.o: tests/bpf/place_probe.bpf.c bpf/datapath/place
 	$(CLANG) $(BPF_CFLAGS) -Ibpf/datapath -c $< -o $@
 $(BUILD)/tests/unit/test_place.o: $(BUILD)/tests/place_probe.skel.h
 $(BUILD)/tests/unit/test_place.o: INC := $(MODEL_INC) -I$(BUILD)/tests
+# test_dp_routes runs the controller's route installer (kvs_install) from the
+# gateway's own skeleton.
+$(BUILD)/tests/unit/test_dp_routes.o: $(BUILD)/kvsplice.skel.h
 
 # libFuzzer target for the codec (clang; its own sanitizers).
 FUZZ      := $(BUILD)/fuzz/fuzz_codec
