@@ -9,7 +9,7 @@ MAGIC = 0x4b565331
 HDR = struct.Struct('>IBBHHHIQQQIIIIQ')  # struct kvs_hdr, 64 bytes
 REQUEST, CHUNK, END, ERROR, PING, PONG, CANCEL = 1, 2, 3, 4, 5, 6, 7
 # ERROR statuses the tests look for (enum kvs_status)
-E_BACKEND_GONE, E_BUSY, E_TIMEOUT, E_CANCELLED = 9, 10, 11, 14
+E_BUSY, E_TIMEOUT = 10, 11
 
 
 def frame(ftype, payload=b'', req_id=0, cache_key=0, salt=0, model=0, prefix_len=0,
