@@ -47,8 +47,10 @@ grep -q xdp <<<"$(ip link show "$V0")" || kvs_fail "no XDP program on $V0"
 # connect); with COUNT 1 also sends a request and waits for its END.
 # Prints how many connected (and, for one, "answered").
 probe() {
-	ip netns exec "$NS" python3 - "10.199.$N.1" "$GW_PORT" "$1" "$2" <<'PY'
-import selectors, socket, struct, sys, time
+	PYTHONPATH="$(dirname "$0")/../helpers" ip netns exec "$NS" \
+		python3 - "10.199.$N.1" "$GW_PORT" "$1" "$2" <<'PY'
+import selectors, socket, sys, time
+import kvs1
 host, port, src, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 socks = []
 for _ in range(count):
@@ -72,19 +74,14 @@ if count == 1 and connected:
     s = connected[0]
     s.setblocking(True)
     s.settimeout(5)
-    prompt = b'hello admission ' * 8
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt),
-                          1, 0, 0, 0, 0, 2, 0, 0) + prompt)
-    data = b''
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-        if any(data[i + 5] == 3 for i in range(0, len(data) - 63)
-               if data[i:i + 4] == b'KVS1'):
-            out += " answered"
-            break
+    s.sendall(kvs1.request(b'hello admission ' * 8, 1, max_tokens=2))
+    r = kvs1.Reader(s)
+    try:
+        while r.next().type != kvs1.END:
+            pass
+        out += " answered"
+    except EOFError:
+        pass
 print(out)
 PY
 }

@@ -33,8 +33,10 @@ SIM_A_PID=${KVS_PIDS[-2]}
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss "$GW_PID")
 kill -STOP "$SIM_A_PID"
-python3 - "$GW_PORT" "$KVS_TMP/go" >"$KVS_TMP/client.out" <<'PY' &
-import os, socket, struct, sys, time
+PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$KVS_TMP/go" \
+	>"$KVS_TMP/client.out" <<'PY' &
+import os, socket, sys, time
+import kvs1
 port, go = int(sys.argv[1]), sys.argv[2]
 # A small receive buffer, and it reads nothing for a while. Set before
 # connect, so that the window it offers fits the buffer: set after, the
@@ -49,33 +51,26 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.connect(("127.0.0.1", port))
 prompt = b'back pressure ' * 20
 for i in range(300):
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), i + 1,
-                          0, 0, 0, 0, 20, 0, 0) + prompt)
+    s.sendall(kvs1.request(prompt, i + 1, max_tokens=20))
     time.sleep(0.0002)  # answers arrive while requests still go out, every run
 while not os.path.exists(go):  # the test looks at the counts first
     time.sleep(0.05)
 ends, busy, chunks, other = set(), 0, 0, 0
-data = b''
+r = kvs1.Reader(s)
 s.settimeout(120)
-while len(ends) + busy < 300:
-    d = s.recv(1 << 20)
-    if not d:
-        break
-    data += d
-    while len(data) >= 64:
-        t, st, pl = data[5], struct.unpack('>H', data[10:12])[0], struct.unpack('>I', data[12:16])[0]
-        if len(data) < 64 + pl:
-            break
-        rid = struct.unpack('>Q', data[16:24])[0]
-        if t == 3:
-            ends.add(rid)
-        elif t == 4 and st == 10:
+try:
+    while len(ends) + busy < 300:
+        f = r.next()
+        if f.type == kvs1.END:
+            ends.add(f.req_id)
+        elif f.type == kvs1.ERROR and f.status == kvs1.E_BUSY:
             busy += 1
-        elif t == 2:
+        elif f.type == kvs1.CHUNK:
             chunks += 1
         else:
             other += 1
-        data = data[64 + pl:]
+except EOFError:
+    pass
 print(f"{len(ends)} {busy} {chunks} {other}")
 PY
 client=$!
@@ -110,8 +105,9 @@ kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null || true
 
 # --- a backend that stops reading --------------------------------------
-python3 - "$KVS_TMP/stuck.port" <<'PY' &
+PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP/stuck.port" <<'PY' &
 import socket, sys, time
+import kvs1
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 ls.bind(("127.0.0.1", 0))
@@ -122,9 +118,9 @@ conns = []
 while True:  # accept, answer the gateway's probe (its first PING), never read again
     c, _ = ls.accept()
     ping = b''
-    while len(ping) < 64:
-        ping += c.recv(64 - len(ping))
-    c.sendall(ping[:5] + b'\x06' + ping[6:12] + b'\x00\x00\x00\x18' + ping[16:] + bytes(24))
+    while len(ping) < kvs1.HDR.size:  # exactly the PING (no payload): nothing behind it
+        ping += c.recv(kvs1.HDR.size - len(ping))
+    c.sendall(kvs1.pong(kvs1.Frame(ping)))
     conns.append(c)
 PY
 STUCK=$!

@@ -41,20 +41,13 @@ done
 
 s0=$(kvs_stats)
 dropped0=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status --json | jq .ctl_budget.dropped)
-python3 - "$GW_PORT" <<'PY' || kvs_fail "slow sender or flood not handled"
-import socket, struct, sys, time
+PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" <<'PY' || kvs_fail "slow sender or flood not handled"
+import socket, sys, time
+import kvs1
 port = int(sys.argv[1])
-def hdr(t, pl, rid, maxt=1):
-    return struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, t, 0, 64, 0, pl, rid, 0, 0, 0, 0, maxt, 0, 0)
-def frames(data):
-    out, off = [], 0
-    while off + 64 <= len(data):
-        magic, ver, t, fl, hl, st, pl = struct.unpack('>IBBHHHI', data[off:off + 16])
-        if off + 64 + pl > len(data):
-            break
-        out.append((t, st, data[off + 64:off + 64 + pl]))
-        off += 64 + pl
-    return out
+def cut(frame, payload_sent):
+    """frame with only payload_sent bytes of its payload: a sender stalled mid-frame"""
+    return frame[:kvs1.HDR.size + payload_sent]
 def read_all(s, limit):
     s.settimeout(limit)
     data, t0 = b'', time.time()
@@ -66,29 +59,30 @@ def read_all(s, limit):
             data += d
     except socket.timeout:
         return data, time.time() - t0, False
-for name, sent in (("fresh", hdr(1, 100, 1) + b'x' * 30),
-                   ("behind a frame", hdr(1, 10, 1) + b'y' * 10 + hdr(1, 2000, 2) + b'z' * 700)):
+for name, sent in (("fresh", cut(kvs1.request(b'x' * 100, 1), 30)),
+                   ("behind a frame", kvs1.request(b'y' * 10, 1) +
+                    cut(kvs1.request(b'z' * 2000, 2), 700))):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(sent)
     data, took, closed = read_all(s, 3)
-    errs = [f for f in frames(data) if f[0] == 4]
-    ok = closed and errs and errs[-1][1] == 11 and took < 0.5 * 1.25 + 0.4
+    errs = [f for f in kvs1.split(data)[0] if f.type == kvs1.ERROR]
+    ok = closed and errs and errs[-1].status == kvs1.E_TIMEOUT and took < 0.5 * 1.25 + 0.4
     print(f"slow sender, {name}: closed={closed} after {took:.2f} s, "
-          f"error={errs[-1][2].decode() if errs else None}")
+          f"error={errs[-1].text() if errs else None}")
     if not ok:
         sys.exit(1)
 s = socket.create_connection(("127.0.0.1", port))
-s.sendall(b''.join(hdr(5, 0, i + 1) for i in range(5000)))
+s.sendall(b''.join(kvs1.ping(i + 1) for i in range(5000)))
 s.settimeout(10)
-data = b''
-while len([f for f in frames(data) if f[0] == 6]) < 1000:  # --ctl-burst
-    d = s.recv(1 << 20)
-    if not d:
-        break
-    data += d
-pongs = [f for f in frames(data) if f[0] == 6]
-print(f"flood: {len(pongs)} PONGs for 5000 PINGs so far")
-if len(pongs) < 1000:
+r, pongs = kvs1.Reader(s), 0
+try:
+    while pongs < 1000:  # --ctl-burst
+        if r.next().type == kvs1.PONG:
+            pongs += 1
+except EOFError:
+    pass
+print(f"flood: {pongs} PONGs for 5000 PINGs so far")
+if pongs < 1000:
     sys.exit(1)
 PY
 # The burst answered, then 1,000 a second: most of the rest dropped.

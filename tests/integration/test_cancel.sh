@@ -28,46 +28,36 @@ sim_of() { [ "$(ctl backends --json | jq -r ".[$1].backend")" = "127.0.0.1:$SIM_
 # A KVS1 client: python3 kvs.py PORT STEP
 cat >"$KVS_TMP/kvs.py" <<'PY'
 import json, os, socket, struct, sys, time
+import kvs1
 port, step = int(sys.argv[1]), sys.argv[2]
-def frame(t, rid, payload=b'', maxt=0):
-    return struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, t, 0, 64, 0, len(payload), rid,
-                       0, 0, 0, 0, maxt, 0, 0) + payload
 def request(rid, maxt, salt=b''):
     # a prompt of its own (a new prefix: the controller decides it)
-    return frame(1, rid, (salt + os.urandom(8).hex().encode()) * 16, maxt)
+    return kvs1.request((salt + os.urandom(8).hex().encode()) * 16, rid, max_tokens=maxt)
 class Conn:
     def __init__(self):
         self.s = socket.create_connection(("127.0.0.1", port))
-        self.buf = b''
+        self.r = kvs1.Reader(self.s)
     def send(self, b):
         self.s.sendall(b)
     def next(self, timeout=10):
         self.s.settimeout(timeout)
-        while len(self.buf) < 64 or len(self.buf) < 64 + struct.unpack('>I', self.buf[12:16])[0]:
-            d = self.s.recv(65536)
-            if not d:
-                raise EOFError('gateway closed the connection')
-            self.buf += d
-        t, st, pl, rid = struct.unpack('>xxxxxBxxxxHIQ', self.buf[:24])
-        body = self.buf[64:64 + pl]
-        self.buf = self.buf[64 + pl:]
-        return t, st, rid, body
+        return self.r.next()
     def until_end(self, rid, timeout=10):
-        """frames until rid's END (3) or ERROR (4): (type, status, chunks, others seen)"""
+        """frames until rid's END or ERROR: (type, status, chunks, others seen)"""
         chunks, others = 0, []
         t0 = time.time()
         while True:
-            t, st, r, body = self.next(max(0.1, timeout - (time.time() - t0)))
-            if r != rid:
-                others.append(r)
-            elif t == 2:
+            f = self.next(max(0.1, timeout - (time.time() - t0)))
+            if f.req_id != rid:
+                others.append(f.req_id)
+            elif f.type == kvs1.CHUNK:
                 chunks += 1
-            elif t in (3, 4):
-                return t, st, chunks, others
+            elif f.type in (kvs1.END, kvs1.ERROR):
+                return f.type, f.status, chunks, others
 def chunks(c, rid, n):
     for _ in range(n):
-        t, st, r, _b = c.next()
-        assert (t, r) == (2, rid), (t, st, r)
+        f = c.next()
+        assert (f.type, f.req_id) == (kvs1.CHUNK, rid), (f.type, f.status, f.req_id)
 out = {}
 if step in ('leave', 'reset'):
     # a long request, a few tokens read, then gone
@@ -83,17 +73,17 @@ elif step == 'cancel':
     c.send(request(7, 20000))
     chunks(c, 7, 3)
     t0 = time.time()
-    c.send(frame(7, 7))
+    c.send(kvs1.cancel(7))
     t, st, n, others = c.until_end(7)
     out['mid_stream'] = {'type': t, 'status': st, 'ms': round((time.time() - t0) * 1000)}
     # right behind its request, in one write: the request is still with
     # the controller when the CANCEL reaches the kernel
-    c.send(request(9, 20000) + frame(7, 9))
+    c.send(request(9, 20000) + kvs1.cancel(9))
     t, st, n, others = c.until_end(9)
     out['behind_request'] = {'type': t, 'status': st}
     # one for a request that is not in flight (finished, or never sent),
     # then the connection still serves
-    c.send(frame(7, 7) + frame(7, 999) + request(8, 4))
+    c.send(kvs1.cancel(7) + kvs1.cancel(999) + request(8, 4))
     t, st, n, others = c.until_end(8)
     out['after'] = {'type': t, 'status': st, 'chunks': n, 'others': others}
     c.s.close()
@@ -107,7 +97,7 @@ elif step == 'long':
     out = {'type': t, 'status': st}
 print(json.dumps(out), flush=True)
 PY
-kvs() { python3 "$KVS_TMP/kvs.py" "$GW_PORT" "$@"; }
+kvs() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/kvs.py" "$GW_PORT" "$@"; }
 
 # Waits until no request is in flight at any backend; prints the ms it took.
 wait_released() {

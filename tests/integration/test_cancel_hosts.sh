@@ -11,64 +11,47 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 cat >"$KVS_TMP/hosts.py" <<'PY'
-import socket, struct, sys, json, time
+import json, sys, time
+import kvs1
 port, mode = int(sys.argv[1]), sys.argv[2]
-HDR = '>IBBHHHIQQQIIIIQ'
-def frame(t, req_id, payload=b'', max_tokens=0, gw_conn=0):
-    return struct.pack(HDR, 0x4b565331, 1, t, 0, 64, 0, len(payload), req_id, 0, 0, 0, 0,
-                       max_tokens, 0, gw_conn) + payload
-def conn(src):
-    s = socket.socket()
-    s.bind((src, 0))
-    s.connect(('127.0.0.1', port))
-    s.settimeout(30)
-    return s
-def read_frame(s, buf):
-    while len(buf) < 64:
-        d = s.recv(65536)
-        if not d:
-            raise EOFError
-        buf += d
-    t, st, plen, rid = struct.unpack('>xxxxxBxxxxHIQ', buf[:24])
-    while len(buf) < 64 + plen:
-        buf += s.recv(65536)
-    return (t, st, rid), buf[64 + plen:]
-def first_chunk(s):
-    buf = b''
+def first_chunk(r):
     while True:
-        (t, st, rid), buf = read_frame(s, buf)
-        if t == 2:
-            return buf
-        if t in (3, 4):
-            raise SystemExit('ended before its first chunk: type %d status %d' % (t, st))
-def end_of(s, buf):
+        f = r.next()
+        if f.type == kvs1.CHUNK:
+            return
+        if f.type in (kvs1.END, kvs1.ERROR):
+            raise SystemExit('ended before its first chunk: type %d status %d' % (f.type, f.status))
+def end_of(r):
     chunks = 0
     while True:
-        (t, st, rid), buf = read_frame(s, buf)
-        if t == 2:
+        f = r.next()
+        if f.type == kvs1.CHUNK:
             chunks += 1
-        elif t in (3, 4):
-            return t, st, chunks
+        elif f.type in (kvs1.END, kvs1.ERROR):
+            return f.type, f.status, chunks
 prompt = b'a prompt mode:stall ' + b'words ' * 40
-gw1, gw2 = conn('127.0.0.1'), conn('127.0.0.2')
+gw1, gw2 = kvs1.connect(port, '127.0.0.1', 30), kvs1.connect(port, '127.0.0.2', 30)
+r1, r2 = kvs1.Reader(gw1), kvs1.Reader(gw2)
 for s in (gw1, gw2):
-    s.sendall(frame(1, 1, prompt, 20000, 4242))
-b1, b2 = first_chunk(gw1), first_chunk(gw2)
-gw1.sendall(frame(7, 1, gw_conn=4242))
-t1, st1, _ = end_of(gw1, b1)
+    s.sendall(kvs1.request(prompt, 1, max_tokens=20000, gw_conn=4242))
+first_chunk(r1)
+first_chunk(r2)
+gw1.sendall(kvs1.cancel(1, gw_conn=4242))
+t1, st1, _ = end_of(r1)
 # The other host's request is still running: it streams on (the simulator)
 # or is still open (the adapter's stalled stream) until its own host's
 # CANCEL, sent on another connection of that host.
-pool2 = conn('127.0.0.2')
+pool2 = kvs1.connect(port, '127.0.0.2', 30)
 time.sleep(0.2)
-pool2.sendall(frame(7, 1, gw_conn=4242))
-t2, st2, chunks2 = end_of(gw2, b2)
+pool2.sendall(kvs1.cancel(1, gw_conn=4242))
+t2, st2, chunks2 = end_of(r2)
 print(json.dumps({'first': [t1, st1], 'second': [t2, st2]}))
 PY
 
 check() { # NAME PORT
 	local out
-	out=$(timeout 60 python3 "$KVS_TMP/hosts.py" "$2" x) || kvs_fail "$1: client failed: $out"
+	out=$(PYTHONPATH="$(dirname "$0")/../helpers" timeout 60 python3 "$KVS_TMP/hosts.py" "$2" x) ||
+		kvs_fail "$1: client failed: $out"
 	# type 4 ERROR, status 14 cancelled, for both, each by its own host
 	assert_eq "$1: the first host's CANCEL ends its own request" "$(jq -c .first <<<"$out")" "[4,14]"
 	assert_eq "$1: the other host's request ends by its own CANCEL only" \

@@ -25,64 +25,59 @@ kvs_start_sim A --time-scale 25
 printf 'backend = 127.0.0.1:%s\nfront-source = 127.0.0.3/32\nmax-source-conns = 3\n' \
 	"$SIM_PORT_A" >"$KVS_TMP/gw.conf"
 kvs_start_gw --config "$KVS_TMP/gw.conf"
-out=$(python3 - "$GW_PORT" "$KVS_TMP/gw.conf" "$KVS_BUILD/kvsplicectl" "$KVS_PIN" \
-	"${KVS_DATAPATH:-kernel}" <<'PY'
-import json, socket, struct, subprocess, sys, time
+out=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$KVS_TMP/gw.conf" \
+	"$KVS_BUILD/kvsplicectl" "$KVS_PIN" "${KVS_DATAPATH:-kernel}" <<'PY'
+import json, socket, subprocess, sys, time
+import kvs1
 port, conf, ctl, pin, datapath = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-PING = struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0)
+PING = kvs1.ping(7)
 
 def conn(src):
+    """A connection from src that has sent a PING: a kvs1.Reader (its .sock)."""
     s = socket.socket()
     s.bind((src, 0))
     s.settimeout(10)
     s.connect(('127.0.0.1', port))
     s.sendall(PING)
-    return s
+    return kvs1.Reader(s)
 
-def answer(s):
+def answer(c):
     """pong, busy:<message> (and the gateway closes it), or what came."""
-    b = b''
     try:
-        while len(b) < 64:
-            d = s.recv(64 - len(b))
-            if not d:
-                return 'eof'
-            b += d
+        f = c.next()
+    except EOFError:
+        return 'eof'
     except OSError as e:
         return f'error:{e}'
-    t, st, pl = b[5], struct.unpack('>H', b[10:12])[0], struct.unpack('>I', b[12:16])[0]
-    body = b''
-    while len(body) < pl:
-        body += s.recv(pl - len(body))
-    if t == 6:
+    if f.type == kvs1.PONG:
         return 'pong'
-    if t == 4 and st == 10:
+    if f.type == kvs1.ERROR and f.status == kvs1.E_BUSY:
         try:
-            closed = s.recv(1) == b''
+            closed = not c.buf and c.sock.recv(1) == b''
         except ConnectionResetError:
             closed = True
-        return ('busy:' if closed else 'busy-not-closed:') + body.decode(errors='replace')
-    return f'other:{t}/{st}'
+        return ('busy:' if closed else 'busy-not-closed:') + f.text()
+    return f'other:{f.type}/{f.status}'
 
 r = {}
 a = [conn('127.0.0.1') for _ in range(3)]
-r['first3'] = [answer(s) for s in a]
+r['first3'] = [answer(c) for c in a]
 x = conn('127.0.0.1')
 r['fourth'] = answer(x)
-x.close()
+x.sock.close()
 b = conn('127.0.0.2')
 r['other_source'] = answer(b)
 f = [conn('127.0.0.3') for _ in range(5)]
-r['front'] = [answer(s) for s in f]
-a[0].close()
+r['front'] = [answer(c) for c in f]
+a[0].sock.close()
 # The gateway counts the close once it has seen it: until then, busy.
 deadline, r['after_close'] = time.time() + 10, 'none'
 while time.time() < deadline:
-    s = conn('127.0.0.1')
-    r['after_close'] = answer(s)
+    c = conn('127.0.0.1')
+    r['after_close'] = answer(c)
     if r['after_close'] == 'pong':
         break
-    s.close()
+    c.sock.close()
     time.sleep(0.05)
 with open(conf) as f:
     text = f.read().replace('max-source-conns = 3', 'max-source-conns = 5')
@@ -95,7 +90,7 @@ if datapath == 'kernel':
     subprocess.run([ctl, '--pin-dir', pin, 'upgrade'], check=True, stdout=subprocess.DEVNULL)
     r['after_upgrade'] = answer(conn('127.0.0.1')).split(':')[0]
     r['after_upgrade_other'] = answer(conn('127.0.0.2'))
-    a[1].sendall(PING)
+    a[1].sock.sendall(PING)
     r['held_after_upgrade'] = answer(a[1])
 print(json.dumps(r))
 PY
@@ -132,80 +127,69 @@ KVS_PIN=$KVS_PIN-2
 rm -f "$KVS_TMP/gw.port"
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --idle-timeout-ms 1500 \
 	--front-source 127.0.0.3/32
-out=$(python3 - "$GW_PORT" <<'PY'
-import json, socket, struct, sys, threading, time
+out=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" <<'PY'
+import json, socket, sys, threading, time
+import kvs1
 port = int(sys.argv[1])
-HDR = '>IBBHHHIQQQIIIIQ'
-
-def frame(t, rid, payload=b'', max_tokens=0):
-    return struct.pack(HDR, 0x4b565331, 1, t, 0, 64, 0, len(payload), rid, 0, 0, 0, 0,
-                       max_tokens, 0, 0) + payload
 
 def conn(src='127.0.0.1'):
+    """A connection from src: a kvs1.Reader (its .sock)."""
     s = socket.socket()
     s.bind((src, 0))
     s.connect(('127.0.0.1', port))
-    return s
+    return kvs1.Reader(s)
 
-def read_frame(s, timeout):
+def read_frame(c, timeout):
     """(type, status), or ('eof', 0) / ('silent', 0)."""
-    s.settimeout(timeout)
-    b = b''
+    c.sock.settimeout(timeout)
     try:
-        while len(b) < 64:
-            d = s.recv(64 - len(b))
-            if not d:
-                return ('eof', 0)
-            b += d
-        pl = struct.unpack('>I', b[12:16])[0]
-        while len(b) < 64 + pl:
-            b += s.recv(64 + pl - len(b))
-    except ConnectionResetError:
+        f = c.next()
+    except (EOFError, ConnectionResetError):
         return ('eof', 0)
     except socket.timeout:
         return ('silent', 0)
-    return (b[5], struct.unpack('>H', b[10:12])[0])
+    return (f.type, f.status)
 
 r = {}
 
 def idle():
-    s = conn()
-    s.sendall(frame(5, 1))
-    r['idle_pong'] = read_frame(s, 10)[0]
+    c = conn()
+    c.sock.sendall(kvs1.ping(1))
+    r['idle_pong'] = read_frame(c, 10)[0]
     t0 = time.time()
-    t, st = read_frame(s, 10)
+    t, st = read_frame(c, 10)
     r['idle_answer'] = f'{t}/{st}'
     r['idle_after_ms'] = round(1000 * (time.time() - t0))
-    r['idle_then'] = read_frame(s, 5)[0]
+    r['idle_then'] = read_frame(c, 5)[0]
 
 def slow():
-    s = conn()
+    c = conn()
     t0 = time.time()
-    s.sendall(frame(1, 2, b'a slow request ' * 20, 20))
+    c.sock.sendall(kvs1.request(b'a slow request ' * 20, 2, max_tokens=20))
     kinds = []
     while True:
-        t, st = read_frame(s, 30)
+        t, st = read_frame(c, 30)
         kinds.append(t)
-        if t != 2:
+        if t != kvs1.CHUNK:
             break
     r['slow_end'] = f'{t}/{st}'
     r['slow_ms'] = round(1000 * (time.time() - t0))
-    r['slow_chunks'] = kinds.count(2)
+    r['slow_chunks'] = kinds.count(kvs1.CHUNK)
 
 def pinger():
-    s = conn()
+    c = conn()
     got = []
     for i in range(10):
-        s.sendall(frame(5, 100 + i))
-        got.append(read_frame(s, 10)[0])
+        c.sock.sendall(kvs1.ping(100 + i))
+        got.append(read_frame(c, 10)[0])
         time.sleep(0.4)
-    r['pinger'] = got.count(6)
+    r['pinger'] = got.count(kvs1.PONG)
 
 def front():
-    s = conn('127.0.0.3')
-    s.sendall(frame(5, 1))
-    r['front_pong'] = read_frame(s, 10)[0]
-    r['front_after_4s'] = read_frame(s, 4)[0]
+    c = conn('127.0.0.3')
+    c.sock.sendall(kvs1.ping(1))
+    r['front_pong'] = read_frame(c, 10)[0]
+    r['front_after_4s'] = read_frame(c, 4)[0]
 
 ts = [threading.Thread(target=f) for f in (idle, slow, pinger, front)]
 for t in ts:

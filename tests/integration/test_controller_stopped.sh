@@ -20,48 +20,41 @@ state() { awk '{print $3}' "/proc/$GW_PID/stat"; }
 # new prompts (each a prefix of its own) and, for every other one, a second
 # turn (the prompt plus more), one at a time; prints one JSON summary.
 cat >"$KVS_TMP/client.py" <<'PY'
-import json, os, socket, struct, sys, time
+import json, os, socket, sys, time
+import kvs1
 port, go, seconds = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 s = socket.create_connection(("127.0.0.1", port))
 print("connected", flush=True)
 while not os.path.exists(go):
     time.sleep(0.02)
-buf = b''
+reader = kvs1.Reader(s)
 def ask(rid, prompt):
-    global buf
-    s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 1, 0, 64, 0, len(prompt), rid,
-                          0, 0, 0, 0, 4, 0, 0) + prompt)
+    s.sendall(kvs1.request(prompt, rid, max_tokens=4))
     s.settimeout(10)
     while True:
-        while len(buf) < 64 or len(buf) < 64 + struct.unpack('>I', buf[12:16])[0]:
-            d = s.recv(65536)
-            if not d:
-                raise EOFError('gateway closed the connection')
-            buf += d
-        n = 64 + struct.unpack('>I', buf[12:16])[0]
-        f, buf = buf[:n], buf[n:]
-        t, r = f[5], struct.unpack('>Q', f[16:24])[0]
-        backend = struct.unpack('>I', f[52:56])[0] & 0xff
-        if r == rid and t in (3, 4):
-            return t, backend
+        f = reader.next()
+        if f.req_id == rid and f.type in (kvs1.END, kvs1.ERROR):
+            # the low byte of gw_backend: the backend index it went to
+            return f.type, f.gw_backend & 0xff
 out = {"ends": 0, "errors": 0, "same_backend": 0, "second_turns": 0}
 t0, rid = time.time(), 0
 while time.time() - t0 < seconds:
     prompt = os.urandom(16).hex().encode() * 64  # 2 KiB, 32 blocks of its own
     rid += 1
     t, b1 = ask(rid, prompt)
-    out["ends" if t == 3 else "errors"] += 1
+    out["ends" if t == kvs1.END else "errors"] += 1
     if rid % 2:
         rid += 1
         t, b2 = ask(rid, prompt + b"and then, the next turn " * 40)
-        out["ends" if t == 3 else "errors"] += 1
+        out["ends" if t == kvs1.END else "errors"] += 1
         out["second_turns"] += 1
         out["same_backend"] += b1 == b2
     time.sleep(0.05)
 out["requests"] = rid
 print(json.dumps(out), flush=True)
 PY
-python3 "$KVS_TMP/client.py" "$GW_PORT" "$KVS_TMP/go" 10 >"$KVS_TMP/client.out" 2>&1 &
+PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/client.py" "$GW_PORT" "$KVS_TMP/go" 10 \
+	>"$KVS_TMP/client.out" 2>&1 &
 CLIENT=$!
 kvs_wait_for "the client is connected" 'grep -q connected "$KVS_TMP/client.out"'
 # Accepted and in the maps: the controller's part is done.

@@ -37,10 +37,12 @@ room=$((NOFILE - $(fds_below)))
 assert_ge "descriptors free for clients" "$room" 10
 clients=$((room + 25))
 
-out=$(python3 - "$GW_PORT" "$clients" "$GW_PID" "$KVS_BUILD/kvsplicectl" "$KVS_PIN" <<'PY'
-import json, os, select, socket, struct, subprocess, sys, time
+out=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$clients" "$GW_PID" \
+	"$KVS_BUILD/kvsplicectl" "$KVS_PIN" <<'PY'
+import json, os, select, socket, subprocess, sys, time
+import kvs1
 port, n, pid, ctl, pin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-PING = struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0)
+PING = kvs1.ping(7)
 hz = os.sysconf('SC_CLK_TCK')
 
 def cpu_ticks():
@@ -64,16 +66,16 @@ def classify(socks, wait):
             except OSError:
                 d = b''
             bufs[s] += d
-            b = bufs[s]
-            if len(b) >= 64:
-                t, st, pl = b[5], struct.unpack('>H', b[10:12])[0], struct.unpack('>I', b[12:16])[0]
-                if t == 6:
+            frames, _ = kvs1.split(bufs[s])
+            if frames:
+                f = frames[0]
+                if f.type == kvs1.PONG:
                     got[s] = 'pong'
-                elif t == 4 and st == 10:
+                elif f.type == kvs1.ERROR and f.status == kvs1.E_BUSY:
                     got[s] = 'busy'
-                    msgs.append(b[64:64 + pl].decode(errors='replace'))
+                    msgs.append(f.text())
                 else:
-                    got[s] = f'other:{t}/{st}'
+                    got[s] = f'other:{f.type}/{f.status}'
             elif not d:
                 got[s] = 'eof'
     res = [got.get(s, 'none') for s in socks]
@@ -174,11 +176,12 @@ assert_eq "controller.clients_shed" "$(jget "$st" .controller.clients_shed)" \
 # Everybody gone: accepted again, kvsplicectl answered, nothing left open.
 kvs_wait_for "the gateway holds as many descriptors as before ($fds0)" \
 	'[ "$(count_fds)" = "$fds0" ]'
-pong=$(python3 - "$GW_PORT" <<'PY'
-import socket, struct, sys
+pong=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" <<'PY'
+import socket, sys
+import kvs1
 s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)
-s.sendall(struct.pack('>IBBHHHIQQQIIIIQ', 0x4b565331, 1, 5, 0, 64, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0))
-print(s.recv(64)[5])
+s.sendall(kvs1.ping(9))
+print(kvs1.Reader(s).next().type)
 PY
 )
 assert_eq "a new client's PING answered (frame type 6, PONG)" "$pong" 6
