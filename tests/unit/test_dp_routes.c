@@ -185,6 +185,37 @@ static void full_share_reinstalls(void **state)
 	assert_int_equal(f->dp.shares[1].routes, 2);
 }
 
+/*
+ * A share's count never wraps below 0. The recount corrects a count by
+ * what its walk of the map found less the count read before the walk;
+ * routes removed meanwhile (a `kvsplicectl routes flush`, the kernel
+ * replacing a void route) were taken off by their remover too, so the
+ * correction may exceed what is left: here tenant 1 had 3 routes when the
+ * recount read its count, a flush took them off (0), and the walk found
+ * none (-3). Wrapped, the count read ~2^64 and the tenant's share refused
+ * every route, the kernel's and the controller's, until the next recount.
+ */
+static void share_count_never_wraps(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t h[] = { 11 };
+	const uint32_t depth[] = { 16 };
+
+	f->dp.shares[1].routes = 0;
+	kvs_dp_share_adjust(&f->dp, 1, -3);
+	assert_int_equal(f->dp.shares[1].routes, 0);
+	f->dp.shares[1].routes = 5;
+	kvs_dp_share_adjust(&f->dp, 1, -3);
+	assert_int_equal(f->dp.shares[1].routes, 2);
+	kvs_dp_share_adjust(&f->dp, 1, INT64_MIN);
+	assert_int_equal(f->dp.shares[1].routes, 0);
+	/* and the tenant may install routes again */
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 1, 0, 1), 1);
+	assert_int_equal(f->dp.shares[1].routes, 1);
+	kvs_dp_share_put(&f->dp, 1, 2);
+	assert_int_equal(f->dp.shares[1].routes, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -196,6 +227,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_share_reinstalls, setup, teardown),
+		cmocka_unit_test_setup_teardown(share_count_never_wraps, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

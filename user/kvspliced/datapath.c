@@ -653,6 +653,23 @@ bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
 	return true;
 }
 
+/*
+ * n off a share's count, never below 0: the kernel takes routes off the
+ * same count meanwhile (share_uncount), as do `kvsplicectl routes flush`
+ * and the recount's correction, so a read and then a subtraction could
+ * wrap it to ~2^64, and a share that full refuses every route of its
+ * tenant, the kernel's and the controller's, until the next recount.
+ */
+static void share_sub(struct kvs_route_share *rs, uint64_t n)
+{
+	uint64_t cur = __atomic_load_n(&rs->routes, __ATOMIC_RELAXED), to;
+
+	do
+		to = cur > n ? cur - n : 0;
+	while (!__atomic_compare_exchange_n(&rs->routes, &cur, to, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED));
+}
+
 void kvs_dp_share_put(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
 {
 	struct kvs_route_share *rs;
@@ -660,9 +677,8 @@ void kvs_dp_share_put(struct kvs_datapath *dp, uint32_t tenant, uint32_t n)
 	if (!dp->shares || tenant >= KVS_MAX_TENANTS)
 		return;
 	rs = &dp->shares[tenant];
-	if (__atomic_load_n(&rs->share, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&rs->routes, __ATOMIC_RELAXED) >= n)
-		__atomic_fetch_sub(&rs->routes, n, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&rs->share, __ATOMIC_RELAXED))
+		share_sub(rs, n);
 }
 
 void kvs_dp_share_trimmed(struct kvs_datapath *dp, uint32_t tenant, uint64_t n)
@@ -690,7 +706,15 @@ void kvs_dp_share_read(const struct kvs_datapath *dp, uint32_t tenant, struct kv
 
 void kvs_dp_share_adjust(struct kvs_datapath *dp, uint32_t tenant, int64_t delta)
 {
-	if (dp->shares && tenant < KVS_MAX_TENANTS && delta)
+	if (!dp->shares || tenant >= KVS_MAX_TENANTS || !delta)
+		return;
+	/* A recount's correction is relative to a count read before its walk
+	 * of the map: what was removed meanwhile, and is not in the map, was
+	 * also taken off by its remover, so a negative one may exceed the
+	 * count now. */
+	if (delta < 0)
+		share_sub(&dp->shares[tenant], (uint64_t) - (delta + 1) + 1);
+	else
 		__atomic_fetch_add(&dp->shares[tenant].routes, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 

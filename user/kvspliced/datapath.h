@@ -149,7 +149,8 @@ uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b
  * the mmap, with atomic adds as the kernel's: take counts n routes about to
  * be installed (false, the request's refusal counted, when they would
  * overflow the share; true and nothing counted without one), put n removed, adjust a
- * recount's correction, count routes trimmed; set the share (0: none). */
+ * recount's correction (put and adjust never take a count below 0), count routes
+ * trimmed; set the share (0: none). */
 bool kvs_dp_share_take(struct kvs_datapath *dp, uint32_t tenant, uint32_t n);
 void kvs_dp_share_put(struct kvs_datapath *dp, uint32_t tenant, uint32_t n);
 void kvs_dp_share_adjust(struct kvs_datapath *dp, uint32_t tenant, int64_t delta);
