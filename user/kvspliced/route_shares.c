@@ -176,6 +176,8 @@ static void recount(struct gw *g, uint64_t now)
 		gone = trim(g, rc, &at, t, s->per_tenant - s->per_tenant / 4);
 		kvs_dp_share_trimmed(&g->dp, t, gone);
 		s->trimmed += gone;
+		/* the metrics' count, as the map is after the trim */
+		s->routes -= (long)gone;
 	}
 	if (s->trimmed && now >= s->next_trim_log_ns) {
 		pr_info("event=routes_trimmed routes=%llu share=%llu hint=\"a tenant's routes "
