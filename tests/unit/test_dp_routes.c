@@ -185,6 +185,30 @@ static void full_share_reinstalls(void **state)
 	assert_int_equal(f->dp.shares[1].routes, 2);
 }
 
+/* The program itself runs, and says what each hash had: kvs_dp_add_routes
+ * falls back to installing from userspace when it does not, so the tests
+ * above pass either way and could not tell a program the kernel refuses to
+ * run (a context it no longer takes, say). */
+static void install_program_runs(void **state)
+{
+	struct fixture *f = *state;
+	struct kvs_install_batch b = { .n = 2, .backend = 1, .gen = 3, .tenant = 2 };
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &b, .ctx_size_in = sizeof(b));
+	const uint64_t h[] = { 11 };
+	const uint32_t depth[] = { 16 };
+
+	assert_int_equal(kvs_dp_add_routes(&f->dp, h, depth, 1, 0, 1), 1);
+	b.e[0] = (struct kvs_install){ .hash = 11, .depth_blocks = 16 };
+	b.e[1] = (struct kvs_install){ .hash = 77, .depth_blocks = 32 };
+	assert_int_equal(
+		bpf_prog_test_run_opts(bpf_program__fd(f->dp.skel->progs.kvs_install), &run), 0);
+	assert_int_equal(run.retval, 2);
+	assert_int_equal(b.e[0].was, 1);
+	assert_int_equal(b.e[1].was, KVS_INSTALL_NEW);
+	assert_int_equal(get(f, 11).tenant, 2);
+	assert_int_equal(get(f, 77).backend, 1);
+}
+
 /*
  * A share's count never wraps below 0. The recount corrects a count by
  * what its walk of the map found less the count read before the walk;
@@ -223,6 +247,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup_prog, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup_prog, teardown),
 		cmocka_unit_test_setup_teardown(full_share_reinstalls, setup_prog, teardown),
+		cmocka_unit_test_setup_teardown(install_program_runs, setup_prog, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_keeps_counters, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_counts_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinstall_moves_tenant, setup, teardown),
