@@ -66,11 +66,34 @@ static void hot_prefix_keeps_its_slot(void **state)
 	kvs_hot_table_free(&t);
 }
 
+/* Early in a clock that starts at 0 (the simulator's virtual time, which
+ * starts the controller's policy at its first tick, 100 ms): a prefix's
+ * first window begins at its first request, so its count holds from the
+ * start. Before, a slot taken less than a window after time 0 kept its
+ * window's start at 0, which marks an empty slot: every request took the
+ * slot anew, and no prefix counted more than 1 in the first second. */
+static void counts_from_time_zero(void **state)
+{
+	struct kvs_hot_table t;
+	int i;
+
+	(void)state;
+	assert_int_equal(kvs_hot_table_init(&t, 64), 0);
+	for (i = 0; i < 6; i++)
+		kvs_hot_table_count(&t, 42, 100 * MS + (uint64_t)i * MS);
+	assert_int_equal(kvs_hot_table_rate(&t, 42, 106 * MS), 6 * KVS_HOT_FP);
+	/* and it slides as any window does */
+	kvs_hot_table_count(&t, 42, 100 * MS + KVS_HOT_WINDOW_NS);
+	assert_int_equal(kvs_hot_table_rate(&t, 42, 100 * MS + KVS_HOT_WINDOW_NS), 7 * KVS_HOT_FP);
+	kvs_hot_table_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(counts_and_slides),
 		cmocka_unit_test(hot_prefix_keeps_its_slot),
+		cmocka_unit_test(counts_from_time_zero),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,7 +68,10 @@ void kvs_hot_table_count(struct kvs_hot_table *t, uint64_t hash, uint64_t now)
 		}
 		if (least)
 			t->replaced++;
-		*victim = (struct kvs_hot_entry){ .hash = hash };
+		/* its first window starts now: left at 0 (an empty slot's
+		 * mark) by a clock under a window from 0, as the simulator's
+		 * virtual time is, the slot stayed empty to find() */
+		*victim = (struct kvs_hot_entry){ .hash = hash, .at = now };
 		e = victim;
 	}
 	kvs_hot_count(&e->at, &e->cur, &e->prev, now);
