@@ -493,8 +493,6 @@ struct kvs_ctl_stats {
 				  * --max-client-inflight in flight */
 	__u64 health_failures;	    /* backends ejected: no PONG to the health
 				  * check within three intervals */
-	__u64 health_held;	    /* checks past their deadline whose PONG the
-				  * kernel had passed up, unread: not ejected */
 	__u64 user_path_frames;	    /* requests the userspace data path routed */
 	__u64 user_path_bytes;	    /* bytes of them it copied */
 	__u64 user_path_no_client;  /* responses on the userspace path whose
@@ -522,6 +520,10 @@ struct kvs_ctl_stats {
 	__u64 budget_closed;  /* connections closed for staying over it */
 	__u64 decided_hot;    /* slow-path decisions: a hot prefix placed among
 			       * its replicas (include/kvsplice/place.h) */
+	__u64 health_held;    /* checks past their deadline whose PONG the
+			       * kernel had passed up, unread: not ejected */
+			      /* New counters go last: a kvsplicectl of an older build then reads
+	 * the fields it knows where they were. */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -26,6 +26,12 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	if (fd == -EACCES || fd == -EPERM)
 		fprintf(stderr, PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
 			o->pin_dir, name, strerror(-fd));
+	else if (fd == -EPROTO)
+		fprintf(stderr,
+			PROG ": %s/%s was pinned by a kvspliced of another build: its values are "
+			     "not the size this kvsplicectl reads (use the kvsplicectl installed "
+			     "with the running kvspliced)\n",
+			o->pin_dir, name);
 	else if (fd < 0)
 		fprintf(stderr,
 			PROG
@@ -89,7 +95,6 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(frame_timeouts)                                                                          \
 	X(busy_client)                                                                             \
 	X(health_failures)                                                                         \
-	X(health_held)                                                                             \
 	X(user_path_frames)                                                                        \
 	X(user_path_bytes)                                                                         \
 	X(user_path_no_client)                                                                     \
@@ -106,7 +111,8 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(busy_budget)                                                                             \
 	X(budget_dropped)                                                                          \
 	X(budget_closed)                                                                           \
-	X(decided_hot)
+	X(decided_hot)                                                                             \
+	X(health_held)
 
 #define XSTAT_FIELDS(X)                                                                            \
 	X(passed)                                                                                  \

@@ -18,6 +18,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "kvsplice/admission.h"
+
 static const char *const pinned_maps[] = {
 	KVS_MAP_SOCKS,	      KVS_MAP_CONNS,	    KVS_MAP_BACKENDS,	 KVS_MAP_ROUTES,
 	KVS_MAP_STATS,	      KVS_MAP_CTL_STATS,    KVS_MAP_CHAIN,	 KVS_MAP_INFLIGHT,
@@ -154,14 +156,46 @@ void kvs_pin_clear(const char *dir)
 	}
 }
 
+/* The value each pinned map holds, as this build reads it. */
+static const struct {
+	const char *name;
+	size_t size;
+} value_sizes[] = {
+	{ KVS_MAP_CONNS, sizeof(struct kvs_conn) },
+	{ KVS_MAP_BACKENDS, sizeof(struct kvs_backend) },
+	{ KVS_MAP_ROUTES, sizeof(struct kvs_route) },
+	{ KVS_MAP_ROUTE_SHARES, sizeof(struct kvs_route_share) },
+	{ KVS_MAP_TENANTS, sizeof(struct kvs_tenant) },
+	{ KVS_MAP_STATS, sizeof(struct kvs_stats) },
+	{ KVS_MAP_CTL_STATS, sizeof(struct kvs_ctl_stats) },
+	{ KVS_MAP_CHAIN, sizeof(struct kvs_chain) },
+	{ KVS_MAP_XDP_STATS, sizeof(struct kvs_xdp_stats) },
+};
+
 int kvs_pin_open(const char *dir, const char *name)
 {
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
 	char path[4096];
+	size_t i;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = bpf_obj_get(path);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	for (i = 0; i < sizeof(value_sizes) / sizeof(value_sizes[0]); i++) {
+		if (strcmp(name, value_sizes[i].name))
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    info.value_size != value_sizes[i].size) {
+			close(fd);
+			return -EPROTO;
+		}
+		break;
+	}
+	return fd;
 }
 
 int kvs_read_percpu_sum(int fd, void *out, size_t size)

@@ -74,7 +74,10 @@ int kvs_pin_dir_fs(const char *dir, long *fs_type);
 /* Removes kvsplice's pinned maps from dir (stale pins of a dead run). */
 void kvs_pin_clear(const char *dir);
 
-/* fd of the pinned map dir/name, or -errno. */
+/* fd of the pinned map dir/name, or -errno: -EPROTO when its values are
+ * not the size this build reads them as (a kvspliced of another build
+ * pinned it: reading its values into this build's structs would misread
+ * them, or write past them). */
 int kvs_pin_open(const char *dir, const char *name);
 
 /* Sums a per-CPU array's entry 0, a struct of size bytes that is all __u64

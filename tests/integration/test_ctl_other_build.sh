@@ -1,0 +1,31 @@
+#!/bin/bash
+# kvsplicectl reads pinned maps into its own build's structs. Maps pinned
+# by a kvspliced of another build (a field added, a layout changed) hold
+# values of another size: read as they are, a larger one would be written
+# past kvsplicectl's struct and a smaller one misread. It refuses them by
+# name, with what to do, and reads nothing. Here a gateway of this build
+# runs; its ctl_stats pin is then replaced by one of another value size.
+# (On the old code, `stats` read a ctl_stats of 8-byte values as zeros
+# and printed them with exit code 0; one of 4,096-byte values filled with
+# 0x41 overran its stack and it died of SIGSEGV.)
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sims A --time-scale 0.01
+kvs_start_gw "${KVS_BACKENDS[@]}"
+out=$(kvs_stats) || kvs_fail "kvsplicectl stats on its own build's maps failed"
+assert_eq "its own build's maps: controller counters read" \
+	"$(jget "$out" '.controller | has("health_held")')" true
+
+for size in 8 4096; do
+	rm -f "$KVS_PIN/ctl_stats"
+	bpftool map create "$KVS_PIN/ctl_stats" type array key 4 value "$size" entries 1 \
+		name ctl_stats || kvs_fail "bpftool map create"
+	rc=0
+	err=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" stats 2>&1 >/dev/null) || rc=$?
+	assert_ge "ctl_stats of $size-byte values: kvsplicectl stats fails (exit code)" "$rc" 1
+	grep -q "ctl_stats was pinned by a kvspliced of another build" <<<"$err" ||
+		kvs_fail "ctl_stats of $size-byte values: no clear error: $err"
+	echo "ok: ctl_stats of $size-byte values: refused by name"
+done
+echo "PASS test_ctl_other_build"
