@@ -33,13 +33,26 @@
  *     backends with room (a second, tighter bound: the fleet's mean
  *     counts the backends the first bound excluded, which leaves the
  *     others room for a burst that shows in the latency tail);
- *   - the highest score among those wins; if none has room, the highest
- *     within the load bound (load comes first); failing that (no backend
- *     is in bound, which the mean makes impossible), the highest eligible.
+ *   - the highest score among those wins; if none has room, the least
+ *     loaded within the load bound (load comes first), the highest score
+ *     among equal loads; failing that (no backend is in bound, which the
+ *     mean makes impossible), the least loaded eligible.
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
- * to the highest score within the load bound, room or not, and is not
- * counted. A prefix hot enough to keep its holder past the bound is
+ * to the least loaded backend within the load bound (the highest score
+ * among equals), room or not, and is not counted.
+ *
+ * Why the least loaded there, and the hash only with room: a request that
+ * no backend with room takes, or that spills, is cached nowhere the
+ * gateway knows of, so its first token waits for the outstanding work
+ * ahead of it plus its own prefill, and the least outstanding work is the
+ * shortest wait; the highest score within the mean sent it to any backend
+ * up to a mean's worth of queue behind the least loaded. On the public
+ * trace this was most of kvsplice's TTFT p90 gap to llm-d (whose scorers
+ * read the engines' queues), not the output charge nor the hit rate
+ * (docs/EVALUATION.md, "Heavy load (item 5)", "The trace's p90"). Where
+ * backends have room the hash still decides: it spreads new prefixes,
+ * keeps gateways agreeing, and is where a light fleet's placements fall. A prefix hot enough to keep its holder past the bound is
  * replicated before it spills ("Hot prefixes", below): its requests are
  * placed among as many replicas as its rate needs, and counted.
  *
@@ -82,6 +95,7 @@ struct kvs_place_sum {
 /* Pass 2: the best candidate at each level of the fallback. */
 struct kvs_place_pick {
 	__u64 score[3]; /* [0] with room, [1] in the load bound, [2] eligible */
+	__u64 load[3];	/* of backend[1] and [2], the least loaded offered */
 	__s32 backend[3];
 	__u32 pad;
 };
@@ -147,6 +161,7 @@ static __always_inline void kvs_place_pick_init(struct kvs_place_pick *p)
 
 	for (i = 0; i < 3; i++) {
 		p->score[i] = 0;
+		p->load[i] = 0;
 		p->backend[i] = -1;
 	}
 	p->pad = 0;
@@ -158,6 +173,18 @@ static __always_inline void kvs_place_offer(struct kvs_place_pick *p, int level,
 {
 	if (p->backend[level] < 0 || score > p->score[level]) {
 		p->score[level] = score;
+		p->backend[level] = (__s32)b;
+	}
+}
+
+/* The fallbacks' order: the least load, then the highest score. */
+static __always_inline void kvs_place_offer_least(struct kvs_place_pick *p, int level, __u32 b,
+						  __u64 score, __u64 load)
+{
+	if (p->backend[level] < 0 || load < p->load[level] ||
+	    (load == p->load[level] && score > p->score[level])) {
+		p->score[level] = score;
+		p->load[level] = load;
 		p->backend[level] = (__s32)b;
 	}
 }
@@ -176,10 +203,10 @@ static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b
 	if (!ok)
 		return;
 	score = kvs_place_score(key, seed);
-	kvs_place_offer(p, 2, b, score);
+	kvs_place_offer_least(p, 2, b, score, load);
 	if (load + 1 > bound)
 		return;
-	kvs_place_offer(p, 1, b, score);
+	kvs_place_offer_least(p, 1, b, score, load);
 	if (placed < room_below && load + 1 <= room_bound)
 		kvs_place_offer(p, 0, b, score);
 }
