@@ -33,13 +33,30 @@
  *     backends with room (a second, tighter bound: the fleet's mean
  *     counts the backends the first bound excluded, which leaves the
  *     others room for a burst that shows in the latency tail);
- *   - the highest score among those wins; if none has room, the highest
- *     within the load bound (load comes first); failing that (no backend
- *     is in bound, which the mean makes impossible), the highest eligible.
+ *   - the highest score among those wins; if none has room, the least
+ *     loaded backend (load comes first; it is always within the load
+ *     bound), the highest score among equal loads; failing that (nobody
+ *     eligible), none.
+ *
+ * Why the least loaded there: a new prefix is cached nowhere, so its first
+ * token waits for the outstanding work ahead of it plus its own prefill,
+ * and the least outstanding work is the shortest wait; the highest score
+ * within the mean sent it to any backend up to a mean's worth of queue
+ * behind the least loaded. On the public trace this was most of
+ * kvsplice's TTFT p90 gap to llm-d (whose scorers read the engines'
+ * queues), not the output charge nor the hit rate (docs/EVALUATION.md,
+ * "The trace's p90: the fallback's order"). Where backends have room the
+ * hash still decides: it spreads new prefixes, keeps gateways agreeing,
+ * and is where a light fleet's placements fall.
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
  * to the highest score within the load bound, room or not, and is not
- * counted. A prefix hot enough to keep its holder past the bound is
+ * counted. The score, not the least load: a prefix spills again while its
+ * holder stays busy, and the rendezvous order sends its spills to the
+ * same second backend, which then holds it (and the routes the spill
+ * teaches point there); sent to the least loaded, each spill recomputed
+ * the prefix somewhere new, and on the trace the hit rate fell by 2-5
+ * points under heavy load and the fleet saturated sooner. A prefix hot enough to keep its holder past the bound is
  * replicated before it spills ("Hot prefixes", below): its requests are
  * placed among as many replicas as its rate needs, and counted.
  *
@@ -83,7 +100,10 @@ struct kvs_place_sum {
 struct kvs_place_pick {
 	__u64 score[3]; /* [0] with room, [1] in the load bound, [2] eligible */
 	__s32 backend[3];
-	__u32 pad;
+	/* a new prefix no backend with room takes: the least loaded, and its
+	 * load and score */
+	__s32 least;
+	__u64 least_load, least_score;
 };
 
 static __always_inline void kvs_place_sum_init(struct kvs_place_sum *s)
@@ -149,7 +169,9 @@ static __always_inline void kvs_place_pick_init(struct kvs_place_pick *p)
 		p->score[i] = 0;
 		p->backend[i] = -1;
 	}
-	p->pad = 0;
+	p->least = -1;
+	p->least_load = 0;
+	p->least_score = 0;
 }
 
 /* Ties in score (equal seeds) go to the lower index: both builds scan up. */
@@ -159,6 +181,18 @@ static __always_inline void kvs_place_offer(struct kvs_place_pick *p, int level,
 	if (p->backend[level] < 0 || score > p->score[level]) {
 		p->score[level] = score;
 		p->backend[level] = (__s32)b;
+	}
+}
+
+/* A new prefix without room: the least load, then the highest score. */
+static __always_inline void kvs_place_offer_least(struct kvs_place_pick *p, __u32 b, __u64 score,
+						  __u64 load)
+{
+	if (p->least < 0 || load < p->least_load ||
+	    (load == p->least_load && score > p->least_score)) {
+		p->least_score = score;
+		p->least_load = load;
+		p->least = (__s32)b;
 	}
 }
 
@@ -177,6 +211,7 @@ static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b
 		return;
 	score = kvs_place_score(key, seed);
 	kvs_place_offer(p, 2, b, score);
+	kvs_place_offer_least(p, b, score, load);
 	if (load + 1 > bound)
 		return;
 	kvs_place_offer(p, 1, b, score);
@@ -188,6 +223,8 @@ static __always_inline int kvs_place_result(const struct kvs_place_pick *p, int 
 {
 	if (!spill && p->backend[0] >= 0)
 		return p->backend[0];
+	if (!spill && p->least >= 0)
+		return p->least;
 	if (p->backend[1] >= 0)
 		return p->backend[1];
 	return p->backend[2];

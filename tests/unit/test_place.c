@@ -4,8 +4,9 @@
  * userspace build decide the same on the same inputs (the BPF one run
  * through tests/bpf/place_probe.bpf.c, which holds the verdict's own
  * placement code, bpf/datapath/place.bpf.h), and the rule keeps its promises: load
- * bound, room for new prefixes, agreement between gateways, and few keys
- * moved when a backend leaves.
+ * bound, room for new prefixes, agreement between gateways, few keys
+ * moved when a backend leaves, the least loaded backend for a new prefix
+ * no backend with room takes, and the rendezvous order for spills.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,6 +124,118 @@ static void gateways_agree_and_keys_stay(void **state)
 	/* Rendezvous hashing: only the keys of the backend that left move. */
 	assert_int_equal(moved, 0);
 	assert_true(on_gone > 4000 / n / 2);
+}
+
+/* The eligible backend with the least load, the highest score among equal
+ * loads: where a new prefix no backend with room takes must go. */
+static int least_loaded(const struct kvs_place_be *be, uint32_t n, uint64_t key)
+{
+	int best = -1;
+
+	for (uint32_t b = 0; b < n; b++) {
+		if (!be[b].ok)
+			continue;
+		if (best < 0 || be[b].load < be[best].load ||
+		    (be[b].load == be[best].load &&
+		     kvs_place_score(key, be[b].seed) > kvs_place_score(key, be[best].seed)))
+			best = (int)b;
+	}
+	return best;
+}
+
+/* The highest score within the mean, ceil((total + 1) / eligible). */
+static int highest_in_bound(const struct kvs_place_be *be, uint32_t n, uint64_t key)
+{
+	uint64_t total = 0, bound;
+	uint32_t b, n_ok = 0;
+	int best = -1;
+
+	for (b = 0; b < n; b++)
+		if (be[b].ok) {
+			total += be[b].load;
+			n_ok++;
+		}
+	bound = n_ok ? (total + n_ok) / n_ok : 0;
+	for (b = 0; b < n; b++)
+		if (be[b].ok && be[b].load + 1 <= bound &&
+		    (best < 0 ||
+		     kvs_place_score(key, be[b].seed) > kvs_place_score(key, be[best].seed)))
+			best = (int)b;
+	return best;
+}
+
+/*
+ * A spill keeps the rendezvous order within the mean, room or not, not the
+ * least load: a prefix spills again while its holder stays busy, and its
+ * spills should meet their own cache on one second backend
+ * (docs/EVALUATION.md, "The trace's p90: the fallback's order").
+ */
+static void spills_follow_the_score(void **state)
+{
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	struct kvs_place_sum s;
+	uint32_t n = 8, i, b, differs = 0;
+
+	(void)state;
+	fleet(be, n);
+	for (i = 0; i < 4000; i++) {
+		uint64_t key = next();
+		int pick;
+
+		for (b = 0; b < n; b++) {
+			be[b].load = next() % 3 ? next() % 100000 : 5000 * (next() % 4);
+			be[b].ok = next() % 6 != 0;
+			be[b].placed = next() % (4 * KVS_PLACE_UNIT);
+		}
+		pick = kvs_place_choose(key, be, n, 1, &s);
+		assert_int_equal(pick, highest_in_bound(be, n, key));
+		differs += pick != least_loaded(be, n, key);
+	}
+	assert_true(differs > 1000); /* not the least loaded's */
+}
+
+/*
+ * No backend with room is within the mean (the least placed are the most
+ * loaded, as under a burst of long prompts): a new prefix goes to the
+ * least loaded, load first, where the highest score within the mean sent
+ * it up to a mean's worth of queue behind it. With room, the score still
+ * decides.
+ */
+static void no_room_goes_to_the_least_loaded(void **state)
+{
+	struct kvs_place_be be[KVS_MAX_BACKENDS];
+	uint32_t n = 8, i, b, differs = 0;
+
+	(void)state;
+	fleet(be, n);
+	for (i = 0; i < 4000; i++) {
+		uint64_t key = next();
+		int want;
+
+		for (b = 0; b < n; b++) {
+			be[b].ok = 1;
+			/* two backends placed the least, far above the mean */
+			be[b].placed = b < 2 ? 0 : 3 * KVS_PLACE_UNIT;
+			be[b].load = b < 2 ? 1000000 + next() % 1000 : next() % 100000;
+		}
+		want = least_loaded(be, n, key);
+		differs += want != highest_in_bound(be, n, key);
+		assert_int_equal(kvs_place(key, be, n), want);
+	}
+	assert_true(differs > 1000); /* not what the score within the mean picks */
+	/* an idle fleet: room everywhere, the hash places (rendezvous) */
+	fleet(be, n);
+	for (i = 0; i < 100; i++) {
+		uint64_t key = next();
+		int best = 0;
+
+		for (b = 0; b < n; b++) {
+			be[b].placed = 0;
+			if (kvs_place_score(key, be[b].seed) > kvs_place_score(key, be[best].seed))
+				best = (int)b;
+		}
+		assert_int_equal(kvs_place(key, be, n), best);
+	}
 }
 
 static void nobody_eligible(void **state)
@@ -359,6 +472,8 @@ int main(void)
 		cmocka_unit_test(never_above_the_load_bound),
 		cmocka_unit_test(new_prefixes_spread),
 		cmocka_unit_test(gateways_agree_and_keys_stay),
+		cmocka_unit_test(spills_follow_the_score),
+		cmocka_unit_test(no_room_goes_to_the_least_loaded),
 		cmocka_unit_test(nobody_eligible),
 		cmocka_unit_test(depth_of_the_key),
 		cmocka_unit_test(hot_replicas_follow_the_rate),
