@@ -124,14 +124,38 @@ static void test_knee(void **state)
 	assert_int_equal(s->load[0].v90 == SV_NONE, 0);
 	for (i = 0; i + 1 < s->nload; i++)
 		assert_false(s->load[i].saturated);
-	/* a policy saturated at one load is not run at the next */
-	for (i = 1; i < s->nload; i++)
-		for (uint32_t j = 0; j < o.npol; j++)
-			if (s->load[i - 1].pol[j].served < o.sweep_served)
-				assert_true(s->load[i].pol[j].skipped);
+	/* a policy saturated at two loads in a row is not run at the next;
+	 * the loads in a row are counted */
+	for (i = 0; i < s->nload; i++)
+		for (uint32_t j = 0; j < o.npol; j++) {
+			const struct sweep_pol *p = &s->load[i].pol[j];
+			int before = i ? s->load[i - 1].pol[j].saturated_runs : 0;
+
+			if (i)
+				assert_int_equal(p->skipped,
+						 sim_sweep_skip(&s->load[i - 1].pol[j]));
+			if (!p->skipped)
+				assert_int_equal(p->saturated_runs,
+						 p->served < o.sweep_served ? before + 1 : 0);
+		}
 	assert_true(s->load[s->nload - 1].saturated ||
 		    s->load[s->nload - 1].factor > o.sweep_max - o.sweep_step);
 	free(s);
+}
+
+/* One saturated load does not take a policy out of the ladder: it runs
+ * again at the next (near saturation the served share wavers), and is
+ * left out after two in a row, and from then on. */
+static void test_skip(void **state)
+{
+	struct sweep_pol ok = { .served = 0.99 }, once = { .served = 0.96, .saturated_runs = 1 },
+			 twice = { .served = 0.95, .saturated_runs = 2 }, out = { .skipped = 1 };
+
+	(void)state;
+	assert_false(sim_sweep_skip(&ok));
+	assert_false(sim_sweep_skip(&once));
+	assert_true(sim_sweep_skip(&twice));
+	assert_true(sim_sweep_skip(&out));
 }
 
 /* A sweep is dozens of runs: each run's memory (its TTFT, and the
@@ -158,9 +182,8 @@ static void test_no_leak(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_verdict),
-		cmocka_unit_test(test_served),
-		cmocka_unit_test(test_knee),
+		cmocka_unit_test(test_verdict), cmocka_unit_test(test_served),
+		cmocka_unit_test(test_knee),	cmocka_unit_test(test_skip),
 		cmocka_unit_test(test_no_leak),
 	};
 

@@ -170,10 +170,15 @@ static int kvsplice_index(const struct sim_opts *o)
 	return -1;
 }
 
+int sim_sweep_skip(const struct sweep_pol *prev)
+{
+	return prev->skipped || prev->saturated_runs >= 2;
+}
+
 /* Every policy at one load, and the verdicts. A policy saturated at the
- * load before (prev, NULL at the first) is not run again: past its
- * saturation its queue only grows, it cannot be the best, and its runs
- * are the slowest; it counts as infinitely slow. */
+ * loads before (prev, NULL at the first; sim_sweep_skip) is not run
+ * again: past its saturation its queue only grows, it cannot be the best,
+ * and its runs are the slowest; it counts as infinitely slow. */
 static int run_load(const struct sim_opts *o, struct sweep_load *l, const struct sweep_load *prev)
 {
 	double p90[MAX_POLICIES], p99[MAX_POLICIES];
@@ -185,7 +190,7 @@ static int run_load(const struct sim_opts *o, struct sweep_load *l, const struct
 		struct result res;
 		double served;
 
-		if (prev && (prev->pol[i].skipped || prev->pol[i].served < o->sweep_served)) {
+		if (prev && sim_sweep_skip(&prev->pol[i])) {
 			*sp = (struct sweep_pol){ .name = pol_names[o->pols[i]],
 						  .p50 = INFINITY,
 						  .p90 = INFINITY,
@@ -196,14 +201,19 @@ static int run_load(const struct sim_opts *o, struct sweep_load *l, const struct
 		}
 		if (run_at(o, l->load, o->pols[i], &res, &served, &l->offered_rps))
 			return -1;
-		*sp = (struct sweep_pol){ .name = res.name,
-					  .p50 = res.ttft_p50,
-					  .p90 = res.ttft_p90,
-					  .p99 = res.ttft_p99,
-					  .rps = res.rps,
-					  .served = served,
-					  .hit = res.hit,
-					  .mm_work = res.mm_work };
+		*sp = (struct sweep_pol){
+			.name = res.name,
+			.p50 = res.ttft_p50,
+			.p90 = res.ttft_p90,
+			.p99 = res.ttft_p99,
+			.rps = res.rps,
+			.served = served,
+			.hit = res.hit,
+			.mm_work = res.mm_work,
+			.saturated_runs = served < o->sweep_served ?
+						  (prev ? prev->pol[i].saturated_runs : 0) + 1 :
+						  0
+		};
 		p90[i] = sp->p90;
 		p99[i] = sp->p99;
 		if (sp->served > l->best_served)
