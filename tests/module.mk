@@ -21,6 +21,9 @@ $(BUILD)/tests/unit/test_place.o: INC := $(MODEL_INC) -I$(BUILD)/tests
 # test_dp_routes runs the controller's route installer (kvs_install) from the
 # gateway's own skeleton.
 $(BUILD)/tests/unit/test_dp_routes.o: $(BUILD)/kvsplice.skel.h
+# test_ho_layout fingerprints the pinned maps' values from the gateway's
+# own objects.
+$(BUILD)/tests/unit/test_ho_layout.o: $(BUILD)/kvsplice.skel.h $(BUILD)/admission.skel.h
 
 # libFuzzer target for the codec (clang; its own sanitizers).
 FUZZ      := $(BUILD)/fuzz/fuzz_codec

@@ -464,7 +464,10 @@ struct kvs_chain {
 };
 
 /* ctl_stats map value: the controller's own counters (it is the only
- * writer), pinned beside the kernel's so one dump shows both. */
+ * writer), pinned beside the kernel's so one dump shows both. Any change
+ * to it, a counter appended too, needs a new KVS_HO_VERSION (a take-over hands it over and reuses the pinned map:
+ * tests/unit/test_ho_layout.c); a kvsplicectl of another build refuses the
+ * map (kvs_pin_open: its value size differs). */
 struct kvs_ctl_stats {
 	__u64 slow_frames;	/* requests the controller routed */
 	__u64 slow_bytes;	/* bytes it copied to do so */
@@ -522,8 +525,6 @@ struct kvs_ctl_stats {
 			       * its replicas (include/kvsplice/place.h) */
 	__u64 health_held;    /* checks past their deadline whose PONG the
 			       * kernel had passed up, unread: not ejected */
-			      /* New counters go last: a kvsplicectl of an older build then reads
-	 * the fields it knows where they were. */
 };
 
 #endif /* KVSPLICE_MAPS_H */

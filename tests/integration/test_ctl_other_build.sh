@@ -17,6 +17,35 @@ out=$(kvs_stats) || kvs_fail "kvsplicectl stats on its own build's maps failed"
 assert_eq "its own build's maps: controller counters read" \
 	"$(jget "$out" '.controller | has("health_held")')" true
 
+# The maps a command goes without when absent are refused all the same
+# when of another build. (On the old code, stats printed "backends": []
+# with exit code 0, and status without a controller counted every client
+# connection as the controller's own: "spliced nothing".)
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+nosock="$KVS_TMP/no-controller.sock" # status reads the maps, as with no controller
+rc=0
+err=$(ctl --socket "$nosock" status 2>&1 >/dev/null) || rc=$?
+assert_eq "status without a controller, own build: exit code 3" "$rc" 3
+grep -q "another build" <<<"$err" && kvs_fail "own build's maps refused: $err"
+rm -f "$KVS_PIN/conns"
+bpftool map create "$KVS_PIN/conns" type hash key 8 value 8 entries 16 name conns ||
+	kvs_fail "bpftool map create conns"
+rc=0
+err=$(ctl --socket "$nosock" status 2>&1 >/dev/null) || rc=$?
+assert_eq "status without a controller, conns of another build: exit code 3" "$rc" 3
+grep -q "conns was pinned by a kvspliced of another build" <<<"$err" ||
+	kvs_fail "status: conns of another build not refused: $err"
+echo "ok: status without a controller: conns of another build refused by name"
+rm -f "$KVS_PIN/backends"
+bpftool map create "$KVS_PIN/backends" type array key 4 value 8 entries 64 name backends ||
+	kvs_fail "bpftool map create backends"
+rc=0
+err=$(ctl stats --json 2>&1 >/dev/null) || rc=$?
+assert_ge "stats, backends of another build: exit code" "$rc" 1
+grep -q "backends was pinned by a kvspliced of another build" <<<"$err" ||
+	kvs_fail "stats: backends of another build not refused: $err"
+echo "ok: stats: backends of another build refused by name"
+
 for size in 8 4096; do
 	rm -f "$KVS_PIN/ctl_stats"
 	bpftool map create "$KVS_PIN/ctl_stats" type array key 4 value "$size" entries 1 \

@@ -19,6 +19,19 @@
 #include "netutil.h"
 #include "pins.h"
 
+/* kvs_pin_open's -EPROTO, said by name: also for the maps a command may go
+ * without (a missing one is no error there, one of another build is). */
+static int other_build(const struct ctl_opts *o, const char *name, int fd)
+{
+	if (fd == -EPROTO)
+		fprintf(stderr,
+			PROG ": %s/%s was pinned by a kvspliced of another build: its values are "
+			     "not the size this kvsplicectl reads (use the kvsplicectl installed "
+			     "with the running kvspliced)\n",
+			o->pin_dir, name);
+	return fd == -EPROTO;
+}
+
 int ctl_open_map(const struct ctl_opts *o, const char *name)
 {
 	int fd = kvs_pin_open(o->pin_dir, name);
@@ -26,12 +39,8 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	if (fd == -EACCES || fd == -EPERM)
 		fprintf(stderr, PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
 			o->pin_dir, name, strerror(-fd));
-	else if (fd == -EPROTO)
-		fprintf(stderr,
-			PROG ": %s/%s was pinned by a kvspliced of another build: its values are "
-			     "not the size this kvsplicectl reads (use the kvsplicectl installed "
-			     "with the running kvspliced)\n",
-			o->pin_dir, name);
+	else if (other_build(o, name, fd))
+		;
 	else if (fd < 0)
 		fprintf(stderr,
 			PROG
@@ -154,8 +163,10 @@ int ctl_count_backends(const struct ctl_opts *o, uint32_t *by_state, uint32_t ns
 	int fd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
 	struct kvs_backend be;
 
-	if (fd < 0)
+	if (fd < 0) {
+		other_build(o, KVS_MAP_BACKENDS, fd);
 		return fd;
+	}
 	for (__u32 i = 0; i < KVS_MAX_BACKENDS; i++)
 		if (bpf_map_lookup_elem(fd, &i, &be) == 0 && be.state < nstates)
 			by_state[be.state]++;
@@ -171,7 +182,13 @@ int ctl_count_spliced(const struct ctl_opts *o, struct ctl_spliced *n)
 	memset(n, 0, sizeof(*n));
 	if (socks < 0)
 		return socks;
+	/* Without conns every client would count as "other": a status saying
+	 * the kernel splices nothing while it does. */
 	conns = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
+	if (other_build(o, KVS_MAP_CONNS, conns)) {
+		close(socks);
+		return conns;
+	}
 	while (bpf_map_get_next_key(socks, prev, &next) == 0) {
 		struct kvs_conn c;
 
@@ -262,7 +279,7 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	struct kvs_stats k;
 	struct kvs_ctl_stats c;
 	struct kvs_xdp_stats x;
-	int sfd, cfd, rfd, nfd, bfd, xfd, err, routes = -1, conns = -1;
+	int sfd, cfd, rfd = -1, nfd = -1, bfd = -1, xfd = -1, err, routes = -1, conns = -1, rc = 1;
 	bool have_xdp = false;
 	const char *sep = "";
 	double share;
@@ -270,30 +287,30 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	sfd = ctl_open_map(o, KVS_MAP_STATS);
 	cfd = ctl_open_map(o, KVS_MAP_CTL_STATS);
 	if (sfd < 0 || cfd < 0)
-		return 1;
+		goto cleanup;
 	err = kvs_read_kstats(sfd, &k);
 	if (!err)
 		err = kvs_read_ctl_stats(cfd, &c);
 	if (err) {
 		fprintf(stderr, PROG ": cannot read counters: %s\n", strerror(-err));
-		return 1;
+		goto cleanup;
 	}
+	/* The maps stats goes without if absent: one of another build is an
+	 * error all the same (not a backends list shown empty, exit 0). */
 	rfd = kvs_pin_open(o->pin_dir, KVS_MAP_ROUTES);
-	if (rfd >= 0) {
-		routes = count_entries(rfd, sizeof(__u64));
-		close(rfd);
-	}
 	nfd = kvs_pin_open(o->pin_dir, KVS_MAP_CONNS);
-	if (nfd >= 0) {
-		conns = count_entries(nfd, sizeof(__u64));
-		close(nfd);
-	}
 	/* Pinned only while the gateway runs with --xdp-iface. */
 	xfd = kvs_pin_open(o->pin_dir, KVS_MAP_XDP_STATS);
-	if (xfd >= 0) {
+	bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+	if (other_build(o, KVS_MAP_ROUTES, rfd) + other_build(o, KVS_MAP_CONNS, nfd) +
+	    other_build(o, KVS_MAP_XDP_STATS, xfd) + other_build(o, KVS_MAP_BACKENDS, bfd))
+		goto cleanup;
+	if (rfd >= 0)
+		routes = count_entries(rfd, sizeof(__u64));
+	if (nfd >= 0)
+		conns = count_entries(nfd, sizeof(__u64));
+	if (xfd >= 0)
 		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
-		close(xfd);
-	}
 	share = k.fast_path_frames + k.slow_path_frames ?
 			(double)k.fast_path_frames /
 				(double)(k.fast_path_frames + k.slow_path_frames) :
@@ -328,10 +345,8 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 			printf("null");
 		}
 		printf(",\"backends\":");
-		bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
 		if (bfd >= 0) {
 			print_backends_json(bfd);
-			close(bfd);
 		} else {
 			printf("[]");
 		}
@@ -355,9 +370,21 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 #undef T
 		}
 	}
-	close(sfd);
-	close(cfd);
-	return 0;
+	rc = 0;
+cleanup:
+	if (sfd >= 0)
+		close(sfd);
+	if (cfd >= 0)
+		close(cfd);
+	if (rfd >= 0)
+		close(rfd);
+	if (nfd >= 0)
+		close(nfd);
+	if (xfd >= 0)
+		close(xfd);
+	if (bfd >= 0)
+		close(bfd);
+	return rc;
 }
 
 int ctl_backends(const struct ctl_opts *o, int argc, char **argv)

@@ -34,8 +34,12 @@
  * record of the fleet's (include/kvsplice/place.h, "Hot prefixes"). 7:
  * the controller's count of its own hot-prefix decisions (ctl_stats),
  * each backend's last health PONG the kernel passed up (pong_seen) and
- * the controller's count of checks held for one (health_held). */
-#define KVS_HO_VERSION 7
+ * the controller's count of checks held for one (health_held). 8:
+ * health_held moved last in ctl_stats (e4fca92): the map's value size is
+ * the same, so a take-over across it read health_held as user_path_frames
+ * and each counter after it as the one before. tests/unit/test_ho_layout.c
+ * holds each version's layout of the maps' values. */
+#define KVS_HO_VERSION 8
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 
