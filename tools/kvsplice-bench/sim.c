@@ -167,11 +167,12 @@ static const struct kvs_opt rows[] = {
 		  "configured size), as the gateway's tick does\n"
 		  "(default yes)" },
 	{ "kvsplice-hot", 0, KVS_OPT_ENUM(O, hot, "no", "yes"), .arg = "yes|no",
-	  .help = "kvsplice: replicate hot prefixes: a route followed by\n"
+	  .help = "kvsplice: replicate hot prefixes: a prefix matched by\n"
 		  "more work than a backend's share goes to as many\n"
 		  "replicas as its rate needs (include/kvsplice/place.h,\n"
-		  "\"Hot prefixes\"; default yes, as the gateway does);\n"
-		  "'no': one holder, the rule before" },
+		  "\"Hot prefixes\"; default yes, as the gateway does),\n"
+		  "in the kernel's routes and in the controller's own\n"
+		  "decisions; 'no': one holder, the rule before" },
 	{ "release-prefill", 0, KVS_OPT_FUNC(O, release_early, kvs_opt_release_prefill),
 	  .arg = "WHEN",
 	  .help = "when a request's prefill work stops counting as\n"
