@@ -57,4 +57,15 @@ for size in 8 4096; do
 		kvs_fail "ctl_stats of $size-byte values: no clear error: $err"
 	echo "ok: ctl_stats of $size-byte values: refused by name"
 done
+# a flush still flushes, and says the tenants' counts were left to the
+# controller's recount
+rm -f "$KVS_PIN/route_shares"
+bpftool map create "$KVS_PIN/route_shares" type array key 4 value 8 entries 4 \
+	name route_shares || kvs_fail "bpftool map create route_shares"
+rc=0
+err=$(ctl routes flush 2>&1 >/dev/null) || rc=$?
+assert_eq "routes flush, route_shares of another build: exit code" "$rc" 0
+grep -q "route_shares was pinned by a kvspliced of another build" <<<"$err" ||
+	kvs_fail "routes flush: route_shares of another build not named: $err"
+echo "ok: routes flush: route_shares of another build named"
 echo "PASS test_ctl_other_build"
