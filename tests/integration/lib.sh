@@ -237,3 +237,24 @@ kvs_btf_named() {
 	fi
 	echo "ok: bpftool shows $1 as $2 with named fields ($3${4:+; dump has $4})"
 }
+
+# kvs_send_prompts SOURCE TAG N: tests/helpers/send_prompts.py against the
+# gateway (GW_PORT): N prompts of 32 blocks from address SOURCE; prints
+# how many were answered.
+kvs_send_prompts() {
+	PYTHONPATH="$(dirname "${BASH_SOURCE[0]}")/../helpers" \
+		python3 "$(dirname "${BASH_SOURCE[0]}")/../helpers/send_prompts.py" "$GW_PORT" "$@"
+}
+
+# kvs_route_share T FIELD: tenant T's entry in the route_shares map
+# (routes, share, refused, trimmed).
+kvs_route_share() {
+	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
+		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
+}
+
+# kvs_routes_of T: routes in the map installed for tenant T's clients.
+kvs_routes_of() {
+	bpftool map dump pinned "$KVS_PIN/routes" -j |
+		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
+}

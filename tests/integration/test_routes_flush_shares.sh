@@ -14,32 +14,9 @@ kvs_start_sim B --time-scale 0.01
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" --tenant-routes 1000 \
 	--tenant-source 127.0.0.2=111 --tenant-source 127.0.0.3=222
 ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
-cat >"$KVS_TMP/send.py" <<'PY'
-# send.py PORT SOURCE TAG N: N requests, prompts TAG-0 .. TAG-(N-1) of 2048
-# bytes (32 blocks: 4 checkpoint routes each), one after another on one
-# connection; prints how many got their END.
-import sys
-import kvs1
-port, src, tag, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-s = kvs1.connect(port, src)
-r, ends = kvs1.Reader(s), 0
-for i in range(n):
-    s.sendall(kvs1.request((f"{tag}-{i} " * 400).encode()[:2048], i + 1))
-    f = r.until_end()
-    if f.type == kvs1.ERROR:
-        sys.exit(f"ERROR: {f.text()}")
-    ends += 1
-print(ends)
-PY
-send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
-share() {
-	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
-		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
-}
-routes_of() {
-	bpftool map dump pinned "$KVS_PIN/routes" -j |
-		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
-}
+send() { kvs_send_prompts "$@"; }
+share() { kvs_route_share "$@"; }
+routes_of() { kvs_routes_of "$@"; }
 # routes_to B [T]: routes in the map naming backend slot B (of tenant T)
 routes_to() {
 	bpftool map dump pinned "$KVS_PIN/routes" -j | jq --argjson b "$1" --argjson t "${2:--1}" \

@@ -14,28 +14,9 @@ kvs_start_sim A --time-scale 0.01
 kvs_start_sim B --time-scale 0.01
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
 	--tenant-routes 1000 --tenant-source 127.0.0.2=111 --tenant-source 127.0.0.3=111
-cat >"$KVS_TMP/send.py" <<'PY'
-# send.py PORT SOURCE TAG: one request, a prompt of 2048 bytes (32 blocks:
-# 4 checkpoint routes); prints 1 once its END came.
-import sys
-import kvs1
-port, src, tag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-s = kvs1.connect(port, src)
-s.sendall(kvs1.request((f"{tag} " * 400).encode()[:2048], 1))
-f = kvs1.Reader(s).until_end()
-if f.type == kvs1.ERROR:
-    sys.exit(f"ERROR: {f.text()}")
-print(1)
-PY
-send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
-share() {
-	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
-		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
-}
-routes_of() {
-	bpftool map dump pinned "$KVS_PIN/routes" -j |
-		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
-}
+send() { kvs_send_prompts "$@" 1; } # SOURCE TAG: one prompt
+share() { kvs_route_share "$@"; }
+routes_of() { kvs_routes_of "$@"; }
 
 assert_eq "tenant 1: the prompt answered" "$(send 127.0.0.2 shared-prompt)" 1
 assert_eq "tenant 1: its routes" "$(routes_of 1)" 4

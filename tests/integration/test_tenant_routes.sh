@@ -15,34 +15,9 @@ SHARE=48 # trimmed from 45 (share - share/16) to 36 (3/4)
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --tenant-routes $SHARE \
 	--tenant-source 127.0.0.2=111 --tenant-source 127.0.0.3=222 --metrics 127.0.0.1:0
 MPORT=$(grep -o 'event=metrics_listening addr=[^ ]* port=[0-9]*' "$KVS_TMP/gw.log" | grep -o '[0-9]*$')
-cat >"$KVS_TMP/send.py" <<'PY'
-# send.py PORT SOURCE TAG N: N requests, prompts TAG-0 .. TAG-(N-1) of 2048
-# bytes (32 blocks: 4 checkpoint routes each), one after another on one
-# connection; prints how many got their END.
-import sys
-import kvs1
-port, src, tag, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-s = kvs1.connect(port, src)
-r, ends = kvs1.Reader(s), 0
-for i in range(n):
-    s.sendall(kvs1.request((f"{tag}-{i} " * 400).encode()[:2048], i + 1))
-    f = r.until_end()
-    if f.type == kvs1.ERROR:
-        sys.exit(f"ERROR: {f.text()}")
-    ends += 1
-print(ends)
-PY
-send() { PYTHONPATH="$(dirname "$0")/../helpers" python3 "$KVS_TMP/send.py" "$GW_PORT" "$@"; }
-# share T FIELD: tenant T's entry in the route_shares map
-share() {
-	bpftool map dump pinned "$KVS_PIN/route_shares" -j |
-		jq -r --argjson t "$1" ".[] | select(.formatted.key == \$t) | .formatted.value.$2"
-}
-# routes_of T: routes in the map installed for tenant T's clients
-routes_of() {
-	bpftool map dump pinned "$KVS_PIN/routes" -j |
-		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
-}
+send() { kvs_send_prompts "$@"; }
+share() { kvs_route_share "$@"; }
+routes_of() { kvs_routes_of "$@"; }
 
 # Written before the gateway listens: its first clients' routes, too, are
 # within their shares (written on the first tick, a burst of them went in
