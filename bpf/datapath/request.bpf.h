@@ -122,7 +122,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 
 		if (hold && may_place(hold) &&
 		    (hb == b ||
-		     kvs_place_keep(&sc->pw.s, cfg_balance, cfg_recompute_weight,
+		     kvs_place_keep(&sc->pw.s, cfg_keep_balance, cfg_recompute_weight,
 				    kvs_prompt_tokens(plen), hold->outstanding_work,
 				    (__u64)d->depth * KVS_BLOCK_TOKENS, be->outstanding_work))) {
 			b = hb;

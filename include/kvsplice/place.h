@@ -234,7 +234,9 @@ static __always_inline int kvs_place_result(const struct kvs_place_pick *p, int 
  * A route's backend over the kernel's bound for following routes (its
  * work_limit) keeps the request all the same when moving it would cost
  * more: while its load is within balance x the mean plus the request's
- * tokens, and its load plus weight x the tokens it would recompute is no
+ * tokens (balance here the keep bound, --keep-balance, 2 by default:
+ * wider than the work limit's, user/core/policy.h, KVS_POLICY_KEEP_BALANCE),
+ * and its load plus weight x the tokens it would recompute is no
  * more than the alternative's (the placement's pick, believed to hold
  * nothing of the prompt). The controller's rule (user/core/policy.c,
  * est(b) = load(b) + weight x uncached(b)) reduced to the two backends the

@@ -49,13 +49,15 @@ static void file_then_command_line(void **state)
 	(void)state;
 	write_file("# a comment\n; another\n[gateway]\nlisten = 127.0.0.1:7000\n"
 		   "backend = 10.0.0.1:8000\nbackend=10.0.0.2:8000\n\n[limits]\n"
-		   "max-outstanding = 99\nkeep-pins = yes\nbalance = 1.5\nlog-level = debug\n");
+		   "max-outstanding = 99\nkeep-pins = yes\nbalance = 1.5\nkeep-balance = 3\n"
+		   "log-level = debug\n");
 	assert_int_equal(parse(&cfg, &st, (const char *[]){ "--config", path, NULL }), 0);
 	assert_int_equal(cfg.nbackends, 2);
 	assert_string_equal(kvs_addr_str(&cfg.backends[1], a, sizeof(a)), "10.0.0.2:8000");
 	assert_int_equal(cfg.max_outstanding, 99);
 	assert_int_equal(cfg.keep_pins, 1);
 	assert_true(cfg.balance > 1.49 && cfg.balance < 1.51);
+	assert_true(cfg.keep_balance > 2.99 && cfg.keep_balance < 3.01);
 	assert_int_equal(kvs_addr_port(&cfg.listen), 7000);
 	assert_string_equal(cfg.config_path, path);
 	kvs_config_store_free(&st);
@@ -77,6 +79,7 @@ static void file_then_command_line(void **state)
 			 0);
 	assert_int_equal(cfg.keep_pins, 0);
 	assert_int_equal(cfg.max_outstanding, KVS_DEFAULT_MAX_OUTSTANDING);
+	assert_true(cfg.keep_balance > 1.99 && cfg.keep_balance < 2.01);
 	kvs_config_store_free(&st);
 	unlink(path);
 }
@@ -95,6 +98,7 @@ static void mistakes_refused(void **state)
 		"backend = 10.0.0.1:8000\ntakeover = true\n",	      /* an action, not a setting */
 		"backend = 10.0.0.1:8000\nconfig = /etc/other\n",     /* no nesting */
 		"backend = 10.0.0.1:8000\nallow = 10.0.0.0/8\n",      /* needs xdp-iface */
+		"backend = 10.0.0.1:8000\nkeep-balance = 0.5\n",      /* under the mean */
 	};
 	struct gw_config cfg;
 	struct kvs_config_store st;

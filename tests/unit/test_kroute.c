@@ -332,6 +332,61 @@ static void holder_kept_when_moving_costs_more(void **state)
 	fix_free(&f);
 }
 
+/* The keep bound is its own (--keep-balance, 2 x the mean by default),
+ * wider than the work limit's balance: a holder at 1.9 x the mean whose
+ * wait costs less than recomputing 10,880 tokens elsewhere keeps the
+ * request; at the work limit's 1.15 it spilled (as until 2026-12-02). */
+static void keep_bound_is_wider_than_the_work_limit(void **state)
+{
+	struct kvs_kr_decision d;
+	struct kvs_kr_req r;
+	struct fix f;
+	uint64_t h[MAXB];
+	uint32_t n, b;
+	int holder, spill;
+
+	(void)state;
+	for (spill = 0; spill < 2; spill++) {
+		fix_init(&f, 100000, 0);
+		if (spill)
+			f.kr.p.keep_balance = f.kr.p.balance;
+		n = chain(h, 91, 320, 91, 320);
+		r = req(h, n);
+		holder = send(&f, &r, &d);
+		/* mean 57,500: 110,000 is past 1.15 x it + 16,000 (82,125),
+		 * within 2 x it + 16,000 (131,000); the wait behind 70,000 more
+		 * tokens costs less than 16 x 10,880 recomputed */
+		for (b = 0; b < NB; b++)
+			f.load[b] = b == (uint32_t)holder ? 110000 : 40000;
+		kvs_kr_refresh(&f.kr, f.load, f.up);
+		assert_true(f.load[holder] > f.kr.work_limit);
+		n = chain(h, 91, 320, 92, 1000);
+		r = req(h, n);
+		if (spill) {
+			assert_true(send(&f, &r, &d) != holder);
+			assert_int_equal(d.why, KVS_WHY_SPILL);
+		} else {
+			assert_int_equal(send(&f, &r, &d), holder);
+			assert_int_equal(d.why, KVS_WHY_KEPT);
+		}
+		fix_free(&f);
+	}
+	/* past 2 x the mean it spills, though the wait still costs less:
+	 * mean 27,500, the bound 71,000, the holder at 80,000 */
+	fix_init(&f, 100000, 0);
+	n = chain(h, 91, 320, 91, 320);
+	r = req(h, n);
+	holder = send(&f, &r, &d);
+	for (b = 0; b < NB; b++)
+		f.load[b] = b == (uint32_t)holder ? 80000 : 10000;
+	kvs_kr_refresh(&f.kr, f.load, f.up);
+	n = chain(h, 91, 320, 92, 1000);
+	r = req(h, n);
+	assert_true(send(&f, &r, &d) != holder);
+	assert_int_equal(d.why, KVS_WHY_SPILL);
+	fix_free(&f);
+}
+
 /* The typical charge: 3/4 the old, 1/4 the mean charge since the last
  * refresh; kernel_slack at least. */
 static void work_limit_follows_the_typical_charge(void **state)
@@ -806,6 +861,7 @@ int main(void)
 		cmocka_unit_test(shallow_match_is_placed),
 		cmocka_unit_test(saturated_holder_spills),
 		cmocka_unit_test(holder_kept_when_moving_costs_more),
+		cmocka_unit_test(keep_bound_is_wider_than_the_work_limit),
 		cmocka_unit_test(work_limit_follows_the_typical_charge),
 		cmocka_unit_test(index_eviction_withdraws_the_route),
 		cmocka_unit_test(routes_are_never_overwritten),

@@ -332,6 +332,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	kvs_policy_init(&pol, &pp, names);
 	if (p == P_KVSPLICE && o->model == M_SPLIT) {
 		kvs_kr_defaults(&kp, o->balance);
+		kp.keep_balance = o->keep_balance;
 		kp.window_blocks = o->window_blocks;
 		kp.recompute_weight = (uint32_t)lround(o->recompute_weight);
 		kp.hot = o->hot;

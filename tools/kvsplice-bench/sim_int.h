@@ -51,6 +51,7 @@ struct sim_opts {
 	int newcomer;
 	int join_flush; /* kvsplice: every route voided at the join (routes flush) */
 	double balance, recompute_weight; /* kvsplice policy */
+	double keep_balance;		  /* the kernel's keep bound (kvs_place_keep) */
 	int release_early;		  /* prefill charge off at the first token */
 	enum kvsplice_model model;	  /* kvsplice: split or controller */
 	uint32_t window_blocks;		  /* kvsplice split: blocks the kernel hashes */

@@ -29,6 +29,7 @@ void kvs_kr_defaults(struct kvs_kr_params *p, double balance)
 	p->kernel_slack = KVS_KR_KERNEL_SLACK;
 	p->recompute_weight = (uint32_t)KVS_POLICY_RECOMPUTE_WEIGHT;
 	p->balance = balance;
+	p->keep_balance = KVS_POLICY_KEEP_BALANCE;
 	p->hot = 1;
 }
 
@@ -428,9 +429,9 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 	if (pick < 0)
 		return -1;
 	if (d->why == KVS_WHY_SPILL && hb >= 0 && may_place(kr, (uint32_t)hb, outstanding, up) &&
-	    (hb == pick ||
-	     kvs_place_keep(&s, pol->balance_fp, kr->p.recompute_weight, r->prompt_tokens, load[hb],
-			    (uint64_t)d->depth * KVS_BLOCK_TOKENS, load[pick]))) {
+	    (hb == pick || kvs_place_keep(&s, kvs_policy_balance_fp(kr->p.keep_balance),
+					  kr->p.recompute_weight, r->prompt_tokens, load[hb],
+					  (uint64_t)d->depth * KVS_BLOCK_TOKENS, load[pick]))) {
 		d->why = KVS_WHY_KEPT;
 		return hb;
 	}

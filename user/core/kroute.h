@@ -56,6 +56,7 @@ struct kvs_kr_params {
 	uint32_t max_outstanding;  /* requests per backend; 0: none */
 	uint32_t recompute_weight; /* kvs_place_keep's (cfg_recompute_weight) */
 	double balance;		   /* the work limit's (the policy's own) */
+	double keep_balance;	   /* a holder keeps a request within it (kvs_place_keep) */
 	int hot;		   /* replicate hot prefixes (the kernel does) */
 };
 

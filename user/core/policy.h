@@ -54,6 +54,19 @@ struct kvs_policy_params {
 };
 
 #define KVS_POLICY_BALANCE 1.15
+/*
+ * How far past the mean a route's backend keeps a request when moving it
+ * would cost more (include/kvsplice/place.h, kvs_place_keep): the kernel
+ * follows a route within `balance` x the mean (its work limit); past that,
+ * the holder keeps the request while its load is within KEEP_BALANCE x the
+ * mean plus the request and the recomputation elsewhere would cost more
+ * than the wait. At `balance` (1.15, as until 2026-12-02) the spills it
+ * forced were most of the hit rate kvsplice lost to llm-d on the public
+ * trace, and on 7 and 16 backends most of its p90 gap under heavy load;
+ * at 2 they are few, and unbounded the holders' queues cost p99
+ * (docs/EVALUATION.md, "The keep bound").
+ */
+#define KVS_POLICY_KEEP_BALANCE 2.0
 /* A backend's KV capacity when the operator gives none: ~1.3 M tokens, an
  * 8xH100 instance serving Llama-3.1-70B (docs/EVALUATION.md, "The fleet in
  * virtual time"). */

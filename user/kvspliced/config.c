@@ -41,6 +41,7 @@ static const struct settings defaults = {
 		.window_blocks = KVS_MAX_WINDOW_BLOCKS,
 		.frame_timeout_ms = 30000,
 		.balance = KVS_POLICY_BALANCE,
+		.keep_balance = KVS_POLICY_KEEP_BALANCE,
 		.index_blocks = KVS_POLICY_INDEX_BLOCKS,
 		.min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		.kernel_slack = 512,
@@ -235,6 +236,12 @@ static const struct kvs_opt rows[] = {
 	  .help = "load bound: a backend above F x the fleet's mean\n"
 		  "outstanding work (in tokens) takes no new request\n"
 		  "from the controller (default {default})" },
+	{ "keep-balance", 0, KVS_OPT_DOUBLE(S, cfg.keep_balance, 1.0, 100.0), .arg = "F",
+	  .help = "a route's backend past the kernel's work limit keeps\n"
+		  "a request while its outstanding work is within F x\n"
+		  "the mean plus the request, and recomputing the prefix\n"
+		  "elsewhere would cost more; past it, the request spills\n"
+		  "(default {default}; set at start)" },
 	{ "backend-kv-blocks", 0, KVS_OPT_U32(S, cfg.index_blocks, 1, 1u << 28), .arg = "N",
 	  .help = "KV capacity of each backend in 16-token blocks; the\n"
 		  "controller's index of what each holds is bounded by\n"

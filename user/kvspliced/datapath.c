@@ -14,6 +14,7 @@
 
 #include "kvsplice.skel.h"
 #include "kvsplice/hash.h"
+#include "kvsplice/place.h"
 #include "log.h"
 #include "pins.h"
 
@@ -116,6 +117,8 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_kernel_place = o->kernel_place;
 	dp->skel->rodata->cfg_balance = o->balance_fp;
 	dp->balance_fp = o->balance_fp;
+	dp->skel->rodata->cfg_keep_balance = o->keep_balance_fp;
+	dp->keep_balance_fp = o->keep_balance_fp;
 	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;
 	err = kvsplice_bpf__load(dp->skel);
 	if (err) {
@@ -164,9 +167,10 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		goto fail;
 	}
 	pr_info("event=datapath_loaded pin_dir=%s max_payload=%u window_blocks=%u min_match_pct=%u "
-		"release_prefill=%s kernel_place=%s",
+		"release_prefill=%s kernel_place=%s keep_balance=%.2f",
 		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct,
-		o->release_prefill_early ? "first-token" : "end", o->kernel_place ? "yes" : "no");
+		o->release_prefill_early ? "first-token" : "end", o->kernel_place ? "yes" : "no",
+		(double)o->keep_balance_fp / KVS_PLACE_ONE);
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);

@@ -57,6 +57,7 @@ struct gw_config {
 	uint32_t window_blocks;
 	uint32_t frame_timeout_ms; /* a frame not complete by then aborts */
 	double balance;		   /* bounded-load factor, >= 1 */
+	double keep_balance;	   /* a holder keeps a request within it (place.h) */
 	uint32_t index_blocks;	   /* per-backend prefix index (their KV blocks) */
 	uint32_t min_match_pct;	   /* a shallower prefix match is not decisive */
 	uint32_t kernel_slack;	   /* least slack, in tokens, above balance x

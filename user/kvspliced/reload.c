@@ -69,6 +69,9 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	 * kernel's placement has it in its rodata, set at load */
 	RESTART_IF(!g->dp.in_memory && kvs_policy_balance_fp(n->balance) != g->dp.balance_fp,
 		   "balance(kernel-placement)");
+	RESTART_IF(!g->dp.in_memory &&
+			   kvs_policy_balance_fp(n->keep_balance) != g->dp.keep_balance_fp,
+		   "keep-balance");
 	RESTART_IF(c->client_max_inflight != n->client_max_inflight, "max-client-inflight");
 	/* each client's budget is set when it is accepted */
 	RESTART_IF(c->ctl_rate != n->ctl_rate || c->ctl_burst != n->ctl_burst ||
