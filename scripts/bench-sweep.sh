@@ -11,6 +11,8 @@
 #   BACKENDS="3 7 16"  WORKLOADS="contexts conversations trace"
 #   REQUESTS=4000 (a run; the trace has 3,993)  SEED=1
 #   POLICIES=rr,sglang,llmd,dynamo,kvsplice
+#   REPEAT=1 runs a load, their mean judged (--sweep-repeat; 4 for the
+#   trace near saturation, where one speed is a coin toss)
 #   EXTRA="..." more sim options (e.g. --sweep-step 0.2)
 # Writes OUT/<workload>-<backends>.json (and .log, the progress; OUT: a new
 # directory under /tmp) and prints a summary line per sweep. About 8
@@ -24,6 +26,7 @@ WORKLOADS=${WORKLOADS:-contexts conversations trace}
 REQUESTS=${REQUESTS:-4000}
 SEED=${SEED:-1}
 POLICIES=${POLICIES:-rr,sglang,llmd,dynamo,kvsplice}
+REPEAT=${REPEAT:-1}
 EXTRA=${EXTRA:-}
 TRACE=$(dirname "$0")/../traces/mooncake_fast25_synthetic_trace.jsonl
 mkdir -p "$OUT"
@@ -36,7 +39,7 @@ for w in $WORKLOADS; do
 	for b in $BACKENDS; do
 		# shellcheck disable=SC2086 # EXTRA is options, split on purpose
 		"$BUILD/kvsplice-bench" sim --sweep --backends "$b" --requests "$REQUESTS" \
-			--seed "$SEED" --policies "$POLICIES" "${work[@]}" $EXTRA \
+			--seed "$SEED" --policies "$POLICIES" --sweep-repeat "$REPEAT" "${work[@]}" $EXTRA \
 			--json >"$OUT/$w-$b.json" 2>"$OUT/$w-$b.log"
 		# shellcheck disable=SC2086
 		jq -r --arg w "$w" '"\($w) \(.backends) backends: knee \(.knee | . * 1000 | round / 1000) \(.load_unit); kvsplice best or tied at \(.kvsplice_p90_ok)/\(.judged) loads on p90, \(.kvsplice_p99_ok)/\(.judged) on p99; loses at: " + ([.loads[] | select(.saturated | not) | select(.p90 == "loses" or .p99 == "loses") | "\(.factor)x (p90 \(.p90_gap_pct | if . == null then "saturated" else "\(round)%" end), p99 \(.p99_gap_pct | if . == null then "saturated" else "\(round)%" end))"] | join(", "))' \

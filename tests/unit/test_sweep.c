@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include <malloc.h>
+#include <math.h>
 
 #include "sim_int.h"
 #include "sim_sweep.h"
@@ -158,6 +159,49 @@ static void test_skip(void **state)
 	assert_true(sim_sweep_skip(&out));
 }
 
+/* One policy's TTFT p90 and hit rate at one load, a single run. */
+static void one_run(const struct sim_opts *base, double load, enum pol p, double *p90, double *hit)
+{
+	struct sim_opts o = *base;
+	struct workload w;
+	struct result r;
+
+	sim_set_load(&o, load);
+	assert_int_equal(sim_make_workload(&o, &w), 0);
+	sim_run_policy(&o, &w, p, &r);
+	*p90 = r.ttft_p90;
+	*hit = r.hit;
+	sim_free_result(&r);
+	sim_free_workload(&w);
+}
+
+/* --sweep-repeat N judges each load on the mean of N runs at loads 0.4%
+ * apart around it: the figures are those runs' means. */
+static void test_repeat(void **state)
+{
+	struct sim_opts o = tiny();
+	struct sweep *s = calloc(1, sizeof(*s));
+	double lo90, lohit, hi90, hihit;
+
+	(void)state;
+	assert_non_null(s);
+	assert_true(fabs(sim_sweep_repeat_factor(0, 1) - 1) < 1e-12);
+	assert_true(fabs(sim_sweep_repeat_factor(0, 4) - 0.994) < 1e-12);
+	assert_true(fabs(sim_sweep_repeat_factor(3, 4) - 1.006) < 1e-12);
+	assert_true(fabs(sim_sweep_repeat_factor(1, 2) - 1.002) < 1e-12);
+	o.rate = 7; /* near the tiny fleet's saturation, where runs differ */
+	o.sweep_repeat = 2;
+	o.sweep_from = o.sweep_max = 1;
+	s->knee = o.rate;
+	assert_int_equal(sim_sweep_ladder(&o, s), 0);
+	assert_int_equal(s->nload, 1);
+	one_run(&o, o.rate * 0.998, P_KVSPLICE, &lo90, &lohit);
+	one_run(&o, o.rate * 1.002, P_KVSPLICE, &hi90, &hihit);
+	assert_true(fabs(s->load[0].pol[1].p90 - (lo90 + hi90) / 2) < 1e-6);
+	assert_true(fabs(s->load[0].pol[1].hit - (lohit + hihit) / 2) < 1e-9);
+	free(s);
+}
+
 /* A sweep is dozens of runs: each run's memory (its TTFT, and the
  * per-request arrays of its anatomy) is given back, not only its TTFT. */
 static void test_no_leak(void **state)
@@ -184,7 +228,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_verdict), cmocka_unit_test(test_served),
 		cmocka_unit_test(test_knee),	cmocka_unit_test(test_skip),
-		cmocka_unit_test(test_no_leak),
+		cmocka_unit_test(test_no_leak), cmocka_unit_test(test_repeat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

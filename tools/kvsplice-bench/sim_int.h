@@ -68,8 +68,10 @@ struct sim_opts {
 	 * sweep_max x round robin's knee in steps of sweep_step; a policy
 	 * saturates serving under sweep_served of what is offered; kvsplice
 	 * ties within sweep_tol_pct percent or sweep_tol_ms; the knee is also
-	 * where rr's TTFT p90 passes sweep_knee_p90 ms (0: not) */
+	 * where rr's TTFT p90 passes sweep_knee_p90 ms (0: not); each load is
+	 * judged on the mean of sweep_repeat runs SIM_SWEEP_SPACING apart */
 	int sweep;
+	uint32_t sweep_repeat;
 	double sweep_from, sweep_step, sweep_max, sweep_served, sweep_tol_pct, sweep_tol_ms,
 		sweep_knee_p90;
 	const char *plot_dir;

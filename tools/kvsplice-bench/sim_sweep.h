@@ -25,6 +25,14 @@ struct sweep_probe {
 	int over; /* past the knee */
 };
 
+/* --sweep-repeat: at most this many runs a load, SIM_SWEEP_SPACING of the
+ * load apart (N = 4: 0.994, 0.998, 1.002 and 1.006 x the load). */
+#define SIM_SWEEP_MAX_REPEAT 16
+#define SIM_SWEEP_SPACING 0.004
+
+/* Run k of n at one load: the factor its load is scaled by. */
+double sim_sweep_repeat_factor(uint32_t k, uint32_t n);
+
 struct sweep_pol {
 	const char *name;
 	double p50, p90, p99, rps, served, hit, mm_work;

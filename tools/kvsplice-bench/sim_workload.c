@@ -47,6 +47,7 @@ const struct sim_opts sim_defaults = { .backends = 7,
 				       .sweep_step = 0.1,
 				       .sweep_max = 4,
 				       .sweep_served = 0.97,
+				       .sweep_repeat = 1,
 				       .sweep_tol_pct = 2,
 				       .sweep_tol_ms = 5 };
 
