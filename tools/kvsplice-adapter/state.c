@@ -145,7 +145,21 @@ static bool ok(const struct xfer *x)
 	return x->used && x->res == CURLE_OK && x->status == 200;
 }
 
-/* Which server, from what its /metrics and /slots look like. */
+/* A transfer that got no answer at all (timed out, reset): it says
+ * nothing of the server. */
+static bool unanswered(const struct xfer *x)
+{
+	return x->used && x->res != CURLE_OK;
+}
+
+/*
+ * Which server, from what its /metrics and /slots look like; OAI_AUTO when
+ * they did not answer, and the kind found before stays. Those of a busy
+ * or stuck server time out (llama.cpp serves both from its task loop),
+ * and taking that for "another server" would drop what the kind brings:
+ * vLLM's cache_salt, which keeps tenants' prefixes apart, and the load
+ * read from /metrics.
+ */
 static enum oai_kind kind_of(const struct state_poll *sp)
 {
 	size_t n;
@@ -162,6 +176,8 @@ static enum oai_kind kind_of(const struct state_poll *sp)
 	if (ok(&sp->x[X_SLOTS]) && sp->x[X_SLOTS].body.len &&
 	    kvs_buf_head(&sp->x[X_SLOTS].body)[0] == '[')
 		return OAI_LLAMA_CPP;
+	if (unanswered(&sp->x[X_METRICS]) || unanswered(&sp->x[X_SLOTS]))
+		return OAI_AUTO;
 	return OAI_OTHER;
 }
 
@@ -244,6 +260,8 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		return;
 	}
 	k = a->cfg.kind ? a->cfg.kind : kind_of(sp);
+	if (k == OAI_AUTO)
+		k = st->kind;
 	if (k != st->kind)
 		pr_info("event=server_kind kind=%s detected=%d", oai_kind_name(k), !a->cfg.kind);
 	st->kind = k;
