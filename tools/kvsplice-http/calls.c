@@ -75,6 +75,21 @@ static void add_header(struct evhttp_request *req, const char *k, const char *v)
 	evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
 }
 
+/* A reply whose body is b. To a HEAD, its headers alone: libevent
+ * 2.1 writes the body after them (with no Content-Length), which a client
+ * reads as the start of its next response on the connection. */
+static void send_reply(struct evhttp_request *req, int status, struct evbuffer *b)
+{
+	if (b && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		char n[24];
+
+		snprintf(n, sizeof(n), "%zu", evbuffer_get_length(b));
+		add_header(req, "Content-Length", n);
+		evbuffer_drain(b, evbuffer_get_length(b));
+	}
+	evhttp_send_reply(req, status, NULL, b);
+}
+
 static void reply_json(struct evhttp_request *req, int status, const char *body)
 {
 	struct evbuffer *b = evbuffer_new();
@@ -82,7 +97,7 @@ static void reply_json(struct evhttp_request *req, int status, const char *body)
 	add_header(req, "Content-Type", "application/json");
 	if (b)
 		evbuffer_add(b, body, strlen(body));
-	evhttp_send_reply(req, status, NULL, b);
+	send_reply(req, status, b);
 	if (b)
 		evbuffer_free(b);
 }
@@ -547,7 +562,7 @@ static void get_models(struct calls *cs, struct evhttp_request *req)
 	}
 	evbuffer_add_printf(b, "]}");
 	add_header(req, "Content-Type", "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
+	send_reply(req, 200, b);
 	evbuffer_free(b);
 }
 
@@ -569,7 +584,9 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET;
+	/* HEAD is GET without the body (libevent leaves it out): load
+	 * balancers' checks use it. */
+	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 	char msg[320];
 
 	if (!path)
