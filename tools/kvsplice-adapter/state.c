@@ -209,14 +209,22 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 	}
 }
 
-/* llama.cpp without --metrics: slots that are processing. */
-static void load_from_slots(struct server_state *st, const struct xfer *x)
+/* llama.cpp: how many slots it has (job.c sends it no more requests at
+ * once), and without --metrics, those that are processing. */
+static void load_from_slots(struct adapter *a, const struct xfer *x, bool count_running)
 {
+	struct server_state *st = &a->st;
 	json_t *root = json_loadb((const char *)kvs_buf_head(&x->body), x->body.len, 0, NULL);
+	uint32_t slots = json_is_array(root) ? (uint32_t)json_array_size(root) : 0;
 	size_t i;
 	json_t *s;
 
-	if (json_is_array(root)) {
+	if (slots && slots != st->slots)
+		pr_info("event=server_slots slots=%u max_connections=%u", slots,
+			slots < a->cfg.max_conns ? slots : a->cfg.max_conns);
+	if (slots)
+		st->slots = slots;
+	if (json_is_array(root) && count_running) {
 		st->running = 0;
 		json_array_foreach(root, i,
 				   s) if (json_is_true(json_object_get(s, "is_processing")))
@@ -268,10 +276,9 @@ static void finish(struct adapter *a, struct state_poll *sp)
 	t = text_of(&sp->x[X_METRICS], &n);
 	if (ok(&sp->x[X_METRICS]))
 		load_from_metrics(st, k, t, n);
-	if (k == OAI_LLAMA_CPP &&
-	    !(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")) &&
-	    ok(&sp->x[X_SLOTS]))
-		load_from_slots(st, &sp->x[X_SLOTS]);
+	if (k == OAI_LLAMA_CPP && ok(&sp->x[X_SLOTS]))
+		load_from_slots(a, &sp->x[X_SLOTS],
+				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
 	if (ok(&sp->x[X_MODELS]))
 		model_from(st, &sp->x[X_MODELS]);
 	if (!st->ready)
