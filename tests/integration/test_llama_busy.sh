@@ -7,7 +7,7 @@
 # llama-server answers HTTP on a few threads (6 with -np 1 here); the
 # adapter opened a connection a request, the health poll's waited behind
 # them past its 2 s timeout, and the PONG said not ready: a gateway then
-# ejected the backend and failed its requests (28 of 300 in a trial with
+# ejected the backend and failed its requests (28 of 400 in a trial with
 # the openai client, 300 at once on 3 servers). The adapter now sends
 # llama.cpp no more requests at once than its slots (its /slots) and
 # queues the rest itself.
