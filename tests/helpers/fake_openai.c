@@ -19,10 +19,12 @@
  *   doneopen   a whole stream, [DONE], then the connection held open
  *   slow       as ok, 2 ms between events (transfers end at any moment)
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
- * serves vLLM-style gauges (running 2, waiting 1, KV 50%); /v1/models one
- * model, "fake". Every stalled client is counted in STALL_FILE (one line
- * per stalled request that its client then left), so a test can see that
- * a cancelled transfer really closed its connection.
+ * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
+ * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck);
+ * /v1/models one model, "fake". Every stalled client is counted in
+ * STALL_FILE (one line per stalled request that its client then left;
+ * /metrics' in STALL_FILE.metrics), so a test can see that a cancelled
+ * transfer really closed its connection.
  *
  * A prompt that names no mode gets DEFAULT_MODE (default ok).
  *
@@ -30,6 +32,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +67,39 @@ static void stream_head(int fd)
 }
 
 static const char text_event[] = "data: {\"choices\":[{\"text\":\"tok \",\"index\":0}]}\n\n";
+
+/* A stalled client has left: a line in FILE SUFFIX. */
+static void count_left(const char *file, const char *suffix)
+{
+	char path[512];
+	FILE *f;
+
+	if (!file)
+		return;
+	snprintf(path, sizeof(path), "%s%s", file, suffix);
+	f = fopen(path, "a");
+	if (f) {
+		fputs("left\n", f);
+		fclose(f);
+	}
+}
+
+/* Nothing, until the client leaves. */
+static void stall_until_closed(int fd)
+{
+	char c;
+
+	while (recv(fd, &c, 1, 0) > 0)
+		;
+}
+
+static bool metrics_stalled(void)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s.stall-metrics", health_file);
+	return !access(path, F_OK);
+}
 
 static void serve_completion(int fd, const char *req)
 {
@@ -125,19 +161,9 @@ static void serve_completion(int fd, const char *req)
 		} else if (!strcmp(mode, "cut")) {
 			put(fd, "data: {\"choi");
 		} else if (!strcmp(mode, "stall")) {
-			char c;
-
 			/* Until the client closes: then it is counted. */
-			while (recv(fd, &c, 1, 0) > 0)
-				;
-			if (stall_file) {
-				FILE *f = fopen(stall_file, "a");
-
-				if (f) {
-					fputs("left\n", f);
-					fclose(f);
-				}
-			}
+			stall_until_closed(fd);
+			count_left(stall_file, "");
 		} else if (!strcmp(mode, "errevent")) {
 			put(fd, "data: {\"error\":{\"code\":500,\"message\":\"The model produced "
 				"output that does not match\",\"type\":\"server_error\"}}\n\n");
@@ -171,7 +197,10 @@ static void serve(int fd)
 		respond(fd, access(health_file, F_OK) ? 503 : 200, "application/json",
 			access(health_file, F_OK) ? "{\"error\":{\"message\":\"Loading model\"}}" :
 						    "{\"status\":\"ok\"}");
-	else if (!strncmp(req, "GET /metrics", 12))
+	else if (!strncmp(req, "GET /metrics", 12) && metrics_stalled()) {
+		stall_until_closed(fd);
+		count_left(stall_file, ".metrics");
+	} else if (!strncmp(req, "GET /metrics", 12))
 		respond(fd, 200, "text/plain",
 			"# TYPE vllm:num_requests_running gauge\n"
 			"vllm:num_requests_running{model_name=\"fake\"} 2\n"

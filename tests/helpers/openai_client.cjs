@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The openai npm package, unmodified, against kvsplice-http: a streamed
-// chat completion, a streamed completion and a whole chat completion.
+// chat completion, a streamed completion and a whole chat completion;
+// the models listed and retrieved one by one.
 // Prints one JSON line of what came back; exits 1 on any error.
 //   NODE_PATH=DIR/node_modules node openai_client.cjs BASE_URL MODEL
 const fs = require('fs');
@@ -44,6 +45,19 @@ async function main() {
 		finish: whole.choices[0].finish_reason,
 		completion_tokens: whole.usage?.completion_tokens,
 	};
+
+	// models.retrieve: GET /v1/models/NAME (a name with a slash goes
+	// percent-encoded); an unknown one is OpenAI's 404 model_not_found.
+	out.models = (await client.models.list()).data.map((m) => m.id);
+	out.retrieved = [];
+	for (const id of out.models)
+		out.retrieved.push((await client.models.retrieve(id)).id);
+	try {
+		await client.models.retrieve('no-such-model');
+		out.unknown = 'found';
+	} catch (e) {
+		out.unknown = { status: e.status, code: e.code ?? null };
+	}
 
 	try {
 		await client.chat.completions.create({ model, messages: [] });

@@ -3,8 +3,9 @@
 # fake_openai): every fault becomes exactly one ERROR with the right code
 # and the server's message, nothing hangs, the link stays usable; CANCEL
 # and a client that leaves close the HTTP transfer (the server sees its
-# client go); PONG reports the server's /metrics, and "not ready" while its
-# /health fails or it cannot be reached.
+# client go); PONG reports the server's /metrics (the kind of server
+# kept while /metrics is silent), and "not ready" while its /health fails
+# or it cannot be reached.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -150,6 +151,22 @@ out=$("$KVS_BUILD/kvsplice-bench" live --connect "$AD_C" --quiet \
 assert_eq "sequential requests answered" "$(jget "$out" .ok)" 50
 assert_le "50 sequential requests, seconds (a poll interval is 10)" \
 	"$(jget "$out" '.wall_s | floor')" 5
+
+# /metrics that stops answering (a busy or stuck server: the poll times
+# out) says nothing of which server it is: the kind found stays, with
+# vLLM's cache_salt and the last figures. It was taken for "another
+# OpenAI server": running became the adapter's own count (0 here), and
+# tenants' requests went to vLLM without their salt until a poll read
+# /metrics again.
+touch "$KVS_TMP/healthy.stall-metrics"
+# Two polls given up (2 s each): the first has been judged by then.
+kvs_wait_for "two /metrics polls given up" \
+	'[ "$(wc -l <"$KVS_TMP/stalls.metrics" 2>/dev/null || echo 0)" -ge 2 ]'
+p=$("$C" "$AD" ping) || kvs_fail "no PONG from the adapter"
+assert_eq "PONG with /metrics silent" "$p" "pong running=2 waiting=1 kv=500/1000 backend=41 flags=0"
+! grep 'event=server_kind' "$KVS_TMP/adapter-A.log" | grep -v 'kind=vllm' ||
+	kvs_fail "the kind changed when /metrics did not answer"
+rm "$KVS_TMP/healthy.stall-metrics"
 
 # Not ready while /health fails; ready again after.
 rm "$KVS_TMP/healthy"

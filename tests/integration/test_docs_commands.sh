@@ -5,7 +5,8 @@
 #    in the repository, and every request of it is answered, no busy line;
 #  - no command signals gateways by process name (`kill -HUP $(pidof
 #    kvspliced)` reloads every gateway on the host); the RUNBOOK's way to
-#    signal one gateway reloads that one alone.
+#    signal one gateway reloads that one alone;
+#  - a live bench against real servers declares the true length.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,6 +15,15 @@ cd "$ROOT"
 bad=$(grep -nE 'pidof kvspliced|pkill[^|]*kvspliced|killall[^|]*kvspliced' README.md docs/*.md dist/* || true)
 [ -z "$bad" ] || kvs_fail "commands that signal every gateway: $bad"
 echo "ok: no command signals gateways by name"
+
+# A live bench against real servers (--verify framing) declares the true
+# length: without it every request asks its server for
+# --declared-max-tokens (4,096), and the README's real-server run lost 51
+# of 60 requests to its timeout. Continued lines are joined first.
+bad=$(sed -e ':a' -e '/\\$/{N;s/\\\n//;ba}' README.md docs/RUNBOOK.md |
+	grep -E 'kvsplice-bench live.*--verify framing' | grep -v -- '--declare-true-length' || true)
+[ -z "$bad" ] || kvs_fail "a real-server bench without --declare-true-length: $bad"
+echo "ok: real-server benches declare the true length"
 
 # The README's trace: in the repository, where its commands say.
 for f in $(grep -o 'traces/[A-Za-z0-9_.-]*\.jsonl' README.md | sort -u); do

@@ -5,7 +5,7 @@
 #    OpenAI server sends them (SSE events ending in [DONE]; one JSON body);
 #  - bad input gets OpenAI error bodies (400 not JSON / no messages / a
 #    wrong type, 404, 405, 413) on one kept-alive connection, which then
-#    still serves a good request;
+#    still serves a good request; HEAD gets GET's headers, no body;
 #  - a front is one client with many users' requests: not in the
 #    gateway's --front-source, it hits --max-client-inflight (429 busy);
 #    in it, the same load passes;
@@ -86,6 +86,35 @@ assert_eq "404: code" "$(jq -r .error.code "$KVS_TMP/e4")" unknown_url
 assert_eq "405: code" "$(jq -r .error.code "$KVS_TMP/e5")" method_not_allowed
 assert_eq "413: code" "$(jq -r .error.code "$KVS_TMP/e6")" request_too_large
 assert_eq "after the errors: served" "$(jq -r .usage.completion_tokens "$KVS_TMP/e7")" 2
+
+# 2b. HEAD (load balancers' checks): GET's answer without its body, on a
+# kept-alive connection. libevent wrote the body anyway, which the next
+# response on the connection then began with, and HEAD /health was 405.
+heads=$(python3 - "${HTTP_URL##*:}" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"HEAD /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+out = []
+for i in range(3):  # a HEAD's answer: headers, then the next status line
+    head, _, data = data.partition(b"\r\n\r\n")
+    out.append(head.split(b" ")[1].decode())
+    if b"content-length: " not in head.lower():
+        out.append("no-length")
+head, _, body = data.partition(b"\r\n\r\n")
+out.append(head.split(b" ")[1].decode() if head.startswith(b"HTTP/1.1 ") else "garbage")
+print(" ".join(out))
+PY
+)
+assert_eq "HEAD /health, /v1/models, /v1/completions, then GET /health" "$heads" "200 200 405 200"
 
 # 3. The gateway's per-connection limit: 12 requests at once on the
 # front's one connection, against --max-client-inflight 4.

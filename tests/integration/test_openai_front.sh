@@ -3,7 +3,8 @@
 # -> kvsplice-adapter -> llama.cpp's llama-server (two of them).
 #  - the openai npm package (pinned, installed here from the npm registry)
 #    streams a chat completion and a completion, gets a whole one, and
-#    gets a 400 it understands for a bad body;
+#    gets a 400 it understands for a bad body, lists the models and
+#    retrieves each (models.retrieve), and a 404 for an unknown one;
 #  - curl streams through the front, and the front's SSE is byte for byte
 #    what llama-server sends for the same request, apart from ids,
 #    timestamps, timings and usage;
@@ -34,7 +35,7 @@ kvs_start_gw --backend "$AD_A" --backend "$AD_B" --health-interval-ms 200 \
 for i in 0 1; do
 	[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
 done
-kvs_start_http --model tiny
+kvs_start_http --model tiny --model org/tiny-2
 
 # 1. The openai package.
 out=$(NODE_PATH="$NPM_DIR/node_modules" timeout 120 node "$(dirname "$0")/../helpers/openai_client.cjs" \
@@ -48,6 +49,10 @@ assert_ge "completion stream: text" "$(jget "$out" '.completion.text | length')"
 assert_eq "completion stream: finish_reason" "$(jget "$out" .completion.finish)" length
 assert_eq "whole chat: completion_tokens" "$(jget "$out" .whole.completion_tokens)" 12
 assert_eq "bad body: status" "$(jget "$out" .bad.status)" 400
+assert_eq "models listed" "$(jget "$out" '.models | join(" ")')" "tiny org/tiny-2"
+assert_eq "models retrieved one by one" "$(jget "$out" '.retrieved | join(" ")')" "tiny org/tiny-2"
+assert_eq "an unknown model: status" "$(jget "$out" .unknown.status)" 404
+assert_eq "an unknown model: code" "$(jget "$out" .unknown.code)" model_not_found
 assert_eq "bad body: type" "$(jget "$out" .bad.type)" invalid_request_error
 
 # 2. curl, and the same request straight to llama-server: the same bytes.

@@ -58,6 +58,7 @@ struct server_state {
 	uint32_t running; /* from /metrics or /slots */
 	uint32_t waiting;
 	uint32_t kv_used, kv_total; /* per mille of the KV cache, or 0/0 */
+	uint32_t slots;		    /* llama.cpp's slots (its /slots), 0: not known */
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
 };

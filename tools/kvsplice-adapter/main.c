@@ -74,7 +74,8 @@ static const struct kvs_opt rows[] = {
 	{ "max-connections", 0, KVS_OPT_U32(S, max_conns, 1, 4096), .arg = "N",
 	  .help = "HTTP/1.1 connections to the server, at\n"
 		  "most (default {default}; more requests wait\n"
-		  "in the adapter)" },
+		  "in the adapter); llama.cpp: no more than\n"
+		  "its slots" },
 	{ "poll-ms", 0, KVS_OPT_U32(S, poll_ms, 50, 600000), .arg = "MS",
 	  .help = "how often the server's health and load are\n"
 		  "read (default {default})" },

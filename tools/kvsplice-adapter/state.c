@@ -145,7 +145,21 @@ static bool ok(const struct xfer *x)
 	return x->used && x->res == CURLE_OK && x->status == 200;
 }
 
-/* Which server, from what its /metrics and /slots look like. */
+/* A transfer that got no answer at all (timed out, reset): it says
+ * nothing of the server. */
+static bool unanswered(const struct xfer *x)
+{
+	return x->used && x->res != CURLE_OK;
+}
+
+/*
+ * Which server, from what its /metrics and /slots look like; OAI_AUTO when
+ * they did not answer, and the kind found before stays. Those of a busy
+ * or stuck server time out (llama.cpp serves both from its task loop),
+ * and taking that for "another server" would drop what the kind brings:
+ * vLLM's cache_salt, which keeps tenants' prefixes apart, and the load
+ * read from /metrics.
+ */
 static enum oai_kind kind_of(const struct state_poll *sp)
 {
 	size_t n;
@@ -162,6 +176,8 @@ static enum oai_kind kind_of(const struct state_poll *sp)
 	if (ok(&sp->x[X_SLOTS]) && sp->x[X_SLOTS].body.len &&
 	    kvs_buf_head(&sp->x[X_SLOTS].body)[0] == '[')
 		return OAI_LLAMA_CPP;
+	if (unanswered(&sp->x[X_METRICS]) || unanswered(&sp->x[X_SLOTS]))
+		return OAI_AUTO;
 	return OAI_OTHER;
 }
 
@@ -193,14 +209,22 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 	}
 }
 
-/* llama.cpp without --metrics: slots that are processing. */
-static void load_from_slots(struct server_state *st, const struct xfer *x)
+/* llama.cpp: how many slots it has (job.c sends it no more requests at
+ * once), and without --metrics, those that are processing. */
+static void load_from_slots(struct adapter *a, const struct xfer *x, bool count_running)
 {
+	struct server_state *st = &a->st;
 	json_t *root = json_loadb((const char *)kvs_buf_head(&x->body), x->body.len, 0, NULL);
+	uint32_t slots = json_is_array(root) ? (uint32_t)json_array_size(root) : 0;
 	size_t i;
 	json_t *s;
 
-	if (json_is_array(root)) {
+	if (slots && slots != st->slots)
+		pr_info("event=server_slots slots=%u max_connections=%u", slots,
+			slots < a->cfg.max_conns ? slots : a->cfg.max_conns);
+	if (slots)
+		st->slots = slots;
+	if (json_is_array(root) && count_running) {
 		st->running = 0;
 		json_array_foreach(root, i,
 				   s) if (json_is_true(json_object_get(s, "is_processing")))
@@ -244,16 +268,17 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		return;
 	}
 	k = a->cfg.kind ? a->cfg.kind : kind_of(sp);
+	if (k == OAI_AUTO)
+		k = st->kind;
 	if (k != st->kind)
 		pr_info("event=server_kind kind=%s detected=%d", oai_kind_name(k), !a->cfg.kind);
 	st->kind = k;
 	t = text_of(&sp->x[X_METRICS], &n);
 	if (ok(&sp->x[X_METRICS]))
 		load_from_metrics(st, k, t, n);
-	if (k == OAI_LLAMA_CPP &&
-	    !(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")) &&
-	    ok(&sp->x[X_SLOTS]))
-		load_from_slots(st, &sp->x[X_SLOTS]);
+	if (k == OAI_LLAMA_CPP && ok(&sp->x[X_SLOTS]))
+		load_from_slots(a, &sp->x[X_SLOTS],
+				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
 	if (ok(&sp->x[X_MODELS]))
 		model_from(st, &sp->x[X_MODELS]);
 	if (!st->ready)

@@ -75,6 +75,21 @@ static void add_header(struct evhttp_request *req, const char *k, const char *v)
 	evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
 }
 
+/* A reply whose body is b. To a HEAD, its headers alone: libevent
+ * 2.1 writes the body after them (with no Content-Length), which a client
+ * reads as the start of its next response on the connection. */
+static void send_reply(struct evhttp_request *req, int status, struct evbuffer *b)
+{
+	if (b && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		char n[24];
+
+		snprintf(n, sizeof(n), "%zu", evbuffer_get_length(b));
+		add_header(req, "Content-Length", n);
+		evbuffer_drain(b, evbuffer_get_length(b));
+	}
+	evhttp_send_reply(req, status, NULL, b);
+}
+
 static void reply_json(struct evhttp_request *req, int status, const char *body)
 {
 	struct evbuffer *b = evbuffer_new();
@@ -82,7 +97,7 @@ static void reply_json(struct evhttp_request *req, int status, const char *body)
 	add_header(req, "Content-Type", "application/json");
 	if (b)
 		evbuffer_add(b, body, strlen(body));
-	evhttp_send_reply(req, status, NULL, b);
+	send_reply(req, status, b);
 	if (b)
 		evbuffer_free(b);
 }
@@ -524,6 +539,19 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 	dispatch(cs);
 }
 
+/* One model as GET /v1/models lists it. */
+static void add_model(struct evbuffer *b, const char *name)
+{
+	json_t *id = json_string(name);
+	char *s = id ? json_dumps(id, JSON_ENCODE_ANY) : NULL;
+
+	evbuffer_add_printf(
+		b, "{\"id\":%s,\"object\":\"model\",\"created\":0,\"owned_by\":\"kvsplice\"}",
+		s ? s : "\"?\"");
+	free(s);
+	json_decref(id);
+}
+
 static void get_models(struct calls *cs, struct evhttp_request *req)
 {
 	struct evbuffer *b = evbuffer_new();
@@ -535,20 +563,43 @@ static void get_models(struct calls *cs, struct evhttp_request *req)
 	}
 	evbuffer_add_printf(b, "{\"object\":\"list\",\"data\":[");
 	for (i = 0; i < cs->cfg->nmodels; i++) {
-		json_t *id = json_string(cs->cfg->models[i]);
-		char *s = id ? json_dumps(id, JSON_ENCODE_ANY) : NULL;
-
-		evbuffer_add_printf(b,
-				    "%s{\"id\":%s,\"object\":\"model\",\"created\":0,"
-				    "\"owned_by\":\"kvsplice\"}",
-				    i ? "," : "", s ? s : "\"?\"");
-		free(s);
-		json_decref(id);
+		if (i)
+			evbuffer_add_printf(b, ",");
+		add_model(b, cs->cfg->models[i]);
 	}
 	evbuffer_add_printf(b, "]}");
 	add_header(req, "Content-Type", "application/json");
-	evhttp_send_reply(req, 200, "OK", b);
+	send_reply(req, 200, b);
 	evbuffer_free(b);
+}
+
+/* GET /v1/models/NAME (the openai libraries' models.retrieve): the model
+ * if --model names it, else OpenAI's 404 model_not_found. NAME is
+ * percent-decoded: "org/name" comes as org%2Fname. */
+static void get_model(struct calls *cs, struct evhttp_request *req, const char *raw)
+{
+	char *name = evhttp_uridecode(raw, 0, NULL);
+	struct evbuffer *b = NULL;
+	char msg[320];
+	uint32_t i;
+
+	for (i = 0; name && i < cs->cfg->nmodels; i++)
+		if (!strcmp(name, cs->cfg->models[i]))
+			break;
+	if (!name || i == cs->cfg->nmodels) {
+		snprintf(msg, sizeof(msg),
+			 "The model '%.200s' does not exist (kvsplice-http --model)",
+			 name ? name : raw);
+		reply_error(req, 404, msg, "invalid_request_error", "model", "model_not_found");
+	} else if ((b = evbuffer_new())) {
+		add_model(b, name);
+		add_header(req, "Content-Type", "application/json");
+		send_reply(req, 200, b);
+		evbuffer_free(b);
+	} else {
+		reply_error(req, 500, "kvsplice-http: out of memory", "server_error", NULL, NULL);
+	}
+	free(name);
 }
 
 static void get_health(struct calls *cs, struct evhttp_request *req)
@@ -569,7 +620,9 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET;
+	/* HEAD is GET without the body (libevent leaves it out): load
+	 * balancers' checks use it. */
+	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 	char msg[320];
 
 	if (!path)
@@ -580,10 +633,13 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 		post_completion(cs, req, CANON_COMPLETIONS);
 	} else if (!strcmp(path, "/v1/models") && get) {
 		get_models(cs, req);
+	} else if (!strncmp(path, "/v1/models/", 11) && path[11] && get) {
+		get_model(cs, req, path + 11);
 	} else if (!strcmp(path, "/health") && get) {
 		get_health(cs, req);
 	} else if (!strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") ||
-		   !strcmp(path, "/v1/models") || !strcmp(path, "/health")) {
+		   !strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11) ||
+		   !strcmp(path, "/health")) {
 		snprintf(msg, sizeof(msg), "kvsplice-http: %s takes %s", path,
 			 strstr(path, "completions") ? "POST" : "GET");
 		add_header(req, "Allow", strstr(path, "completions") ? "POST" : "GET");
@@ -591,7 +647,7 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 	} else {
 		snprintf(msg, sizeof(msg),
 			 "Invalid URL (%.200s): kvsplice-http serves "
-			 "/v1/chat/completions, /v1/completions, /v1/models and /health",
+			 "/v1/chat/completions, /v1/completions, /v1/models[/NAME] and /health",
 			 path);
 		reply_error(req, 404, msg, "invalid_request_error", NULL, "unknown_url");
 	}
