@@ -240,8 +240,11 @@ enum kvs_backend_state {
 	KVS_BE_REMOVING = 4,  /* draining, then removed once nothing is in flight */
 	KVS_BE_PROBATION = 5, /* connected after a failed health check: no new
 			       * requests until it answers a PING */
+	KVS_BE_NOT_READY = 6, /* answers PINGs, but says its server cannot serve:
+			       * no new requests, in-flight ones finish; down
+			       * after three health intervals of it */
 };
-#define KVS_BE_STATES 6
+#define KVS_BE_STATES 7
 /* What a backend said of itself in its last PONG (the controller's health
  * check); zeros until it answers one. */
 struct kvs_be_report {

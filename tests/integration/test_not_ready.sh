@@ -44,4 +44,27 @@ st=$(kvs_wait_backend 0 up "" 0.1)
 assert_eq "A's state once ready again" "$st" up
 out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 2 --json) || kvs_fail "requests after A is ready: $out"
 assert_eq "backends serving after A is ready again" "$(jget "$out" '.backends | length')" 2
+
+# Between its first not-ready answer and its ejection three intervals on
+# (here 12 s), A takes no new work: sent there, each request failed at
+# once in an operator's trial, and new prefixes went there first.
+kill "$GW_PID"
+wait "$GW_PID" || true
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--health-interval-ms 4000
+kvs_wait_backend 0 up >/dev/null
+touch "$flag"
+kvs_wait_for "A's first not-ready answer" \
+	"grep -q 'event=backend_not_ready backend=$A' '$KVS_TMP/gw.log'" 10
+assert_eq "A's state once it says it is not ready" "$(state 0)" not-ready
+reason=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r '.[0].reason')
+assert_eq "A's reason" "$reason" "its server says it is not ready"
+out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 3 --json) || kvs_fail "requests before A is out: $out"
+assert_eq "requests ok before A is taken out" "$(jget "$out" .ok)" 40
+assert_eq "backends that served them" "$(jget "$out" '.backends | length')" 1
+assert_eq "the backend that served them" "$(jget "$out" '.backends[0].id')" "$SIM_PORT_B"
+grep -q "event=backend_down backend=$A" "$KVS_TMP/gw.log" &&
+	kvs_fail "A was ejected before the requests were sent: the window was not tested"
+rm "$flag"
+assert_eq "A's state once ready again" "$(kvs_wait_backend 0 up 15 0.1)" up
 echo "PASS test_not_ready"

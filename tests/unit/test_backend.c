@@ -94,6 +94,20 @@ static void add_find_drain(void **state)
 	assert_int_equal(kstate(g, 0), KVS_BE_DRAINING);
 	gw_backend_drain(g, 0, false);
 	assert_int_equal(kstate(g, 0), KVS_BE_UP);
+
+	/* A PONG saying its server cannot serve: no new work at once, in the
+	 * kernel too, and why; draining wins the state, the reason stays. */
+	gw_backend_readiness(g, 0, false);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_NOT_READY);
+	assert_int_equal(kstate(g, 0), KVS_BE_NOT_READY);
+	assert_string_equal(g->dp.backends[0].reason, "its server says it is not ready");
+	gw_backend_drain(g, 0, true);
+	assert_int_equal(kstate(g, 0), KVS_BE_DRAINING);
+	assert_string_equal(g->dp.backends[0].reason, "its server says it is not ready");
+	gw_backend_drain(g, 0, false);
+	gw_backend_readiness(g, 0, true);
+	assert_int_equal(kstate(g, 0), KVS_BE_UP);
+	assert_string_equal(g->dp.backends[0].reason, "");
 }
 
 static void remove_when_idle_or_at_deadline(void **state)

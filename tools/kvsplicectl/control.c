@@ -156,9 +156,10 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 		printf("{\"controller\":\"not running\",\"error\":\"%s\",\"pin_dir\":\"%s\","
 		       "\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
 		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
-		       "\"probation\":%u}}\n",
+		       "\"probation\":%u,\"not_ready\":%u}}\n",
 		       strerror(-err), o->pin_dir, sp.clients, sp.upstreams, sp.punt, n[KVS_BE_UP],
-		       n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION]);
+		       n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION],
+		       n[KVS_BE_NOT_READY]);
 	} else {
 		printf("controller  not running (%s: %s)\n", p, strerror(-err));
 		printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
@@ -173,9 +174,9 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 			       "socket map (they closed with the controller)\n",
 			       sp.clients, sp.upstreams);
 		printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
-		       "probation\n",
+		       "probation, %u not ready\n",
 		       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
-		       n[KVS_BE_PROBATION]);
+		       n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 	}
 	return 3;
 }

@@ -329,9 +329,10 @@ const char *kvs_run_path(const char *pin_dir, const char *suffix, char *buf, siz
 const char *kvs_backend_state_name(uint32_t state)
 {
 	static const char *const names[KVS_BE_STATES] = {
-		[KVS_BE_ABSENT] = "absent",	[KVS_BE_UP] = "up",
-		[KVS_BE_DRAINING] = "draining", [KVS_BE_DOWN] = "down",
-		[KVS_BE_REMOVING] = "removing", [KVS_BE_PROBATION] = "probation",
+		[KVS_BE_ABSENT] = "absent",	  [KVS_BE_UP] = "up",
+		[KVS_BE_DRAINING] = "draining",	  [KVS_BE_DOWN] = "down",
+		[KVS_BE_REMOVING] = "removing",	  [KVS_BE_PROBATION] = "probation",
+		[KVS_BE_NOT_READY] = "not-ready",
 	};
 
 	return state < KVS_BE_STATES ? names[state] : "unknown";

@@ -148,7 +148,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		json_str(out, g->cfg->pin_dir);
 		fprintf(out,
 			",\"backends\":{\"total\":%u,\"up\":%u,\"draining\":%u,\"removing\":%u,"
-			"\"down\":%u,\"probation\":%u},\"clients\":%u,"
+			"\"down\":%u,\"probation\":%u,\"not_ready\":%u},\"clients\":%u,"
 			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
 			"\"routes\":%ld,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
@@ -156,8 +156,8 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"dropped\":%llu,\"busy\":%llu,\"closed\":%llu},"
 			"\"upgrade\":",
 			total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
-			n[KVS_BE_PROBATION], g->clients.count, kclients, uclients,
-			(unsigned long long)k.fast_path_frames,
+			n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY], g->clients.count, kclients,
+			uclients, (unsigned long long)k.fast_path_frames,
 			(unsigned long long)g->ctl.slow_frames,
 			(unsigned long long)g->ctl.user_path_frames, routes,
 			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds,
@@ -181,9 +181,11 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		g->user_path ? "user" : "kernel", kclients, uclients,
 		g->dp.in_memory ? "; no BPF: the kernel path is not available" : "");
 	fprintf(out, "pin dir     %s\n", g->cfg->pin_dir);
-	fprintf(out, "backends    %u: %u up, %u draining, %u removing, %u down, %u on probation\n",
+	fprintf(out,
+		"backends    %u: %u up, %u draining, %u removing, %u down, %u on probation, %u "
+		"not ready\n",
 		total, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
-		n[KVS_BE_PROBATION]);
+		n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 	fprintf(out, "clients     %u\n", g->clients.count);
 	fprintf(out,
 		"requests    %llu routed by the kernel, %llu by the controller, %llu on the "
