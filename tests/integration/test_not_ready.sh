@@ -38,6 +38,8 @@ sleep 1.5
 grep -qx "down\|probation" <<<"$(state 0)" || kvs_fail "A's state while it stays not ready: $(state 0)"
 assert_eq "not-ready lines while it stays so (said once)" \
 	"$(grep -c "event=backend_not_ready backend=$A" "$KVS_TMP/gw.log")" 1
+assert_le "probation lines at info while it stays so (it reconnects at every back-off)" \
+	"$(grep -c "level=info .*event=backend_probation backend=$A" "$KVS_TMP/gw.log")" 1
 
 rm "$flag"
 st=$(kvs_wait_backend 0 up "" 0.1)

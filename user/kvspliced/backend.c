@@ -224,8 +224,13 @@ int gw_backend_dial(struct gw *g, uint32_t b)
 	gw_publish_backend(g, b);
 	/* Ejected by the health check: connections alone do not prove it
 	 * works (a hung process still completes handshakes); its probes do. */
-	if (be->probation)
+	/* Once an ejection: a server still not ready reconnects at every
+	 * back-off (8 lines in 27 s in an operator's trial). */
+	if (be->probation && !be->said_probation)
 		pr_info("event=backend_probation backend=%s index=%u", be->name, b);
+	else if (be->probation)
+		pr_debug("event=backend_probation backend=%s index=%u", be->name, b);
+	be->said_probation = be->probation;
 	return 0;
 }
 

@@ -220,6 +220,7 @@ struct gw_backend {
 	 * and it is ejected, as if it had not answered. */
 	uint64_t unready_since_ns;
 	bool said_not_ready; /* logged; logged again only after a ready answer */
+	bool said_probation; /* its probation since the last ejection logged */
 	bool pong_held;	     /* this check's PONG waited unread past its deadline */
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
