@@ -366,6 +366,11 @@ struct kvs_withdraw_batch {
 	struct kvs_withdraw e[KVS_WITHDRAW_BATCH];
 };
 
+/* The kvs_count_routes program's context: the routes map's entries. */
+struct kvs_route_count {
+	__s64 routes;
+};
+
 /* stats map value (per CPU, one slot): everything the kernel decides. */
 struct kvs_stats {
 	__u64 fast_path_frames;	 /* requests the kernel routed by itself */

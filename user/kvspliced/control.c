@@ -116,9 +116,10 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 	uint64_t now = kvs_now_ns(), routes_at = now;
 	double uptime = (double)(now - g->started_ns) / 1e9, routes_age;
 	struct kvs_stats k;
-	/* The metrics' count, at most GW_ROUTES_COUNT_AGE_NS old: a walk of
-	 * a full map holds this loop for tens of ms, and a script polling
-	 * status must not make it walk each time. */
+	/* The metrics' count: the kernel's, or one at most
+	 * GW_ROUTES_COUNT_AGE_NS old (a walk of a full map holds this loop
+	 * for tens of ms: a script polling status must not make it walk each
+	 * time). */
 	long routes = g->dp.in_memory ? 0 : gw_routes_count(g, now, &routes_at);
 	uint32_t kclients, uclients;
 	char listen[96];
@@ -196,10 +197,15 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		"userspace path\n",
 		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
 		(unsigned long long)g->ctl.user_path_frames);
-	fprintf(out,
-		"routes      %ld (counted %.1f s ago, at most %llu s; kvsplicectl routes "
-		"counts now)\n",
-		routes, routes_age, (unsigned long long)(GW_ROUTES_COUNT_AGE_NS / 1000000000ull));
+	if (routes_at == now)
+		fprintf(out, "routes      %ld (counted now, capacity %u)\n", routes,
+			(unsigned)KVS_ROUTES_MAX);
+	else
+		fprintf(out,
+			"routes      %ld (counted %.1f s ago: this kernel keeps no count of "
+			"the map, walked at most every %llu s)\n",
+			routes, routes_age,
+			(unsigned long long)(GW_ROUTES_COUNT_AGE_NS / 1000000000ull));
 	if (g->fdstore.on)
 		fprintf(out,
 			"crash       connections survive it: sockets in systemd's descriptor "

@@ -214,6 +214,7 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 		dp->shares = NULL;
 		return;
 	}
+	kvs_route_count_close(&dp->count);
 	if (dp->backends)
 		munmap(dp->backends, backends_map_bytes());
 	if (dp->shares)
@@ -389,12 +390,23 @@ static int count_batch(void *ctx, const void *keys, const void *vals, uint32_t n
 	return 0;
 }
 
+long kvs_dp_kcount_routes(struct kvs_datapath *dp)
+{
+	if (dp->in_memory)
+		return -EOPNOTSUPP;
+	return kvs_route_count(&dp->count, dp->routes_fd);
+}
+
 long kvs_dp_count_routes(struct kvs_datapath *dp)
 {
-	long n = 0;
-	int err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-			       count_batch, &n);
+	long n = kvs_dp_kcount_routes(dp);
+	int err;
 
+	if (n >= 0)
+		return n;
+	n = 0;
+	err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			   count_batch, &n);
 	return err ? err : n;
 }
 
