@@ -548,6 +548,8 @@ static void install_here(struct kvs_datapath *dp, struct kvs_install_batch *b)
 			.hot_at = old.hot_at,
 			.hot_cur = old.hot_cur,
 			.hot_prev = old.hot_prev,
+			/* (0 in a new route: old is zeroed) */
+			.replicas = old.backend == b->backend ? old.replicas : 0,
 		};
 		if (bpf_map_update_elem(dp->routes_fd, &b->e[i].hash, &r, BPF_ANY))
 			b->e[i].was = KVS_INSTALL_FAILED;
