@@ -171,6 +171,10 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct,
 		o->release_prefill_early ? "first-token" : "end", o->kernel_place ? "yes" : "no",
 		(double)o->keep_balance_fp / KVS_PLACE_ONE);
+	/* The routes count's program, loaded now rather than at the first
+	 * count: the descriptors it holds are the controller's from the
+	 * start (a count failing here is logged, and walks later). */
+	kvs_route_count(&dp->count, dp->routes_fd);
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);

@@ -15,7 +15,7 @@ struct kvs_route_counter {
 
 /* The count of the map whose descriptor is routes_fd, or -EOPNOTSUPP on
  * a kernel without it (before Linux 6.6: the program does not load, which
- * is tried once and logged at info). */
+ * is tried once, at the first call, and logged at info). */
 long kvs_route_count(struct kvs_route_counter *c, int routes_fd);
 void kvs_route_count_close(struct kvs_route_counter *c);
 
