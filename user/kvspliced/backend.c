@@ -100,9 +100,14 @@ static void withdraw_routes(struct gw *g, uint32_t b, const char *why)
 		return;
 	be->routes_live = false;
 	be->routes_purged = kvs_dp_purge_routes(&g->dp, b);
-	pr_info("event=backend_routes_withdrawn backend=%s index=%u routes_removed=%ld "
-		"reason=\"%s\"",
-		be->name, b, be->routes_purged, why);
+	if (be->routes_purged < 0)
+		pr_warn("event=backend_routes_purge_failed backend=%s index=%u err=\"%s\" "
+			"hint=\"its routes are void all the same; the LRU or a trim removes them\"",
+			be->name, b, strerror((int)-be->routes_purged));
+	else if (be->routes_purged) /* (none: a backend that never had any) */
+		pr_info("event=backend_routes_withdrawn backend=%s index=%u routes_removed=%ld "
+			"reason=\"%s\"",
+			be->name, b, be->routes_purged, why);
 }
 
 static void backend_down(struct gw *g, uint32_t b, const char *why, bool silent)
