@@ -106,6 +106,7 @@ int kvs_install(struct kvs_install_batch *b)
 		nr.hits = 0;
 		nr.hot_at = 0;
 		nr.hot_cur = nr.hot_prev = 0;
+		nr.replicas = 0;
 		r = bpf_map_lookup_elem(&routes, &hash);
 		if (r) {
 			was = r->tenant < KVS_MAX_TENANTS ? r->tenant : 0;
@@ -113,6 +114,9 @@ int kvs_install(struct kvs_install_batch *b)
 			nr.hot_at = r->hot_at;
 			nr.hot_cur = r->hot_cur;
 			nr.hot_prev = r->hot_prev;
+			/* the replicas hold it still, if it stays their holder's */
+			if (r->backend == nr.backend)
+				nr.replicas = r->replicas;
 		}
 		if (bpf_map_update_elem(&routes, &hash, &nr, r ? BPF_EXIST : BPF_NOEXIST)) {
 			b->e[i].was = KVS_INSTALL_FAILED;
@@ -142,8 +146,15 @@ int kvs_withdraw(struct kvs_withdraw_batch *b)
 			break;
 		hash = b->e[i].hash;
 		r = bpf_map_lookup_elem(&routes, &hash);
-		if (!r || r->backend != b->e[i].backend)
+		if (!r)
 			continue;
+		if (r->backend != b->e[i].backend) {
+			/* a replica of the route let the prefix go: its next
+			 * request there is charged as a first one */
+			if (b->e[i].backend < KVS_MAX_BACKENDS)
+				r->replicas &= ~(1ULL << b->e[i].backend);
+			continue;
+		}
 		tenant = r->tenant;
 		if (bpf_map_delete_elem(&routes, &hash) == 0) {
 			share_uncount(tenant);

@@ -165,6 +165,11 @@ struct scratch {
 	struct place_walk pw;
 	struct hot_walk hw;
 	struct kvs_report rep;
+	/* The frame's hot route (hot_route): its hash, and whether its pick
+	 * is a replica the route has not sent its prefix to yet. Here, not
+	 * in struct decision: the verdict's stack is at its 512 bytes. */
+	__u64 hot_hash;
+	__u32 hot_first, pad;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

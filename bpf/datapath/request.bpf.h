@@ -79,6 +79,24 @@ __noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struc
 }
 
 /*
+ * The frame's hot route (the scratch's, hot_route) has sent its prefix to
+ * replica b: its next requests there are charged as cached. The scratch
+ * looked up again: a pointer kept across the send costs the verdict a
+ * stack slot, and its stack is at its 512 bytes. The bit is set without
+ * an atomic (a BPF atomic or needs -mcpu=v3): one lost to a concurrent
+ * write charges that replica's next request as a first one.
+ */
+static __always_inline void hot_replica_holds(__u32 b)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct kvs_route *r;
+
+	if (sc && sc->hot_first && (r = lookup_route(sc->hot_hash)))
+		r->replicas |= 1ULL << (b & 63);
+}
+
+/*
  * A request no route sends anywhere (none, too shallow, to a backend that
  * is saturated or gone): placed here by include/kvsplice/place.h on its
  * placement key (the cache key's hash, else the hinted or deepest
@@ -115,6 +133,9 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	be = bpf_map_lookup_elem(&backends, &b);
 	if (!be)
 		return -1;
+	/* What the holder has cached (k from here): nothing yet if it is a
+	 * hot replica the route has not sent the prefix to. */
+	k = sc->hot_first ? 0 : d->depth;
 	/* A holder over its bound: does moving cost more than staying? */
 	if (d->why == KVS_WHY_SPILL && d->backend < KVS_MAX_BACKENDS) {
 		__u32 hb = d->backend;
@@ -124,7 +145,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 		    (hb == b ||
 		     kvs_place_keep(&sc->pw.s, cfg_keep_balance, cfg_recompute_weight,
 				    kvs_prompt_tokens(plen), hold->outstanding_work,
-				    (__u64)d->depth * KVS_BLOCK_TOKENS, be->outstanding_work))) {
+				    (__u64)k * KVS_BLOCK_TOKENS, be->outstanding_work))) {
 			b = hb;
 			be = hold;
 			d->why = KVS_WHY_KEPT;
@@ -132,7 +153,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	}
 	/* Placed, nothing of it is known to be cached there. */
 	d->charge =
-		kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? d->depth : 0,
+		kvs_work_blocks(kvs_prompt_tokens(plen), d->why == KVS_WHY_KEPT ? k : 0,
 				kvs_charged_output(bpf_ntohl(h->max_tokens), be->expect_output));
 	sent = send_request(skb, h, d->off, d->len, b, be, d->client, d->charge, 1);
 	if (sent)
@@ -141,6 +162,7 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 	d->gen = be->route_gen;
 	if (d->why == KVS_WHY_KEPT) {
 		st->kept_holder++;
+		hot_replica_holds(b); /* a hot replica kept: it holds it now */
 		return 0;
 	}
 	if (d->why != KVS_WHY_SPILL) /* a new prefix there */
@@ -260,21 +282,26 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 	pick = place_pick_backend(&sc->pw, key, 0, members);
 	if (pick < 0 || pick >= KVS_MAX_BACKENDS)
 		return -1;
+	sc->hot_hash = hash;
+	sc->hot_first = (__u32)pick != holder && !((r->replicas >> (pick & 63)) & 1);
 	return pick;
 }
 
 /*
  * A hot route's replica took the request (hot_route's pick, sent): a
- * placement there. Not before the send: a replica over its work limit, or
- * whose socket refused, is spilled from, and a placement counted for it
- * would steer the next new prefixes away as if it had taken one.
+ * placement there, and a replica that holds the prefix from now on. Not
+ * before the send: a replica over its work limit, or whose socket
+ * refused, is spilled from, and a placement counted for it would steer the
+ * next new prefixes away as if it had taken one.
  */
 static __always_inline void hot_placed(struct kvs_stats *st, struct kvs_backend *be, __u32 b,
 				       __u32 holder)
 {
 	__sync_fetch_and_add(&be->placed, KVS_PLACE_UNIT);
-	if (b != holder)
-		st->hot_replica++;
+	if (b == holder)
+		return;
+	st->hot_replica++;
+	hot_replica_holds(b);
 }
 
 /*
@@ -396,6 +423,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!ch || !sc)
 		goto slow;
+	sc->hot_first = 0; /* set by hot_route for this frame */
 
 	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
 	d.cache_key = key ? kvs_key_hash(seed, key) : 0;
@@ -411,9 +439,10 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		b = rb;
 		be = bpf_map_lookup_elem(&backends, &b);
 		if (be && backend_accepts(be)) {
-			d.charge = kvs_work_blocks(kvs_prompt_tokens(plen), d.depth,
-						   kvs_charged_output(bpf_ntohl(h->max_tokens),
-								      be->expect_output));
+			/* a replica's first request recomputes the prefix */
+			d.charge = kvs_work_blocks(
+				kvs_prompt_tokens(plen), hb >= 0 && sc->hot_first ? 0 : d.depth,
+				kvs_charged_output(bpf_ntohl(h->max_tokens), be->expect_output));
 			sent = send_request(skb, h, off, len, b, be, cookie, d.charge, 1);
 			if (sent == 0) {
 				if (hb >= 0)

@@ -324,6 +324,12 @@ struct kvs_route {
 	 * the previous one's. */
 	__u64 hot_at;
 	__u32 hot_cur, hot_prev;
+	/* Backends (bit = index) other than its own that a hot route sent
+	 * its prefix to (include/kvsplice/place.h, "Hot prefixes"): each
+	 * replica's first request is charged for the whole prompt, as it
+	 * recomputes it, the next ones for the route's depth. A bit is
+	 * cleared as that backend's index evicts the prefix (kvs_withdraw). */
+	__u64 replicas;
 };
 
 /*
@@ -355,7 +361,8 @@ struct kvs_install_batch {
 /*
  * Routes the controller withdraws in one go (the kvs_withdraw program, run
  * with BPF_PROG_RUN): each is deleted if it still names that backend (a
- * route re-pointed since is not the caller's to remove).
+ * route re-pointed since is not the caller's to remove); a route naming
+ * another has that backend taken off its hot replicas (struct kvs_route).
  */
 #define KVS_WITHDRAW_BATCH 64
 struct kvs_withdraw {
@@ -367,6 +374,11 @@ struct kvs_withdraw_batch {
 	__u32 n;
 	__u32 pad;
 	struct kvs_withdraw e[KVS_WITHDRAW_BATCH];
+};
+
+/* The kvs_count_routes program's context: the routes map's entries. */
+struct kvs_route_count {
+	__s64 routes;
 };
 
 /* stats map value (per CPU, one slot): everything the kernel decides. */

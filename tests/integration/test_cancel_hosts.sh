@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 cat >"$KVS_TMP/hosts.py" <<'PY'
-import json, sys, time
+import json, sys
 import kvs1
 port, mode = int(sys.argv[1]), sys.argv[2]
 def first_chunk(r):
@@ -39,13 +39,26 @@ first_chunk(r2)
 gw1.sendall(kvs1.cancel(1, gw_conn=4242))
 t1, st1, _ = end_of(r1)
 # The other host's request is still running: it streams on (the simulator)
-# or is still open (the adapter's stalled stream) until its own host's
-# CANCEL, sent on another connection of that host.
+# or is still open (the adapter's stalled stream). Proved by a PING on its
+# connection: the backend handles frames in order on one loop and writes
+# the ERROR of a request a CANCEL ends at once, so had the first host's
+# CANCEL ended it, that ERROR would be on the way before the PONG (the
+# CANCEL was handled before the first request's ERROR came back, and the
+# PING was sent after it).
+gw2.sendall(kvs1.ping(77))
+early = None
+while True:
+    f = r2.next()
+    if f.type == kvs1.PONG:
+        break
+    if f.type in (kvs1.END, kvs1.ERROR):
+        early = [f.type, f.status]
+        break
+# Then its own host's CANCEL, sent on another connection of that host.
 pool2 = kvs1.connect(port, '127.0.0.2', 30)
-time.sleep(0.2)
 pool2.sendall(kvs1.cancel(1, gw_conn=4242))
-t2, st2, chunks2 = end_of(r2)
-print(json.dumps({'first': [t1, st1], 'second': [t2, st2]}))
+t2, st2 = early if early else end_of(r2)[:2]
+print(json.dumps({'first': [t1, st1], 'second': [t2, st2], 'ended_early': early}))
 PY
 
 check() { # NAME PORT
@@ -54,6 +67,8 @@ check() { # NAME PORT
 		kvs_fail "$1: client failed: $out"
 	# type 4 ERROR, status 14 cancelled, for both, each by its own host
 	assert_eq "$1: the first host's CANCEL ends its own request" "$(jq -c .first <<<"$out")" "[4,14]"
+	assert_eq "$1: the other host's request still running after it" \
+		"$(jq -c .ended_early <<<"$out")" null
 	assert_eq "$1: the other host's request ends by its own CANCEL only" \
 		"$(jq -c .second <<<"$out")" "[4,14]"
 }

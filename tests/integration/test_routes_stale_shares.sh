@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # A void route the kernel replaces moves from its former tenant's count
 # (route_shares) to the count of the tenant whose request replaced it.
-# Tenant 1 teaches the routes of a prompt; the backend they name goes
-# down (its routes void); tenant 2 (another source with the same cache
+# Tenant 1 teaches the routes of a prompt; they are made void (their gen
+# rewritten by bpftool: a backend that goes down has its routes deleted
+# from the map since 2026-12-02, so a void route is now one a verdict
+# installed just as its backend's routes were withdrawn, which the
+# controller's walk missed); tenant 2 (another source with the same cache
 # salt, so the same prefix hashes) sends the same prompt: the kernel finds
 # the void route, places the request anew and writes its route over the
 # void one. Before, the replaced route stayed counted to tenant 1 as well
@@ -20,9 +23,16 @@ routes_of() { kvs_routes_of "$@"; }
 
 assert_eq "tenant 1: the prompt answered" "$(send 127.0.0.2 shared-prompt)" 1
 assert_eq "tenant 1: its routes" "$(routes_of 1)" 4
-b=$(bpftool map dump pinned "$KVS_PIN/routes" -j | jq '[.[].formatted.value.backend] | unique | .[0]')
-kill "${KVS_PIDS[$b]}" # the simulator its routes name
-assert_eq "the routes' backend down" "$(kvs_wait_backend "$b" down)" down
+# each of tenant 1's routes void: gen (bytes 8-11 of struct kvs_route)
+# one its backend never had
+bpftool map dump pinned "$KVS_PIN/routes" -j |
+	jq -r '.[] | select(.formatted.value.tenant == 1) |
+		"\(.key | join(" ")) \(.value[0:8] + ["0xef", "0xbe", "0xad", "0xde"] + .value[12:] | join(" "))"' |
+	while read -r -a w; do
+		bpftool map update pinned "$KVS_PIN/routes" key "${w[@]:0:8}" value "${w[@]:8}"
+	done
+assert_eq "tenant 1: its routes, void" "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" routes --json |
+	jq '[.top[] | select(.current)] | length')" 0
 s0=$(kvs_stats)
 assert_eq "tenant 2: the same prompt answered" "$(send 127.0.0.3 shared-prompt)" 1
 s1=$(kvs_stats)

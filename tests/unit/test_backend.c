@@ -292,6 +292,61 @@ static void loaded_backend_keeps_its_index(void **state)
 	assert_true(kvs_policy_index_blocks(&g->policy, 0) < size);
 }
 
+/* A backend only silent keeps its routes (route_gen unmoved) while it is
+ * down, up to gw_silent_keep_ns; one whose cache is gone, at once. */
+static void silent_keeps_routes_for_a_while(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct gw_backend *be = &g->be[0];
+	uint32_t gen = g->dp.backends[0].route_gen;
+	uint64_t since;
+
+	assert_true(be->up);
+	assert_true(gw_backend_err_silent(-ETIMEDOUT));
+	assert_true(gw_backend_err_silent(-EHOSTUNREACH));
+	assert_false(gw_backend_err_silent(-ECONNREFUSED));
+	assert_false(gw_backend_err_silent(-ECONNRESET));
+	gw_backend_silent(g, 0, "no PONG");
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_DOWN);
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	since = be->silent_since_ns;
+	assert_int_not_equal(since, 0);
+	/* its probe times out: still only silent, the clock not restarted */
+	be->probing = 1;
+	gw_backend_probed(g, 0, -ETIMEDOUT, "no answer to a PING");
+	assert_int_equal(be->silent_since_ns, since);
+	/* back in time: the routes stand */
+	gw_backends_tick(g, be->retry_at_ns);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_equal(be->silent_since_ns, 0);
+
+	/* silent past the bound (no retry meanwhile): withdrawn */
+	gw_backend_silent(g, 0, "no PONG");
+	since = be->silent_since_ns;
+	be->retry_at_ns = UINT64_MAX;
+	gw_backends_tick(g, since + gw_silent_keep_ns(g) - 1);
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	gw_backends_tick(g, since + gw_silent_keep_ns(g));
+	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_equal(be->silent_since_ns, 0);
+
+	/* silent, then refused (restarted): withdrawn at once */
+	be->retry_at_ns = 0;
+	gw_backends_tick(g, kvs_now_ns());
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	gen = g->dp.backends[0].route_gen;
+	gw_backend_silent(g, 0, "no PONG");
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	be->probing = 1;
+	gw_backend_probed(g, 0, -ECONNRESET, "closed the connection without answering a PING");
+	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_equal(be->silent_since_ns, 0);
+	be->retry_at_ns = 0;
+	gw_backends_tick(g, kvs_now_ns());
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+}
+
 static void full(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
@@ -315,6 +370,7 @@ int main(void)
 		cmocka_unit_test(apply_list),
 		cmocka_unit_test(taken_over_counters),
 		cmocka_unit_test(loaded_backend_keeps_its_index),
+		cmocka_unit_test(silent_keeps_routes_for_a_while),
 		cmocka_unit_test(full),
 	};
 

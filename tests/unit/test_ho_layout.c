@@ -37,6 +37,7 @@ static const struct {
 } layouts[] = {
 	{ 7, 0xed3f9646eb25917eULL }, /* 63195be: health_held after health_failures */
 	{ 8, 0x35faa323ebb60d0cULL }, /* e4fca92: health_held last in kvs_ctl_stats */
+	{ 9, 0xee7b7de181118327ULL }, /* each route's hot replicas (kvs_route.replicas) */
 };
 
 /* The values of the maps a take-over reuses, by the object defining them. */

@@ -792,6 +792,45 @@ static void hot_prefix_is_replicated(void **state)
 	free(h);
 }
 
+/* A hot route's replica other than its holder is charged for the whole
+ * prompt the first time the route sends it the prefix (it recomputes it),
+ * for the route's depth after that (its cache has it); the holder always
+ * for the depth. Before, every replica's first request was charged as
+ * cached. */
+static void hot_replica_first_request_recomputes(void **state)
+{
+	uint32_t per[NB] = { 0 }, seen[NB] = { 0 }, holder, firsts = 0;
+	uint64_t *h = malloc(sizeof(uint64_t) * MAXB);
+	struct kvs_kr_decision d;
+	struct kvs_kr_req r;
+	struct fix f;
+
+	(void)state;
+	fix_init(&f, 100000, 0);
+	f.kr.hot_share = 10 * HOT_CHARGE;
+	send_prefix(&f, h, 1, 1000000, 0, per, 1000);
+	holder = (uint32_t)route_of(&f, h[63]);
+	send_prefix(&f, h, 17, 2000000, 1000000, per, 2000);
+	for (uint32_t i = 0; i < 42; i++) {
+		uint32_t n = chain(h, 7, 64, 3000 + i, 128);
+
+		r = req(h, n);
+		r.now_ns = 19000000 + i * 1000000ull;
+		memset(f.load, 0, sizeof(f.load));
+		assert_true(send(&f, &r, &d) >= 0);
+		assert_true(d.why == KVS_WHY_PREFIX);
+		if (d.backend != (int)holder && !seen[d.backend]++) {
+			assert_int_equal(d.charge, charge(128 * KVS_BLOCK_TOKENS, 0));
+			firsts++;
+		} else {
+			assert_int_equal(d.charge, HOT_CHARGE);
+		}
+	}
+	assert_int_equal(firsts, NB - 1);
+	fix_free(&f);
+	free(h);
+}
+
 /* A hot route's pick among its replicas counts (a placement, hot_replica)
  * only once the request is sent there: picked, over the work limit and
  * spilled elsewhere (or kept by the holder), a replica took nothing, and a
@@ -874,6 +913,7 @@ int main(void)
 		cmocka_unit_test(hot_prefix_is_replicated),
 		cmocka_unit_test(cold_prefix_stays_on_its_holder),
 		cmocka_unit_test(hot_pick_counted_once_sent),
+		cmocka_unit_test(hot_replica_first_request_recomputes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

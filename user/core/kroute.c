@@ -18,6 +18,7 @@ struct kvs_kr_route {
 	uint32_t prev, next; /* LRU list; NIL ends */
 	__u64 hot_at;	     /* its hot window (include/kvsplice/place.h) */
 	__u32 hot_cur, hot_prev;
+	uint64_t replicas; /* struct kvs_route's: replicas sent its prefix */
 };
 
 void kvs_kr_defaults(struct kvs_kr_params *p, double balance)
@@ -157,16 +158,21 @@ static int install(struct kvs_kr *kr, uint64_t hash, uint32_t b, uint32_t depth,
 }
 
 /* b's index evicted a block a route of b's names: withdrawn, if the route
- * still names b (gw_withdraw_route, then kvs_withdraw in the kernel). */
+ * still names b (gw_withdraw_route, then kvs_withdraw in the kernel); a
+ * route naming another backend no longer counts b among its replicas. */
 static void withdraw(void *ctx, uint32_t b, uint64_t hash)
 {
 	struct kvs_kr *kr = ctx;
 	uint32_t s = find_slot(kr, hash);
 
-	if (s != NIL && kr->node[kr->table[s]].backend == b) {
-		route_remove(kr, s);
-		kr->withdrawn++;
+	if (s == NIL)
+		return;
+	if (kr->node[kr->table[s]].backend != b) {
+		kr->node[kr->table[s]].replicas &= ~(1ull << (b & 63));
+		return;
 	}
+	route_remove(kr, s);
+	kr->withdrawn++;
 }
 
 int kvs_kr_route(const struct kvs_kr *kr, uint64_t hash, uint32_t *backend, uint32_t *depth)
@@ -405,10 +411,13 @@ static uint32_t place_depth(const struct kvs_kr *kr, uint32_t hint, uint32_t n)
  * backends that may take new work (up, under max_outstanding). A holder
  * over the work limit (d->why KVS_WHY_SPILL, hb) keeps the request if the
  * rule picks it anyway or if moving would cost more (kvs_place_keep):
- * that is no placement, and it is charged for what its route covers.
+ * that is no placement, and it is charged for the blocks it holds,
+ * cached (its route's depth; 0 for a hot replica that was never sent the
+ * prefix).
  */
 static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *load,
-		 const uint64_t *outstanding, const uint8_t *up, int hb, struct kvs_kr_decision *d)
+		 const uint64_t *outstanding, const uint8_t *up, int hb, uint32_t cached,
+		 struct kvs_kr_decision *d)
 {
 	struct kvs_policy *pol = kr->pol;
 	struct kvs_place_sum s;
@@ -431,7 +440,7 @@ static int place(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t *
 	if (d->why == KVS_WHY_SPILL && hb >= 0 && may_place(kr, (uint32_t)hb, outstanding, up) &&
 	    (hb == pick || kvs_place_keep(&s, kvs_policy_balance_fp(kr->p.keep_balance),
 					  kr->p.recompute_weight, r->prompt_tokens, load[hb],
-					  (uint64_t)d->depth * KVS_BLOCK_TOKENS, load[pick]))) {
+					  (uint64_t)cached * KVS_BLOCK_TOKENS, load[pick]))) {
 		d->why = KVS_WHY_KEPT;
 		return hb;
 	}
@@ -519,7 +528,8 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 		  const uint64_t *outstanding, const uint8_t *up, struct kvs_kr_decision *d)
 {
 	struct kvs_kr_route *rt;
-	int b = -1, hb = -1;
+	int b = -1, hb = -1, first = 0;
+	uint32_t cached;
 
 	memset(d, 0, sizeof(*d));
 	d->blocks = r->n < kr->p.window_blocks ? r->n : kr->p.window_blocks;
@@ -531,6 +541,8 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 		int hot = hot_replica(kr, rt, r, d, load, outstanding, up);
 		uint32_t rb = hot >= 0 ? (uint32_t)hot : rt->backend;
 
+		/* a replica the route never sent its prefix to recomputes it */
+		first = hot >= 0 && rb != rt->backend && !((rt->replicas >> rb) & 1);
 		if (accepts(kr, rb, load, outstanding, up)) {
 			b = (int)rb;
 			/* counted once it goes there: a replica picked and
@@ -545,8 +557,9 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 			hb = (int)rb;
 		}
 	}
+	cached = first ? 0 : d->depth;
 	if (b < 0)
-		b = place(kr, r, load, outstanding, up, hb, d);
+		b = place(kr, r, load, outstanding, up, hb, cached, d);
 	if (b < 0) { /* punted: the controller answers */
 		d->backend = -1;
 		d->why = 0;
@@ -554,9 +567,13 @@ int kvs_kr_decide(struct kvs_kr *kr, const struct kvs_kr_req *r, const uint64_t 
 		return -1;
 	}
 	d->backend = b;
+	/* it holds the prefix from now on (hot_placed, or place_request's
+	 * kept holder, in the verdict) */
+	if (first && d->why < KVS_WHY_COLD)
+		rt->replicas |= 1ull << ((uint32_t)b & 63);
 	/* a route says what b holds; a placement assumes nothing */
-	d->charge = (uint64_t)kvs_work_blocks(r->prompt_tokens,
-					      d->why < KVS_WHY_COLD ? d->depth : 0, r->max_tokens) *
+	d->charge = (uint64_t)kvs_work_blocks(r->prompt_tokens, d->why < KVS_WHY_COLD ? cached : 0,
+					      r->max_tokens) *
 		    KVS_BLOCK_TOKENS;
 	d->learned = learn(kr, r, d);
 	kr->charged += d->charge;

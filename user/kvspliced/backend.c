@@ -71,7 +71,48 @@ static void fail_request(void *ctx, uint64_t client, uint64_t req_id)
 	f->ended[f->n++] = (struct gw_ended){ client, req_id };
 }
 
-void gw_backend_down(struct gw *g, uint32_t b, const char *why)
+uint64_t gw_silent_keep_ns(const struct gw *g)
+{
+	uint64_t interval = g->cfg->health_interval_ms ? g->cfg->health_interval_ms : 1000;
+
+	return 10 * interval * 1000000ull;
+}
+
+bool gw_backend_err_silent(int err)
+{
+	return err == -ETIMEDOUT || err == -EHOSTUNREACH || err == -ENETUNREACH ||
+	       err == -EHOSTDOWN || err == -ENETDOWN;
+}
+
+/*
+ * What b held is gone, and so are the routes that promised it: its index
+ * forgotten, its routes voided (one increment) and, if the map may hold
+ * some, deleted in one walk of the map (up to 70-90 ms of this loop when
+ * full, once per time it was up), so that they hold neither entries nor
+ * their tenants' shares (route_shares) until the LRU or a trim takes them.
+ */
+static void withdraw_routes(struct gw *g, uint32_t b, const char *why)
+{
+	struct gw_backend *be = &g->be[b];
+
+	be->silent_since_ns = 0;
+	kvs_policy_forget_backend(&g->policy, b);
+	kvs_dp_withdraw_routes(&g->dp, b);
+	if (!be->routes_live)
+		return;
+	be->routes_live = false;
+	be->routes_purged = kvs_dp_purge_routes(&g->dp, b);
+	if (be->routes_purged < 0)
+		pr_warn("event=backend_routes_purge_failed backend=%s index=%u err=\"%s\" "
+			"hint=\"its routes are void all the same; the LRU or a trim removes them\"",
+			be->name, b, strerror((int)-be->routes_purged));
+	else if (be->routes_purged) /* (none: a backend that never had any) */
+		pr_info("event=backend_routes_withdrawn backend=%s index=%u routes_removed=%ld "
+			"reason=\"%s\"",
+			be->name, b, be->routes_purged, why);
+}
+
+static void backend_down(struct gw *g, uint32_t b, const char *why, bool silent)
 {
 	struct gw_backend *be = &g->be[b];
 	bool was_up = be->up;
@@ -80,10 +121,10 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 	be->probing = 0; /* its connections close below, probed or not */
 	kvs_dp_set_reason(&g->dp, b, why);
 	gw_publish_backend(g, b);
-	/* It comes back empty (or not at all): what it held is gone, and so
-	 * are the routes that promised it. */
-	kvs_policy_forget_backend(&g->policy, b);
-	kvs_dp_withdraw_routes(&g->dp, b);
+	if (!silent)
+		withdraw_routes(g, b, why);
+	else if (be->routes_live && !be->silent_since_ns)
+		be->silent_since_ns = kvs_now_ns();
 	g->kpath->disconnect(g, b);
 	g->upath->disconnect(g, b);
 	if (was_up) {
@@ -118,6 +159,16 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why)
 	if (be->backoff_ms > BACKOFF_MAX_MS)
 		be->backoff_ms = BACKOFF_MAX_MS;
 	be->retry_at_ns = kvs_now_ns() + be->backoff_ms * 1000000ull;
+}
+
+void gw_backend_down(struct gw *g, uint32_t b, const char *why)
+{
+	backend_down(g, b, why, false);
+}
+
+void gw_backend_silent(struct gw *g, uint32_t b, const char *why)
+{
+	backend_down(g, b, why, true);
 }
 
 void gw_backend_readiness(struct gw *g, uint32_t b, bool ready)
@@ -155,6 +206,13 @@ static void backend_ready(struct gw *g, uint32_t b)
 	be->next_ping_ns = 0;
 	be->said_not_kvs1 = false;
 	be->said_down = false;
+	if (be->silent_since_ns)
+		pr_info("event=backend_routes_kept backend=%s index=%u down_ms=%llu "
+			"hint=\"it was only silent: its cache and the routes to it stand\"",
+			be->name, b,
+			(unsigned long long)((kvs_now_ns() - be->silent_since_ns) / 1000000));
+	be->silent_since_ns = 0;
+	be->routes_live = true;
 	kvs_dp_set_reason(&g->dp, b, "");
 	gw_publish_backend(g, b);
 	if (readmitted)
@@ -195,7 +253,7 @@ void gw_backend_probed(struct gw *g, uint32_t b, int err, const char *why)
 	} else if (err == -EAGAIN) {
 		gw_backend_readiness(g, b, false);
 	}
-	gw_backend_down(g, b, why);
+	backend_down(g, b, why, gw_backend_err_silent(err));
 }
 
 int gw_backend_dial(struct gw *g, uint32_t b)
@@ -213,7 +271,7 @@ int gw_backend_dial(struct gw *g, uint32_t b)
 		err = g->upath->connect(g, b);
 	if (err) {
 		g->ctl.upstream_failures++;
-		gw_backend_down(g, b, strerror(-err));
+		backend_down(g, b, strerror(-err), gw_backend_err_silent(err));
 		return err;
 	}
 	if (!be->probing) { /* no data path needs a connection (no BPF, none
@@ -270,6 +328,9 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 
 	memset(be, 0, sizeof(*be));
 	be->present = true;
+	/* A take-over's or a restart's map may hold its routes: withdrawn
+	 * (or kept, if silent) as anyone's. */
+	be->routes_live = true;
 	be->pool_n = g->cfg->pool_size; /* a take-over's: as handed over (pool.c) */
 	/* A take-over's or a restart's record holds the backend's whole
 	 * history (0 in a fresh one): the index's correction starts here,
@@ -348,13 +409,12 @@ static void backend_removed(struct gw *g, uint32_t b)
 
 	snprintf(name, sizeof(name), "%s", be->name);
 	be->said_down = true; /* removed is not unreachable: no such line */
+	be->routes_purged = 0;
+	/* its routes deleted from the map here, or when it went down */
 	gw_backend_down(g, b, "removed by the operator");
+	purged = be->routes_purged;
 	memset(be, 0, sizeof(*be));
 	kvs_dp_clear_backend(&g->dp, b);
-	/* Its routes, void since it went down, would hold their entries and
-	 * their tenants' shares (route_shares) until the LRU or a trim took
-	 * them: gone now, in one walk of the map (a removal is rare). */
-	purged = kvs_dp_purge_routes(&g->dp, b);
 	kvs_policy_remove_backend(&g->policy, b);
 	if (sync_ring(g, g->nslots))
 		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
@@ -424,6 +484,9 @@ void gw_backends_tick(struct gw *g, uint64_t now)
 			backend_removed(g, i);
 		else if (!g->be[i].up && !g->be[i].probing && now >= g->be[i].retry_at_ns)
 			gw_backend_connect(g, i, 0);
+		if (g->be[i].present && !g->be[i].up && g->be[i].silent_since_ns &&
+		    now >= g->be[i].silent_since_ns + gw_silent_keep_ns(g))
+			withdraw_routes(g, i, "down past ten health-check intervals");
 	}
 }
 

@@ -31,10 +31,25 @@ void gw_backend_probed(struct gw *g, uint32_t b, int err, const char *why);
 /* b said it is ready, or not (its PONG's NOT_READY flag): logged when that
  * changes. */
 void gw_backend_readiness(struct gw *g, uint32_t b, bool ready);
-/* b is down (why, for the log): its connections closed, its routes and
- * index forgotten, every request it owed answered backend_gone; retried
- * after a back-off. */
+/* b is down (why, for the log): its connections closed, every request it
+ * owed answered backend_gone; retried after a back-off. Its cache is gone
+ * with it (it closed or refused its connections, said it is not ready,
+ * spoke wrongly, was removed): its routes are withdrawn and deleted from
+ * the map, its index forgotten. */
 void gw_backend_down(struct gw *g, uint32_t b, const char *why);
+/* b is down as gw_backend_down says, but only silent (no answer in time,
+ * the network unreachable): a process that hangs or is cut off keeps its
+ * cache, so its routes and index are kept (the kernel follows no route to
+ * a backend that is not up) until it is back, or withdrawn as above once
+ * it has been down gw_silent_keep_ns, or as soon as it fails in a way that
+ * says its cache is gone. */
+void gw_backend_silent(struct gw *g, uint32_t b, const char *why);
+/* How long a silent backend's routes are kept: ten health-check intervals
+ * (of a second when checks are off). */
+uint64_t gw_silent_keep_ns(const struct gw *g);
+/* Whether a connection or probe failure err (-errno) leaves the backend
+ * only silent rather than gone: timed out, network or host unreachable. */
+bool gw_backend_err_silent(int err);
 /* The slot of the backend named ADDR:PORT (as kvs_addr_str writes it), or
  * -ENOENT. */
 int gw_backend_find(const struct gw *g, const char *name);

@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "pins.h"
 #include "reload.h"
+#include "route_shares.h"
 #include "upath.h"
 #include "upgrade.h"
 
@@ -112,12 +113,18 @@ static void budget_line(struct gw *g, FILE *out, const struct kvs_stats *k)
 static void cmd_status(struct gw *g, FILE *out, bool json)
 {
 	uint32_t n[KVS_BE_STATES] = { 0 }, b, total = 0;
-	double uptime = (double)(kvs_now_ns() - g->started_ns) / 1e9;
+	uint64_t now = kvs_now_ns(), routes_at = now;
+	double uptime = (double)(now - g->started_ns) / 1e9, routes_age;
 	struct kvs_stats k;
-	long routes = g->dp.in_memory ? 0 : kvs_dp_count_routes(&g->dp);
+	/* The metrics' count: the kernel's, or one at most
+	 * GW_ROUTES_COUNT_AGE_NS old (a walk of a full map holds this loop
+	 * for tens of ms: a script polling status must not make it walk each
+	 * time). */
+	long routes = g->dp.in_memory ? 0 : gw_routes_count(g, now, &routes_at);
 	uint32_t kclients, uclients;
 	char listen[96];
 
+	routes_age = (double)(now - routes_at) / 1e9;
 	gw_up_count(g, &kclients, &uclients);
 	for (b = 0; b < g->nslots; b++) {
 		if (!g->be[b].present)
@@ -151,7 +158,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"down\":%u,\"probation\":%u,\"not_ready\":%u},\"clients\":%u,"
 			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
-			"\"routes\":%ld,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
+			"\"routes\":%ld,\"routes_age_s\":%.1f,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
 			"\"ctl_budget\":{\"rate\":%u,\"burst\":%u,\"close_after\":%u,"
 			"\"dropped\":%llu,\"busy\":%llu,\"closed\":%llu},"
 			"\"upgrade\":",
@@ -159,7 +166,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY], g->clients.count, kclients,
 			uclients, (unsigned long long)k.fast_path_frames,
 			(unsigned long long)g->ctl.slow_frames,
-			(unsigned long long)g->ctl.user_path_frames, routes,
+			(unsigned long long)g->ctl.user_path_frames, routes, routes_age,
 			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds,
 			g->cfg->ctl_rate, g->cfg->ctl_burst, g->cfg->ctl_close_after,
 			(unsigned long long)(k.drop_budget + g->ctl.budget_dropped),
@@ -192,7 +199,15 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 		"userspace path\n",
 		(unsigned long long)k.fast_path_frames, (unsigned long long)g->ctl.slow_frames,
 		(unsigned long long)g->ctl.user_path_frames);
-	fprintf(out, "routes      %ld\n", routes);
+	if (routes_at == now)
+		fprintf(out, "routes      %ld (counted now, capacity %u)\n", routes,
+			(unsigned)KVS_ROUTES_MAX);
+	else
+		fprintf(out,
+			"routes      %ld (counted %.1f s ago: this kernel keeps no count of "
+			"the map, walked at most every %llu s)\n",
+			routes, routes_age,
+			(unsigned long long)(GW_ROUTES_COUNT_AGE_NS / 1000000000ull));
 	if (g->fdstore.on)
 		fprintf(out,
 			"crash       connections survive it: sockets in systemd's descriptor "

@@ -171,6 +171,10 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		o->pin_dir, o->max_payload, o->window_blocks, o->min_match_pct,
 		o->release_prefill_early ? "first-token" : "end", o->kernel_place ? "yes" : "no",
 		(double)o->keep_balance_fp / KVS_PLACE_ONE);
+	/* The routes count's program, loaded now rather than at the first
+	 * count: the descriptors it holds are the controller's from the
+	 * start (a count failing here is logged, and walks later). */
+	kvs_route_count(&dp->count, dp->routes_fd);
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);
@@ -214,6 +218,7 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 		dp->shares = NULL;
 		return;
 	}
+	kvs_route_count_close(&dp->count);
 	if (dp->backends)
 		munmap(dp->backends, backends_map_bytes());
 	if (dp->shares)
@@ -389,12 +394,23 @@ static int count_batch(void *ctx, const void *keys, const void *vals, uint32_t n
 	return 0;
 }
 
+long kvs_dp_kcount_routes(struct kvs_datapath *dp)
+{
+	if (dp->in_memory)
+		return -EOPNOTSUPP;
+	return kvs_route_count(&dp->count, dp->routes_fd);
+}
+
 long kvs_dp_count_routes(struct kvs_datapath *dp)
 {
-	long n = 0;
-	int err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-			       count_batch, &n);
+	long n = kvs_dp_kcount_routes(dp);
+	int err;
 
+	if (n >= 0)
+		return n;
+	n = 0;
+	err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			   count_batch, &n);
 	return err ? err : n;
 }
 
@@ -536,6 +552,8 @@ static void install_here(struct kvs_datapath *dp, struct kvs_install_batch *b)
 			.hot_at = old.hot_at,
 			.hot_cur = old.hot_cur,
 			.hot_prev = old.hot_prev,
+			/* (0 in a new route: old is zeroed) */
+			.replicas = old.backend == b->backend ? old.replicas : 0,
 		};
 		if (bpf_map_update_elem(dp->routes_fd, &b->e[i].hash, &r, BPF_ANY))
 			b->e[i].was = KVS_INSTALL_FAILED;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "kvsplice/maps.h"
+#include "route_count.h"
 
 struct kvsplice_bpf;
 
@@ -41,6 +42,7 @@ struct kvs_datapath {
 	bool handed_over;		/* kvs_dp_close leaves programs attached, maps pinned */
 	bool in_memory;			/* no BPF (not permitted): backends in plain memory,
 			   * every map fd -1 (their operations fail: EBADF) */
+	struct kvs_route_counter count; /* the kernel's count of routes */
 };
 
 int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o);
@@ -85,7 +87,12 @@ int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_coo
 typedef void (*kvs_dp_client_fn)(void *ctx, uint64_t cookie, const struct kvs_conn *c);
 int kvs_dp_walk_clients(struct kvs_datapath *dp, kvs_dp_client_fn fn, void *ctx);
 
-/* Entries in the routes map (read in batches), or -errno. */
+/* Entries in the routes map as the kernel counts them (kvs_count_routes:
+ * one system call, LRU evictions included), or -EOPNOTSUPP on a kernel
+ * without the count (before Linux 6.6) or without BPF. */
+long kvs_dp_kcount_routes(struct kvs_datapath *dp);
+/* Entries in the routes map: the kernel's count, else a walk of the map
+ * in batches (tens of ms when full); or -errno. */
 long kvs_dp_count_routes(struct kvs_datapath *dp);
 
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */

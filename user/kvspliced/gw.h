@@ -225,6 +225,13 @@ struct gw_backend {
 	uint32_t probing;    /* its new connections not through their probe yet */
 	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
 	bool said_down;	     /* logged down or unreachable; again once it was up */
+	/* Its routes and index (backend.c, "silent"): routes_live while the
+	 * map may hold current routes of it; silent_since_ns, when it went
+	 * down without its cache known lost (kept until then plus
+	 * gw_silent_keep_ns); 0: not silent. */
+	bool routes_live;
+	uint64_t silent_since_ns;
+	long routes_purged; /* by the last withdrawal, for the removal's log */
 };
 
 /* The service manager's descriptor store, as this controller uses it

@@ -37,9 +37,11 @@
  * the controller's count of checks held for one (health_held). 8:
  * health_held moved last in ctl_stats (e4fca92): the map's value size is
  * the same, so a take-over across it read health_held as user_path_frames
- * and each counter after it as the one before. tests/unit/test_ho_layout.c
- * holds each version's layout of the maps' values. */
-#define KVS_HO_VERSION 8
+ * and each counter after it as the one before. 9: each route's hot
+ * replicas (kvs_route.replicas, 2026-12-02): the routes map's value grew.
+ * tests/unit/test_ho_layout.c holds each version's layout of the maps'
+ * values. */
+#define KVS_HO_VERSION 9
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 

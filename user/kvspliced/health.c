@@ -94,8 +94,10 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 }
 
 /* b is ejected by the health check (why, for the log): down, and on
- * probation once it reconnects. */
-static void eject(struct gw *g, uint32_t b, const char *why)
+ * probation once it reconnects. Silent (no PONG: hung, stopped, cut off,
+ * its cache still there) or not ready (its server says it cannot serve:
+ * starting, or down, its cache presumed gone). */
+static void eject(struct gw *g, uint32_t b, const char *why, bool silent)
 {
 	struct gw_backend *be = &g->be[b];
 
@@ -103,7 +105,10 @@ static void eject(struct gw *g, uint32_t b, const char *why)
 	be->ping_sent_ns = 0;
 	be->unready_since_ns = 0;
 	be->probation = true;
-	gw_backend_down(g, b, why);
+	if (silent)
+		gw_backend_silent(g, b, why);
+	else
+		gw_backend_down(g, b, why);
 }
 
 /* Bytes waiting unread in the controller's end of the punt socket. */
@@ -184,7 +189,7 @@ void gw_health_tick(struct gw *g, uint64_t now)
 				continue;
 			snprintf(why, sizeof(why), "no PONG in %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));
-			eject(g, b, why);
+			eject(g, b, why, true);
 			continue;
 		}
 		if (be->unready_since_ns && now - be->unready_since_ns > 3 * interval) {
@@ -193,7 +198,7 @@ void gw_health_tick(struct gw *g, uint64_t now)
 				continue;
 			snprintf(why, sizeof(why), "reported not ready for %llu ms",
 				 (unsigned long long)(3 * interval / 1000000));
-			eject(g, b, why);
+			eject(g, b, why, false);
 			continue;
 		}
 		if (!be->ping_sent_ns && now >= be->next_ping_ns) {

@@ -195,12 +195,13 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	}
 	if (in->routes >= 0) {
 		head(&o, "kvsplice_routes", "gauge",
-		     "Entries in the kernel's routes map (capacity 262144), as counted at most "
-		     "10 s ago (kvsplice_routes_count_age_seconds).");
+		     "Entries in the kernel's routes map (capacity 262144): the kernel's count, "
+		     "or on a kernel without one a walk's at most 10 s old "
+		     "(kvsplice_routes_count_age_seconds).");
 		put(&o, "kvsplice_routes %ld\n", in->routes);
 		head(&o, "kvsplice_routes_count_age_seconds", "gauge",
-		     "How long ago kvsplice_routes was counted: the count walks the whole map, "
-		     "so a scrape reuses one up to 10 s old.");
+		     "How long ago kvsplice_routes was counted: 0 with the kernel's count; "
+		     "without it a walk of the whole map, which a scrape reuses up to 10 s.");
 		put(&o, "kvsplice_routes_count_age_seconds %.3f\n", in->routes_age_s);
 	}
 	for (f = 0; in->nshares && f < sizeof(share_fields) / sizeof(share_fields[0]); f++) {

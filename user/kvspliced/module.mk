@@ -5,6 +5,7 @@ $(BUILD)/user/kvspliced/%.o: INC := $(CORE_INC) -Iuser/kvspliced -I$(BUILD)
 # Each loader depends on the skeleton it includes, and only on that one.
 $(BUILD)/user/kvspliced/datapath.o: $(BUILD)/kvsplice.skel.h
 $(BUILD)/user/kvspliced/admission.o: $(BUILD)/admission.skel.h
+$(BUILD)/user/kvspliced/route_count.o: $(BUILD)/route_count.skel.h
 $(GW_LIB): $(GW_SRCS:%.c=$(BUILD)/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
 # libsystemd: sd-daemon (sdnotify.c), the service manager's protocols.

@@ -66,16 +66,19 @@ struct gw;
  * hand-over is certain (the kernel keeps the old shares till then). */
 void gw_shares_apply(struct gw *g);
 /* On the tick: the shares written into the map if they are not yet, then the routes recounted every
- * 10 s, or each second while a tenant is near its share, that tenant
- * trimmed to three quarters of it. */
+ * 10 s, or each second while a tenant is near its share (that tenant
+ * trimmed to three quarters of it) or while the map holds fewer routes
+ * than the counts sum to (the LRU evicted some: their tenants' counts are
+ * high). */
 void gw_shares_tick(struct gw *g, uint64_t now);
 
 /* A count of the routes map at most this old is not walked again. */
 #define GW_ROUTES_COUNT_AGE_NS (10 * 1000000000ull)
-/* The routes map's entries (or -errno) as counted at most
- * GW_ROUTES_COUNT_AGE_NS before now, and when (*at_ns): the metrics' gauge.
- * A count walks the whole map (up to 262,144 entries: tens of ms of the
- * controller's loop, scripts/bench-scrape.sh), so a scraper polling often
+/* The routes map's entries (or -errno) and when they were counted
+ * (*at_ns): the metrics' gauge and kvsplicectl status. The kernel's count
+ * where it has one (now); else a walk of the whole map (up to 262,144
+ * entries: tens of ms of the controller's loop, scripts/bench-scrape.sh)
+ * at most every GW_ROUTES_COUNT_AGE_NS, so that a scraper polling often
  * does not make the controller walk it each time; the shares' recount,
  * which walks it anyway, counts it too. */
 long gw_routes_count(struct gw *g, uint64_t now, uint64_t *at_ns);

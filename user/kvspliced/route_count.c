@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+#include "route_count.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <string.h>
+
+#include "kvsplice/maps.h"
+#include "log.h"
+#include "route_count.skel.h"
+
+static int open_counter(struct kvs_route_counter *c, int routes_fd)
+{
+	struct route_count_bpf *skel = route_count_bpf__open();
+	int err;
+
+	if (!skel)
+		return -errno;
+	err = bpf_map__reuse_fd(skel->maps.routes, routes_fd);
+	if (!err)
+		err = route_count_bpf__load(skel);
+	if (err) {
+		route_count_bpf__destroy(skel);
+		return err;
+	}
+	c->skel = skel;
+	return 0;
+}
+
+long kvs_route_count(struct kvs_route_counter *c, int routes_fd)
+{
+	struct kvs_route_count rc = { 0 };
+	/* (a syscall program's context is copied back where it came from) */
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &rc, .ctx_size_in = sizeof(rc));
+	int err;
+
+	if (routes_fd < 0)
+		return -EOPNOTSUPP;
+	if (!c->tried) {
+		c->tried = 1;
+		err = open_counter(c, routes_fd);
+		if (err)
+			pr_info("event=routes_count_unavailable err=\"%s\" hint=\"the kernel "
+				"keeps no count of the routes map (Linux 6.6 and later do): "
+				"it is walked to be counted, at most every 10 s\"",
+				strerror(-err));
+	}
+	if (!c->skel)
+		return -EOPNOTSUPP;
+	if (bpf_prog_test_run_opts(bpf_program__fd(c->skel->progs.kvs_count_routes), &run))
+		return -errno;
+	return rc.routes < 0 ? 0 : (long)rc.routes;
+}
+
+void kvs_route_count_close(struct kvs_route_counter *c)
+{
+	route_count_bpf__destroy(c->skel);
+	c->skel = NULL;
+	c->tried = 0;
+}
