@@ -47,6 +47,16 @@ assert_eq "A's state once ready again" "$st" up
 out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 2 --json) || kvs_fail "requests after A is ready: $out"
 assert_eq "backends serving after A is ready again" "$(jget "$out" '.backends | length')" 2
 
+# A second ejection says its probation again (once an ejection, not once
+# a run: the readmission between them is no dial).
+touch "$flag"
+kvs_wait_for "A's second ejection" \
+	"[ \$(grep -c 'event=backend_down backend=$A' '$KVS_TMP/gw.log') -ge 2 ]" 10
+kvs_wait_for "A's probation after its second ejection, at info" \
+	"[ \$(grep -c 'level=info .*event=backend_probation backend=$A' '$KVS_TMP/gw.log') -ge 2 ]" 10
+rm "$flag"
+assert_eq "A's state once ready again" "$(kvs_wait_backend 0 up "" 0.1)" up
+
 # Between its first not-ready answer and its ejection three intervals on
 # (here 12 s), A takes no new work: sent there, each request failed at
 # once in an operator's trial, and new prefixes went there first.

@@ -105,6 +105,9 @@ static void eject(struct gw *g, uint32_t b, const char *why, bool silent)
 	be->ping_sent_ns = 0;
 	be->unready_since_ns = 0;
 	be->probation = true;
+	/* its probation said once this ejection (backend.c), not once ever:
+	 * a readmission clears no flag the dial would see */
+	be->said_probation = false;
 	if (silent)
 		gw_backend_silent(g, b, why);
 	else
