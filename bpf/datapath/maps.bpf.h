@@ -57,8 +57,6 @@ static __always_inline int conn_at_limit(const struct kvs_conn *c)
 /* Place requests no route covers here (1), by include/kvsplice/place.h,
  * rather than hand them to the controller (0). */
 const volatile __u32 cfg_kernel_place = 1;
-/* The placement's load bound, in 1/KVS_PLACE_ONE of the mean. */
-const volatile __u32 cfg_balance = 1178; /* 1.15 */
 /* How far past the mean a holder keeps a request (kvs_place_keep), in
  * 1/KVS_PLACE_ONE of the mean. */
 const volatile __u32 cfg_keep_balance = 2048; /* 2.0 */

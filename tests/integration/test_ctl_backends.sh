@@ -123,6 +123,15 @@ sed -i 's/^front-source = 10.9.0.0\/16/front-source = 127.0.0.0\/8/' "$conf"
 r=$(ctl reload --json) || kvs_fail "reload: $r"
 grep -q "front-source" <<<"$(jget "$r" .message)" || kvs_fail "front-source change unreported: $r"
 echo "ok: reload: $(jget "$r" .message)"
+# balance is the controller's (the work limit it publishes, its policy):
+# changed at once, no restart asked; keep-balance is in the kernel's
+# read-only data and asks for one.
+echo "balance = 1.3" >>"$conf"
+r=$(ctl reload --json) || kvs_fail "reload: $r"
+grep -q "balance" <<<"$(jget "$r" .message)" && kvs_fail "a changed balance asks a restart: $r"
+echo "keep-balance = 3" >>"$conf"
+r=$(ctl reload --json) || kvs_fail "reload: $r"
+grep -q "keep-balance" <<<"$(jget "$r" .message)" || kvs_fail "keep-balance change unreported: $r"
 
 # The controller dies (SIGKILL: its maps stay pinned, the kernel splices
 # on): status says so, exit 3, with what the maps still say.

@@ -115,8 +115,6 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	dp->skel->rodata->cfg_release_prefill_early = o->release_prefill_early;
 	dp->skel->rodata->cfg_client_max_inflight = o->client_max_inflight;
 	dp->skel->rodata->cfg_kernel_place = o->kernel_place;
-	dp->skel->rodata->cfg_balance = o->balance_fp;
-	dp->balance_fp = o->balance_fp;
 	dp->skel->rodata->cfg_keep_balance = o->keep_balance_fp;
 	dp->keep_balance_fp = o->keep_balance_fp;
 	dp->skel->rodata->cfg_recompute_weight = o->recompute_weight;

@@ -23,7 +23,6 @@ struct kvs_dp_opts {
 	bool release_prefill_early;   /* prefill charge off at the first CHUNK */
 	uint32_t client_max_inflight; /* per client connection; 0 = no limit */
 	bool kernel_place;	      /* place requests no route covers */
-	uint32_t balance_fp;	      /* the placement's load bound (place.h) */
 	uint32_t keep_balance_fp;     /* a holder's, keeping a request (kvs_place_keep) */
 	uint32_t recompute_weight;    /* a recomputed token against a queued one */
 	bool takeover;		      /* the pins are a running controller's, handed over */
@@ -35,8 +34,7 @@ struct kvs_datapath {
 	int lock_fd;
 	bool made_pin_dir; /* made by this process: removed at exit if empty */
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd, tenants_fd;
-	uint32_t balance_fp;		/* the kernel's placement bound, fixed at load */
-	uint32_t keep_balance_fp;	/* and its keep bound */
+	uint32_t keep_balance_fp;	/* the kernel's keep bound, fixed at load */
 	struct kvs_backend *backends;	/* mmap of the backends map */
 	struct kvs_route_share *shares; /* mmap of the route_shares map */
 	bool handed_over;		/* kvs_dp_close leaves programs attached, maps pinned */

@@ -498,7 +498,6 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 		.release_prefill_early = cfg->release_prefill_early,
 		.client_max_inflight = cfg->client_max_inflight,
 		.kernel_place = cfg->kernel_place,
-		.balance_fp = kvs_policy_balance_fp(cfg->balance),
 		.keep_balance_fp = kvs_policy_balance_fp(cfg->keep_balance),
 		.recompute_weight = (uint32_t)KVS_POLICY_RECOMPUTE_WEIGHT,
 	};

@@ -65,10 +65,9 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 			   c->tenant_routes != n->tenant_routes,
 		   "tenant-source/tenant-routes");
 	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
-	/* the work limit and the controller's policy take it now; the
-	 * kernel's placement has it in its rodata, set at load */
-	RESTART_IF(!g->dp.in_memory && kvs_policy_balance_fp(n->balance) != g->dp.balance_fp,
-		   "balance(kernel-placement)");
+	/* balance: the work limit (published on the tick) and the controller's
+	 * policy take it now; the kernel's keep bound is in its rodata, set at
+	 * load (until e1e1e84 that was balance too) */
 	RESTART_IF(!g->dp.in_memory &&
 			   kvs_policy_balance_fp(n->keep_balance) != g->dp.keep_balance_fp,
 		   "keep-balance");
