@@ -215,7 +215,8 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 		}
 	}
 	head(&o, "kvsplice_backend_up", "gauge",
-	     "1 if the backend takes new work (0: down, draining, removing, on probation).");
+	     "1 if the backend takes new work (0: down, draining, removing, on probation, "
+	     "not ready).");
 	for (bi = 0; bi < in->nbackends; bi++)
 		if (in->names[bi])
 			put(&o, "kvsplice_backend_up{backend=\"%s\"} %d\n", in->names[bi],
