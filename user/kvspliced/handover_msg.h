@@ -69,6 +69,10 @@ struct kvs_ho_hdr {
 #define KVS_HO_BE_PRESENT 1u
 #define KVS_HO_BE_DRAINING 2u
 #define KVS_HO_BE_REMOVING 4u
+/* Its last PONG said its server cannot serve (KVS_BE_NOT_READY): kept out
+ * of new work by the successor too, not published up until its first
+ * PONG. A controller that does not know the bit ignores it. */
+#define KVS_HO_BE_NOT_READY 8u
 struct kvs_ho_backend {
 	char name[64]; /* ADDR:PORT */
 	uint32_t flags;
