@@ -71,6 +71,13 @@ kvs_wait_for "A's first not-ready answer" \
 assert_eq "A's state once it says it is not ready" "$(state 0)" not-ready
 reason=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq -r '.[0].reason')
 assert_eq "A's reason" "$reason" "its server says it is not ready"
+# drained meanwhile, the reply says why it would not serve if undrained
+out=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --json backend drain "$A") ||
+	kvs_fail "drain: $out"
+assert_eq "drain's reply: the reason" "$(jq -r .reason <<<"$out")" "its server says it is not ready"
+out=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --json backend undrain "$A") ||
+	kvs_fail "undrain: $out"
+assert_eq "undrain's reply: the state" "$(jq -r .state <<<"$out")" not-ready
 out=$(kvs_bench -n 40 -k 4 --prefixes 0 --salt 3 --json) || kvs_fail "requests before A is out: $out"
 assert_eq "requests ok before A is taken out" "$(jget "$out" .ok)" 40
 assert_eq "backends that served them" "$(jget "$out" '.backends | length')" 1

@@ -230,8 +230,10 @@ static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const 
 	const char *st = kvs_backend_state_name(gw_backend_state(g, b));
 	unsigned long long outstanding = (unsigned long long)kvs_dp_outstanding(&g->dp, b);
 	/* Why it is not up (it refused, did not answer its probe, is not
-	 * KVS1): what an operator adding it needs to know. */
-	const char *why = g->be[b].up ? "" : g->dp.backends[b].reason;
+	 * KVS1), or up but not ready (its server says so, draining or not):
+	 * what an operator adding or undraining it needs to know. Empty while
+	 * it serves. */
+	const char *why = g->dp.backends[b].reason;
 
 	fprintf(out, "ok\n");
 	if (json) {
