@@ -294,6 +294,27 @@ static void saturated_holder_spills(void **state)
 	fix_free(&f);
 }
 
+/*
+ * A 320-block prefix (content a) sent to its holder, returned; then the
+ * holder at hold_load and the others at other_load, the work limit
+ * refreshed, and *r a 1,000-block prompt sharing those 320 blocks (32%:
+ * its route is followed), in h.
+ */
+static int loaded_holder(struct fix *f, uint64_t *h, uint64_t a, uint64_t hold_load,
+			 uint64_t other_load, struct kvs_kr_req *r)
+{
+	struct kvs_kr_decision d;
+	int holder;
+
+	*r = req(h, chain(h, a, 320, a, 320));
+	holder = send(f, r, &d);
+	for (uint32_t b = 0; b < NB; b++)
+		f->load[b] = b == (uint32_t)holder ? hold_load : other_load;
+	kvs_kr_refresh(&f->kr, f->load, f->up);
+	*r = req(h, chain(h, a, 320, a + 1, 1000));
+	return holder;
+}
+
 /* A holder over the work limit keeps the request while moving it would
  * cost more (kvs_place_keep): within balance x the mean plus the prompt,
  * and its load plus the recomputation no more than the alternative's. That
@@ -304,21 +325,13 @@ static void holder_kept_when_moving_costs_more(void **state)
 	struct kvs_kr_req r;
 	struct fix f;
 	uint64_t h[MAXB], before[NB];
-	uint32_t n, b;
+	uint32_t b;
 	int holder;
 
 	(void)state;
 	fix_init(&f, 100000, 0);
-	n = chain(h, 81, 320, 81, 320);
-	r = req(h, n);
-	holder = send(&f, &r, &d);
-	for (b = 0; b < NB; b++)
-		f.load[b] = b == (uint32_t)holder ? 20000 : 10000;
-	kvs_kr_refresh(&f.kr, f.load, f.up);
+	holder = loaded_holder(&f, h, 81, 20000, 10000, &r);
 	assert_true(f.load[holder] > f.kr.work_limit);
-
-	n = chain(h, 81, 320, 82, 1000); /* 32% shared: followed */
-	r = req(h, n);
 	for (b = 0; b < NB; b++)
 		before[b] = f.pol.place[b].placed;
 	assert_int_equal(send(&f, &r, &d), holder);
@@ -342,7 +355,6 @@ static void keep_bound_is_wider_than_the_work_limit(void **state)
 	struct kvs_kr_req r;
 	struct fix f;
 	uint64_t h[MAXB];
-	uint32_t n, b;
 	int holder, spill;
 
 	(void)state;
@@ -350,18 +362,11 @@ static void keep_bound_is_wider_than_the_work_limit(void **state)
 		fix_init(&f, 100000, 0);
 		if (spill)
 			f.kr.p.keep_balance = f.kr.p.balance;
-		n = chain(h, 91, 320, 91, 320);
-		r = req(h, n);
-		holder = send(&f, &r, &d);
 		/* mean 57,500: 110,000 is past 1.15 x it + 16,000 (82,125),
 		 * within 2 x it + 16,000 (131,000); the wait behind 70,000 more
 		 * tokens costs less than 16 x 10,880 recomputed */
-		for (b = 0; b < NB; b++)
-			f.load[b] = b == (uint32_t)holder ? 110000 : 40000;
-		kvs_kr_refresh(&f.kr, f.load, f.up);
+		holder = loaded_holder(&f, h, 91, 110000, 40000, &r);
 		assert_true(f.load[holder] > f.kr.work_limit);
-		n = chain(h, 91, 320, 92, 1000);
-		r = req(h, n);
 		if (spill) {
 			assert_true(send(&f, &r, &d) != holder);
 			assert_int_equal(d.why, KVS_WHY_SPILL);
@@ -374,14 +379,7 @@ static void keep_bound_is_wider_than_the_work_limit(void **state)
 	/* past 2 x the mean it spills, though the wait still costs less:
 	 * mean 27,500, the bound 71,000, the holder at 80,000 */
 	fix_init(&f, 100000, 0);
-	n = chain(h, 91, 320, 91, 320);
-	r = req(h, n);
-	holder = send(&f, &r, &d);
-	for (b = 0; b < NB; b++)
-		f.load[b] = b == (uint32_t)holder ? 80000 : 10000;
-	kvs_kr_refresh(&f.kr, f.load, f.up);
-	n = chain(h, 91, 320, 92, 1000);
-	r = req(h, n);
+	holder = loaded_holder(&f, h, 91, 80000, 10000, &r);
 	assert_true(send(&f, &r, &d) != holder);
 	assert_int_equal(d.why, KVS_WHY_SPILL);
 	fix_free(&f);
