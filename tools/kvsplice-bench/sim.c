@@ -216,9 +216,10 @@ static const struct kvs_opt rows[] = {
 	  .arg = "MS", .help = "--sweep: the same in ms (default {default})" },
 	{ "sweep-repeat", 0, KVS_OPT_U32(O, sweep_repeat, 1, SIM_SWEEP_MAX_REPEAT), .arg = "N",
 	  .help = "--sweep: judge each load on the mean of N runs at\n"
-		  "loads 0.4% apart around it (the trace near saturation\n"
-		  "moves p90 by half between speeds 0.6% apart; default\n"
-		  "{default}, max {max}; N times as long)" },
+		  "loads 0.4% apart around it (near saturation the\n"
+		  "trace's p90 can double between speeds 0.6% apart:\n"
+		  "docs/EVALUATION.md; default {default}, max {max};\n"
+		  "N times as long)" },
 	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
 	  .help = "write TTFT CDFs and requests per backend as SVG\n"
 		  "and PNG (gnuplot), with their data, into DIR" },
