@@ -401,14 +401,10 @@ long kvs_dp_kcount_routes(struct kvs_datapath *dp)
 
 long kvs_dp_count_routes(struct kvs_datapath *dp)
 {
-	long n = kvs_dp_kcount_routes(dp);
-	int err;
+	long n = 0;
+	int err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			       count_batch, &n);
 
-	if (n >= 0)
-		return n;
-	n = 0;
-	err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-			   count_batch, &n);
 	return err ? err : n;
 }
 
