@@ -171,8 +171,8 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		(double)o->keep_balance_fp / KVS_PLACE_ONE);
 	/* The routes count's program, loaded now rather than at the first
 	 * count: the descriptors it holds are the controller's from the
-	 * start (a count failing here is logged, and walks later). */
-	kvs_route_count(&dp->count, dp->routes_fd);
+	 * start (a kernel without the count is logged, and walks later). */
+	kvs_route_count_open(&dp->count, dp->routes_fd);
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);
@@ -396,7 +396,7 @@ long kvs_dp_kcount_routes(struct kvs_datapath *dp)
 {
 	if (dp->in_memory)
 		return -EOPNOTSUPP;
-	return kvs_route_count(&dp->count, dp->routes_fd);
+	return kvs_route_count(&dp->count);
 }
 
 long kvs_dp_count_routes(struct kvs_datapath *dp)
