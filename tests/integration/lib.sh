@@ -258,3 +258,14 @@ kvs_routes_of() {
 	bpftool map dump pinned "$KVS_PIN/routes" -j |
 		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
 }
+
+# kvs_void_routes FILTER: the routes the jq FILTER picks from bpftool's
+# dump of the routes map made void: their gen (bytes 8-11 of struct
+# kvs_route) rewritten to one their backend never had.
+kvs_void_routes() {
+	bpftool map dump pinned "$KVS_PIN/routes" -j |
+		jq -r "($1)"' | "\(.key | join(" ")) \(.value[0:8] + ["0xef", "0xbe", "0xad", "0xde"] + .value[12:] | join(" "))"' |
+		while read -r -a w; do
+			bpftool map update pinned "$KVS_PIN/routes" key "${w[@]:0:8}" value "${w[@]:8}"
+		done
+}

@@ -14,10 +14,8 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-kvs_start_sim A --time-scale 0.005
-kvs_start_sim B --time-scale 0.005
-kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-	--health-interval-ms 200
+kvs_start_sims "A B" --time-scale 0.005
+kvs_start_gw "${KVS_BACKENDS[@]}" --health-interval-ms 200
 WL=(--prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 --json)
 A=${KVS_PIDS[0]}
 B=${KVS_PIDS[1]}

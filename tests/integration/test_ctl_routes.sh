@@ -33,14 +33,8 @@ kvs_wait_backend 0 down >/dev/null
 kvs_wait_for "A's routes deleted after it left" \
 	'[ "$(ctl routes --limit 1000000 --json | jq "[.top[] | select(.backend == 0)] | length")" = 0 ]' 10
 # A void route the deletion missed (one a verdict installed as they were
-# withdrawn) is shown so: here one of B's, its gen (bytes 8-11) rewritten.
-bpftool map dump pinned "$KVS_PIN/routes" -j |
-	jq -r '[.[] | select(.formatted.value.backend == 1)][0] |
-		"\(.key | join(" ")) \(.value[0:8] + ["0xef", "0xbe", "0xad", "0xde"] + .value[12:] | join(" "))"' |
-	{
-		read -r -a w
-		bpftool map update pinned "$KVS_PIN/routes" key "${w[@]:0:8}" value "${w[@]:8}"
-	}
+# withdrawn) is shown so: here one of B's, made void.
+kvs_void_routes '[.[] | select(.formatted.value.backend == 1)][0]'
 void=$(ctl routes --limit 1000000 --json | jq '[.top[] | select(.current | not)] | length')
 assert_eq "a void route shown void" "$void" 1
 n=$(jget "$(ctl routes --json)" .routes)

@@ -23,14 +23,7 @@ routes_of() { kvs_routes_of "$@"; }
 
 assert_eq "tenant 1: the prompt answered" "$(send 127.0.0.2 shared-prompt)" 1
 assert_eq "tenant 1: its routes" "$(routes_of 1)" 4
-# each of tenant 1's routes void: gen (bytes 8-11 of struct kvs_route)
-# one its backend never had
-bpftool map dump pinned "$KVS_PIN/routes" -j |
-	jq -r '.[] | select(.formatted.value.tenant == 1) |
-		"\(.key | join(" ")) \(.value[0:8] + ["0xef", "0xbe", "0xad", "0xde"] + .value[12:] | join(" "))"' |
-	while read -r -a w; do
-		bpftool map update pinned "$KVS_PIN/routes" key "${w[@]:0:8}" value "${w[@]:8}"
-	done
+kvs_void_routes '.[] | select(.formatted.value.tenant == 1)' # each of tenant 1's
 assert_eq "tenant 1: its routes, void" "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" routes --json |
 	jq '[.top[] | select(.current)] | length')" 0
 s0=$(kvs_stats)

@@ -529,12 +529,9 @@ static int flush_routes(const struct ctl_opts *o)
 				     "controller's recount corrects them within 10 s)\n",
 				strerror(-err));
 		close(sfd);
-	} else if (sfd == -EPROTO) {
-		fprintf(stderr,
-			PROG ": the tenants' route counts were not lowered: %s/%s was pinned by a "
-			     "kvspliced of another build (the controller's recount corrects them "
-			     "within 10 s)\n",
-			o->pin_dir, KVS_MAP_ROUTE_SHARES);
+	} else if (other_build(o, KVS_MAP_ROUTE_SHARES, sfd)) {
+		fprintf(stderr, PROG ": the tenants' route counts were not lowered (the "
+				     "controller's recount corrects them within 10 s)\n");
 	}
 	if (o->json)
 		printf("{\"flushed\":%ld}\n", n);

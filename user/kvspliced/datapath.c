@@ -171,8 +171,8 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		(double)o->keep_balance_fp / KVS_PLACE_ONE);
 	/* The routes count's program, loaded now rather than at the first
 	 * count: the descriptors it holds are the controller's from the
-	 * start (a count failing here is logged, and walks later). */
-	kvs_route_count(&dp->count, dp->routes_fd);
+	 * start (a kernel without the count is logged, and walks later). */
+	kvs_route_count_open(&dp->count, dp->routes_fd);
 	return 0;
 fail:
 	kvs_dp_close(dp, !o->takeover);
@@ -396,19 +396,15 @@ long kvs_dp_kcount_routes(struct kvs_datapath *dp)
 {
 	if (dp->in_memory)
 		return -EOPNOTSUPP;
-	return kvs_route_count(&dp->count, dp->routes_fd);
+	return kvs_route_count(&dp->count);
 }
 
 long kvs_dp_count_routes(struct kvs_datapath *dp)
 {
-	long n = kvs_dp_kcount_routes(dp);
-	int err;
+	long n = 0;
+	int err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+			       count_batch, &n);
 
-	if (n >= 0)
-		return n;
-	n = 0;
-	err = walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-			   count_batch, &n);
 	return err ? err : n;
 }
 

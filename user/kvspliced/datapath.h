@@ -89,8 +89,8 @@ int kvs_dp_walk_clients(struct kvs_datapath *dp, kvs_dp_client_fn fn, void *ctx)
  * one system call, LRU evictions included), or -EOPNOTSUPP on a kernel
  * without the count (before Linux 6.6) or without BPF. */
 long kvs_dp_kcount_routes(struct kvs_datapath *dp);
-/* Entries in the routes map: the kernel's count, else a walk of the map
- * in batches (tens of ms when full); or -errno. */
+/* Entries in the routes map, walked in batches (tens of ms when full:
+ * gw_routes_count asks kvs_dp_kcount_routes first), or -errno. */
 long kvs_dp_count_routes(struct kvs_datapath *dp);
 
 /* Sets the fields the controller owns; leaves the kernel's counters alone. */

@@ -9,14 +9,16 @@
 struct route_count_bpf;
 
 struct kvs_route_counter {
-	struct route_count_bpf *skel;
-	int tried; /* 1: opened, or failed for good (skel NULL) */
+	struct route_count_bpf *skel; /* NULL: not opened, or no count here */
 };
 
-/* The count of the map whose descriptor is routes_fd, or -EOPNOTSUPP on
- * a kernel without it (before Linux 6.6: the program does not load, which
- * is tried once, at the first call, and logged at info). */
-long kvs_route_count(struct kvs_route_counter *c, int routes_fd);
+/* Loads the count's program on the map whose descriptor is routes_fd;
+ * -errno on a kernel without the count (before Linux 6.6: the program
+ * does not load), logged at info. */
+int kvs_route_count_open(struct kvs_route_counter *c, int routes_fd);
+/* The map's entries as the kernel counts them, or -EOPNOTSUPP when
+ * kvs_route_count_open failed or was not called. */
+long kvs_route_count(const struct kvs_route_counter *c);
 void kvs_route_count_close(struct kvs_route_counter *c);
 
 #endif
