@@ -139,6 +139,9 @@ void job_done(struct adapter *a, CURL *h, CURLcode res);
 void job_drop_link(struct adapter *a, struct link *l);
 /* The link drained: its paused transfers resume. */
 void job_resume_link(struct adapter *a, struct link *l);
+/* Requests sent to the server at once, at most (--max-connections, and
+ * for llama.cpp its slots). */
+uint32_t job_conn_cap(const struct adapter *a);
 
 /* state.c */
 /* Starts a poll when one is due; returns ms until the next is due. */

@@ -112,7 +112,7 @@ static void job_free(struct job *j);
  * its requests. It runs one request a slot and queues the rest, so the
  * rest wait here instead, counted as waiting in the PONG.
  */
-static uint32_t conn_cap(const struct adapter *a)
+uint32_t job_conn_cap(const struct adapter *a)
 {
 	const struct server_state *st = &a->st;
 
@@ -124,7 +124,7 @@ static uint32_t conn_cap(const struct adapter *a)
 /* Starts queued jobs while connections are free. */
 static void dispatch(struct adapter *a)
 {
-	while (a->queue_head && a->active < conn_cap(a)) {
+	while (a->queue_head && a->active < job_conn_cap(a)) {
 		struct job *j = a->queue_head;
 
 		queue_remove(a, j);

@@ -219,11 +219,10 @@ static void load_from_slots(struct adapter *a, const struct xfer *x, bool count_
 	size_t i;
 	json_t *s;
 
-	if (slots && slots != st->slots)
-		pr_info("event=server_slots slots=%u max_connections=%u", slots,
-			slots < a->cfg.max_conns ? slots : a->cfg.max_conns);
-	if (slots)
+	if (slots && slots != st->slots) {
 		st->slots = slots;
+		pr_info("event=server_slots slots=%u max_connections=%u", slots, job_conn_cap(a));
+	}
 	if (json_is_array(root) && count_running) {
 		st->running = 0;
 		json_array_foreach(root, i,
