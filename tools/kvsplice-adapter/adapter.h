@@ -139,9 +139,6 @@ void job_done(struct adapter *a, CURL *h, CURLcode res);
 void job_drop_link(struct adapter *a, struct link *l);
 /* The link drained: its paused transfers resume. */
 void job_resume_link(struct adapter *a, struct link *l);
-/* Requests sent to the server at once, at most (--max-connections, and
- * for llama.cpp its slots). */
-uint32_t job_conn_cap(const struct adapter *a);
 
 /* state.c */
 /* Starts a poll when one is due; returns ms until the next is due. */
@@ -153,5 +150,8 @@ void state_unreachable(struct adapter *a, const char *why);
 void state_free(struct adapter *a);
 /* The PONG payload's figures. */
 void state_load(const struct adapter *a, struct kvs_load_info *li);
+/* Requests sent to the server at once, at most (--max-connections, and
+ * for llama.cpp its slots). */
+uint32_t state_conn_cap(const struct adapter *a);
 
 #endif

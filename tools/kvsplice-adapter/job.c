@@ -104,27 +104,10 @@ static void queue_remove(struct adapter *a, struct job *j)
 static void send_error(struct job *j, int code, const char *msg);
 static void job_free(struct job *j);
 
-/*
- * Requests in flight at the server, at most: --max-connections, and for
- * llama.cpp its slots. llama-server answers HTTP on a few threads (6 for
- * -np 1 here); connections past them wait unanswered, the health poll's
- * among them, and a busy server was read as not ready and ejected with
- * its requests. It runs one request a slot and queues the rest, so the
- * rest wait here instead, counted as waiting in the PONG.
- */
-uint32_t job_conn_cap(const struct adapter *a)
-{
-	const struct server_state *st = &a->st;
-
-	if (st->kind == OAI_LLAMA_CPP && st->slots && st->slots < a->cfg.max_conns)
-		return st->slots;
-	return a->cfg.max_conns;
-}
-
 /* Starts queued jobs while connections are free. */
 static void dispatch(struct adapter *a)
 {
-	while (a->queue_head && a->active < job_conn_cap(a)) {
+	while (a->queue_head && a->active < state_conn_cap(a)) {
 		struct job *j = a->queue_head;
 
 		queue_remove(a, j);

@@ -209,6 +209,23 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 	}
 }
 
+/*
+ * Requests in flight at the server, at most: --max-connections, and for
+ * llama.cpp its slots. llama-server answers HTTP on a few threads (6 for
+ * -np 1 here); connections past them wait unanswered, the health poll's
+ * among them, and a busy server was read as not ready and ejected with
+ * its requests. It runs one request a slot and queues the rest, so the
+ * rest wait here instead, counted as waiting in the PONG.
+ */
+uint32_t state_conn_cap(const struct adapter *a)
+{
+	const struct server_state *st = &a->st;
+
+	if (st->kind == OAI_LLAMA_CPP && st->slots && st->slots < a->cfg.max_conns)
+		return st->slots;
+	return a->cfg.max_conns;
+}
+
 /* llama.cpp: how many slots it has (job.c sends it no more requests at
  * once), and without --metrics, those that are processing. */
 static void load_from_slots(struct adapter *a, const struct xfer *x, bool count_running)
@@ -221,7 +238,7 @@ static void load_from_slots(struct adapter *a, const struct xfer *x, bool count_
 
 	if (slots && slots != st->slots) {
 		st->slots = slots;
-		pr_info("event=server_slots slots=%u max_connections=%u", slots, job_conn_cap(a));
+		pr_info("event=server_slots slots=%u max_connections=%u", slots, state_conn_cap(a));
 	}
 	if (json_is_array(root) && count_running) {
 		st->running = 0;
