@@ -409,6 +409,45 @@ static void known_depth_counts_as_cached(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* A holder past --balance but within its own keep bound keeps a request
+ * whose recomputation elsewhere costs more, as the kernel's keep rule
+ * (kvs_place_keep) does; past the keep bound, or with the keep bound at
+ * --balance (the controller before), it spills. */
+static void holder_keeps_within_the_keep_bound(void **state)
+{
+	struct sim s;
+	struct kvs_decision d;
+	uint64_t h[MAXB];
+	uint32_t known[NB] = { 0, 0, 64, 0 }, n = chain(h, 0, 32, 80, 0, 0);
+
+	(void)state;
+	sim_init(&s, 100000);
+	assert_true(s.pol.p.keep_balance > 1.99 && s.pol.p.keep_balance < 2.01);
+	/* mean 1,750: past 1.15 x mean + 1,280 (3,293), within 2 x (4,780) */
+	s.load[0] = s.load[1] = s.load[3] = 1000;
+	s.load[2] = 4000;
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
+	assert_int_equal(d.backend, 2);
+	assert_int_equal(d.reason, KVS_R_PREFIX);
+	assert_int_equal(d.cached_blocks, 64);
+
+	s.pol.p.keep_balance = s.pol.p.balance;
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
+	assert_int_not_equal(d.backend, 2);
+	assert_int_equal(d.reason, KVS_R_SPILL);
+
+	/* past the keep bound (mean 2,250: 2 x mean + 1,280 = 5,780), in a
+	 * fresh index: the spill above made its backend a holder */
+	kvs_policy_free(&s.pol);
+	sim_init(&s, 100000);
+	s.load[0] = s.load[1] = s.load[3] = 1000;
+	s.load[2] = 6000;
+	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
+	assert_int_not_equal(d.backend, 2);
+	assert_int_equal(d.reason, KVS_R_SPILL);
+	kvs_policy_free(&s.pol);
+}
+
 static int fb(struct sim *s, uint32_t b, uint64_t pred, uint64_t miss, uint64_t surprise)
 {
 	struct kvs_feedback f = { .predicted = pred, .mispredicted = miss, .unexpected = surprise };
@@ -737,6 +776,7 @@ int main(void)
 		cmocka_unit_test(ties_go_to_the_less_loaded),
 		cmocka_unit_test(index_is_bounded_like_the_backend),
 		cmocka_unit_test(known_depth_counts_as_cached),
+		cmocka_unit_test(holder_keeps_within_the_keep_bound),
 		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
 		cmocka_unit_test(load_explains_misses),

@@ -142,9 +142,11 @@ static const struct kvs_opt rows[] = {
 	  .help = "kvsplice: load bound (default {default})" },
 	{ "keep-balance", 0, KVS_OPT_DOUBLE(O, keep_balance, 1, 100), .fmt = "%.2f", .arg = "F",
 	  .help = "kvsplice: a route's backend past the kernel's work\n"
-		  "limit keeps a request while within F x the mean and\n"
-		  "recomputing elsewhere would cost more, as kvspliced's\n"
-		  "--keep-balance (default {default})" },
+		  "limit (the controller model: the backend with the\n"
+		  "longest cached prefix, past --balance) keeps a request\n"
+		  "while within F x the mean and recomputing elsewhere\n"
+		  "would cost more, as kvspliced's --keep-balance\n"
+		  "(default {default})" },
 	{ "recompute-weight", 0, KVS_OPT_DOUBLE(O, recompute_weight, 0, 1000), .fmt = "%.1f",
 	  .arg = "W", .help = "kvsplice: cost of a recomputed token (default {default})" },
 	{ "kvsplice-model", 0, KVS_OPT_ENUM(O, model, "split", "controller"),

@@ -327,6 +327,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 	pp.nbackends = o->backends;
 	pp.index_blocks = (uint32_t)fmax(1, o->index_scale * o->kv_blocks);
 	pp.balance = o->balance;
+	pp.keep_balance = o->keep_balance;
 	pp.recompute_weight = o->recompute_weight;
 	pp.hot = o->hot;
 	kvs_policy_init(&pol, &pp, names);

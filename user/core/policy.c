@@ -22,6 +22,7 @@ void kvs_policy_defaults(struct kvs_policy_params *p)
 	memset(p, 0, sizeof(*p));
 	p->index_blocks = KVS_POLICY_INDEX_BLOCKS;
 	p->balance = KVS_POLICY_BALANCE;
+	p->keep_balance = KVS_POLICY_KEEP_BALANCE;
 	p->min_match_share = KVS_POLICY_MIN_MATCH_SHARE;
 	p->recompute_weight = KVS_POLICY_RECOMPUTE_WEIGHT;
 	p->hot = 1;
@@ -51,6 +52,8 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 	pol->p = *p;
 	if (pol->p.balance < 1.0)
 		pol->p.balance = 1.0;
+	if (pol->p.keep_balance < pol->p.balance)
+		pol->p.keep_balance = pol->p.balance;
 	pol->balance_fp = kvs_policy_balance_fp(pol->p.balance);
 	for (b = 0; b < p->nbackends; b++) {
 		err = kvs_pcache_init(&pol->index[b], groups_of(p->index_blocks));
@@ -172,7 +175,7 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint32_t ng = group_hashes(pol, h, n);
-	uint64_t total = 0, bound, members;
+	uint64_t total = 0, bound, keep_bound, members;
 	double est, best_est = INFINITY;
 	int pick = -1, pick_in_bound = 0, shared;
 
@@ -228,6 +231,12 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 	 * EVALUATION.md, "The fleet in virtual time"); telling hot prefixes
 	 * from load noise is future work. */
 	bound = (uint64_t)ceil(pol->p.balance * (double)total / n_ok) + prompt_tokens;
+	/* A backend holding the longest cached prefix has a wider bound of
+	 * its own, the kernel's keep rule (kvs_place_keep): past `balance` it
+	 * keeps the request while its estimate is the lowest, within
+	 * keep_balance x the mean. Without it the controller spilled what
+	 * the kernel, deciding the same request, would have kept. */
+	keep_bound = (uint64_t)ceil(pol->p.keep_balance * (double)total / n_ok) + prompt_tokens;
 	/* The scan starts at a backend the request's placement key chooses:
 	 * full ties then spread over the fleet instead of all going to
 	 * backend 0. */
@@ -243,7 +252,7 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 		uncached = (uint64_t)prompt_tokens > (uint64_t)cached[b] * KVS_BLOCK_TOKENS ?
 				   prompt_tokens - (uint64_t)cached[b] * KVS_BLOCK_TOKENS :
 				   0;
-		in_bound = load[b] <= bound;
+		in_bound = load[b] <= bound || (cached[b] == best && load[b] <= keep_bound);
 		est = (double)load[b] + pol->p.recompute_weight * (double)uncached;
 		/* In-bound backends first; among them the lowest estimate; on
 		 * a tie the longer cached prefix (moving would duplicate it for

@@ -48,6 +48,7 @@ struct kvs_policy_params {
 	uint32_t nbackends;
 	uint32_t index_blocks;	/* per-backend index capacity (blocks) */
 	double balance;		/* load bound: at most balance x mean after the pick */
+	double keep_balance;	/* a holder's own bound (KVS_POLICY_KEEP_BALANCE) */
 	double min_match_share; /* a cached prefix below this share of the prompt is not decisive */
 	double recompute_weight; /* cost of a recomputed token vs a queued one */
 	int hot;		 /* replicate hot prefixes (kvs_policy_observe) */
@@ -64,7 +65,9 @@ struct kvs_policy_params {
  * forced were most of the hit rate kvsplice lost to llm-d on the public
  * trace, and on 7 and 16 backends most of its p90 gap under heavy load;
  * at 2 they are few, and unbounded the holders' queues cost p99
- * (docs/EVALUATION.md, "The keep bound").
+ * (docs/EVALUATION.md, "The keep bound"). The controller's decisions
+ * (kvs_policy_decide) give the backends with the longest cached prefix
+ * the same bound (docs/EVALUATION.md, "The controller's keep bound").
  */
 #define KVS_POLICY_KEEP_BALANCE 2.0
 /* A backend's KV capacity when the operator gives none: ~1.3 M tokens, an

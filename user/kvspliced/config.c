@@ -240,8 +240,10 @@ static const struct kvs_opt rows[] = {
 	  .help = "a route's backend past the kernel's work limit keeps\n"
 		  "a request while its outstanding work is within F x\n"
 		  "the mean plus the request, and recomputing the prefix\n"
-		  "elsewhere would cost more; past it, the request spills\n"
-		  "(default {default}; set at start)" },
+		  "elsewhere would cost more; past it, the request spills.\n"
+		  "The controller's own decisions keep the backend with\n"
+		  "the longest cached prefix by the same bound (default\n"
+		  "{default}; the kernel's set at start)" },
 	{ "backend-kv-blocks", 0, KVS_OPT_U32(S, cfg.index_blocks, 1, 1u << 28), .arg = "N",
 	  .help = "KV capacity of each backend in 16-token blocks; the\n"
 		  "controller's index of what each holds is bounded by\n"

@@ -233,6 +233,7 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 	pp.nbackends = g->nslots;
 	pp.index_blocks = g->cfg->index_blocks;
 	pp.balance = g->cfg->balance;
+	pp.keep_balance = g->cfg->keep_balance;
 	pp.min_match_share = g->cfg->min_match_pct / 100.0;
 	return kvs_policy_init(&g->policy, &pp, names);
 }

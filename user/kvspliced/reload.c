@@ -42,6 +42,7 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	c->idle_timeout_ms = n->idle_timeout_ms;
 	g->policy.p.balance = n->balance;
 	g->policy.balance_fp = kvs_policy_balance_fp(n->balance);
+	g->policy.p.keep_balance = n->keep_balance > n->balance ? n->keep_balance : n->balance;
 	for (uint32_t i = 0; republish && i < g->nslots; i++)
 		if (g->be[i].present)
 			gw_publish_backend(g, i);
@@ -66,8 +67,9 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 		   "tenant-source/tenant-routes");
 	RESTART_IF(c->kernel_place != n->kernel_place, "kernel-place");
 	/* balance: the work limit (published on the tick) and the controller's
-	 * policy take it now; the kernel's keep bound is in its rodata, set at
-	 * load (until e1e1e84 that was balance too) */
+	 * policy take it now; so does the policy's keep bound, but the
+	 * kernel's is in its rodata, set at load (until e1e1e84 that was
+	 * balance too) */
 	RESTART_IF(!g->dp.in_memory &&
 			   kvs_policy_balance_fp(n->keep_balance) != g->dp.keep_balance_fp,
 		   "keep-balance");
