@@ -10,6 +10,10 @@
 # With the gateway checking every 2 s (three intervals before an ejection),
 # the adapter polling every 50 ms, and tests/helpers/fake_openai as the
 # server, its /health failing (503, "Loading model") for a moment.
+# Then the server says when its process started (/metrics'
+# process_start_time_seconds, as vLLM's does): a health check that fails
+# and passes again in the same process is no restart, and another start
+# time is one, though no poll saw it down.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -52,4 +56,27 @@ out=$(kvs_bench -n 16 -k 1 --prefixes 4 --prefix-tokens 512 --suffix-tokens 16 -
 	kvs_fail "requests after the restart: $out"
 assert_eq "requests ok after the restart" "$(jget "$out" .ok)" 16
 
+
+# The process says: a failed check in the same process is no restart.
+count() { grep -c "event=$1" "$2" || true; }
+echo 1000.5 >"$KVS_TMP/healthy.start"
+kvs_wait_for "the adapter reads the start time" 'grep -q "event=server_start_time .*started=1000.500" "$ADLOG"' 10
+restarts=$(count server_restarted "$ADLOG")
+downs=$(count server_not_ready "$ADLOG")
+ups=$(count server_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads it ready" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
+assert_eq "restarts after a failed check in the same process" \
+	"$(count server_restarted "$ADLOG")" "$restarts"
+# Another process, between two polls.
+gw_restarts=$(count backend_restarted "$KVS_TMP/gw.log")
+echo 2000.25 >"$KVS_TMP/healthy.start"
+kvs_wait_for "the adapter sees another process" \
+	'grep -q "event=server_restarted .*why=\"its process_start_time_seconds changed\"" "$ADLOG"' 10
+third=$(instance server_restarted)
+kvs_wait_for "the gateway sees it" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$third previous=$second " "$KVS_TMP/gw.log"' 10
+assert_eq "restarts the gateway logged" "$(count backend_restarted "$KVS_TMP/gw.log")" $((gw_restarts + 1))
 echo "PASS test_adapter_restarted"

@@ -321,9 +321,9 @@ static void test_life_down_up(void **state)
 	assert_false(life_seen(&l, LIFE_READY, 0));
 }
 
-/* With process_start_time_seconds (vLLM, SGLang): the process says. A
- * restart between two polls, never seen down, is one; a health check that
- * failed and passed again in the same process is not. */
+/* With process_start_time_seconds (a Prometheus process metric): the
+ * process says. A restart between two polls, never seen down, is one; a
+ * health check that failed and passed again in the same process is not. */
 static void test_life_start_time(void **state)
 {
 	struct server_life l;

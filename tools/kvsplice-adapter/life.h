@@ -7,9 +7,11 @@
  * state.c feeds it each poll's reading.
  *
  * A restart is seen two ways. A server whose /metrics has the standard
- * process_start_time_seconds (vLLM, SGLang) says when its process started:
- * another start time is another process, and a health check that failed
- * and passed again without it changing is not a restart. Without one, a
+ * process_start_time_seconds (the Prometheus client's process metric,
+ * which a Python server such as vLLM serves unless in multiprocess mode)
+ * says when its process started: another start time is another process,
+ * and a health check that failed and passed again without it changing is
+ * not a restart. Without one, a
  * server that refused connections or answered its health check with an
  * error after having been ready, then is ready again, is taken to have
  * restarted. A check that got no answer (timed out, reset) says nothing:

@@ -132,8 +132,13 @@ static void seen(struct adapter *a, enum life_seen how, double started)
 {
 	struct server_life *l = &a->st.life;
 	uint32_t was = l->instance;
+	double known = l->started;
+	bool restarted = life_seen(l, how, started);
 
-	if (!life_seen(l, how, started))
+	if (!known && l->started > 0) /* from then on, the process says */
+		pr_info("event=server_start_time server=%s started=%.3f", a->cfg.server,
+			l->started);
+	if (!restarted)
 		return;
 	l->instance = kvs_new_instance(was);
 	pr_info("event=server_restarted server=%s instance=%u previous=%u why=\"%s\"",
