@@ -85,13 +85,23 @@ struct kvs_hdr {
 	__be64 cache_salt;  /* 32: REQUEST: tenant isolation salt */
 	__be32 model_id;    /* 40: REQUEST: model the prompt is for */
 	__be32 prefix_len;  /* 44: REQUEST: bytes of reusable prefix, 0 = none */
-	__be32 max_tokens;  /* 48: REQUEST: tokens to generate */
+	__be32 max_tokens;  /* 48: REQUEST: tokens to generate; PONG from a
+			     * backend: its instance (KVS_OFF_INSTANCE) */
 	__be32 gw_backend;  /* 52: gateway-owned: backend index chosen */
 	__be64 gw_conn;	    /* 56: gateway-owned: client connection id */
 };
 
 #define KVS_OFF_GW_BACKEND 52
 #define KVS_OFF_GW_CONN 56
+
+/* A backend's PONG carries its instance in max_tokens' place, which a PONG
+ * has no use for (no rule checks it): a nonzero number the backend picks at
+ * random when it starts, and kvsplice-adapter again when its server lost
+ * its cache, so that a gateway tells a backend that comes back with its
+ * cache from one that restarted without it (docs/PROTOCOL.md, "PONG").
+ * 0: it does not say (backends before 2026-12-02). A gateway's own PONG
+ * to a client sets 0. */
+#define KVS_OFF_INSTANCE 48
 
 /* Payload of an END frame: the backend's own figures for the request. */
 struct kvs_end {
@@ -176,6 +186,8 @@ _Static_assert(sizeof(struct kvs_hdr) == KVS_HDR_LEN, "KVS1 header is 64 bytes")
 _Static_assert(__builtin_offsetof(struct kvs_hdr, gw_backend) == KVS_OFF_GW_BACKEND,
 	       "gw_backend offset");
 _Static_assert(__builtin_offsetof(struct kvs_hdr, gw_conn) == KVS_OFF_GW_CONN, "gw_conn offset");
+_Static_assert(__builtin_offsetof(struct kvs_hdr, max_tokens) == KVS_OFF_INSTANCE,
+	       "a PONG's instance is in max_tokens' place");
 _Static_assert(sizeof(struct kvs_end) == 32, "END payload is 32 bytes");
 _Static_assert(sizeof(struct kvs_load) == 24, "PONG payload is 24 bytes");
 #endif

@@ -20,7 +20,9 @@
  *   slow       as ok, 2 ms between events (transfers end at any moment)
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
- * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck);
+ * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
+ * with process_start_time_seconds read from HEALTH_FILE.start while that
+ * exists (a test stands a restart by writing another);
  * /v1/models one model, "fake". Every stalled client is counted in
  * STALL_FILE (one line per stalled request that its client then left;
  * /metrics' in STALL_FILE.metrics), so a test can see that a cancelled
@@ -99,6 +101,31 @@ static bool metrics_stalled(void)
 
 	snprintf(path, sizeof(path), "%s.stall-metrics", health_file);
 	return !access(path, F_OK);
+}
+
+/* /metrics: vLLM's gauges, and the process' start time if the test set
+ * one. */
+static void serve_metrics(int fd)
+{
+	char path[512], started[32] = "", body[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.start", health_file);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(started, sizeof(started), f))
+			started[0] = '\0';
+		started[strcspn(started, "\n")] = '\0';
+		fclose(f);
+	}
+	snprintf(body, sizeof(body),
+		 "# TYPE vllm:num_requests_running gauge\n"
+		 "vllm:num_requests_running{model_name=\"fake\"} 2\n"
+		 "vllm:num_requests_waiting{model_name=\"fake\"} 1\n"
+		 "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.5\n"
+		 "%s%s%s",
+		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "");
+	respond(fd, 200, "text/plain", body);
 }
 
 static void serve_completion(int fd, const char *req)
@@ -201,11 +228,7 @@ static void serve(int fd)
 		stall_until_closed(fd);
 		count_left(stall_file, ".metrics");
 	} else if (!strncmp(req, "GET /metrics", 12))
-		respond(fd, 200, "text/plain",
-			"# TYPE vllm:num_requests_running gauge\n"
-			"vllm:num_requests_running{model_name=\"fake\"} 2\n"
-			"vllm:num_requests_waiting{model_name=\"fake\"} 1\n"
-			"vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.5\n");
+		serve_metrics(fd);
 	else if (!strncmp(req, "GET /v1/models", 14))
 		respond(fd, 200, "application/json", "{\"data\":[{\"id\":\"fake\"}]}");
 	else if (!strncmp(req, "POST /v1/completions", 20))

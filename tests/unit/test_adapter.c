@@ -2,7 +2,8 @@
 /*
  * kvsplice-adapter's parsers: the SSE splitter (line ends, fields, events
  * across feeds, limits), the OpenAI events and bodies of vLLM, SGLang and
- * llama.cpp (as they send them), error mapping, and /metrics reading.
+ * llama.cpp (as they send them), error mapping, /metrics reading, and the
+ * server's restarts (life.c: when the instance PONGs say changes).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -13,7 +14,9 @@
 
 #include <cmocka.h>
 
+#include "instance.h"
 #include "kvsplice/proto.h"
+#include "life.h"
 #include "openai.h"
 #include "promtext.h"
 #include "sse.h"
@@ -296,6 +299,62 @@ static void test_metrics(void **state)
 	assert_true(v == 0.375);
 }
 
+/* Without a start time: down (refused, or answered unhealthy) after ready,
+ * then ready again, is a restart; no answer (a timeout) is not, nor down
+ * before the first ready (a server still starting), nor ready twice. */
+static void test_life_down_up(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_int_equal(l.instance, 5);
+	assert_false(life_seen(&l, LIFE_DOWN, 0)); /* loading at the adapter's start */
+	assert_false(life_seen(&l, LIFE_READY, 0));
+	assert_false(life_seen(&l, LIFE_READY, 0));
+	assert_false(life_seen(&l, LIFE_SILENT, 0)); /* hung, or busy: its cache stays */
+	assert_false(life_seen(&l, LIFE_READY, 0));
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_false(life_seen(&l, LIFE_SILENT, 0));
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_true(life_seen(&l, LIFE_READY, 0)); /* back: a new life */
+	assert_false(life_seen(&l, LIFE_READY, 0));
+}
+
+/* With process_start_time_seconds (a Prometheus process metric): the
+ * process says. A restart between two polls, never seen down, is one; a
+ * health check that failed and passed again in the same process is not. */
+static void test_life_start_time(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(life_seen(&l, LIFE_READY, 1000.5));
+	assert_false(life_seen(&l, LIFE_READY, 1000.5));
+	assert_true(life_seen(&l, LIFE_READY, 2000.25)); /* between two polls */
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_false(life_seen(&l, LIFE_READY, 2000.25)); /* the same process */
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_true(life_seen(&l, LIFE_READY, 3000)); /* down, and another */
+	/* a reading without /metrics: the down and up decide */
+	assert_false(life_seen(&l, LIFE_READY, 0));
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_true(life_seen(&l, LIFE_READY, 0));
+}
+
+/* A new instance is never 0 (which says nothing) nor the one it replaces. */
+static void test_new_instance(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 1000; i++) {
+		uint32_t v = kvs_new_instance((uint32_t)i);
+
+		assert_int_not_equal(v, 0);
+		assert_int_not_equal(v, (uint32_t)i);
+	}
+}
+
 /* A client's own body (KVS1 flag JSON): kept, include_usage added for a
  * stream only when the client did not ask, cache_prompt for llama.cpp. */
 static void test_client_body(void **state)
@@ -424,6 +483,9 @@ int main(void)
 		cmocka_unit_test(test_salt_forged),
 		cmocka_unit_test(test_usage_only),
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_life_down_up),
+		cmocka_unit_test(test_life_start_time),
+		cmocka_unit_test(test_new_instance),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -347,6 +347,49 @@ static void silent_keeps_routes_for_a_while(void **state)
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
 }
 
+/* A PONG's instance (gw_backend_instance): the first one said is only
+ * remembered, as are 0 (an old backend's) and the same one ignored; another
+ * one is a restart: its routes withdrawn at once (route_gen moves on),
+ * whether it stayed up (restarted between two checks: it keeps taking
+ * work, and the routes to its new cache count as live) or came back from
+ * silence (its kept routes no longer kept), and counted. */
+static void new_instance_withdraws_routes(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct gw_backend *be = &g->be[0];
+	uint32_t gen = g->dp.backends[0].route_gen;
+
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_int_equal(be->instance, 0);
+	gw_backend_instance(g, 0, 0);
+	gw_backend_instance(g, 0, 7);
+	gw_backend_instance(g, 0, 7);
+	gw_backend_instance(g, 0, 0);
+	assert_int_equal(be->instance, 7);
+	assert_int_equal(be->restarts, 0);
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+
+	gw_backend_instance(g, 0, 8);
+	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_equal(be->instance, 8);
+	assert_int_equal(be->restarts, 1);
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_true(be->routes_live);
+
+	gen = g->dp.backends[0].route_gen;
+	gw_backend_silent(g, 0, "no PONG");
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_not_equal(be->silent_since_ns, 0);
+	gw_backend_instance(g, 0, 9); /* its probe's PONG, as it comes back */
+	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
+	assert_int_equal(be->silent_since_ns, 0);
+	assert_int_equal(be->restarts, 2);
+	be->retry_at_ns = 0;
+	gw_backends_tick(g, kvs_now_ns());
+	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
+	assert_true(be->routes_live);
+}
+
 static void full(void **state)
 {
 	struct gw *g = &((struct fixture *)*state)->g;
@@ -371,6 +414,7 @@ int main(void)
 		cmocka_unit_test(taken_over_counters),
 		cmocka_unit_test(loaded_backend_keeps_its_index),
 		cmocka_unit_test(silent_keeps_routes_for_a_while),
+		cmocka_unit_test(new_instance_withdraws_routes),
 		cmocka_unit_test(full),
 	};
 

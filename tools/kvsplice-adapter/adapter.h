@@ -8,8 +8,9 @@
  *
  * Files: main.c (options, the loop), link.c (KVS1 side: accept, frames in,
  * close), job.c (one request through HTTP), tx.c (frames out), state.c (the
- * server's load and health), and the pure parsers openai.c and promtext.c
- * (SSE splitting is user/core/sse.c). Calls run one way: main calls link,
+ * server's load and health), and the pure parts openai.c, promtext.c (the
+ * parsers) and life.c (the server's restarts; SSE splitting is
+ * user/core/sse.c). Calls run one way: main calls link,
  * job and state; link calls job, tx and state; job calls tx and state;
  * tx and state call none of them.
  */
@@ -23,6 +24,7 @@
 
 #include "buf.h"
 #include "codec.h"
+#include "life.h"
 #include "log.h"
 #include "openai.h"
 #include "sse.h"
@@ -61,6 +63,7 @@ struct server_state {
 	uint32_t slots;		    /* llama.cpp's slots (its /slots), 0: not known */
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
+	struct server_life life;	/* its instance, for PONGs (life.h) */
 };
 
 struct job;
@@ -123,6 +126,10 @@ void link_close(struct adapter *a, struct link *l);
  * is then marked dead). */
 bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
 	      const void *payload, uint32_t len);
+/* A PONG to ping, saying instance (include/kvsplice/proto.h,
+ * KVS_OFF_INSTANCE); as tx_frame otherwise. */
+bool tx_pong(struct link *l, const struct kvs_msg *ping, uint32_t instance,
+	     const struct kvs_load_info *li);
 /* Writes what the socket takes; -1 on a socket error (marked dead). */
 int tx_flush(struct link *l);
 
@@ -150,6 +157,9 @@ void state_unreachable(struct adapter *a, const char *why);
 void state_free(struct adapter *a);
 /* The PONG payload's figures. */
 void state_load(const struct adapter *a, struct kvs_load_info *li);
+/* The instance PONGs say: new at start and whenever the server is seen to
+ * have restarted (life.h). */
+uint32_t state_instance(const struct adapter *a);
 /* Requests sent to the server at once, at most (--max-connections, and
  * for llama.cpp its slots). */
 uint32_t state_conn_cap(const struct adapter *a);

@@ -69,11 +69,9 @@ void link_close(struct adapter *a, struct link *l)
 static void pong(struct adapter *a, struct link *l, const struct kvs_msg *m)
 {
 	struct kvs_load_info li;
-	uint8_t payload[sizeof(struct kvs_load)];
 
 	state_load(a, &li);
-	kvs_load_encode(&li, payload);
-	tx_frame(l, m, KVS_T_PONG, 0, payload, sizeof(payload));
+	tx_pong(l, m, state_instance(a), &li);
 }
 
 /* A protocol violation: ERROR with its code, then the link closes (codes

@@ -20,6 +20,7 @@
 
 #include "adapter.h"
 #include "args.h"
+#include "instance.h"
 #include "log.h"
 #include "netutil.h"
 #include "opts.h"
@@ -361,10 +362,12 @@ int main(int argc, char **argv)
 	port = kvs_local_port(a->lfd);
 	if (a->cfg.id == UINT32_MAX)
 		a->cfg.id = (uint32_t)port;
+	life_init(&a->st.life, kvs_new_instance(0));
 	if (a->cfg.port_file)
 		kvs_write_port_file(a->cfg.port_file, port);
-	pr_info("event=listening port=%d id=%u server=%s kind=%s max_connections=%u", port,
-		a->cfg.id, a->cfg.server, oai_kind_name(a->cfg.kind), a->cfg.max_conns);
+	pr_info("event=listening port=%d id=%u instance=%u server=%s kind=%s max_connections=%u",
+		port, a->cfg.id, a->st.life.instance, a->cfg.server, oai_kind_name(a->cfg.kind),
+		a->cfg.max_conns);
 
 	rc = serve(a);
 	while (a->nlinks)

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "adapter.h"
+#include "instance.h"
 #include "log.h"
 #include "netutil.h"
 #include "promtext.h"
@@ -124,8 +125,31 @@ static void not_ready(struct adapter *a, const char *why)
 	st->ready = false;
 }
 
+/* What a reading says of the server's lives (life.h): a restart gives
+ * PONGs a new instance, and the gateway withdraws the routes to the cache
+ * that went with the old one. */
+static void seen(struct adapter *a, enum life_seen how, double started)
+{
+	struct server_life *l = &a->st.life;
+	uint32_t was = l->instance;
+	double known = l->started;
+	bool restarted = life_seen(l, how, started);
+
+	if (!known && l->started > 0) /* from then on, the process says */
+		pr_info("event=server_start_time server=%s started=%.3f", a->cfg.server,
+			l->started);
+	if (!restarted)
+		return;
+	l->instance = kvs_new_instance(was);
+	pr_info("event=server_restarted server=%s instance=%u previous=%u why=\"%s\"",
+		a->cfg.server, l->instance, was,
+		started > 0 ? "its process_start_time_seconds changed" :
+			      "it was down (refused, or failed its health check) and is back");
+}
+
 void state_unreachable(struct adapter *a, const char *why)
 {
+	seen(a, LIFE_DOWN, 0);
 	not_ready(a, why);
 }
 
@@ -263,6 +287,19 @@ static void model_from(struct server_state *st, const struct xfer *x)
 	json_decref(root);
 }
 
+/* When the server's process started (the standard process metric, which
+ * vLLM and SGLang serve); 0: not said. */
+static double start_time(const struct state_poll *sp)
+{
+	size_t n;
+	const char *t = text_of(&sp->x[X_METRICS], &n);
+	double v;
+
+	if (!ok(&sp->x[X_METRICS]) || !kvs_prom_sum(t, n, "process_start_time_seconds", &v))
+		return 0;
+	return v;
+}
+
 static void finish(struct adapter *a, struct state_poll *sp)
 {
 	struct server_state *st = &a->st;
@@ -280,6 +317,11 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		else
 			snprintf(why, sizeof(why), "GET /health: HTTP %ld (loading, or failing)",
 				 hx->status);
+		/* refused or answered: down; no answer says nothing (life.h) */
+		seen(a,
+		     hx->res == CURLE_OK || hx->res == CURLE_COULDNT_CONNECT ? LIFE_DOWN :
+									       LIFE_SILENT,
+		     0);
 		not_ready(a, why);
 		return;
 	}
@@ -297,6 +339,7 @@ static void finish(struct adapter *a, struct state_poll *sp)
 				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
 	if (ok(&sp->x[X_MODELS]))
 		model_from(st, &sp->x[X_MODELS]);
+	seen(a, LIFE_READY, start_time(sp));
 	if (!st->ready)
 		pr_info("event=server_ready server=%s kind=%s running=%u waiting=%u", a->cfg.server,
 			oai_kind_name(k), st->running, st->waiting);
@@ -336,6 +379,11 @@ void state_free(struct adapter *a)
 	if (a->poll)
 		poll_free(a, a->poll);
 	a->poll = NULL;
+}
+
+uint32_t state_instance(const struct adapter *a)
+{
+	return a->st.life.instance;
 }
 
 void state_load(const struct adapter *a, struct kvs_load_info *li)

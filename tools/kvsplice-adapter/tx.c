@@ -5,6 +5,18 @@
 
 #include "adapter.h"
 
+static bool put(struct link *l, struct kvs_msg *m, const void *payload, uint32_t len)
+{
+	if (l->dead)
+		return false;
+	if (kvs_put_frame(&l->tx, m, payload, len)) {
+		/* The peer stopped reading for longer than the cap holds. */
+		l->dead = true;
+		return false;
+	}
+	return true;
+}
+
 bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
 	      const void *payload, uint32_t len)
 {
@@ -16,14 +28,23 @@ bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t 
 		.gw_backend = req->gw_backend,
 	};
 
-	if (l->dead)
-		return false;
-	if (kvs_put_frame(&l->tx, &m, payload, len)) {
-		/* The peer stopped reading for longer than the cap holds. */
-		l->dead = true;
-		return false;
-	}
-	return true;
+	return put(l, &m, payload, len);
+}
+
+bool tx_pong(struct link *l, const struct kvs_msg *ping, uint32_t instance,
+	     const struct kvs_load_info *li)
+{
+	uint8_t payload[sizeof(struct kvs_load)];
+	struct kvs_msg m = {
+		.type = KVS_T_PONG,
+		.req_id = ping->req_id,
+		.instance = instance,
+		.gw_conn = ping->gw_conn,
+		.gw_backend = ping->gw_backend,
+	};
+
+	kvs_load_encode(li, payload);
+	return put(l, &m, payload, sizeof(payload));
 }
 
 int tx_flush(struct link *l)

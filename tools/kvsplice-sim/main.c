@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "args.h"
+#include "instance.h"
 #include "kvsplice/proto.h"
 #include "log.h"
 #include "opts.h"
@@ -95,6 +96,10 @@ static const struct kvs_opt rows[] = {
 	{ "not-ready-file", 0, KVS_OPT_STR(S, s.not_ready_file), .arg = "FILE",
 	  .help = "while FILE exists, answer PINGs NOT_READY (as an inference\n"
 		  "server that is down or loading would)" },
+	{ "instance", 0, KVS_OPT_U32(S, s.instance, 1, UINT32_MAX), .arg = "N",
+	  .help = "the instance its PONGs say (default: drawn at random at\n"
+		  "start; a gateway takes a new one for a restart, its cache\n"
+		  "lost: tests give the same one to stand for a reconnect)" },
 	KVS_OPT_ROW_LOG_LEVEL(S, level),
 	KVS_OPT_ROW_HELP,
 };
@@ -147,12 +152,14 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (!s->instance)
+		s->instance = kvs_new_instance(0);
 	if (sim_start(s, &addr, a.listen))
 		return 1;
 	if (a.port_file)
 		kvs_write_port_file(a.port_file, kvs_local_port(s->lfd));
-	pr_info("event=listening port=%d id=%u kv_blocks=%u time_scale=%g", kvs_local_port(s->lfd),
-		s->id, s->model.kv_blocks, s->time_scale);
+	pr_info("event=listening port=%d id=%u instance=%u kv_blocks=%u time_scale=%g",
+		kvs_local_port(s->lfd), s->id, s->instance, s->model.kv_blocks, s->time_scale);
 
 	sim_serve(s, &stop_flag);
 	sim_stop(s);

@@ -401,6 +401,7 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 			uint8_t payload[sizeof(struct kvs_load)];
 			struct kvs_msg pong = { .type = KVS_T_PONG,
 						.req_id = m.req_id,
+						.instance = s->instance,
 						.gw_conn = m.gw_conn };
 
 			kvs_load_encode(&li, payload);

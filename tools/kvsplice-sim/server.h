@@ -28,6 +28,10 @@ struct sim {
 	uint32_t max_payload;
 	uint32_t max_seqs;
 	const char *not_ready_file; /* while it exists, PONGs say NOT_READY */
+	/* What its PONGs say it is (include/kvsplice/proto.h,
+	 * KVS_OFF_INSTANCE): --instance, or drawn at start; its cache starts
+	 * empty with it. */
+	uint32_t instance;
 	int epfd, lfd, tfd;
 	struct kvs_engine eng;
 	bool stepping;	   /* a step's timer is running */

@@ -23,7 +23,10 @@ struct kvs_msg {
 	uint64_t cache_salt;
 	uint32_t model_id;
 	uint32_t prefix_len;
-	uint32_t max_tokens;
+	union {
+		uint32_t max_tokens; /* REQUEST */
+		uint32_t instance;   /* PONG (KVS_OFF_INSTANCE): 0, does not say */
+	};
 	uint32_t gw_backend;
 	uint64_t gw_conn;
 };

@@ -112,6 +112,28 @@ static void withdraw_routes(struct gw *g, uint32_t b, const char *why)
 			be->name, b, be->routes_purged, why);
 }
 
+void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance)
+{
+	struct gw_backend *be = &g->be[b];
+	uint32_t was = be->instance;
+
+	if (!instance || instance == was)
+		return;
+	be->instance = instance;
+	if (!was) /* the first it said (to this controller): nothing to compare */
+		return;
+	be->restarts++;
+	pr_info("event=backend_restarted backend=%s index=%u instance=%u previous=%u up=%d "
+		"hint=\"a new instance: it restarted and its cache is empty; the routes to it "
+		"are withdrawn and its prefixes placed anew\"",
+		be->name, b, instance, was, be->up);
+	withdraw_routes(g, b, "it restarted (a new instance)");
+	/* Up (it restarted between two checks): it takes work, and routes
+	 * to the new instance, from now on. */
+	if (be->up)
+		be->routes_live = true;
+}
+
 static void backend_down(struct gw *g, uint32_t b, const char *why, bool silent)
 {
 	struct gw_backend *be = &g->be[b];

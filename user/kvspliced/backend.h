@@ -44,6 +44,13 @@ void gw_backend_down(struct gw *g, uint32_t b, const char *why);
  * it has been down gw_silent_keep_ns, or as soon as it fails in a way that
  * says its cache is gone. */
 void gw_backend_silent(struct gw *g, uint32_t b, const char *why);
+/* b's PONG (a health check's or a new connection's probe) said it is
+ * instance (0: it does not say; nothing done). Another than the one it
+ * said before: it restarted and its cache is gone, whatever it looks like
+ * otherwise (it may have come back within the health interval, or while
+ * only silent): its routes are withdrawn and its index forgotten as
+ * gw_backend_down does, up or not, logged backend_restarted and counted. */
+void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance);
 /* How long a silent backend's routes are kept: ten health-check intervals
  * (of a second when checks are off). */
 uint64_t gw_silent_keep_ns(const struct gw *g);

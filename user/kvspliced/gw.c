@@ -214,6 +214,7 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 			g->be[b].draining = r->flags & KVS_HO_BE_DRAINING;
 			/* its ejection clock starts again with its next answer */
 			g->be[b].said_not_ready = r->flags & KVS_HO_BE_NOT_READY;
+			g->be[b].instance = r->instance; /* 0 from an older one */
 			if (r->flags & KVS_HO_BE_REMOVING) {
 				g->be[b].removing = true;
 				g->be[b].remove_deadline_ns =

@@ -163,6 +163,7 @@ struct gw_conn {
 	 * (probe.c): in no data path until it is. */
 	bool probing;
 	uint64_t probe_id, probe_deadline_ns;
+	uint32_t probe_instance; /* what its PONG said of the backend; 0: none */
 	/* Handed to the service manager's descriptor store (fdstore.c):
 	 * closing it must shut the socket down, or the store's copy keeps
 	 * the connection open. */
@@ -232,6 +233,12 @@ struct gw_backend {
 	bool routes_live;
 	uint64_t silent_since_ns;
 	long routes_purged; /* by the last withdrawal, for the removal's log */
+	/* The instance its PONGs last said (include/kvsplice/proto.h,
+	 * KVS_OFF_INSTANCE): another one is a restart, its cache gone
+	 * (gw_backend_instance). 0: none said yet (or a take-over from a
+	 * controller before it, or after a crash). */
+	uint32_t instance;
+	uint64_t restarts; /* restarts seen (kvsplice_backend_restarts_total) */
 };
 
 /* The service manager's descriptor store, as this controller uses it

@@ -166,6 +166,7 @@ static int give_state(struct gw *g, int s)
 		st.be[i].flags = KVS_HO_BE_PRESENT | (be->draining ? KVS_HO_BE_DRAINING : 0) |
 				 (be->removing ? KVS_HO_BE_REMOVING : 0) |
 				 (be->said_not_ready ? KVS_HO_BE_NOT_READY : 0);
+		st.be[i].instance = be->instance;
 	}
 
 	for (i = 0; i < g->conns_cap; i++)

@@ -76,7 +76,11 @@ struct kvs_ho_hdr {
 struct kvs_ho_backend {
 	char name[64]; /* ADDR:PORT */
 	uint32_t flags;
-	uint32_t pad;
+	/* The instance its PONGs last said (struct gw_backend): once padding,
+	 * which every controller before it zeroed, so 0 (not known: its next
+	 * PONG is not compared) from one of those; one of those ignores it.
+	 * No version bump. */
+	uint32_t instance;
 };
 
 struct kvs_ho_conn {

@@ -64,6 +64,8 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 			 (uint32_t)m->req_id, be->ping_seq);
 		return;
 	}
+	/* (a late answer is not compared: it may be the former process's) */
+	gw_backend_instance(g, b, m->instance);
 	if (m->payload_len == sizeof(struct kvs_load)) {
 		struct kvs_load_info li;
 

@@ -221,6 +221,15 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 		if (in->names[bi])
 			put(&o, "kvsplice_backend_up{backend=\"%s\"} %d\n", in->names[bi],
 			    in->be[bi].state == KVS_BE_UP);
+	if (in->restarts) {
+		head(&o, "kvsplice_backend_restarts_total", "counter",
+		     "Times the backend came back as a new instance (restarted, its cache empty: "
+		     "its routes withdrawn), as this controller saw them since it started.");
+		for (bi = 0; bi < in->nbackends; bi++)
+			if (in->names[bi])
+				put(&o, "kvsplice_backend_restarts_total{backend=\"%s\"} %llu\n",
+				    in->names[bi], (unsigned long long)in->restarts[bi]);
+	}
 	for (f = 0; f < sizeof(be_fields) / sizeof(be_fields[0]); f++) {
 		head(&o, be_fields[f].name, be_fields[f].type, be_fields[f].help);
 		for (bi = 0; bi < in->nbackends; bi++) {

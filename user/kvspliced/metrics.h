@@ -31,6 +31,9 @@ struct kvs_metrics_in {
 	const struct kvs_xdp_stats *x; /* NULL without XDP admission */
 	const struct kvs_backend *be;  /* nbackends of them */
 	const char *const *names;      /* their addresses */
+	/* Restarts the controller saw of each (a new instance in its PONG;
+	 * its own count, from its start); NULL: not given. */
+	const uint64_t *restarts;
 	uint32_t nbackends;
 	long routes;	     /* entries in the routes map; < 0 unknown */
 	double routes_age_s; /* how long ago routes was counted */

@@ -99,6 +99,7 @@ static int judge(struct gw *g, struct gw_conn *c)
 		return 1;
 	}
 	kvs_load_decode(frame + KVS_HDR_LEN, &li);
+	c->probe_instance = m.instance; /* its owner compares it (gw_backend_instance) */
 	kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
 	if (li.flags & KVS_LOAD_F_NOT_READY)
 		finish(g, c, -EAGAIN, "reported not ready");
@@ -121,6 +122,7 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done)
 	if (send(c->fd, h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(h))
 		return errno ? -errno : -EIO;
 	c->probe_id = m.req_id;
+	c->probe_instance = 0;
 	c->probed = done;
 	c->probing = true;
 	c->probe_deadline_ns = kvs_now_ns() + gw_probe_timeout_ms(g) * 1000000ull;

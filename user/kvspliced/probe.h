@@ -21,7 +21,9 @@
  * gw_probe_start(), once: 0 (a PONG, ready); -EPROTO (the answer is not
  * KVS1: why holds its first bytes, escaped); -EAGAIN (a PONG that says
  * NOT_READY); another -errno (closed, timed out, a wrong frame) with why
- * saying so. The callback may close c.
+ * saying so. After a PONG, ready or not, c->probe_instance holds the
+ * instance it said (0: none), for gw_backend_instance(). The callback may
+ * close c.
  */
 typedef void (*gw_probed_fn)(struct gw *g, struct gw_conn *c, int err, const char *why);
 

@@ -40,6 +40,7 @@ static void count_fds(long *open_fds, long *max_fds)
 static char *render_metrics(struct gw *g, size_t *len)
 {
 	const char *names[KVS_MAX_BACKENDS];
+	uint64_t restarts[KVS_MAX_BACKENDS];
 	struct kvs_backend be[KVS_MAX_BACKENDS];
 	struct kvs_route_share shares[KVS_MAX_TENANTS];
 	struct kvs_xdp_stats x;
@@ -49,6 +50,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 		.c = &g->ctl,
 		.be = be,
 		.names = names,
+		.restarts = restarts,
 		.nbackends = g->nslots,
 		.clients = g->clients.count,
 		.decide = &g->decide,
@@ -63,6 +65,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 	for (b = 0; b < g->nslots; b++) {
 		be[b] = g->dp.backends[b];
 		names[b] = g->be[b].present ? g->be[b].name : NULL;
+		restarts[b] = g->be[b].restarts;
 	}
 	if (kvs_adm_stats(&g->adm, &x) == 0)
 		in.x = &x;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# An inference server restarted behind kvsplice-adapter, the adapter itself
+# staying up: its KVS1 connections to the gateway stay open, and a restart
+# between two of the gateway's health checks showed nothing there. Now the
+# adapter gives its PONGs a new instance when it sees its server down and
+# back (docs/ARCHITECTURE.md, "kvsplice-adapter"), and the gateway, which
+# never ejects it, withdraws the routes to the lost cache at the first
+# PONG that says so (event=backend_restarted ... up=1). Before, the routes
+# stayed, current, and the requests they drew recomputed their prefixes.
+# With the gateway checking every 2 s (three intervals before an ejection),
+# the adapter polling every 50 ms, and tests/helpers/fake_openai as the
+# server, its /health failing (503, "Loading model") for a moment.
+# Then the server says when its process started (/metrics'
+# process_start_time_seconds, as vLLM's does): a health check that fails
+# and passes again in the same process is no restart, and another start
+# time is one, though no poll saw it down.
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_fake F
+kvs_start_adapter A "$FAKE_URL_F" --poll-ms 50
+kvs_start_gw --backend "$AD_A" --health-interval-ms 2000
+ADLOG=$KVS_TMP/adapter-A.log
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+routes_to_0() {
+	ctl routes --json --limit 1000000 | jq '[.top[] | select(.backend == 0 and .current)] | length'
+}
+instance() { grep -o "event=$1 .*" "$ADLOG" | tail -1 | grep -o ' instance=[0-9]*' | cut -d= -f2; }
+
+assert_eq "adapter up at the gateway" "$(kvs_wait_backend 0 up)" up
+first=$(instance listening)
+[ -n "$first" ] && [ "$first" != 0 ] || kvs_fail "the adapter said no instance: $(cat "$ADLOG")"
+kvs_wait_for "the adapter reads its server ready" 'grep -q event=server_ready "$ADLOG"'
+out=$(kvs_bench -n 16 -k 1 --prefixes 4 --prefix-tokens 512 --suffix-tokens 16 --verify framing --json) ||
+	kvs_fail "requests before the restart: $out"
+assert_eq "requests ok before the restart" "$(jget "$out" .ok)" 16
+assert_ge "routes to the adapter" "$(routes_to_0)" 1
+
+# The server down for a moment, and back: a restart, its cache gone.
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" 'grep -q event=server_not_ready "$ADLOG"' 10
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter's new instance" 'grep -q event=server_restarted "$ADLOG"' 10
+second=$(instance server_restarted)
+grep -q "event=server_restarted .* previous=$first " "$ADLOG" ||
+	kvs_fail "server_restarted does not name the first instance: $(grep server_restarted "$ADLOG")"
+[ "$second" != "$first" ] || kvs_fail "the instance did not change"
+kvs_wait_for "the gateway sees the restart" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$second previous=$first " "$KVS_TMP/gw.log"' 10
+assert_eq "routes to the adapter after its server restarted" "$(routes_to_0)" 0
+if grep -q "event=backend_down backend=$AD_A " "$KVS_TMP/gw.log"; then
+	kvs_fail "the adapter was ejected: the restart was to be seen without it"
+fi
+assert_eq "adapter still up at the gateway" "$(kvs_wait_backend 0 up)" up
+out=$(kvs_bench -n 16 -k 1 --prefixes 4 --prefix-tokens 512 --suffix-tokens 16 --verify framing --json) ||
+	kvs_fail "requests after the restart: $out"
+assert_eq "requests ok after the restart" "$(jget "$out" .ok)" 16
+
+
+# The process says: a failed check in the same process is no restart.
+count() { grep -c "event=$1" "$2" || true; }
+echo 1000.5 >"$KVS_TMP/healthy.start"
+kvs_wait_for "the adapter reads the start time" 'grep -q "event=server_start_time .*started=1000.500" "$ADLOG"' 10
+restarts=$(count server_restarted "$ADLOG")
+downs=$(count server_not_ready "$ADLOG")
+ups=$(count server_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads it ready" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
+assert_eq "restarts after a failed check in the same process" \
+	"$(count server_restarted "$ADLOG")" "$restarts"
+# Another process, between two polls.
+gw_restarts=$(count backend_restarted "$KVS_TMP/gw.log")
+echo 2000.25 >"$KVS_TMP/healthy.start"
+kvs_wait_for "the adapter sees another process" \
+	'grep -q "event=server_restarted .*why=\"its process_start_time_seconds changed\"" "$ADLOG"' 10
+third=$(instance server_restarted)
+kvs_wait_for "the gateway sees it" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$third previous=$second " "$KVS_TMP/gw.log"' 10
+assert_eq "restarts the gateway logged" "$(count backend_restarted "$KVS_TMP/gw.log")" $((gw_restarts + 1))
+echo "PASS test_adapter_restarted"
