@@ -343,6 +343,35 @@ static void test_life_start_time(void **state)
 	assert_true(life_seen(&l, LIFE_READY, 0));
 }
 
+/* Once the process says its start time, a ready reading whose /metrics
+ * gave no answer says nothing of a down before it: the next reading with
+ * a start time decides, once. Before, a check that failed and passed in
+ * the same process with /metrics slow at that poll was a restart, and a
+ * real restart so read was counted again when the new start time came. */
+static void test_life_start_unknown(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN)); /* starting */
+	assert_false(life_seen(&l, LIFE_READY, 1000.5));
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN)); /* back, /metrics slow */
+	assert_false(life_seen(&l, LIFE_READY, 1000.5));	     /* the same process */
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+	assert_true(life_seen(&l, LIFE_READY, 2000.25)); /* another: one restart */
+	assert_false(life_seen(&l, LIFE_READY, 2000.25));
+	/* never said: a reading without /metrics is one without the metric */
+	life_init(&l, 5);
+	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+	assert_false(life_seen(&l, LIFE_DOWN, 0));
+	assert_true(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+}
+
 /* A new instance is never 0 (which says nothing) nor the one it replaces. */
 static void test_new_instance(void **state)
 {
@@ -485,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_life_down_up),
 		cmocka_unit_test(test_life_start_time),
+		cmocka_unit_test(test_life_start_unknown),
 		cmocka_unit_test(test_new_instance),
 	};
 

@@ -20,6 +20,11 @@ bool life_seen(struct server_life *l, enum life_seen seen, double started)
 			l->went_down = true;
 		return false;
 	}
+	if (started < 0) {
+		if (l->started > 0) /* the process says, but not this time */
+			return false;
+		started = 0;
+	}
 	if (started > 0 && l->started > 0)
 		restarted = started != l->started; /* the process says */
 	else

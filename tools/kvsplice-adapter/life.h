@@ -18,6 +18,12 @@
  * a hung or overloaded server keeps its cache, as a silent backend does at
  * the gateway. A restart that falls between two polls and is not seen
  * either way keeps the instance: --poll-ms bounds what can be missed.
+ * Once the process has said its start time, a ready reading whose /metrics
+ * gave no answer (timed out, failed) cannot say whether it is the same
+ * process: a down seen before it waits for the next reading that says
+ * (a check that failed and passed in the same process, its /metrics slow
+ * at that poll, was taken for a restart; a restart so read was read again
+ * when the new start time came).
  */
 #ifndef KVS_ADAPTER_LIFE_H
 #define KVS_ADAPTER_LIFE_H
@@ -38,10 +44,14 @@ struct server_life {
 	double started;	   /* its process_start_time_seconds; 0: not known */
 };
 
+/* A ready reading's start time when /metrics gave no answer. */
+#define LIFE_START_UNKNOWN (-1.0)
+
 void life_init(struct server_life *l, uint32_t instance);
 /* One reading: how the server answered, and (ready) its start time from
- * /metrics, 0 when it has none. True when it shows a restart: the caller
- * then gives it a new instance (kvs_new_instance()). */
+ * /metrics, 0 when it has none, LIFE_START_UNKNOWN when /metrics did not
+ * answer. True when it shows a restart: the caller then gives it a new
+ * instance (kvs_new_instance()). */
 bool life_seen(struct server_life *l, enum life_seen seen, double started);
 
 #endif

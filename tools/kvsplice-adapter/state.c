@@ -288,14 +288,17 @@ static void model_from(struct server_state *st, const struct xfer *x)
 }
 
 /* When the server's process started (the standard process metric, which
- * vLLM and SGLang serve); 0: not said. */
+ * a Prometheus client serves outside its multiprocess mode); 0: not said;
+ * LIFE_START_UNKNOWN: /metrics gave no answer (life.h). */
 static double start_time(const struct state_poll *sp)
 {
 	size_t n;
 	const char *t = text_of(&sp->x[X_METRICS], &n);
 	double v;
 
-	if (!ok(&sp->x[X_METRICS]) || !kvs_prom_sum(t, n, "process_start_time_seconds", &v))
+	if (!ok(&sp->x[X_METRICS]))
+		return LIFE_START_UNKNOWN;
+	if (!kvs_prom_sum(t, n, "process_start_time_seconds", &v))
 		return 0;
 	return v;
 }
