@@ -361,15 +361,15 @@ static void new_instance_withdraws_routes(void **state)
 
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
 	assert_int_equal(be->instance, 0);
-	gw_backend_instance(g, 0, 0);
-	gw_backend_instance(g, 0, 7);
-	gw_backend_instance(g, 0, 7);
-	gw_backend_instance(g, 0, 0);
+	gw_backend_instance(g, 0, 0, be->instance);
+	gw_backend_instance(g, 0, 7, be->instance);
+	gw_backend_instance(g, 0, 7, be->instance);
+	gw_backend_instance(g, 0, 0, be->instance);
 	assert_int_equal(be->instance, 7);
 	assert_int_equal(be->restarts, 0);
 	assert_int_equal(g->dp.backends[0].route_gen, gen);
 
-	gw_backend_instance(g, 0, 8);
+	gw_backend_instance(g, 0, 8, be->instance);
 	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
 	assert_int_equal(be->instance, 8);
 	assert_int_equal(be->restarts, 1);
@@ -380,7 +380,7 @@ static void new_instance_withdraws_routes(void **state)
 	gw_backend_silent(g, 0, "no PONG");
 	assert_int_equal(g->dp.backends[0].route_gen, gen);
 	assert_int_not_equal(be->silent_since_ns, 0);
-	gw_backend_instance(g, 0, 9); /* its probe's PONG, as it comes back */
+	gw_backend_instance(g, 0, 9, be->instance); /* its probe's PONG, as it comes back */
 	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
 	assert_int_equal(be->silent_since_ns, 0);
 	assert_int_equal(be->restarts, 2);
@@ -388,6 +388,35 @@ static void new_instance_withdraws_routes(void **state)
 	gw_backends_tick(g, kvs_now_ns());
 	assert_int_equal(gw_backend_state(g, 0), KVS_BE_UP);
 	assert_true(be->routes_live);
+}
+
+/* An answer to a PING sent before the controller learned the backend's
+ * current instance (a health PONG that waited in the punt socket while a
+ * new connection's probe said the new one) may be the former instance's:
+ * not a restart back to it, nor does it withdraw the new instance's
+ * routes; an answer to a PING sent since is compared. */
+static void late_answer_is_not_a_restart(void **state)
+{
+	struct gw *g = &((struct fixture *)*state)->g;
+	struct gw_backend *be = &g->be[0];
+	uint32_t gen, asked;
+	uint64_t restarts;
+
+	gw_backend_instance(g, 0, 7, be->instance);
+	asked = be->instance; /* a health PING goes, knowing 7 */
+	restarts = be->restarts;
+	gw_backend_instance(g, 0, 8, be->instance); /* a probe says 8 first */
+	assert_int_equal(be->restarts, restarts + 1);
+	gen = g->dp.backends[0].route_gen;
+	gw_backend_instance(g, 0, 7, asked); /* the PING's answer, written before */
+	assert_int_equal(be->instance, 8);
+	assert_int_equal(be->restarts, restarts + 1);
+	assert_int_equal(g->dp.backends[0].route_gen, gen);
+	assert_true(be->routes_live);
+	gw_backend_instance(g, 0, 9, be->instance); /* the next check's: compared */
+	assert_int_equal(be->instance, 9);
+	assert_int_equal(be->restarts, restarts + 2);
+	assert_int_not_equal(g->dp.backends[0].route_gen, gen);
 }
 
 static void full(void **state)
@@ -415,6 +444,7 @@ int main(void)
 		cmocka_unit_test(loaded_backend_keeps_its_index),
 		cmocka_unit_test(silent_keeps_routes_for_a_while),
 		cmocka_unit_test(new_instance_withdraws_routes),
+		cmocka_unit_test(late_answer_is_not_a_restart),
 		cmocka_unit_test(full),
 	};
 

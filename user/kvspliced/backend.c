@@ -112,12 +112,17 @@ static void withdraw_routes(struct gw *g, uint32_t b, const char *why)
 			be->name, b, be->routes_purged, why);
 }
 
-void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance)
+void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance, uint32_t known)
 {
 	struct gw_backend *be = &g->be[b];
 	uint32_t was = be->instance;
 
 	if (!instance || instance == was)
+		return;
+	/* Learned since the PING went (another connection's answer read
+	 * first): this answer may be older than that one, the former
+	 * instance's, and is not a restart; the next check's answer says. */
+	if (known != was)
 		return;
 	be->instance = instance;
 	if (!was) /* the first it said (to this controller): nothing to compare */

@@ -49,8 +49,14 @@ void gw_backend_silent(struct gw *g, uint32_t b, const char *why);
  * said before: it restarted and its cache is gone, whatever it looks like
  * otherwise (it may have come back within the health interval, or while
  * only silent): its routes are withdrawn and its index forgotten as
- * gw_backend_down does, up or not, logged backend_restarted and counted. */
-void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance);
+ * gw_backend_down does, up or not, logged backend_restarted and counted.
+ * known: the instance this controller knew of b when it sent the PING
+ * answered (be->ping_known, c->probe_known); when it has learned another
+ * since, from another connection, the answer is not compared: it may have
+ * been written before that one (a health PONG waiting in the punt socket
+ * behind a new connection's probe), and reading the former instance's
+ * answer last would count a restart back to it. */
+void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance, uint32_t known);
 /* How long a silent backend's routes are kept: ten health-check intervals
  * (of a second when checks are off). */
 uint64_t gw_silent_keep_ns(const struct gw *g);

@@ -164,6 +164,7 @@ struct gw_conn {
 	bool probing;
 	uint64_t probe_id, probe_deadline_ns;
 	uint32_t probe_instance; /* what its PONG said of the backend; 0: none */
+	uint32_t probe_known;	 /* its backend's instance when the probe went */
 	/* Handed to the service manager's descriptor store (fdstore.c):
 	 * closing it must shut the socket down, or the store's copy keeps
 	 * the connection open. */
@@ -215,7 +216,8 @@ struct gw_backend {
 	uint64_t ping_sent_ns; /* of the PING not answered yet; 0: none */
 	uint64_t next_ping_ns;
 	uint32_t ping_seq;
-	bool probation; /* ejected by the health check: no work until a PONG */
+	uint32_t ping_known; /* its instance as known when that PING went */
+	bool probation;	     /* ejected by the health check: no work until a PONG */
 	/* Its PONGs say NOT_READY: since the PING its first such answer
 	 * replied to (0: its last answer was ready). Three intervals of that
 	 * and it is ejected, as if it had not answered. */

@@ -29,6 +29,7 @@ static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
 	if (gw_kpath_put(g, &m, NULL, 0))
 		return;
 	be->ping_sent_ns = now;
+	be->ping_known = be->instance;
 	be->pong_held = false;
 }
 
@@ -65,7 +66,7 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 		return;
 	}
 	/* (a late answer is not compared: it may be the former process's) */
-	gw_backend_instance(g, b, m->instance);
+	gw_backend_instance(g, b, m->instance, be->ping_known);
 	if (m->payload_len == sizeof(struct kvs_load)) {
 		struct kvs_load_info li;
 

@@ -56,7 +56,7 @@ static void grow_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 	uint32_t b = c->backend, s = c->slot;
 	struct gw_backend *be = &g->be[b];
 
-	gw_backend_instance(g, b, c->probe_instance);
+	gw_backend_instance(g, b, c->probe_instance, c->probe_known);
 	if (!err) {
 		c->ops = gw_kpath_conn_ops(KVS_ROLE_UPSTREAM);
 		err = gw_conn_splice(g, c, kvs_upstream_key(b, s), b, s);

@@ -123,6 +123,7 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done)
 		return errno ? -errno : -EIO;
 	c->probe_id = m.req_id;
 	c->probe_instance = 0;
+	c->probe_known = g->be[c->backend].instance;
 	c->probed = done;
 	c->probing = true;
 	c->probe_deadline_ns = kvs_now_ns() + gw_probe_timeout_ms(g) * 1000000ull;

@@ -495,7 +495,7 @@ static void up_probed(struct gw *g, struct gw_conn *u, int err, const char *why)
 {
 	uint32_t b = u->backend;
 
-	gw_backend_instance(g, b, u->probe_instance);
+	gw_backend_instance(g, b, u->probe_instance, u->probe_known);
 	if (!err) {
 		u->ops = &upstream_ops;
 		show_conn(g, u);
