@@ -12,8 +12,9 @@
 # server, its /health failing (503, "Loading model") for a moment.
 # Then the server says when its process started (/metrics'
 # process_start_time_seconds, as vLLM's does): a health check that fails
-# and passes again in the same process is no restart, and another start
-# time is one, though no poll saw it down.
+# and passes again in the same process is no restart (nor when /metrics
+# times out at the poll that finds it back), and another start time is
+# one, though no poll saw it down.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -69,6 +70,19 @@ kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$
 touch "$KVS_TMP/healthy"
 kvs_wait_for "the adapter reads it ready" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
 assert_eq "restarts after a failed check in the same process" \
+	"$(count server_restarted "$ADLOG")" "$restarts"
+# The same process, its /metrics not answering at the poll that finds it
+# back (timed out: a slow server): that poll cannot say which process it
+# is and decides nothing. Before, it was read as a server without a start
+# time, and the down before it as a restart.
+downs=$(count server_not_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+ups=$(count server_ready "$ADLOG")
+touch "$KVS_TMP/healthy.stall-metrics" "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads it ready, /metrics stalled" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
+rm "$KVS_TMP/healthy.stall-metrics"
+assert_eq "restarts after a failed check in the same process, /metrics stalled" \
 	"$(count server_restarted "$ADLOG")" "$restarts"
 # Another process, between two polls.
 gw_restarts=$(count backend_restarted "$KVS_TMP/gw.log")
