@@ -14,6 +14,9 @@
 #   REPEAT=1 runs a load, their mean judged (--sweep-repeat; 4 for the
 #   trace near saturation, where one speed is a coin toss)
 #   EXTRA="..." more sim options (e.g. --sweep-step 0.2)
+#   TRACE=FILE another trace in the Mooncake format for the trace workload
+#   (default: the repository's; docs/EVALUATION.md, "A second public
+#   trace, never tuned on")
 # Writes OUT/<workload>-<backends>.json (and .log, the progress; OUT: a new
 # directory under /tmp) and prints a summary line per sweep. About 8
 # minutes on one core at the defaults.
@@ -28,7 +31,13 @@ SEED=${SEED:-1}
 POLICIES=${POLICIES:-rr,sglang,llmd,dynamo,kvsplice}
 REPEAT=${REPEAT:-1}
 EXTRA=${EXTRA:-}
-TRACE=$(dirname "$0")/../traces/mooncake_fast25_synthetic_trace.jsonl
+TRACE=${TRACE:-$(dirname "$0")/../traces/mooncake_fast25_synthetic_trace.jsonl}
+case " $WORKLOADS " in
+*" trace "*) [ -r "$TRACE" ] || {
+	echo "bench-sweep: cannot read the trace $TRACE" >&2
+	exit 1
+} ;;
+esac
 mkdir -p "$OUT"
 
 for w in $WORKLOADS; do
