@@ -104,6 +104,18 @@ kvs_start_gw() {
 	GW_PORT=$(cat "$KVS_TMP/gw.port")
 }
 
+# kvs_start_successor ARGS...: a second kvspliced taking over from the
+# running one (--takeover, the same pin dir and data path), its log in
+# $KVS_TMP/gw2.log; returns once it says it took over. Sets GW2_PID.
+kvs_start_successor() {
+	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw2.port" \
+		--pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" --takeover "$@" \
+		2>"$KVS_TMP/gw2.log" &
+	GW2_PID=$!
+	KVS_PIDS+=($GW2_PID)
+	kvs_wait_for "the successor's take-over" "grep -q 'event=took_over' '$KVS_TMP/gw2.log'"
+}
+
 # kvs_start_fake NAME [DEFAULT_MODE]: tests/helpers/fake_openai, an
 # OpenAI-compatible server that misbehaves on request, healthy while
 # $KVS_TMP/healthy exists (made here); the stalled clients that left are
@@ -257,6 +269,15 @@ kvs_route_share() {
 kvs_routes_of() {
 	bpftool map dump pinned "$KVS_PIN/routes" -j |
 		jq --argjson t "$1" '[.[] | select(.formatted.value.tenant == $t)] | length'
+}
+
+# kvs_routes_to B [current|void]: routes `kvsplicectl routes` lists naming
+# backend index B (all, or those current or void).
+kvs_routes_to() {
+	"$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" routes --json --limit 1000000 |
+		jq --argjson b "$1" --arg c "${2:-}" \
+			'[.top[] | select(.backend == $b) |
+			  select($c == "" or (.current == ($c == "current")))] | length'
 }
 
 # kvs_void_routes FILTER: the routes the jq FILTER picks from bpftool's

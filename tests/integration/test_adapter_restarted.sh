@@ -22,10 +22,6 @@ kvs_start_fake F
 kvs_start_adapter A "$FAKE_URL_F" --poll-ms 50
 kvs_start_gw --backend "$AD_A" --health-interval-ms 2000
 ADLOG=$KVS_TMP/adapter-A.log
-ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
-routes_to_0() {
-	ctl routes --json --limit 1000000 | jq '[.top[] | select(.backend == 0 and .current)] | length'
-}
 instance() { grep -o "event=$1 .*" "$ADLOG" | tail -1 | grep -o ' instance=[0-9]*' | cut -d= -f2; }
 
 assert_eq "adapter up at the gateway" "$(kvs_wait_backend 0 up)" up
@@ -35,7 +31,7 @@ kvs_wait_for "the adapter reads its server ready" 'grep -q event=server_ready "$
 out=$(kvs_bench -n 16 -k 1 --prefixes 4 --prefix-tokens 512 --suffix-tokens 16 --verify framing --json) ||
 	kvs_fail "requests before the restart: $out"
 assert_eq "requests ok before the restart" "$(jget "$out" .ok)" 16
-assert_ge "routes to the adapter" "$(routes_to_0)" 1
+assert_ge "routes to the adapter" "$(kvs_routes_to 0 current)" 1
 
 # The server down for a moment, and back: a restart, its cache gone.
 rm "$KVS_TMP/healthy"
@@ -49,7 +45,7 @@ grep -q "event=server_restarted .* previous=$first " "$ADLOG" ||
 kvs_wait_for "the gateway sees the restart" \
 	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$second previous=$first " "$KVS_TMP/gw.log"' 10
 # (the line is logged just before the routes are voided: wait, not look)
-kvs_wait_for "no route to the adapter after its server restarted" '[ "$(routes_to_0)" = 0 ]' 10
+kvs_wait_for "no route to the adapter after its server restarted" '[ "$(kvs_routes_to 0 current)" = 0 ]' 10
 if grep -q "event=backend_down backend=$AD_A " "$KVS_TMP/gw.log"; then
 	kvs_fail "the adapter was ejected: the restart was to be seen without it"
 fi

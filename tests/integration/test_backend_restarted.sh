@@ -31,13 +31,6 @@ MPORT=$(grep -o 'event=metrics_listening addr=[^ ]* port=[0-9]*' "$KVS_TMP/gw.lo
 WL=(--prefixes 8 --prefix-tokens 1024 --suffix-tokens 64 --json)
 A=${KVS_PIDS[0]}
 ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
-# routes_to B [current|void]: routes in the map naming backend index B
-routes_to() {
-	ctl routes --json --limit 1000000 |
-		jq --argjson b "$1" --arg c "${2:-}" \
-			'[.top[] | select(.backend == $b) |
-			  select($c == "" or (.current == ($c == "current")))] | length'
-}
 restarted() { grep -c "event=backend_restarted backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw.log"; }
 # restart_a FLAGS...: A (stopped, ejected) killed and a new simulator
 # started on its port, all while the controller is stopped with none of
@@ -63,7 +56,7 @@ restart_a() {
 
 kvs_bench -n 64 -k 1 "${WL[@]}" >"$KVS_TMP/warm.json" || kvs_fail "warm-up failed"
 assert_eq "backends that served the warm-up" "$(jq '.backends | length' "$KVS_TMP/warm.json")" 2
-held=$(routes_to 0 current)
+held=$(kvs_routes_to 0 current)
 assert_ge "routes to A" "$held" 1
 
 # The same instance: only silent, its cache there.
@@ -74,14 +67,14 @@ assert_eq "A back" "$(kvs_wait_backend 0 up)" up
 grep -q "event=backend_routes_kept backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw.log" ||
 	kvs_fail "no backend_routes_kept line for A"
 assert_eq "restarts logged for the same instance" "$(restarted)" 0
-assert_eq "A's routes after it came back as itself" "$(routes_to 0 current)" "$held"
+assert_eq "A's routes after it came back as itself" "$(kvs_routes_to 0 current)" "$held"
 
 # Another instance on the same port, back within the routes' ten intervals.
 kill -STOP "$A"
 assert_eq "A ejected again" "$(kvs_wait_backend 0 down)" down
 restart_a --instance 2222
 assert_eq "A (anew) up" "$(kvs_wait_backend 0 up)" up
-kvs_wait_for "A's routes deleted from the map" '[ "$(routes_to 0)" = 0 ]' 5
+kvs_wait_for "A's routes deleted from the map" '[ "$(kvs_routes_to 0)" = 0 ]' 5
 grep -q "event=backend_restarted backend=127.0.0.1:$SIM_PORT_A index=0 instance=2222 previous=1111 " \
 	"$KVS_TMP/gw.log" || kvs_fail "no backend_restarted line for A: $(grep "backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw.log" | tail -5)"
 grep -q "event=backend_routes_withdrawn backend=127.0.0.1:$SIM_PORT_A .*reason=\"it restarted" \
@@ -91,7 +84,7 @@ if grep "backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw.log" | tail -3 | grep -q e
 fi
 out=$(kvs_bench -n 64 -k 1 "${WL[@]}") || kvs_fail "requests after A restarted: $out"
 assert_eq "requests ok after A restarted" "$(jget "$out" .ok)" 64
-assert_ge "routes to the new A" "$(routes_to 0 current)" 1
+assert_ge "routes to the new A" "$(kvs_routes_to 0 current)" 1
 
 # A random instance (no --instance): never 0, never 2222 again.
 kill -STOP "$A"
@@ -101,7 +94,7 @@ assert_eq "A (random) up" "$(kvs_wait_backend 0 up)" up
 kvs_wait_for "a second restart logged" '[ "$(restarted)" = 2 ]' 5
 grep "event=backend_restarted backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw.log" | tail -1 |
 	grep -q " previous=2222 " || kvs_fail "the random restart: $(restarted)"
-kvs_wait_for "A's routes deleted again" '[ "$(routes_to 0)" = 0 ]' 5
+kvs_wait_for "A's routes deleted again" '[ "$(kvs_routes_to 0)" = 0 ]' 5
 m=$(curl -sf "http://127.0.0.1:$MPORT/metrics") || kvs_fail "no metrics"
 metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$m"; }
 assert_eq "kvsplice_backend_restarts_total of A" \
@@ -113,21 +106,16 @@ assert_eq "kvsplice_backend_restarts_total of B" \
 third=$(grep -o "event=backend_restarted backend=127.0.0.1:$SIM_PORT_A .*" "$KVS_TMP/gw.log" |
 	tail -1 | grep -o ' instance=[0-9]*' | cut -d= -f2)
 out=$(kvs_bench -n 64 -k 1 "${WL[@]}") || kvs_fail "requests before the take-over: $out"
-assert_ge "routes to A before the take-over" "$(routes_to 0 current)" 1
+assert_ge "routes to A before the take-over" "$(kvs_routes_to 0 current)" 1
 kill -STOP "$A"
 assert_eq "A ejected before the take-over" "$(kvs_wait_backend 0 down)" down
-"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw2.port" \
-	--pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" --takeover \
-	--backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-	--health-interval-ms 200 2>"$KVS_TMP/gw2.log" &
-GW2=$!
-KVS_PIDS+=($GW2)
-kvs_wait_for "the successor's take-over" "grep -q 'event=took_over' '$KVS_TMP/gw2.log'"
+kvs_start_successor --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--health-interval-ms 200
 wait "$GW_PID" || true
-GW_PID=$GW2
+GW_PID=$GW2_PID
 restart_a --instance 3333
 assert_eq "A (after the take-over) up" "$(kvs_wait_backend 0 up)" up
 grep -q "event=backend_restarted backend=127.0.0.1:$SIM_PORT_A index=0 instance=3333 previous=$third " \
 	"$KVS_TMP/gw2.log" || kvs_fail "the successor did not see A's restart (previous $third): $(grep "backend=127.0.0.1:$SIM_PORT_A " "$KVS_TMP/gw2.log" | tail -5)"
-kvs_wait_for "A's routes deleted by the successor" '[ "$(routes_to 0)" = 0 ]' 5
+kvs_wait_for "A's routes deleted by the successor" '[ "$(kvs_routes_to 0)" = 0 ]' 5
 echo "PASS test_backend_restarted"

@@ -87,16 +87,11 @@ grep -q "event=backend_down backend=$A" "$KVS_TMP/gw.log" &&
 
 # A successor taking over keeps A out: published up at the take-over, it
 # took new work until its first PONG to the new controller.
-"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw2.port" \
-	--pin-dir "$KVS_PIN" --datapath "${KVS_DATAPATH:-kernel}" --takeover \
-	--backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
-	--health-interval-ms 4000 2>"$KVS_TMP/gw2.log" &
-GW2=$!
-KVS_PIDS+=($GW2)
-kvs_wait_for "the successor's take-over" "grep -q 'event=took_over' '$KVS_TMP/gw2.log'"
+kvs_start_successor --backend "127.0.0.1:$SIM_PORT_A" --backend "127.0.0.1:$SIM_PORT_B" \
+	--health-interval-ms 4000
 assert_eq "A's state just after a take-over" "$(state 0)" not-ready
 wait "$GW_PID" || true
-GW_PID=$GW2
+GW_PID=$GW2_PID
 rm "$flag"
 assert_eq "A's state once ready again" "$(kvs_wait_backend 0 up 15 0.1)" up
 echo "PASS test_not_ready"
