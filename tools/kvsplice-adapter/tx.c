@@ -17,16 +17,22 @@ static bool put(struct link *l, struct kvs_msg *m, const void *payload, uint32_t
 	return true;
 }
 
-bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
-	      const void *payload, uint32_t len)
+/* A reply's header: what the gateway needs to route it back. */
+static struct kvs_msg reply_to(const struct kvs_msg *req, uint8_t type, uint16_t status)
 {
-	struct kvs_msg m = {
+	return (struct kvs_msg){
 		.type = type,
 		.status = status,
 		.req_id = req->req_id,
 		.gw_conn = req->gw_conn,
 		.gw_backend = req->gw_backend,
 	};
+}
+
+bool tx_frame(struct link *l, const struct kvs_msg *req, uint8_t type, uint16_t status,
+	      const void *payload, uint32_t len)
+{
+	struct kvs_msg m = reply_to(req, type, status);
 
 	return put(l, &m, payload, len);
 }
@@ -35,14 +41,9 @@ bool tx_pong(struct link *l, const struct kvs_msg *ping, uint32_t instance,
 	     const struct kvs_load_info *li)
 {
 	uint8_t payload[sizeof(struct kvs_load)];
-	struct kvs_msg m = {
-		.type = KVS_T_PONG,
-		.req_id = ping->req_id,
-		.instance = instance,
-		.gw_conn = ping->gw_conn,
-		.gw_backend = ping->gw_backend,
-	};
+	struct kvs_msg m = reply_to(ping, KVS_T_PONG, 0);
 
+	m.instance = instance;
 	kvs_load_encode(li, payload);
 	return put(l, &m, payload, sizeof(payload));
 }
