@@ -413,6 +413,14 @@ static void known_depth_counts_as_cached(void **state)
  * whose recomputation elsewhere costs more, as the kernel's keep rule
  * (kvs_place_keep) does; past the keep bound, or with the keep bound at
  * --balance (the controller before), it spills. */
+/* A fresh index; backend 2 (the holder) at load, the others at 1,000. */
+static void holder_at(struct sim *s, uint64_t load)
+{
+	sim_init(s, 100000);
+	s->load[0] = s->load[1] = s->load[3] = 1000;
+	s->load[2] = load;
+}
+
 static void holder_keeps_within_the_keep_bound(void **state)
 {
 	struct sim s;
@@ -421,11 +429,9 @@ static void holder_keeps_within_the_keep_bound(void **state)
 	uint32_t known[NB] = { 0, 0, 64, 0 }, n = chain(h, 0, 32, 80, 0, 0);
 
 	(void)state;
-	sim_init(&s, 100000);
-	assert_true(s.pol.p.keep_balance > 1.99 && s.pol.p.keep_balance < 2.01);
 	/* mean 1,750: past 1.15 x mean + 1,280 (3,293), within 2 x (4,780) */
-	s.load[0] = s.load[1] = s.load[3] = 1000;
-	s.load[2] = 4000;
+	holder_at(&s, 4000);
+	assert_true(s.pol.p.keep_balance > 1.99 && s.pol.p.keep_balance < 2.01);
 	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
 	assert_int_equal(d.backend, 2);
 	assert_int_equal(d.reason, KVS_R_PREFIX);
@@ -439,9 +445,7 @@ static void holder_keeps_within_the_keep_bound(void **state)
 	/* past the keep bound (mean 2,250: 2 x mean + 1,280 = 5,780), in a
 	 * fresh index: the spill above made its backend a holder */
 	kvs_policy_free(&s.pol);
-	sim_init(&s, 100000);
-	s.load[0] = s.load[1] = s.load[3] = 1000;
-	s.load[2] = 6000;
+	holder_at(&s, 6000);
 	kvs_policy_decide(&s.pol, h, n, h[n - 1], n * 16, s.load, s.ok, known, &d);
 	assert_int_not_equal(d.backend, 2);
 	assert_int_equal(d.reason, KVS_R_SPILL);
