@@ -22,7 +22,10 @@
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
  * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
  * with process_start_time_seconds read from HEALTH_FILE.start while that
- * exists (a test stands a restart by writing another);
+ * exists (a test stands a restart by writing another), and the counters
+ * vllm:prompt_tokens_total and vllm:generation_tokens_total both at the
+ * value HEALTH_FILE.tokens holds while that exists (a test stands the
+ * tokens served by writing a higher one, a restart by writing a lower);
  * /v1/models one model, "fake". Every stalled client is counted in
  * STALL_FILE (one line per stalled request that its client then left;
  * /metrics' in STALL_FILE.metrics), so a test can see that a cancelled
@@ -103,28 +106,45 @@ static bool metrics_stalled(void)
 	return !access(path, F_OK);
 }
 
-/* /metrics: vLLM's gauges, and the process' start time if the test set
- * one. */
-static void serve_metrics(int fd)
+/* The first line of HEALTH_FILE SUFFIX into buf; empty if none. */
+static void read_line(const char *suffix, char *buf, size_t size)
 {
-	char path[512], started[32] = "", body[512];
+	char path[512];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s.start", health_file);
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "%s%s", health_file, suffix);
 	f = fopen(path, "r");
-	if (f) {
-		if (!fgets(started, sizeof(started), f))
-			started[0] = '\0';
-		started[strcspn(started, "\n")] = '\0';
-		fclose(f);
-	}
+	if (!f)
+		return;
+	if (!fgets(buf, (int)size, f))
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/* /metrics: vLLM's gauges, and the process' start time and its counters
+ * if the test set them. */
+static void serve_metrics(int fd)
+{
+	char started[32], tokens[32], counters[256] = "", body[1024];
+
+	read_line(".start", started, sizeof(started));
+	read_line(".tokens", tokens, sizeof(tokens));
+	if (tokens[0])
+		snprintf(counters, sizeof(counters),
+			 "# TYPE vllm:prompt_tokens_total counter\n"
+			 "vllm:prompt_tokens_total{model_name=\"fake\"} %s\n"
+			 "vllm:generation_tokens_total{model_name=\"fake\"} %s\n",
+			 tokens, tokens);
 	snprintf(body, sizeof(body),
 		 "# TYPE vllm:num_requests_running gauge\n"
 		 "vllm:num_requests_running{model_name=\"fake\"} 2\n"
 		 "vllm:num_requests_waiting{model_name=\"fake\"} 1\n"
 		 "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.5\n"
-		 "%s%s%s",
-		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "");
+		 "%s%s%s%s",
+		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "",
+		 counters);
 	respond(fd, 200, "text/plain", body);
 }
 

@@ -10,6 +10,11 @@
 # With the gateway checking every 2 s (three intervals before an ejection),
 # the adapter polling every 50 ms, and tests/helpers/fake_openai as the
 # server, its /health failing (503, "Loading model") for a moment.
+# Then the server serves counters of the tokens it took in and put out
+# (as llama.cpp's, vLLM's and SGLang's /metrics do), which only grow in one
+# process: a /health 503 blip with them growing is no restart (before, it
+# was one: routes withdrawn for nothing), and a counter lower than the
+# last poll's is one, though no poll saw it down (before, unseen).
 # Then the server says when its process started (/metrics'
 # process_start_time_seconds, as vLLM's does): a health check that fails
 # and passes again in the same process is no restart (nor when /metrics
@@ -54,9 +59,41 @@ out=$(kvs_bench -n 16 -k 1 --prefixes 4 --prefix-tokens 512 --suffix-tokens 16 -
 	kvs_fail "requests after the restart: $out"
 assert_eq "requests ok after the restart" "$(jget "$out" .ok)" 16
 
+count() { grep -c "event=$1" "$2" || true; }
+
+# The counters say: a /health blip with them growing keeps the instance.
+echo 100 >"$KVS_TMP/healthy.tokens"
+kvs_wait_for "the adapter reads the counters" \
+	'grep -q "event=server_counters .*vllm:prompt_tokens_total=100 " "$ADLOG"' 10
+restarts=$(count server_restarted "$ADLOG")
+gw_restarts=$(count backend_restarted "$KVS_TMP/gw.log")
+downs=$(count server_not_ready "$ADLOG")
+ups=$(count server_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+echo 1.5e+02 >"$KVS_TMP/healthy.tokens" # grown, as llama.cpp writes it
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads it ready" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
+assert_eq "restarts after a 503 blip, counters grown" "$(count server_restarted "$ADLOG")" "$restarts"
+assert_eq "adapter up at the gateway after the blip" "$(kvs_wait_backend 0 up)" up
+assert_ge "routes to the adapter after the blip" "$(kvs_routes_to 0 current)" 1
+# Counters lower than the last poll's, no poll having seen it down: a
+# restart quicker than --poll-ms.
+downs=$(count server_not_ready "$ADLOG")
+echo 3 >"$KVS_TMP/healthy.tokens"
+kvs_wait_for "the adapter sees the counters go back" \
+	'grep -q "event=server_restarted .*why=\"its counter vllm:prompt_tokens_total went back from 150 to 3\"" "$ADLOG"' 10
+assert_eq "downs the adapter saw around the reset" "$(count server_not_ready "$ADLOG")" "$downs"
+fourth=$(instance server_restarted)
+kvs_wait_for "the gateway sees it" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$fourth previous=$second up=1 " "$KVS_TMP/gw.log"' 10
+kvs_wait_for "no route to the adapter after its counters went back" '[ "$(kvs_routes_to 0 current)" = 0 ]' 10
+# (previous=$second above: the gateway saw no instance from the blip)
+assert_eq "restarts the gateway logged since the blip" \
+	"$(count backend_restarted "$KVS_TMP/gw.log")" $((gw_restarts + 1))
+second=$fourth
 
 # The process says: a failed check in the same process is no restart.
-count() { grep -c "event=$1" "$2" || true; }
 echo 1000.5 >"$KVS_TMP/healthy.start"
 kvs_wait_for "the adapter reads the start time" 'grep -q "event=server_start_time .*started=1000.500" "$ADLOG"' 10
 restarts=$(count server_restarted "$ADLOG")

@@ -276,6 +276,8 @@ static void test_metrics(void **state)
 		"vllm:num_requests_running_total 99\n"
 		"broken{ 1\n";
 	static const char crlf[] = "x 3\r\ny{a=\"1\"} 0.5\r\ny{a=\"2\"} 0.25\r\n";
+	static const char llama[] = "# TYPE llamacpp:prompt_tokens_total counter\n"
+				    "llamacpp:prompt_tokens_total 1.23457e+06\n";
 	double v;
 
 	assert_true(kvs_prom_sum(vllm, strlen(vllm), "vllm:num_requests_running", &v));
@@ -292,6 +294,9 @@ static void test_metrics(void **state)
 				 "llamacpp:requests_processing", &v));
 	assert_true(v == 1.0);
 	assert_false(kvs_prom_sum("x NaN\n", 6, "x", &v));
+	/* llama.cpp writes its counters with six significant digits */
+	assert_true(kvs_prom_sum(llama, strlen(llama), "llamacpp:prompt_tokens_total", &v));
+	assert_true(v == 1234570.0);
 	/* Through a proxy that writes CRLF; a ratio per engine is averaged. */
 	assert_true(kvs_prom_sum(crlf, strlen(crlf), "x", &v));
 	assert_true(v == 3.0);
@@ -299,9 +304,39 @@ static void test_metrics(void **state)
 	assert_true(v == 0.375);
 }
 
-/* Without a start time: down (refused, or answered unhealthy) after ready,
- * then ready again, is a restart; no answer (a timeout) is not, nor down
- * before the first ready (a server still starting), nor ready twice. */
+/* Readings, as state.c makes them: how the server answered; when ready,
+ * whether /metrics answered, its start time (0: none) and counters. */
+#define NO LIFE_NO_COUNT
+
+static enum life_verdict as(struct server_life *l, enum life_seen how)
+{
+	struct life_reading r = { .seen = how };
+
+	assert_true(how != LIFE_READY);
+	return life_seen(l, &r);
+}
+
+static enum life_verdict ready(struct server_life *l, double started, double in, double out)
+{
+	struct life_reading r = {
+		.seen = LIFE_READY, .metrics = true, .started = started, .count = { in, out }
+	};
+
+	return life_seen(l, &r);
+}
+
+/* Ready, its /metrics unanswered (timed out). */
+static enum life_verdict ready_unknown(struct server_life *l)
+{
+	struct life_reading r = { .seen = LIFE_READY, .count = { NO, NO } };
+
+	return life_seen(l, &r);
+}
+
+/* Without a start time or counters: down (refused, or answered unhealthy)
+ * after ready, then ready again, is a restart; no answer (a timeout) is
+ * not, nor down before the first ready (a server still starting), nor
+ * ready twice. */
 static void test_life_down_up(void **state)
 {
 	struct server_life l;
@@ -309,16 +344,16 @@ static void test_life_down_up(void **state)
 	(void)state;
 	life_init(&l, 5);
 	assert_int_equal(l.instance, 5);
-	assert_false(life_seen(&l, LIFE_DOWN, 0)); /* loading at the adapter's start */
-	assert_false(life_seen(&l, LIFE_READY, 0));
-	assert_false(life_seen(&l, LIFE_READY, 0));
-	assert_false(life_seen(&l, LIFE_SILENT, 0)); /* hung, or busy: its cache stays */
-	assert_false(life_seen(&l, LIFE_READY, 0));
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_false(life_seen(&l, LIFE_SILENT, 0));
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_true(life_seen(&l, LIFE_READY, 0)); /* back: a new life */
-	assert_false(life_seen(&l, LIFE_READY, 0));
+	assert_false(as(&l, LIFE_DOWN)); /* loading at the adapter's start */
+	assert_false(ready(&l, 0, NO, NO));
+	assert_false(ready(&l, 0, NO, NO));
+	assert_false(as(&l, LIFE_SILENT)); /* hung, or busy: its cache stays */
+	assert_false(ready(&l, 0, NO, NO));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(as(&l, LIFE_SILENT));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, NO, NO), LIFE_DOWN_UP); /* back: a new life */
+	assert_false(ready(&l, 0, NO, NO));
 }
 
 /* With process_start_time_seconds (a Prometheus process metric): the
@@ -330,17 +365,17 @@ static void test_life_start_time(void **state)
 
 	(void)state;
 	life_init(&l, 5);
-	assert_false(life_seen(&l, LIFE_READY, 1000.5));
-	assert_false(life_seen(&l, LIFE_READY, 1000.5));
-	assert_true(life_seen(&l, LIFE_READY, 2000.25)); /* between two polls */
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_false(life_seen(&l, LIFE_READY, 2000.25)); /* the same process */
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_true(life_seen(&l, LIFE_READY, 3000)); /* down, and another */
-	/* a reading without /metrics: the down and up decide */
-	assert_false(life_seen(&l, LIFE_READY, 0));
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_true(life_seen(&l, LIFE_READY, 0));
+	assert_false(ready(&l, 1000.5, NO, NO));
+	assert_false(ready(&l, 1000.5, NO, NO));
+	assert_int_equal(ready(&l, 2000.25, NO, NO), LIFE_NEW_START); /* between two polls */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(ready(&l, 2000.25, NO, NO)); /* the same process */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 3000, NO, NO), LIFE_NEW_START); /* down, and another */
+	/* a reading without the metric: the down and up decide */
+	assert_false(ready(&l, 0, NO, NO));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, NO, NO), LIFE_DOWN_UP);
 }
 
 /* Once the process says its start time, a ready reading whose /metrics
@@ -354,22 +389,127 @@ static void test_life_start_unknown(void **state)
 
 	(void)state;
 	life_init(&l, 5);
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN)); /* starting */
-	assert_false(life_seen(&l, LIFE_READY, 1000.5));
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN)); /* back, /metrics slow */
-	assert_false(life_seen(&l, LIFE_READY, 1000.5));	     /* the same process */
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
-	assert_true(life_seen(&l, LIFE_READY, 2000.25)); /* another: one restart */
-	assert_false(life_seen(&l, LIFE_READY, 2000.25));
+	assert_false(ready_unknown(&l)); /* starting */
+	assert_false(ready(&l, 1000.5, NO, NO));
+	assert_false(ready_unknown(&l));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(ready_unknown(&l));	 /* back, /metrics slow */
+	assert_false(ready(&l, 1000.5, NO, NO)); /* the same process */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(ready_unknown(&l));
+	assert_false(ready_unknown(&l));
+	assert_int_equal(ready(&l, 2000.25, NO, NO), LIFE_NEW_START); /* another: one restart */
+	assert_false(ready(&l, 2000.25, NO, NO));
 	/* never said: a reading without /metrics is one without the metric */
 	life_init(&l, 5);
-	assert_false(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
-	assert_false(life_seen(&l, LIFE_DOWN, 0));
-	assert_true(life_seen(&l, LIFE_READY, LIFE_START_UNKNOWN));
+	assert_false(ready_unknown(&l));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready_unknown(&l), LIFE_DOWN_UP);
+}
+
+/* Counters (llama.cpp's tokens in and out) only grow in one process: one
+ * lower than the last reading's is another process, though no poll saw
+ * it down (a restart quicker than --poll-ms). Before, unseen. */
+static void test_life_counter_back(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 1200, 300));
+	assert_false(ready(&l, 0, 1200, 300)); /* idle: the same */
+	assert_false(ready(&l, 0, 1.23457e+06, 300));
+	assert_int_equal(ready(&l, 0, 857, 12), LIFE_COUNT_BACK); /* between two polls */
+	assert_false(ready(&l, 0, 900, 20));
+	/* one counter back is enough, the other grown or not */
+	assert_int_equal(ready(&l, 0, 950, 3), LIFE_COUNT_BACK);
+	/* down, then back with lower counters: a restart, said by them */
+	assert_false(ready(&l, 0, 2000, 500));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 0, 0), LIFE_COUNT_BACK);
+	/* a server whose start time this reading lacks: its counters say */
+	life_init(&l, 5);
+	assert_false(ready(&l, 1000.5, 400, 40));
+	assert_int_equal(ready(&l, 0, 10, 1), LIFE_COUNT_BACK);
+}
+
+/* A health check that failed under load (a 503, a proxy's 502) and passed
+ * again, its counters not lower: the same process, as a start time that
+ * did not change says. Before, a restart: routes withdrawn for nothing. */
+static void test_life_counter_blip(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 1200, 300));
+	assert_true(life_said(&l));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 1500, 340), LIFE_SAME); /* grown */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 1500, 340), LIFE_SAME); /* idle */
+	/* and the start time, when there is one, comes first: the same one
+	 * is the same process whatever a counter says, another is another */
+	life_init(&l, 5);
+	assert_false(ready(&l, 1000.5, 1200, 300));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 1000.5, 5, 1), LIFE_SAME);
+	assert_int_equal(ready(&l, 2000.25, 6000, 900), LIFE_NEW_START);
+}
+
+/* A ready reading whose /metrics did not answer says nothing of the
+ * counters: a down before it waits for the next reading that has them,
+ * which decides once. A counter missing from a reading that answered is
+ * not compared, and its last value stays for the next that has it. */
+static void test_life_counter_unknown(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 1200, 300));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(ready_unknown(&l)); /* back, /metrics slow */
+	assert_false(ready_unknown(&l));
+	assert_int_equal(ready(&l, 0, 1300, 310), LIFE_SAME); /* the same process */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_false(ready_unknown(&l));
+	assert_int_equal(ready(&l, 0, 2, 1), LIFE_COUNT_BACK); /* another: one restart */
+	assert_false(ready(&l, 0, 2, 1));
+	/* missing */
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 1200, 300));
+	assert_false(ready(&l, 0, NO, 310));
+	assert_false(ready(&l, 0, NO, NO));
+	assert_int_equal(ready(&l, 0, 900, NO), LIFE_COUNT_BACK); /* below 1200 */
+	/* none to compare after a down: the down and up decide */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, NO, NO), LIFE_DOWN_UP);
+}
+
+/* A counter at 0 says nothing: it cannot go lower, and the old process
+ * may have served its first tokens after that reading. A server that
+ * served nothing, restarted and served nothing again is not seen by its
+ * counters (no cache worth a route was lost); seen down, it is taken as
+ * restarted, as without counters. Once above 0, they say. */
+static void test_life_counter_zero(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 0, 0));
+	assert_false(life_said(&l));
+	assert_false(ready(&l, 0, 0, 0)); /* restarted or not: nothing lost */
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 0, 0), LIFE_DOWN_UP);
+	assert_false(ready(&l, 0, 7, 0));
+	assert_true(life_said(&l));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 9, 0), LIFE_SAME); /* before: a restart */
+	assert_int_equal(ready(&l, 0, 0, 0), LIFE_COUNT_BACK);
+	assert_false(life_said(&l)); /* the new process, at 0 */
 }
 
 /* A new instance is never 0 (which says nothing) nor the one it replaces. */
@@ -515,6 +655,10 @@ int main(void)
 		cmocka_unit_test(test_life_down_up),
 		cmocka_unit_test(test_life_start_time),
 		cmocka_unit_test(test_life_start_unknown),
+		cmocka_unit_test(test_life_counter_back),
+		cmocka_unit_test(test_life_counter_blip),
+		cmocka_unit_test(test_life_counter_unknown),
+		cmocka_unit_test(test_life_counter_zero),
 		cmocka_unit_test(test_new_instance),
 	};
 

@@ -5,33 +5,76 @@
 void life_init(struct server_life *l, uint32_t instance)
 {
 	*l = (struct server_life){ .instance = instance };
+	for (int i = 0; i < LIFE_COUNTERS; i++)
+		l->count[i] = LIFE_NO_COUNT;
 }
 
-bool life_seen(struct server_life *l, enum life_seen seen, double started)
+static bool counted(const struct server_life *l)
 {
-	bool restarted;
+	for (int i = 0; i < LIFE_COUNTERS; i++)
+		if (l->count[i] > 0)
+			return true;
+	return false;
+}
 
-	if (seen == LIFE_SILENT)
-		return false;
-	if (seen == LIFE_DOWN) {
+bool life_said(const struct server_life *l)
+{
+	return l->started > 0 || counted(l);
+}
+
+/* What a ready reading whose /metrics answered says, by the first
+ * authority that can tell (life.h). */
+static enum life_verdict judge(const struct server_life *l, const struct life_reading *r)
+{
+	bool compared = false;
+
+	if (r->started > 0 && l->started > 0)
+		return r->started != l->started ? LIFE_NEW_START : LIFE_SAME;
+	for (int i = 0; i < LIFE_COUNTERS; i++) {
+		if (l->count[i] <= 0 || r->count[i] < 0) /* at 0, or missing */
+			continue;
+		if (r->count[i] < l->count[i])
+			return LIFE_COUNT_BACK;
+		compared = true;
+	}
+	if (compared)
+		return LIFE_SAME;
+	return l->went_down ? LIFE_DOWN_UP : LIFE_SAME;
+}
+
+/* Remember what the reading said: all of it in a new life, what it has
+ * in the same one (a counter missing keeps its last value). */
+static void keep(struct server_life *l, const struct life_reading *r, bool anew)
+{
+	if (anew || r->started > 0)
+		l->started = r->started;
+	for (int i = 0; i < LIFE_COUNTERS; i++)
+		if (anew || r->count[i] >= 0)
+			l->count[i] = r->count[i] >= 0 ? r->count[i] : LIFE_NO_COUNT;
+}
+
+enum life_verdict life_seen(struct server_life *l, const struct life_reading *r)
+{
+	enum life_verdict v;
+
+	if (r->seen == LIFE_SILENT)
+		return LIFE_SAME;
+	if (r->seen == LIFE_DOWN) {
 		/* (not ready before its first ready answer: starting, the
 		 * instance it started with is this life's) */
 		if (l->was_ready)
 			l->went_down = true;
-		return false;
+		return LIFE_SAME;
 	}
-	if (started < 0) {
-		if (l->started > 0) /* the process says, but not this time */
-			return false;
-		started = 0;
+	if (r->metrics) {
+		v = judge(l, r);
+		keep(l, r, v != LIFE_SAME);
+	} else if (life_said(l)) {
+		return LIFE_SAME; /* the process says, but not this time */
+	} else {
+		v = l->went_down ? LIFE_DOWN_UP : LIFE_SAME;
 	}
-	if (started > 0 && l->started > 0)
-		restarted = started != l->started; /* the process says */
-	else
-		restarted = l->went_down;
-	if (started > 0)
-		l->started = started;
 	l->was_ready = true;
 	l->went_down = false;
-	return restarted;
+	return v;
 }

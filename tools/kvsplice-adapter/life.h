@@ -6,24 +6,45 @@
  * the routes to that cache even though the adapter itself stayed up. Pure:
  * state.c feeds it each poll's reading.
  *
- * A restart is seen two ways. A server whose /metrics has the standard
- * process_start_time_seconds (the Prometheus client's process metric,
- * which a Python server such as vLLM serves unless in multiprocess mode)
- * says when its process started: another start time is another process,
- * and a health check that failed and passed again without it changing is
- * not a restart. Without one, a
- * server that refused connections or answered its health check with an
- * error after having been ready, then is ready again, is taken to have
- * restarted. A check that got no answer (timed out, reset) says nothing:
- * a hung or overloaded server keeps its cache, as a silent backend does at
- * the gateway. A restart that falls between two polls and is not seen
- * either way keeps the instance: --poll-ms bounds what can be missed.
- * Once the process has said its start time, a ready reading whose /metrics
- * gave no answer (timed out, failed) cannot say whether it is the same
- * process: a down seen before it waits for the next reading that says
- * (a check that failed and passed in the same process, its /metrics slow
- * at that poll, was taken for a restart; a restart so read was read again
- * when the new start time came).
+ * Which process answers is told, first to last authority, by:
+ *  - its start time. A server whose /metrics has the standard
+ *    process_start_time_seconds (the Prometheus client's process metric,
+ *    which a Python server such as vLLM serves unless in multiprocess
+ *    mode) says when its process started: another start time is another
+ *    process, the same one is the same process, whatever else was seen.
+ *  - its counters. The tokens a server has taken in and put out (state.c
+ *    names them: llama.cpp's llamacpp:prompt_tokens_total and
+ *    llamacpp:tokens_predicted_total, vLLM's and SGLang's
+ *    prompt_tokens_total and generation_tokens_total) only grow within
+ *    one process: one lower than the last reading's is another process
+ *    (Prometheus' counter-reset rule), even with no down seen between two
+ *    polls; none lower, the same process, even after a health check that
+ *    failed and passed again (a llama-server answering 503 under load, a
+ *    proxy's 502). A counter at 0 says nothing: it cannot go lower, and
+ *    the old process may have served its first tokens after that reading
+ *    and before it died. So a server that restarts having served nothing
+ *    before and nothing since is not seen by its counters, and no cache
+ *    worth a route was lost; one seen down is still taken as restarted
+ *    (below). A counter missing from a reading is not compared (the last
+ *    value read stays for the next reading that has it). The limit: a
+ *    new process that has served more by the first poll that reads it than
+ *    the old one had by the last is taken for the old one. The gateway
+ *    sends no new request to a server read as down, and a request refused
+ *    reads as down, so that takes a restart quicker than --poll-ms with no
+ *    request between, of a server that had served next to nothing: little
+ *    of its cache was worth a route.
+ *  - without either: a server that refused connections or answered its
+ *    health check with an error after having been ready, then is ready
+ *    again, is taken to have restarted, and one restarted between two
+ *    polls is not seen: --poll-ms bounds what can be missed.
+ * A check that got no answer (timed out, reset) says nothing: a hung or
+ * overloaded server keeps its cache, as a silent backend does at the
+ * gateway. Once the process has said which it is (its start time, or a
+ * counter above 0), a ready reading whose /metrics gave no answer cannot
+ * say whether it is the same process: a down seen before it waits for
+ * the next reading that says (a check that failed and passed in the same
+ * process, its /metrics slow at that poll, was taken for a restart; a
+ * restart so read was read again when the new start time came).
  */
 #ifndef KVS_ADAPTER_LIFE_H
 #define KVS_ADAPTER_LIFE_H
@@ -37,21 +58,41 @@ enum life_seen {
 	LIFE_SILENT, /* no answer: says nothing of its cache */
 };
 
-struct server_life {
-	uint32_t instance; /* what PONGs say: nonzero */
-	bool was_ready;	   /* ready once in this instance */
-	bool went_down;	   /* ... and down (LIFE_DOWN) since */
-	double started;	   /* its process_start_time_seconds; 0: not known */
+/* Counters that only grow within one process: tokens in, tokens out. */
+#define LIFE_COUNTERS 2
+/* A counter the reading has no sample of. */
+#define LIFE_NO_COUNT (-1.0)
+
+/* One poll's reading. Only a ready one's /metrics is looked at. */
+struct life_reading {
+	enum life_seen seen;
+	bool metrics;		     /* /metrics answered: what follows is said */
+	double started;		     /* process_start_time_seconds; 0: none */
+	double count[LIFE_COUNTERS]; /* >= 0, or LIFE_NO_COUNT */
 };
 
-/* A ready reading's start time when /metrics gave no answer. */
-#define LIFE_START_UNKNOWN (-1.0)
+/* What a reading says: the same life, or a restart and how it shows. */
+enum life_verdict {
+	LIFE_SAME = 0,
+	LIFE_NEW_START,	 /* another process_start_time_seconds */
+	LIFE_COUNT_BACK, /* a counter went back */
+	LIFE_DOWN_UP,	 /* down after ready, and ready again */
+};
+
+struct server_life {
+	uint32_t instance;	     /* what PONGs say: nonzero */
+	bool was_ready;		     /* ready once in this instance */
+	bool went_down;		     /* ... and down (LIFE_DOWN) since */
+	double started;		     /* its process_start_time_seconds; 0: not known */
+	double count[LIFE_COUNTERS]; /* the last read in this life, or LIFE_NO_COUNT */
+};
 
 void life_init(struct server_life *l, uint32_t instance);
-/* One reading: how the server answered, and (ready) its start time from
- * /metrics, 0 when it has none, LIFE_START_UNKNOWN when /metrics did not
- * answer. True when it shows a restart: the caller then gives it a new
- * instance (kvs_new_instance()). */
-bool life_seen(struct server_life *l, enum life_seen seen, double started);
+/* One reading. Not LIFE_SAME when it shows a restart: the caller then
+ * gives the server a new instance (kvs_new_instance()). */
+enum life_verdict life_seen(struct server_life *l, const struct life_reading *r);
+/* The process has said which it is (its start time, a counter above 0):
+ * a down and up alone no longer decide. */
+bool life_said(const struct server_life *l);
 
 #endif

@@ -113,7 +113,8 @@ static const struct kvs_optset optset = {
 		  "Server flags that matter (docs/RUNBOOK.md, \"Real inference servers\"):\n"
 		  "  vLLM       --enable-prefix-caching --enable-prompt-tokens-details\n"
 		  "  SGLang     --enable-cache-report --enable-metrics (radix cache: on)\n"
-		  "  llama.cpp  --metrics, and -np N slots (prefix reuse is on by default)\n",
+		  "  llama.cpp  --metrics (its load, and its token counters, by which a\n"
+		  "             restart is seen), -np N slots (prefix reuse is on by default)\n",
 	.help_col = 27,
 	.help_on_error = true,
 };

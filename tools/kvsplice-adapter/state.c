@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The server's state, read every --poll-ms: /health for liveness, /metrics
- * for its load (vLLM, SGLang and llama.cpp name theirs differently), /slots
+ * for its load (vLLM, SGLang and llama.cpp name theirs differently) and
+ * which process answers (its start time, its counters: life.h), /slots
  * where llama.cpp serves no /metrics, /v1/models for the model name when
  * --model is not given. PINGs are answered from the last reading.
  */
@@ -125,31 +126,78 @@ static void not_ready(struct adapter *a, const char *why)
 	st->ready = false;
 }
 
+/* Per kind of server, its counters that only grow within one process
+ * (life.h): tokens in, tokens out. */
+static const char *const counters[][LIFE_COUNTERS] = {
+	[OAI_LLAMA_CPP] = { "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total" },
+	[OAI_VLLM] = { "vllm:prompt_tokens_total", "vllm:generation_tokens_total" },
+	[OAI_SGLANG] = { "sglang:prompt_tokens_total", "sglang:generation_tokens_total" },
+	[OAI_OTHER] = { NULL, NULL },
+};
+
+/* Its i-th counter's name; NULL when the kind has none. */
+static const char *counter_name(enum oai_kind k, int i)
+{
+	return (size_t)k < sizeof(counters) / sizeof(counters[0]) ? counters[k][i] : NULL;
+}
+
+static const char *name_or_dash(const char *name)
+{
+	return name ? name : "-";
+}
+
+static const char *why_restarted(const struct adapter *a, enum life_verdict v,
+				 const struct server_life *was, const struct life_reading *r,
+				 char *buf, size_t size)
+{
+	if (v == LIFE_NEW_START)
+		return "its process_start_time_seconds changed";
+	if (v == LIFE_DOWN_UP)
+		return "it was down (refused, or failed its health check) and is back";
+	for (int i = 0; i < LIFE_COUNTERS; i++)
+		if (r->count[i] >= 0 && r->count[i] < was->count[i]) {
+			snprintf(buf, size, "its counter %s went back from %.0f to %.0f",
+				 name_or_dash(counter_name(a->st.kind, i)), was->count[i],
+				 r->count[i]);
+			return buf;
+		}
+	return "its counters went back";
+}
+
 /* What a reading says of the server's lives (life.h): a restart gives
  * PONGs a new instance, and the gateway withdraws the routes to the cache
  * that went with the old one. */
-static void seen(struct adapter *a, enum life_seen how, double started)
+static void seen(struct adapter *a, const struct life_reading *r)
 {
-	struct server_life *l = &a->st.life;
-	uint32_t was = l->instance;
-	double known = l->started;
-	bool restarted = life_seen(l, how, started);
+	struct server_life *l = &a->st.life, was = *l;
+	enum life_verdict v = life_seen(l, r);
+	char why[200];
 
-	if (!known && l->started > 0) /* from then on, the process says */
+	if (!was.started && l->started > 0) /* from then on, the process says */
 		pr_info("event=server_start_time server=%s started=%.3f", a->cfg.server,
 			l->started);
-	if (!restarted)
+	if (!life_said(&was) && life_said(l) && !l->started)
+		pr_info("event=server_counters server=%s %s=%.0f %s=%.0f", a->cfg.server,
+			name_or_dash(counter_name(a->st.kind, 0)), l->count[0],
+			name_or_dash(counter_name(a->st.kind, 1)), l->count[1]);
+	if (v == LIFE_SAME)
 		return;
-	l->instance = kvs_new_instance(was);
+	l->instance = kvs_new_instance(was.instance);
 	pr_info("event=server_restarted server=%s instance=%u previous=%u why=\"%s\"",
-		a->cfg.server, l->instance, was,
-		started > 0 ? "its process_start_time_seconds changed" :
-			      "it was down (refused, or failed its health check) and is back");
+		a->cfg.server, l->instance, was.instance,
+		why_restarted(a, v, &was, r, why, sizeof(why)));
+}
+
+static void seen_down(struct adapter *a, enum life_seen how)
+{
+	struct life_reading r = { .seen = how };
+
+	seen(a, &r);
 }
 
 void state_unreachable(struct adapter *a, const char *why)
 {
-	seen(a, LIFE_DOWN, 0);
+	seen_down(a, LIFE_DOWN);
 	not_ready(a, why);
 }
 
@@ -287,26 +335,43 @@ static void model_from(struct server_state *st, const struct xfer *x)
 	json_decref(root);
 }
 
-/* When the server's process started (the standard process metric, which
- * a Prometheus client serves outside its multiprocess mode); 0: not said;
- * LIFE_START_UNKNOWN: /metrics gave no answer (life.h). */
-static double start_time(const struct state_poll *sp)
+/* /metrics said what it has: 200, or that it has none (404; 501:
+ * llama-server without --metrics). No answer, or a 5xx of a busy server
+ * or of a proxy, says nothing of which process answers (life.h). */
+static bool metrics_said(const struct xfer *x)
 {
+	return x->used && x->res == CURLE_OK &&
+	       (x->status == 200 || x->status == 404 || x->status == 501);
+}
+
+/* A ready reading: the server's start time (the standard process metric,
+ * which a Prometheus client serves outside its multiprocess mode) and its
+ * counters, when /metrics said them. */
+static struct life_reading reading(const struct state_poll *sp, enum oai_kind k)
+{
+	const struct xfer *x = &sp->x[X_METRICS];
+	struct life_reading r = { .seen = LIFE_READY, .metrics = metrics_said(x) };
 	size_t n;
-	const char *t = text_of(&sp->x[X_METRICS], &n);
+	const char *t = text_of(x, &n);
+	const char *name;
 	double v;
 
-	if (!ok(&sp->x[X_METRICS]))
-		return LIFE_START_UNKNOWN;
-	if (!kvs_prom_sum(t, n, "process_start_time_seconds", &v))
-		return 0;
-	return v;
+	for (int i = 0; i < LIFE_COUNTERS; i++) {
+		r.count[i] = LIFE_NO_COUNT;
+		name = counter_name(k, i);
+		if (ok(x) && name && kvs_prom_sum(t, n, name, &v) && v >= 0)
+			r.count[i] = v;
+	}
+	if (ok(x) && kvs_prom_sum(t, n, "process_start_time_seconds", &v) && v > 0)
+		r.started = v;
+	return r;
 }
 
 static void finish(struct adapter *a, struct state_poll *sp)
 {
 	struct server_state *st = &a->st;
 	const struct xfer *hx = &sp->x[X_HEALTH];
+	struct life_reading r;
 	enum oai_kind k;
 	size_t n;
 	const char *t;
@@ -321,10 +386,8 @@ static void finish(struct adapter *a, struct state_poll *sp)
 			snprintf(why, sizeof(why), "GET /health: HTTP %ld (loading, or failing)",
 				 hx->status);
 		/* refused or answered: down; no answer says nothing (life.h) */
-		seen(a,
-		     hx->res == CURLE_OK || hx->res == CURLE_COULDNT_CONNECT ? LIFE_DOWN :
-									       LIFE_SILENT,
-		     0);
+		seen_down(a, hx->res == CURLE_OK || hx->res == CURLE_COULDNT_CONNECT ? LIFE_DOWN :
+										       LIFE_SILENT);
 		not_ready(a, why);
 		return;
 	}
@@ -342,7 +405,8 @@ static void finish(struct adapter *a, struct state_poll *sp)
 				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
 	if (ok(&sp->x[X_MODELS]))
 		model_from(st, &sp->x[X_MODELS]);
-	seen(a, LIFE_READY, start_time(sp));
+	r = reading(sp, k);
+	seen(a, &r);
 	if (!st->ready)
 		pr_info("event=server_ready server=%s kind=%s running=%u waiting=%u", a->cfg.server,
 			oai_kind_name(k), st->running, st->waiting);
