@@ -25,8 +25,9 @@
  * exists (a test stands a restart by writing another), and the counters
  * vllm:prompt_tokens_total and vllm:generation_tokens_total both at the
  * value HEALTH_FILE.tokens holds while that exists (a test stands the
- * tokens served by writing a higher one, a restart by writing a lower);
- * /v1/models one model, "fake". Every stalled client is counted in
+ * tokens served by writing a higher one, a restart by writing a lower),
+ * and once served, the value written to HEALTH_FILE.tokens-served (a test
+ * knows a poll has read it); /v1/models one model, "fake". Every stalled client is counted in
  * STALL_FILE (one line per stalled request that its client then left;
  * /metrics' in STALL_FILE.metrics), so a test can see that a cancelled
  * transfer really closed its connection.
@@ -123,6 +124,22 @@ static void read_line(const char *suffix, char *buf, size_t size)
 	fclose(f);
 }
 
+/* text as HEALTH_FILE SUFFIX, whole (renamed into place). */
+static void write_line(const char *suffix, const char *text)
+{
+	char path[512], tmp[520];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s", health_file, suffix);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "%s\n", text);
+	if (fclose(f) || rename(tmp, path))
+		unlink(tmp);
+}
+
 /* /metrics: vLLM's gauges, and the process' start time and its counters
  * if the test set them. */
 static void serve_metrics(int fd)
@@ -146,6 +163,8 @@ static void serve_metrics(int fd)
 		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "",
 		 counters);
 	respond(fd, 200, "text/plain", body);
+	if (tokens[0])
+		write_line(".tokens-served", tokens);
 }
 
 static void serve_completion(int fd, const char *req)

@@ -13,8 +13,9 @@
 # Then the server serves counters of the tokens it took in and put out
 # (as llama.cpp's, vLLM's and SGLang's /metrics do), which only grow in one
 # process: a /health 503 blip with them growing is no restart (before, it
-# was one: routes withdrawn for nothing), and a counter lower than the
-# last poll's is one, though no poll saw it down (before, unseen).
+# was one: routes withdrawn for nothing), a counter lower than the last
+# poll's is one, though no poll saw it down (before, unseen), and counters
+# not grown since the process started say nothing (before, they did).
 # Then the server says when its process started (/metrics'
 # process_start_time_seconds, as vLLM's does): a health check that fails
 # and passes again in the same process is no restart (nor when /metrics
@@ -61,9 +62,13 @@ assert_eq "requests ok after the restart" "$(jget "$out" .ok)" 16
 
 count() { grep -c "event=$1" "$2" || true; }
 
-# The counters say: a /health blip with them growing keeps the instance.
+# The counters say, once grown in this process: a /health blip with them
+# growing keeps the instance.
+served() { [ "$(cat "$KVS_TMP/healthy.tokens-served" 2>/dev/null)" = "$1" ]; }
+echo 0 >"$KVS_TMP/healthy.tokens"
+kvs_wait_for "a poll reads the counters at 0" 'served 0' 10
 echo 100 >"$KVS_TMP/healthy.tokens"
-kvs_wait_for "the adapter reads the counters" \
+kvs_wait_for "the adapter reads the counters grown" \
 	'grep -q "event=server_counters .*vllm:prompt_tokens_total=100 " "$ADLOG"' 10
 restarts=$(count server_restarted "$ADLOG")
 gw_restarts=$(count backend_restarted "$KVS_TMP/gw.log")
@@ -91,7 +96,25 @@ kvs_wait_for "no route to the adapter after its counters went back" '[ "$(kvs_ro
 # (previous=$second above: the gateway saw no instance from the blip)
 assert_eq "restarts the gateway logged since the blip" \
 	"$(count backend_restarted "$KVS_TMP/gw.log")" $((gw_restarts + 1))
-second=$fourth
+# The counters where this process started them (3 here; SGLang's after the
+# request it sends itself before it says ready), not grown since: they
+# cannot tell it from another that started the same way, and a down and up
+# is a restart, as with counters at 0. Before, any counter above 0 said
+# "the same process", and a server restarted before any of its requests
+# finished kept the routes to its lost cache.
+restarts=$(count server_restarted "$ADLOG")
+downs=$(count server_not_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter sees it back as another process" \
+	'[ "$(count server_restarted "$ADLOG")" -gt "$restarts" ]' 10
+grep "event=server_restarted" "$ADLOG" | tail -1 | grep -q 'why="it was down' ||
+	kvs_fail "not a down and up: $(grep event=server_restarted "$ADLOG" | tail -1)"
+fifth=$(instance server_restarted)
+kvs_wait_for "the gateway sees it" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$fifth previous=$fourth " "$KVS_TMP/gw.log"' 10
+second=$fifth
 
 # The process says: a failed check in the same process is no restart.
 echo 1000.5 >"$KVS_TMP/healthy.start"

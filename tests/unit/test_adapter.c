@@ -442,6 +442,7 @@ static void test_life_counter_blip(void **state)
 
 	(void)state;
 	life_init(&l, 5);
+	assert_false(ready(&l, 0, 0, 0)); /* read from its start */
 	assert_false(ready(&l, 0, 1200, 300));
 	assert_true(life_said(&l));
 	assert_false(as(&l, LIFE_DOWN));
@@ -468,6 +469,7 @@ static void test_life_counter_unknown(void **state)
 
 	(void)state;
 	life_init(&l, 5);
+	assert_false(ready(&l, 0, 0, 0));
 	assert_false(ready(&l, 0, 1200, 300));
 	assert_false(as(&l, LIFE_DOWN));
 	assert_false(ready_unknown(&l)); /* back, /metrics slow */
@@ -510,6 +512,47 @@ static void test_life_counter_zero(void **state)
 	assert_int_equal(ready(&l, 0, 9, 0), LIFE_SAME); /* before: a restart */
 	assert_int_equal(ready(&l, 0, 0, 0), LIFE_COUNT_BACK);
 	assert_false(life_said(&l)); /* the new process, at 0 */
+}
+
+/* A counter tells the same process from another only once it has grown
+ * in this life: a process starts with its counters at 0 (llama.cpp, vLLM)
+ * or at the tokens of the request it sends itself before it says ready
+ * (SGLang's warmup: a few in, 8 out), and one that restarts before serving
+ * more shows the same again. Seen down and back at those, it is taken as
+ * restarted, as a counter at 0 is. Before, any counter above 0 decided:
+ * SGLang restarted before a request of its finished was the same process,
+ * and the routes to its lost cache stayed. */
+static void test_life_counter_first(void **state)
+{
+	struct server_life l;
+
+	(void)state;
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 7, 8)); /* SGLang, its warmup done */
+	assert_false(life_said(&l));
+	assert_false(ready(&l, 0, 7, 8));
+	assert_false(as(&l, LIFE_DOWN)); /* died under its first requests */
+	assert_int_equal(ready(&l, 0, 7, 8), LIFE_DOWN_UP);
+	/* grown since: the counters say, and a blip is no restart */
+	assert_false(ready(&l, 0, 900, 120));
+	assert_true(life_said(&l));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready(&l, 0, 950, 130), LIFE_SAME);
+	/* lower than the last reading is a restart, grown or not */
+	assert_int_equal(ready(&l, 0, 7, 8), LIFE_COUNT_BACK);
+	assert_false(life_said(&l));
+	assert_int_equal(ready(&l, 0, 3, 8), LIFE_COUNT_BACK);
+	/* The adapter started after its server had served: what it first read
+	 * is where this life starts. A down and up while /metrics does not
+	 * answer decides, and the next life is not judged against the
+	 * counters of the last: one restart, not two. */
+	life_init(&l, 5);
+	assert_false(ready(&l, 0, 5000, 900));
+	assert_false(as(&l, LIFE_DOWN));
+	assert_int_equal(ready_unknown(&l), LIFE_DOWN_UP);
+	assert_int_equal(ready(&l, 0, 0, 0), LIFE_SAME);
+	assert_false(ready(&l, 0, 40, 8));
+	assert_true(life_said(&l));
 }
 
 /* A new instance is never 0 (which says nothing) nor the one it replaces. */
@@ -659,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_life_counter_blip),
 		cmocka_unit_test(test_life_counter_unknown),
 		cmocka_unit_test(test_life_counter_zero),
+		cmocka_unit_test(test_life_counter_first),
 		cmocka_unit_test(test_new_instance),
 	};
 

@@ -2,17 +2,31 @@
 /* The server's lives, and the instance that names each (life.h). */
 #include "life.h"
 
+/* Forget the counters: a new life, not read yet. */
+static void forget_counts(struct server_life *l)
+{
+	for (int i = 0; i < LIFE_COUNTERS; i++)
+		l->count[i] = l->first[i] = LIFE_NO_COUNT;
+}
+
 void life_init(struct server_life *l, uint32_t instance)
 {
 	*l = (struct server_life){ .instance = instance };
-	for (int i = 0; i < LIFE_COUNTERS; i++)
-		l->count[i] = LIFE_NO_COUNT;
+	forget_counts(l);
+}
+
+/* The i-th counter grew since this life's first reading of it: only then
+ * does its not going back tell this process from one that started anew
+ * (life.h). */
+static bool grown(const struct server_life *l, int i)
+{
+	return l->first[i] >= 0 && l->count[i] > l->first[i];
 }
 
 static bool counted(const struct server_life *l)
 {
 	for (int i = 0; i < LIFE_COUNTERS; i++)
-		if (l->count[i] > 0)
+		if (grown(l, i))
 			return true;
 	return false;
 }
@@ -31,11 +45,11 @@ static enum life_verdict judge(const struct server_life *l, const struct life_re
 	if (r->started > 0 && l->started > 0)
 		return r->started != l->started ? LIFE_NEW_START : LIFE_SAME;
 	for (int i = 0; i < LIFE_COUNTERS; i++) {
-		if (l->count[i] <= 0 || r->count[i] < 0) /* at 0, or missing */
+		if (l->count[i] < 0 || r->count[i] < 0) /* missing */
 			continue;
 		if (r->count[i] < l->count[i])
 			return LIFE_COUNT_BACK;
-		compared = true;
+		compared |= grown(l, i);
 	}
 	if (compared)
 		return LIFE_SAME;
@@ -43,14 +57,21 @@ static enum life_verdict judge(const struct server_life *l, const struct life_re
 }
 
 /* Remember what the reading said: all of it in a new life, what it has
- * in the same one (a counter missing keeps its last value). */
+ * in the same one (a counter missing keeps its last value); a counter's
+ * first value in this life is where it starts. */
 static void keep(struct server_life *l, const struct life_reading *r, bool anew)
 {
 	if (anew || r->started > 0)
 		l->started = r->started;
-	for (int i = 0; i < LIFE_COUNTERS; i++)
-		if (anew || r->count[i] >= 0)
-			l->count[i] = r->count[i] >= 0 ? r->count[i] : LIFE_NO_COUNT;
+	if (anew)
+		forget_counts(l);
+	for (int i = 0; i < LIFE_COUNTERS; i++) {
+		if (r->count[i] < 0)
+			continue;
+		if (l->first[i] < 0)
+			l->first[i] = r->count[i];
+		l->count[i] = r->count[i];
+	}
 }
 
 enum life_verdict life_seen(struct server_life *l, const struct life_reading *r)
@@ -73,6 +94,8 @@ enum life_verdict life_seen(struct server_life *l, const struct life_reading *r)
 		return LIFE_SAME; /* the process says, but not this time */
 	} else {
 		v = l->went_down ? LIFE_DOWN_UP : LIFE_SAME;
+		if (v != LIFE_SAME) /* the counters read were the old process' */
+			forget_counts(l);
 	}
 	l->was_ready = true;
 	l->went_down = false;

@@ -20,8 +20,12 @@
  *    (Prometheus' counter-reset rule), even with no down seen between two
  *    polls; none lower, the same process, even after a health check that
  *    failed and passed again (a llama-server answering 503 under load, a
- *    proxy's 502). A counter at 0 says nothing: it cannot go lower, and
- *    the old process may have served its first tokens after that reading
+ *    proxy's 502). A counter not grown since the first reading of it in
+ *    this life (the adapter's first, for a server it found running) says
+ *    nothing: a process starts its counters at 0 (llama.cpp, vLLM) or at
+ *    the tokens of the request it sends itself before it says ready
+ *    (SGLang's warmup), one that restarted without serving more shows
+ *    that again, and the old process may have served after that reading
  *    and before it died. So a server that restarts having served nothing
  *    before and nothing since is not seen by its counters, and no cache
  *    worth a route was lost; one seen down is still taken as restarted
@@ -40,7 +44,7 @@
  * A check that got no answer (timed out, reset) says nothing: a hung or
  * overloaded server keeps its cache, as a silent backend does at the
  * gateway. Once the process has said which it is (its start time, or a
- * counter above 0), a ready reading whose /metrics gave no answer cannot
+ * counter grown), a ready reading whose /metrics gave no answer cannot
  * say whether it is the same process: a down seen before it waits for
  * the next reading that says (a check that failed and passed in the same
  * process, its /metrics slow at that poll, was taken for a restart; a
@@ -85,14 +89,15 @@ struct server_life {
 	bool went_down;		     /* ... and down (LIFE_DOWN) since */
 	double started;		     /* its process_start_time_seconds; 0: not known */
 	double count[LIFE_COUNTERS]; /* the last read in this life, or LIFE_NO_COUNT */
+	double first[LIFE_COUNTERS]; /* the first read in this life, or LIFE_NO_COUNT */
 };
 
 void life_init(struct server_life *l, uint32_t instance);
 /* One reading. Not LIFE_SAME when it shows a restart: the caller then
  * gives the server a new instance (kvs_new_instance()). */
 enum life_verdict life_seen(struct server_life *l, const struct life_reading *r);
-/* The process has said which it is (its start time, a counter above 0):
- * a down and up alone no longer decide. */
+/* The process has said which it is (its start time, a counter grown in
+ * this life): a down and up alone no longer decide. */
 bool life_said(const struct server_life *l);
 
 #endif
