@@ -27,7 +27,9 @@
  * value HEALTH_FILE.tokens holds while that exists (a test stands the
  * tokens served by writing a higher one, a restart by writing a lower),
  * and once served, the value written to HEALTH_FILE.tokens-served (a test
- * knows a poll has read it); /v1/models one model, "fake". Every stalled client is counted in
+ * knows a poll has read it); or, while HEALTH_FILE.metrics-status holds
+ * an HTTP status, that status and an empty body (llama-server's 501
+ * without --metrics, a proxy's 502); /v1/models one model, "fake". Every stalled client is counted in
  * STALL_FILE (one line per stalled request that its client then left;
  * /metrics' in STALL_FILE.metrics), so a test can see that a cancelled
  * transfer really closed its connection.
@@ -144,8 +146,13 @@ static void write_line(const char *suffix, const char *text)
  * if the test set them. */
 static void serve_metrics(int fd)
 {
-	char started[32], tokens[32], counters[256] = "", body[1024];
+	char started[32], tokens[32], counters[256] = "", body[1024], status[16];
 
+	read_line(".metrics-status", status, sizeof(status));
+	if (atoi(status) > 0) {
+		respond(fd, atoi(status), "text/plain", "");
+		return;
+	}
 	read_line(".start", started, sizeof(started));
 	read_line(".tokens", tokens, sizeof(tokens));
 	if (tokens[0])

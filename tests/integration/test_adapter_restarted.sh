@@ -14,8 +14,9 @@
 # (as llama.cpp's, vLLM's and SGLang's /metrics do), which only grow in one
 # process: a /health 503 blip with them growing is no restart (before, it
 # was one: routes withdrawn for nothing), a counter lower than the last
-# poll's is one, though no poll saw it down (before, unseen), and counters
-# not grown since the process started say nothing (before, they did).
+# poll's is one, though no poll saw it down (before, unseen), counters
+# not grown since the process started say nothing (before, they did), a
+# /metrics 5xx says nothing either, and a 501 says the server has none.
 # Then the server says when its process started (/metrics'
 # process_start_time_seconds, as vLLM's does): a health check that fails
 # and passes again in the same process is no restart (nor when /metrics
@@ -114,7 +115,44 @@ grep "event=server_restarted" "$ADLOG" | tail -1 | grep -q 'why="it was down' ||
 fifth=$(instance server_restarted)
 kvs_wait_for "the gateway sees it" \
 	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$fifth previous=$fourth " "$KVS_TMP/gw.log"' 10
-second=$fifth
+# Grown again, a down, and back with /metrics answering 502 (a proxy's, a
+# busy server's): that says nothing of which process answers, and leaves
+# it to the next poll that says: the counters grown, the same process.
+echo 5 >"$KVS_TMP/healthy.tokens"
+kvs_wait_for "the adapter reads the counters grown" \
+	'grep -q "event=server_counters .*vllm:prompt_tokens_total=5 " "$ADLOG"' 10
+restarts=$(count server_restarted "$ADLOG")
+downs=$(count server_not_ready "$ADLOG")
+ups=$(count server_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+echo 502 >"$KVS_TMP/healthy.metrics-status"
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads it ready, /metrics 502" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
+echo 6 >"$KVS_TMP/healthy.tokens"
+rm "$KVS_TMP/healthy.metrics-status"
+kvs_wait_for "a poll reads the counters" 'served 6' 10
+echo 7 >"$KVS_TMP/healthy.tokens" # served at the next poll: the last one judged
+kvs_wait_for "the next poll" 'served 7' 10
+assert_eq "restarts after a down, /metrics 502 at the poll back" \
+	"$(count server_restarted "$ADLOG")" "$restarts"
+# Back with /metrics 501 (llama-server restarted without --metrics): it
+# says it has none, and the down and up decide.
+downs=$(count server_not_ready "$ADLOG")
+rm "$KVS_TMP/healthy"
+kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
+rm "$KVS_TMP/healthy.tokens"
+echo 501 >"$KVS_TMP/healthy.metrics-status"
+touch "$KVS_TMP/healthy"
+kvs_wait_for "the adapter sees it back, /metrics 501" \
+	'[ "$(count server_restarted "$ADLOG")" -gt "$restarts" ]' 10
+grep "event=server_restarted" "$ADLOG" | tail -1 | grep -q 'why="it was down' ||
+	kvs_fail "not a down and up: $(grep event=server_restarted "$ADLOG" | tail -1)"
+sixth=$(instance server_restarted)
+kvs_wait_for "the gateway sees it" \
+	'grep -q "event=backend_restarted backend=$AD_A index=0 instance=$sixth previous=$fifth " "$KVS_TMP/gw.log"' 10
+rm "$KVS_TMP/healthy.metrics-status"
+second=$sixth
 
 # The process says: a failed check in the same process is no restart.
 echo 1000.5 >"$KVS_TMP/healthy.start"
