@@ -124,6 +124,7 @@ kvs_wait_for "the adapter reads the counters grown" \
 restarts=$(count server_restarted "$ADLOG")
 downs=$(count server_not_ready "$ADLOG")
 ups=$(count server_ready "$ADLOG")
+kinds=$(count server_kind "$ADLOG")
 rm "$KVS_TMP/healthy"
 kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
 echo 502 >"$KVS_TMP/healthy.metrics-status"
@@ -136,6 +137,8 @@ echo 7 >"$KVS_TMP/healthy.tokens" # served at the next poll: the last one judged
 kvs_wait_for "the next poll" 'served 7' 10
 assert_eq "restarts after a down, /metrics 502 at the poll back" \
 	"$(count server_restarted "$ADLOG")" "$restarts"
+# and still vLLM (its cache_salt kept): a 502 says no other kind
+assert_eq "kinds read, /metrics 502 a poll" "$(count server_kind "$ADLOG")" "$kinds"
 # Back with /metrics 501 (llama-server restarted without --metrics): it
 # says it has none, and the down and up decide.
 downs=$(count server_not_ready "$ADLOG")

@@ -224,9 +224,18 @@ static bool unanswered(const struct xfer *x)
 	return x->used && x->res != CURLE_OK;
 }
 
+/* A transfer that got an answer other than a server's error (a 5xx but
+ * 501, not implemented: a proxy's 502, a busy server's 503), which says
+ * nothing of what the server is either. */
+static bool said(const struct xfer *x)
+{
+	return !unanswered(x) && !(x->used && x->status >= 500 && x->status != 501);
+}
+
 /*
  * Which server, from what its /metrics and /slots look like; OAI_AUTO when
- * they did not answer, and the kind found before stays. Those of a busy
+ * they did not answer or answered with a server's error (said()), and the
+ * kind found before stays. Those of a busy
  * or stuck server time out (llama.cpp serves both from its task loop),
  * and taking that for "another server" would drop what the kind brings:
  * vLLM's cache_salt, which keeps tenants' prefixes apart, and the load
@@ -248,7 +257,7 @@ static enum oai_kind kind_of(const struct state_poll *sp)
 	if (ok(&sp->x[X_SLOTS]) && sp->x[X_SLOTS].body.len &&
 	    kvs_buf_head(&sp->x[X_SLOTS].body)[0] == '[')
 		return OAI_LLAMA_CPP;
-	if (unanswered(&sp->x[X_METRICS]) || unanswered(&sp->x[X_SLOTS]))
+	if (!said(&sp->x[X_METRICS]) || !said(&sp->x[X_SLOTS]))
 		return OAI_AUTO;
 	return OAI_OTHER;
 }
