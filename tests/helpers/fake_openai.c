@@ -18,6 +18,9 @@
  *   json200    HTTP 200 with a JSON body, not a stream
  *   doneopen   a whole stream, [DONE], then the connection held open
  *   slow       as ok, 2 ms between events (transfers end at any moment)
+ *   errflood   HTTP 500 whose text body never ends (until the client leaves)
+ *   jsonflood  HTTP 200 application/json whose body never ends
+ *   afterdone  as ok, then text events after [DONE] until the client leaves
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
  * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
@@ -90,6 +93,16 @@ static void count_left(const char *file, const char *suffix)
 		fputs("left\n", f);
 		fclose(f);
 	}
+}
+
+/* Bytes for ever, until the client leaves (a write fails). */
+static void flood(int fd)
+{
+	char k[16384];
+
+	memset(k, 'x', sizeof(k));
+	while (!kvs_write_all(fd, k, sizeof(k)))
+		;
 }
 
 /* Nothing, until the client leaves. */
@@ -198,6 +211,12 @@ static void serve_completion(int fd, const char *req)
 		respond(fd, 400, "text/plain", "");
 	} else if (!strcmp(mode, "json200")) {
 		respond(fd, 200, "application/json", "{\"choices\":[{\"text\":\"all at once\"}]}");
+	} else if (!strcmp(mode, "errflood") || !strcmp(mode, "jsonflood")) {
+		put(fd,
+		    strcmp(mode, "errflood") ?
+			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"x\":\"" :
+			    "HTTP/1.1 500 X\r\nContent-Type: text/plain\r\n\r\nflooding: ");
+		flood(fd);
 	} else if (!strcmp(mode, "reset")) {
 		struct linger lg = { 1, 0 };
 
@@ -205,7 +224,8 @@ static void serve_completion(int fd, const char *req)
 	} else {
 		stream_head(fd);
 		put(fd, text_event);
-		if (!strcmp(mode, "ok") || !strcmp(mode, "doneopen") || !strcmp(mode, "slow")) {
+		if (!strcmp(mode, "ok") || !strcmp(mode, "doneopen") || !strcmp(mode, "slow") ||
+		    !strcmp(mode, "afterdone")) {
 			int gap = strcmp(mode, "slow") ? 0 : 2000;
 			char c;
 
@@ -220,6 +240,9 @@ static void serve_completion(int fd, const char *req)
 			if (!strcmp(mode, "doneopen")) /* until the client closes */
 				while (recv(fd, &c, 1, 0) > 0)
 					;
+			while (!strcmp(mode, "afterdone") &&
+			       !kvs_write_all(fd, text_event, strlen(text_event)))
+				usleep(1000); /* events after the end, until it leaves */
 		} else if (!strcmp(mode, "malformed")) {
 			put(fd, "data: {\"choices\": [nope\n\n");
 		} else if (!strcmp(mode, "oversize")) {

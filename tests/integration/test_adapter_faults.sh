@@ -60,6 +60,11 @@ expect reset backend_gone "inference server http://127.0.0.1:"
 expect e503 busy "HTTP 503: (empty body)"
 expect e400 rejected "HTTP 400: (empty body)"
 expect json200 internal "not a stream"
+# A body that never ends, on an error or a 2xx that is not a stream: the
+# part kept for the message is all that is read (the request was held,
+# and the adapter read the flood, until the client gave up).
+expect errflood internal "HTTP 500: flooding: xxx"
+expect jsonflood internal "not a stream"
 
 # [DONE], then the server holds the connection open: the END goes at
 # [DONE], not a timeout when the stall timer fires.
@@ -116,6 +121,13 @@ for i in $(seq 1 400); do
 	sleep 0.05
 done
 assert_ge "the reset link's transfer closed" "$(wc -l <"$KVS_TMP/stalls")" $((before + 1))
+
+# Events after [DONE] (a server that goes on): the transfer ends at the
+# first of them. It ran on, holding the one connection (--max-connections
+# 1), and the requests behind it were never sent.
+echo "a prompt mode:afterdone" >"$KVS_TMP/prompt"
+out=$(timeout 30 "$C" "$AD2" "$KVS_TMP/prompt" 3 8 none) || kvs_fail "after [DONE]: $out"
+assert_eq "after [DONE], on one connection: ENDs" "$(grep -c ' end prompt=9 ' <<<"$out")" 3
 
 # Busy is not down: with one connection to the server (--max-connections
 # 1) held by a stalled stream, two more requests wait in the adapter; the

@@ -403,6 +403,10 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 		j->paused = j->l->paused = true;
 		return CURL_WRITEFUNC_PAUSE;
 	}
+	/* Bytes after [DONE]: nothing more is owed, and a server that goes
+	 * on would hold the connection, one of --max-connections, for ever. */
+	if (j->answered)
+		return 0;
 	read_status(j);
 	if (j->json && !j->stream && j->http_status < 300) {
 		/* The response, whole, for the END: sent at the transfer's end. */
@@ -416,11 +420,13 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 		return n;
 	}
 	if (j->http_status >= 300 || j->not_stream) {
-		if (j->errbody.len < ERRBODY_MAX)
-			kvs_buf_append(&j->errbody, p,
-				       n < ERRBODY_MAX - j->errbody.len ?
-					       n :
-					       ERRBODY_MAX - j->errbody.len);
+		/* Its start is kept for the message; once that is full the
+		 * transfer ends (0): a body that never ends must not hold the
+		 * request. job_done sends the error either way. */
+		if (j->errbody.len >= ERRBODY_MAX)
+			return 0;
+		kvs_buf_append(&j->errbody, p,
+			       n < ERRBODY_MAX - j->errbody.len ? n : ERRBODY_MAX - j->errbody.len);
 		return n;
 	}
 	r = kvs_sse_feed(&j->sse, p, n, on_event, j);
