@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 
 #include "front.h"
 #include "netutil.h"
@@ -142,6 +143,46 @@ static const struct kvs_optset optset = {
 	.help_on_error = true,
 };
 
+/*
+ * An accept that fails for want of a descriptor (EMFILE: every one held by
+ * a client; ENFILE, ENOBUFS, ENOMEM) leaves the client in the backlog, and
+ * the listener readable: libevent would try again at once, for ever, at
+ * 100% CPU and a warning line each time. The listener rests for a second
+ * instead (clients wait in the backlog; those connected are served), with
+ * one line per rest.
+ */
+#define ACCEPT_REST_MS 1000
+
+/* One listener; file-wide, as its error callback gets libevent's own
+ * argument (the evhttp), not one of ours. */
+static struct accept_rest {
+	struct evconnlistener *lev;
+	struct event *timer;
+	uint64_t failures;
+} rest;
+
+static void on_accept_rested(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	evconnlistener_enable(rest.lev);
+}
+
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	struct accept_rest *ar = &rest;
+	struct timeval tv = { ACCEPT_REST_MS / 1000, (ACCEPT_REST_MS % 1000) * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+
+	(void)arg;
+	ar->failures++;
+	pr_warn("event=accept_paused err=\"%s\" failures=%llu rest_ms=%d", strerror(err),
+		(unsigned long long)ar->failures, ACCEPT_REST_MS);
+	evconnlistener_disable(lev);
+	evtimer_add(ar->timer, &tv);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
@@ -157,6 +198,7 @@ int main(int argc, char **argv)
 	struct event_base *base = NULL;
 	struct evhttp *http = NULL;
 	struct event *sigint = NULL, *sigterm = NULL;
+	struct evhttp_bound_socket *bound;
 	struct calls *cs = NULL;
 	struct kvs_addr addr;
 	int r, fd = -1, rc = 1;
@@ -196,11 +238,16 @@ int main(int argc, char **argv)
 	 * of the last, which the client delays (40 ms an event). Accepted
 	 * sockets inherit TCP_NODELAY from the listener (Linux): set once. */
 	kvs_set_nodelay(fd);
-	if (evhttp_accept_socket(http, fd)) {
+	bound = evhttp_accept_socket_with_handle(http, fd);
+	rest.timer = evtimer_new(base, on_accept_rested, NULL);
+	if (!bound || !rest.timer) {
 		pr_warn("--listen %s: libevent does not take the socket", cfg.listen);
-		close(fd);
+		if (!bound)
+			close(fd);
 		goto cleanup;
 	}
+	rest.lev = evhttp_bound_socket_get_listener(bound);
+	evconnlistener_set_error_cb(rest.lev, on_accept_error);
 	/* Bodies up to 4x the limit are read and answered with an OpenAI
 	 * 413, the connection kept; beyond, libevent answers its own 413
 	 * and closes, without reading them. */
@@ -250,6 +297,8 @@ int main(int argc, char **argv)
 		(unsigned long long)st.bad_requests, (unsigned long long)st.link_failures,
 		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes);
 cleanup:
+	if (rest.timer)
+		event_free(rest.timer);
 	if (sigint)
 		event_free(sigint);
 	if (sigterm)
