@@ -5,7 +5,12 @@
 #    listener for a second, logged once a rest, instead of libevent trying
 #    again at once, for ever (100% CPU and a warning line each time:
 #    800,000 lines in 6 s); the connections already open are served
-#    meanwhile, and new ones are once descriptors free.
+#    meanwhile, and new ones are once descriptors free;
+#  - a request with two Content-Length headers is answered 400 and its
+#    connection closed (RFC 9112, 6.3): libevent framed the body by the
+#    first, and served the rest of the bytes as another request, which a
+#    proxy in front that framed by the other had passed on as part of the
+#    body (request smuggling).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -54,4 +59,28 @@ wait "$holder"
 out=$(curl -sS -m 20 -w ' %{http_code}' "$HTTP_URL/v1/completions" \
 	-d '{"prompt":"after the flood","max_tokens":2}') || kvs_fail "curl: $out"
 assert_eq "descriptors freed: a new client served" "${out##* }" 200
+
+# 2. Two Content-Length headers, the bytes after the first's length a
+# request of their own.
+got=$(python3 - "${HTTP_URL##*:}" <<'PY'
+import socket, sys
+smuggled = b"GET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+body = b'{"prompt":"x"}' + smuggled
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+except socket.timeout:  # kept open: the answer says what came
+    pass
+statuses = [l.split(b" ")[1].decode() for l in out.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+print(" ".join(statuses), "smuggled" if b"/v1/smuggled" in out else "-")
+PY
+)
+assert_eq "two Content-Lengths: one 400, then closed" "$got" "400 -"
 echo "PASS test_http_hostile"

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -614,6 +615,17 @@ static void get_health(struct calls *cs, struct evhttp_request *req)
 	reply_json(req, up ? 200 : 503, body);
 }
 
+/* Content-Length headers the request has. */
+static int content_lengths(struct evhttp_request *req)
+{
+	struct evkeyval *h;
+	int n = 0;
+
+	TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
+		n += !evutil_ascii_strcasecmp(h->key, "Content-Length");
+	return n;
+}
+
 void calls_on_http(struct evhttp_request *req, void *arg)
 {
 	struct calls *cs = arg;
@@ -627,7 +639,15 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 
 	if (!path)
 		path = "";
-	if (!strcmp(path, "/v1/chat/completions") && post) {
+	if (content_lengths(req) > 1) {
+		/* libevent framed the body by the first; a proxy in front may
+		 * have framed it by another, and what follows on the
+		 * connection is not known to be a request (RFC 9112, 6.3):
+		 * answered, then closed. */
+		add_header(req, "Connection", "close");
+		reply_error(req, 400, "kvsplice-http: the request has more than one Content-Length",
+			    "invalid_request_error", NULL, NULL);
+	} else if (!strcmp(path, "/v1/chat/completions") && post) {
 		post_completion(cs, req, CANON_CHAT);
 	} else if (!strcmp(path, "/v1/completions") && post) {
 		post_completion(cs, req, CANON_COMPLETIONS);
