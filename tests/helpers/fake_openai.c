@@ -21,6 +21,8 @@
  *   errflood   HTTP 500 whose text body never ends (until the client leaves)
  *   jsonflood  HTTP 200 application/json whose body never ends
  *   afterdone  as ok, then text events after [DONE] until the client leaves
+ *   pings      one text event, then a keep-alive comment every 100 ms, no
+ *              event, until the client leaves
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
  * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
@@ -254,6 +256,9 @@ static void serve_completion(int fd, const char *req)
 				if (kvs_write_all(fd, k, sizeof(k)))
 					break;
 			}
+		} else if (!strcmp(mode, "pings")) {
+			while (!kvs_write_all(fd, ": ping\n", 7))
+				usleep(100000);
 		} else if (!strcmp(mode, "cut")) {
 			put(fd, "data: {\"choi");
 		} else if (!strcmp(mode, "stall")) {

@@ -100,6 +100,7 @@ struct adapter {
 	struct job *queue_head, *queue_tail;	  /* in arrival order */
 	uint64_t accept_paused_until_ns;	  /* out of descriptors: the listener rests */
 	uint64_t accept_failures;
+	uint64_t next_stall_check_ns; /* job_check_stalls' next walk */
 	struct server_state st;
 	struct state_poll *poll; /* the poll in progress, or NULL */
 	uint64_t next_poll_ns;
@@ -146,6 +147,9 @@ void job_done(struct adapter *a, CURL *h, CURLcode res);
 void job_drop_link(struct adapter *a, struct link *l);
 /* The link drained: its paused transfers resume. */
 void job_resume_link(struct adapter *a, struct link *l);
+/* Fails (ERROR timeout) the streams that brought no event for
+ * --stall-timeout; call outside curl's callbacks. */
+void job_check_stalls(struct adapter *a, uint64_t now_ns);
 
 /* state.c */
 /* Starts a poll when one is due; returns ms until the next is due. */

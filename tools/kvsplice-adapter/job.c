@@ -31,6 +31,7 @@ struct job {
 	char *body;
 	struct kvs_sse sse;
 	uint64_t t_start, t_sent, t_first, t_last;
+	uint64_t t_event; /* the last event (or byte of a body that is not a stream) */
 	uint32_t chunks;
 	struct oai_event usage; /* the figures seen so far (root unused) */
 	bool active;		/* in the multi handle; else queued */
@@ -111,7 +112,7 @@ static void dispatch(struct adapter *a)
 		struct job *j = a->queue_head;
 
 		queue_remove(a, j);
-		j->t_sent = kvs_now_ns();
+		j->t_sent = j->t_event = kvs_now_ns();
 		if (curl_multi_add_handle(a->multi, j->h) != CURLM_OK) {
 			send_error(j, KVS_E_INTERNAL,
 				   "kvsplice-adapter: cannot start the HTTP request");
@@ -294,6 +295,7 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 
 	if (j->answered) /* after [DONE]: nothing more is owed */
 		return 0;
+	j->t_event = kvs_now_ns();
 	if (oai_parse_event(data, len, &ev)) {
 		oai_event_free(&ev);
 		snprintf(shown, sizeof(shown), "%.64s", data);
@@ -408,6 +410,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 	if (j->answered)
 		return 0;
 	read_status(j);
+	if ((j->json && !j->stream) || j->http_status >= 300 || j->not_stream)
+		j->t_event = kvs_now_ns(); /* not a stream: every byte is news */
 	if (j->json && !j->stream && j->http_status < 300) {
 		/* The response, whole, for the END: sent at the transfer's end. */
 		if (kvs_buf_append(&j->errbody, p, n)) {
@@ -637,6 +641,38 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 	dispatch(a);
 }
 
+/*
+ * A stream that brings no event for --stall-timeout fails with timeout.
+ * curl's own check (CURLOPT_LOW_SPEED_*) counts bytes, and a server that
+ * sends only keep-alive comments (": ping"), or a line a byte at a time,
+ * sends bytes: its request was held for ever, its client's and the
+ * gateway's count with it.
+ */
+void job_check_stalls(struct adapter *a, uint64_t now_ns)
+{
+	uint64_t max = (uint64_t)a->cfg.stall_s * 1000000000ull;
+	struct job *j, *next;
+	char msg[160];
+	uint32_t i;
+
+	if (now_ns < a->next_stall_check_ns) /* a walk of every job: 10 a second */
+		return;
+	a->next_stall_check_ns = now_ns + 100000000ull;
+	for (i = 0; i < a->nlinks; i++)
+		for (j = a->links[i]->jobs; j; j = next) {
+			next = j->link_next;
+			if (!j->active || j->answered || j->paused || now_ns - j->t_event < max)
+				continue;
+			snprintf(msg, sizeof(msg),
+				 "kvsplice-adapter: the inference server sent nothing for %u s "
+				 "(no event: keep-alive comments at most)",
+				 a->cfg.stall_s);
+			send_error(j, KVS_E_TIMEOUT, msg);
+			job_free(j);
+		}
+	dispatch(a);
+}
+
 void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m)
 {
 	struct job *j = find(a, l, m);
@@ -668,6 +704,7 @@ void job_resume_link(struct adapter *a, struct link *l)
 		next = j->link_next;
 		if (j->paused) {
 			j->paused = false;
+			j->t_event = kvs_now_ns(); /* a pause is the gateway's, not a stall */
 			curl_easy_pause(j->h, CURLPAUSE_CONT);
 		}
 	}

@@ -81,8 +81,9 @@ static const struct kvs_opt rows[] = {
 	  .help = "how often the server's health and load are\n"
 		  "read (default {default})" },
 	{ "stall-timeout", 0, KVS_OPT_U32(S, stall_s, 1, 86400), .arg = "S",
-	  .help = "a stream that sends nothing for S seconds\n"
-		  "fails with ERROR timeout (default {default})" },
+	  .help = "a stream that sends no event for S seconds\n"
+		  "(keep-alive comments are none) fails with\n"
+		  "ERROR timeout (default {default})" },
 	{ "connect-timeout-ms", 0, KVS_OPT_U32(S, connect_ms, 1, 600000), .arg = "MS",
 	  .help = "connecting to the server (default\n"
 		  "{default})" },
@@ -267,6 +268,7 @@ static int serve(struct adapter *a)
 		}
 		/* Requests started above go out in this turn. */
 		perform(a);
+		job_check_stalls(a, kvs_now_ns());
 		settle(a);
 	}
 	free(w);
