@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The placement rule (include/kvsplice/place.h) over the backends map, as
- * the verdict runs it: three bpf_loop passes over the slots, the state in
+ * the verdict runs it: two bpf_loop passes over the slots, the state in
  * scratch the caller passes. Included by bpf/kvsplice.bpf.c and by
  * tests/bpf/place_probe.bpf.c, which runs this same code on inputs a unit
  * test writes (tests/unit/test_place.c); each declares, before including
@@ -16,9 +16,8 @@
 struct place_walk {
 	__u64 key;
 	__u64 only; /* the backends it may pick (bit b); ~0: all */
-	__u64 bound, room_below, room_bound;
-	struct kvs_place_sum s;	 /* the eligible backends */
-	struct kvs_place_sum rs; /* those with room for a new prefix */
+	__u64 bound, room_below;
+	struct kvs_place_sum s; /* the eligible backends */
 	struct kvs_place_pick p;
 };
 
@@ -52,20 +51,6 @@ static long place_sum(__u32 b, struct place_ctx *c)
 	return 0;
 }
 
-static long place_room_sum(__u32 b, struct place_ctx *c)
-{
-	struct place_walk *pw = c->pw;
-	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
-
-	if (!be)
-		return 1;
-	kvs_place_sum_add(&pw->rs,
-			  kvs_place_has_room(may_place_in(pw, be, b), be->outstanding_work,
-					     be->placed, pw->s.n_ok, pw->bound, pw->room_below),
-			  be->outstanding_work, 0);
-	return 0;
-}
-
 static long place_pick(__u32 b, struct place_ctx *c)
 {
 	struct place_walk *pw = c->pw;
@@ -79,8 +64,7 @@ static long place_pick(__u32 b, struct place_ctx *c)
 	if (d)
 		__sync_fetch_and_sub(&be->placed, d);
 	kvs_place_consider(&pw->p, b, pw->key, be->place_seed, may_place_in(pw, be, b),
-			   be->outstanding_work, placed - d, pw->bound, pw->room_below,
-			   pw->room_bound);
+			   be->outstanding_work, placed - d, pw->bound, pw->room_below);
 	return 0;
 }
 
@@ -97,9 +81,6 @@ static __always_inline int place_pick_backend(struct place_walk *pw, __u64 key, 
 	bpf_loop(KVS_MAX_BACKENDS, place_sum, &c, 0);
 	pw->bound = kvs_place_bound(&pw->s);
 	pw->room_below = kvs_place_room_below(&pw->s);
-	kvs_place_sum_init(&pw->rs);
-	bpf_loop(KVS_MAX_BACKENDS, place_room_sum, &c, 0);
-	pw->room_bound = kvs_place_bound(&pw->rs);
 	kvs_place_pick_init(&pw->p);
 	bpf_loop(KVS_MAX_BACKENDS, place_pick, &c, 0);
 	return kvs_place_result(&pw->p, spill);

@@ -9,45 +9,35 @@
  * tests/bpf/place_probe.bpf.c, with the verdict's own placement code,
  * bpf/datapath/place.bpf.h) and compares.
  *
- * Rendezvous hashing bounded by load and by recent placements:
+ * A new prefix goes to the least loaded backend; among equal loads (an
+ * idle fleet's zeros), to one with room, then by rendezvous hashing:
  *
  *   - each backend's score for a key is fmix64(key ^ seed), seed the hash
- *     of its ADDR:PORT, so every gateway with the same backends agrees
- *     without talking, and a backend joining or leaving moves only the
- *     keys it wins or held;
- *   - a backend may take the key only while its outstanding work is within
- *     the mean (plus this request): ceil((total + 1) / eligible). Nothing
- *     of a new prefix is cached anywhere, so nothing pays for a wait above
- *     the mean; a proportional allowance (balance x the mean, as before)
- *     grows with the queues, and under heavy load it sent full prefills
- *     to backends seconds behind the others (docs/EVALUATION.md, "Heavy
- *     load (item 5)"). --balance bounds only what a holder may keep
- *     (the kernel's work_limit for routes, kvs_place_keep);
- *   - and only while it has placed fewer than two new prefixes more than
- *     the least placed eligible backend, in a count that decays by
- *     1/(64 x eligible) per placement: on a lightly loaded fleet work
- *     alone never binds, and new hot prefixes would fall as unevenly as
- *     the hash has it, to stay there (docs/EVALUATION.md, "Routing
- *     scenarios", has the variants' figures);
- *   - among those, a backend takes it only within the mean load of the
- *     backends with room (a second, tighter bound: the fleet's mean
- *     counts the backends the first bound excluded, which leaves the
- *     others room for a burst that shows in the latency tail);
- *   - the highest score among those wins; if none has room, the least
- *     loaded backend (load comes first; it is always within the load
- *     bound), the highest score among equal loads; failing that (nobody
- *     eligible), none.
+ *     of its ADDR:PORT, so every gateway with the same backends and the
+ *     same loads agrees without talking, and a backend joining or leaving
+ *     moves only the keys it wins or held;
+ *   - a backend has room while it has placed fewer than two new prefixes
+ *     more than the least placed eligible backend, in a count that decays
+ *     by 1/(64 x eligible) per placement: on an idle fleet, where every
+ *     load is zero, new prefixes would otherwise fall as unevenly as the
+ *     hash has it, hot ones too, to stay there (docs/EVALUATION.md,
+ *     "Routing scenarios", has the variants' figures);
+ *   - failing that (nobody eligible), none.
  *
- * Why the least loaded there: a new prefix is cached nowhere, so its first
- * token waits for the outstanding work ahead of it plus its own prefill,
- * and the least outstanding work is the shortest wait; the highest score
- * within the mean sent it to any backend up to a mean's worth of queue
- * behind the least loaded. On the public trace this was most of
- * kvsplice's TTFT p90 gap to llm-d (whose scorers read the engines'
- * queues), not the output charge nor the hit rate (docs/EVALUATION.md,
- * "The trace's p90: the fallback's order"). Where backends have room the
- * hash still decides: it spreads new prefixes, keeps gateways agreeing,
- * and is where a light fleet's placements fall.
+ * Why the least loaded: a new prefix is cached nowhere, so its first token
+ * waits for the outstanding work ahead of it plus its own prefill, and the
+ * least outstanding work is the shortest wait. Until 2026-12-02 the hash
+ * decided among the backends with room within the mean (twice bounded:
+ * the fleet's mean, then the mean of those with room), and the least
+ * loaded only when none had room. So a new prefix went to any backend up
+ * to a mean's worth of queue behind the least loaded, and past the least
+ * loaded whenever that one had just been given two new prefixes more
+ * than another: the work each backend computed spread unevenly (load by
+ * work 1.09-1.14 x the mean on the public trace on 7 backends, 1.02-1.06
+ * since), and on 7 backends the trace's tail collapsed a few percent of
+ * load before llm-d's (docs/EVALUATION.md, "New prefixes to the least
+ * loaded"). The mean still bounds spills (below) and what a holder
+ * keeps (--balance, the kernel's work_limit for routes, kvs_place_keep).
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
  * to the highest score within the load bound, room or not, and is not
@@ -96,13 +86,13 @@ struct kvs_place_sum {
 	__u32 pad;
 };
 
-/* Pass 2: the best candidate at each level of the fallback. */
+/* Pass 2: the candidates. */
 struct kvs_place_pick {
-	__u64 score[3]; /* [0] with room, [1] in the load bound, [2] eligible */
-	__s32 backend[3];
-	/* a new prefix no backend with room takes: the least loaded, and its
-	 * load and score */
+	__u64 score[2]; /* a spill's: [0] in the load bound, [1] eligible */
+	__s32 backend[2];
+	/* a new prefix's: the least loaded, and its load, room and score */
 	__s32 least;
+	__u32 least_room;
 	__u64 least_load, least_score;
 };
 
@@ -146,15 +136,6 @@ static __always_inline __u64 kvs_place_room_below(const struct kvs_place_sum *s)
 	return s->least - kvs_place_decay(s->least, s->n_ok) + KVS_PLACE_AHEAD;
 }
 
-/* Pass 1b, for backend b (placed before this placement's decay): whether
- * it has room, to be summed (kvs_place_sum_add) into the room set whose
- * kvs_place_bound is the tighter bound. */
-static __always_inline int kvs_place_has_room(int ok, __u64 load, __u64 placed, __u32 n_ok,
-					      __u64 bound, __u64 room_below)
-{
-	return ok && load + 1 <= bound && placed - kvs_place_decay(placed, n_ok) < room_below;
-}
-
 /* Backend b's score for key. */
 static __always_inline __u64 kvs_place_score(__u64 key, __u64 seed)
 {
@@ -165,11 +146,12 @@ static __always_inline void kvs_place_pick_init(struct kvs_place_pick *p)
 {
 	int i;
 
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		p->score[i] = 0;
 		p->backend[i] = -1;
 	}
 	p->least = -1;
+	p->least_room = 0;
 	p->least_load = 0;
 	p->least_score = 0;
 }
@@ -184,13 +166,16 @@ static __always_inline void kvs_place_offer(struct kvs_place_pick *p, int level,
 	}
 }
 
-/* A new prefix without room: the least load, then the highest score. */
+/* A new prefix: the least load, then room (recent placements), then the
+ * highest score. */
 static __always_inline void kvs_place_offer_least(struct kvs_place_pick *p, __u32 b, __u64 score,
-						  __u64 load)
+						  __u64 load, __u32 room)
 {
 	if (p->least < 0 || load < p->least_load ||
-	    (load == p->least_load && score > p->least_score)) {
+	    (load == p->least_load &&
+	     (room > p->least_room || (room == p->least_room && score > p->least_score)))) {
 		p->least_score = score;
+		p->least_room = room;
 		p->least_load = load;
 		p->least = (__s32)b;
 	}
@@ -203,31 +188,27 @@ static __always_inline void kvs_place_offer_least(struct kvs_place_pick *p, __u3
  */
 static __always_inline void kvs_place_consider(struct kvs_place_pick *p, __u32 b, __u64 key,
 					       __u64 seed, int ok, __u64 load, __u64 placed,
-					       __u64 bound, __u64 room_below, __u64 room_bound)
+					       __u64 bound, __u64 room_below)
 {
 	__u64 score;
 
 	if (!ok)
 		return;
 	score = kvs_place_score(key, seed);
-	kvs_place_offer(p, 2, b, score);
-	kvs_place_offer_least(p, b, score, load);
+	kvs_place_offer(p, 1, b, score);
+	kvs_place_offer_least(p, b, score, load, placed < room_below);
 	if (load + 1 > bound)
 		return;
-	kvs_place_offer(p, 1, b, score);
-	if (placed < room_below && load + 1 <= room_bound)
-		kvs_place_offer(p, 0, b, score);
+	kvs_place_offer(p, 0, b, score);
 }
 
 static __always_inline int kvs_place_result(const struct kvs_place_pick *p, int spill)
 {
-	if (!spill && p->backend[0] >= 0)
-		return p->backend[0];
 	if (!spill && p->least >= 0)
 		return p->least;
-	if (p->backend[1] >= 0)
-		return p->backend[1];
-	return p->backend[2];
+	if (p->backend[0] >= 0)
+		return p->backend[0];
+	return p->backend[1];
 }
 
 /*
@@ -314,8 +295,8 @@ static __always_inline __u32 kvs_place_depth(__u32 hint_blocks, __u32 n)
  * rendezvous order: the same set from every gateway, and it changes by
  * one backend as k does), among the backends that may take new work. The
  * request is placed among them by the rule above (kvs_place_choose, on
- * its own placement key, counted as a placement: bounded load, recent
- * placements), and the routes it teaches name that replica, so a
+ * its own placement key, counted as a placement: the least loaded
+ * replica), and the routes it teaches name that replica, so a
  * conversation that began there stays. A replica past the work limit
  * spills as any route's backend does. A cold prefix (k = 1) follows its
  * route as before: nothing is sprayed.
@@ -486,9 +467,8 @@ struct kvs_place_be {
 static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32_t n, int spill,
 				   struct kvs_place_sum *s)
 {
-	struct kvs_place_sum rs;
 	struct kvs_place_pick p;
-	uint64_t bound, room, room_bound;
+	uint64_t bound, room;
 	uint32_t b;
 
 	kvs_place_sum_init(s);
@@ -496,18 +476,11 @@ static inline int kvs_place_choose(uint64_t key, struct kvs_place_be *be, uint32
 		kvs_place_sum_add(s, be[b].ok, be[b].load, be[b].placed);
 	bound = kvs_place_bound(s);
 	room = kvs_place_room_below(s);
-	kvs_place_sum_init(&rs);
-	for (b = 0; b < n; b++)
-		kvs_place_sum_add(&rs,
-				  kvs_place_has_room(be[b].ok, be[b].load, be[b].placed, s->n_ok,
-						     bound, room),
-				  be[b].load, 0);
-	room_bound = kvs_place_bound(&rs);
 	kvs_place_pick_init(&p);
 	for (b = 0; b < n; b++) {
 		be[b].placed -= kvs_place_decay(be[b].placed, s->n_ok);
 		kvs_place_consider(&p, b, key, be[b].seed, be[b].ok, be[b].load, be[b].placed,
-				   bound, room, room_bound);
+				   bound, room);
 	}
 	return kvs_place_result(&p, spill);
 }
