@@ -29,15 +29,17 @@
  * least outstanding work is the shortest wait. Until 2026-12-02 the hash
  * decided among the backends with room within the mean (twice bounded:
  * the fleet's mean, then the mean of those with room), and the least
- * loaded only when none had room. So a new prefix went to any backend up
- * to a mean's worth of queue behind the least loaded, and past the least
+ * loaded only when none had room (docs/EVALUATION.md, "The trace's p90:
+ * the fallback's order"). So a new prefix went to any backend up to a
+ * mean's worth of queue behind the least loaded, and past the least
  * loaded whenever that one had just been given two new prefixes more
  * than another: the work each backend computed spread unevenly (load by
- * work 1.09-1.14 x the mean on the public trace on 7 backends, 1.02-1.06
- * since), and on 7 backends the trace's tail collapsed a few percent of
- * load before llm-d's (docs/EVALUATION.md, "New prefixes to the least
- * loaded"). The mean still bounds spills (below) and what a holder
- * keeps (--balance, the kernel's work_limit for routes, kvs_place_keep).
+ * work 1.09-1.14 x the mean on the public trace on 7 backends at 1-1.5x
+ * the knee, 1.06-1.07 since), and the requests decoding beside the busiest backends' prefill
+ * were kvsplice's end-to-end tail behind llm-d's (docs/EVALUATION.md,
+ * "New prefixes to the least loaded"). The mean still bounds spills
+ * (below) and what a holder keeps (--balance, the kernel's work_limit
+ * for routes, kvs_place_keep).
  *
  * A spill (a prefix's holder past its bound) is not a new prefix: it goes
  * to the highest score within the load bound, room or not, and is not
