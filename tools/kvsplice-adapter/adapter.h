@@ -64,6 +64,9 @@ struct server_state {
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
 	struct server_life life;	/* its instance, for PONGs (life.h) */
+	/* Said already (state.c, note()): a counter typed as a gauge; a
+	 * counter, or the start time (last), that did not read. */
+	bool gauge[LIFE_COUNTERS], unread[LIFE_COUNTERS + 1];
 };
 
 struct job;
