@@ -17,6 +17,9 @@
  *   e400       HTTP 400 with an empty body
  *   json200    HTTP 200 with a JSON body, not a stream
  *   doneopen   a whole stream, [DONE], then the connection held open
+ *   donechunked  a whole stream in chunks on a keep-alive connection,
+ *              [DONE], then silence, the body's last chunk never sent,
+ *              until the client leaves (counted in STALL_FILE.done)
  *   slow       as ok, 2 ms between events (transfers end at any moment)
  *   errflood   HTTP 500 whose text body never ends (until the client leaves)
  *   jsonflood  HTTP 200 application/json whose body never ends
@@ -82,6 +85,17 @@ static void respond(int fd, int status, const char *type, const char *body)
 static void stream_head(int fd)
 {
 	put(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+}
+
+/* s as one chunk of a chunked body. */
+static void chunk(int fd, const char *s)
+{
+	char h[32];
+
+	snprintf(h, sizeof(h), "%zx\r\n", strlen(s));
+	put(fd, h);
+	put(fd, s);
+	put(fd, "\r\n");
 }
 
 static const char text_event[] = "data: {\"choices\":[{\"text\":\"tok \",\"index\":0}]}\n\n";
@@ -237,6 +251,15 @@ static void serve_completion(int fd, const char *req)
 			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"x\":\"" :
 			    "HTTP/1.1 500 X\r\nContent-Type: text/plain\r\n\r\nflooding: ");
 		flood(fd);
+	} else if (!strcmp(mode, "donechunked")) {
+		put(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+			"Transfer-Encoding: chunked\r\n\r\n");
+		for (i = 0; i < 3; i++)
+			chunk(fd, text_event);
+		chunk(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,"
+			  "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n");
+		stall_until_closed(fd); /* no "0\r\n\r\n" */
+		count_left(stall_file, ".done");
 	} else if (!strcmp(mode, "reset")) {
 		struct linger lg = { 1, 0 };
 
