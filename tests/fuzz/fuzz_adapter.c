@@ -53,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (strlen(msg) >= sizeof(msg))
 		abort();
 	kvs_prom_sum((const char *)data, size, "vllm:num_requests_running", &v);
+	kvs_prom_counter((const char *)data, size, "vllm:prompt_tokens_total", &v);
 	kvs_prom_has_prefix((const char *)data, size, "llamacpp:");
 	return 0;
 }

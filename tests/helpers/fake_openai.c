@@ -17,6 +17,9 @@
  *   e400       HTTP 400 with an empty body
  *   json200    HTTP 200 with a JSON body, not a stream
  *   doneopen   a whole stream, [DONE], then the connection held open
+ *   donechunked  a whole stream in chunks on a keep-alive connection,
+ *              [DONE], then silence, the body's last chunk never sent,
+ *              until the client leaves (counted in STALL_FILE.done)
  *   slow       as ok, 2 ms between events (transfers end at any moment)
  *   errflood   HTTP 500 whose text body never ends (until the client leaves)
  *   jsonflood  HTTP 200 application/json whose body never ends
@@ -32,7 +35,12 @@
  * value HEALTH_FILE.tokens holds while that exists (a test stands the
  * tokens served by writing a higher one, a restart by writing a lower),
  * and once served, the value written to HEALTH_FILE.tokens-served (a test
- * knows a poll has read it); or, while HEALTH_FILE.metrics-status holds
+ * knows a poll has read it); while HEALTH_FILE.tokens-more exists, the
+ * counters have a second label set (another engine) at the value it holds
+ * ("NaN" too), while HEALTH_FILE.tokens-type does, they are typed as it
+ * says ("gauge"), and what was served is written to
+ * HEALTH_FILE.counters-served as "TOKENS MORE TYPE"; or, while
+ * HEALTH_FILE.metrics-status holds
  * an HTTP status, that status and an empty body (llama-server's 501
  * without --metrics, a proxy's 502); /v1/models one model, "fake". Every stalled client is counted in
  * STALL_FILE (one line per stalled request that its client then left;
@@ -77,6 +85,17 @@ static void respond(int fd, int status, const char *type, const char *body)
 static void stream_head(int fd)
 {
 	put(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+}
+
+/* s as one chunk of a chunked body. */
+static void chunk(int fd, const char *s)
+{
+	char h[32];
+
+	snprintf(h, sizeof(h), "%zx\r\n", strlen(s));
+	put(fd, h);
+	put(fd, s);
+	put(fd, "\r\n");
 }
 
 static const char text_event[] = "data: {\"choices\":[{\"text\":\"tok \",\"index\":0}]}\n\n";
@@ -161,7 +180,10 @@ static void write_line(const char *suffix, const char *text)
  * if the test set them. */
 static void serve_metrics(int fd)
 {
-	char started[32], tokens[32], counters[256] = "", body[1024], status[16];
+	char started[32], tokens[32], more[32], type[32], counters[512] = "", body[1024];
+	char status[16], extra[2][128] = { "", "" }, served[128];
+	static const char *const names[2] = { "vllm:prompt_tokens_total",
+					      "vllm:generation_tokens_total" };
 
 	read_line(".metrics-status", status, sizeof(status));
 	if (atoi(status) > 0) {
@@ -170,12 +192,19 @@ static void serve_metrics(int fd)
 	}
 	read_line(".start", started, sizeof(started));
 	read_line(".tokens", tokens, sizeof(tokens));
+	read_line(".tokens-more", more, sizeof(more));
+	read_line(".tokens-type", type, sizeof(type));
+	if (!type[0])
+		snprintf(type, sizeof(type), "counter");
+	for (int i = 0; i < 2 && more[0]; i++)
+		snprintf(extra[i], sizeof(extra[i]), "%s{model_name=\"fake\",engine=\"1\"} %s\n",
+			 names[i], more);
 	if (tokens[0])
 		snprintf(counters, sizeof(counters),
-			 "# TYPE vllm:prompt_tokens_total counter\n"
-			 "vllm:prompt_tokens_total{model_name=\"fake\"} %s\n"
-			 "vllm:generation_tokens_total{model_name=\"fake\"} %s\n",
-			 tokens, tokens);
+			 "# TYPE %s %s\n%s{model_name=\"fake\"} %s\n%s"
+			 "# TYPE %s %s\n%s{model_name=\"fake\"} %s\n%s",
+			 names[0], type, names[0], tokens, extra[0], names[1], type, names[1],
+			 tokens, extra[1]);
 	snprintf(body, sizeof(body),
 		 "# TYPE vllm:num_requests_running gauge\n"
 		 "vllm:num_requests_running{model_name=\"fake\"} 2\n"
@@ -185,8 +214,11 @@ static void serve_metrics(int fd)
 		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "",
 		 counters);
 	respond(fd, 200, "text/plain", body);
-	if (tokens[0])
+	if (tokens[0]) {
 		write_line(".tokens-served", tokens);
+		snprintf(served, sizeof(served), "%s %s %s", tokens, more[0] ? more : "-", type);
+		write_line(".counters-served", served);
+	}
 }
 
 static void serve_completion(int fd, const char *req)
@@ -219,6 +251,15 @@ static void serve_completion(int fd, const char *req)
 			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"x\":\"" :
 			    "HTTP/1.1 500 X\r\nContent-Type: text/plain\r\n\r\nflooding: ");
 		flood(fd);
+	} else if (!strcmp(mode, "donechunked")) {
+		put(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+			"Transfer-Encoding: chunked\r\n\r\n");
+		for (i = 0; i < 3; i++)
+			chunk(fd, text_event);
+		chunk(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,"
+			  "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n");
+		stall_until_closed(fd); /* no "0\r\n\r\n" */
+		count_left(stall_file, ".done");
 	} else if (!strcmp(mode, "reset")) {
 		struct linger lg = { 1, 0 };
 

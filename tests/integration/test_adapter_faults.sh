@@ -132,6 +132,22 @@ echo "a prompt mode:afterdone" >"$KVS_TMP/prompt"
 out=$(timeout 30 "$C" "$AD2" "$KVS_TMP/prompt" 3 8 none) || kvs_fail "after [DONE]: $out"
 assert_eq "after [DONE], on one connection: ENDs" "$(grep -c ' end prompt=9 ' <<<"$out")" 3
 
+# [DONE], then the server silent, the connection open and its chunked
+# body unfinished: the END goes at [DONE], and the transfer, the one
+# connection (--max-connections 1), ends a moment (1 s) later for the
+# request behind it. Before, it was held until --stall-timeout (60 s
+# here), and the request behind it waited as long. (--poll-ms 10000: no
+# poll wakes the adapter in between.)
+kvs_start_adapter D "$FAKE_URL_F" --stall-timeout 60 --max-connections 1 --poll-ms 10000
+before=$(wc -l <"$KVS_TMP/stalls.done" 2>/dev/null || echo 0)
+echo "a prompt mode:donechunked" >"$KVS_TMP/prompt"
+out=$(timeout 30 "$C" "$AD_D" "$KVS_TMP/prompt" 2 8 none) || kvs_fail "[DONE], then silent: $out"
+assert_eq "[DONE], then silent, on one connection: ENDs" "$(grep -c ' end prompt=9 ' <<<"$out")" 2
+kvs_wait_for "the server sees both held transfers closed" \
+	'[ "$(wc -l <"$KVS_TMP/stalls.done" 2>/dev/null || echo 0)" -ge $((before + 2)) ]' 30
+grep -q 'event=server_held_after_done .*count=1 ' "$KVS_TMP/adapter-D.log" ||
+	kvs_fail "not logged: $(cat "$KVS_TMP/adapter-D.log")"
+
 # Busy is not down: with one connection to the server (--max-connections
 # 1) held by a stalled stream, two more requests wait in the adapter; the
 # health polls do not queue behind them, PONG stays ready for 40 polls and

@@ -32,6 +32,10 @@ for m in malformed oversize cut stall errevent http400 http500 ctx reset; do
 	n=$(ask "$m" 2 none | grep -c ' error ' || true)
 	assert_eq "mode $m: one ERROR per request" "$n" 2
 done
+# [DONE], then the connection held silent: the END, and the transfer
+# ended by the adapter (or by the 1 s stall timeout, whichever first)
+ends=$(ask donechunked 2 none | grep -c ' end ' || true)
+assert_eq "[DONE], then silent: ENDs" "$ends" 2
 ask stall 3 cancel | grep -q 'req=1 error code=cancelled' || kvs_fail "no cancelled answer"
 ask stall 3 close >/dev/null
 "$C" "$AD" ping >/dev/null || kvs_fail "no PONG"

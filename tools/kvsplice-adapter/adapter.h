@@ -64,6 +64,9 @@ struct server_state {
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
 	struct server_life life;	/* its instance, for PONGs (life.h) */
+	/* Said already (state.c, note()): a counter typed as a gauge; a
+	 * counter, or the start time (last), that did not read. */
+	bool gauge[LIFE_COUNTERS], unread[LIFE_COUNTERS + 1];
 };
 
 struct job;
@@ -84,6 +87,7 @@ struct link {
 /* Figures of one adapter, for its log line at exit. */
 struct adapter_stats {
 	uint64_t requests, ends, cancels, retries, duplicates, errors[KVS_E_MAX + 1];
+	uint64_t held_after_done; /* transfers the server held open after [DONE] */
 	uint64_t chunks, chunk_bytes, links;
 };
 
@@ -148,7 +152,8 @@ void job_drop_link(struct adapter *a, struct link *l);
 /* The link drained: its paused transfers resume. */
 void job_resume_link(struct adapter *a, struct link *l);
 /* Fails (ERROR timeout) the streams that brought no event for
- * --stall-timeout; call outside curl's callbacks. */
+ * --stall-timeout, and ends the transfers still open a moment after their
+ * [DONE]; call outside curl's callbacks. */
 void job_check_stalls(struct adapter *a, uint64_t now_ns);
 
 /* state.c */

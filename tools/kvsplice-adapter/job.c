@@ -18,6 +18,8 @@
 #define ERRBODY_MAX (64u << 10)
 /* A whole JSON response (a request that asked for no stream), at most. */
 #define JSONBODY_MAX (64u << 20)
+/* After [DONE], how long the body has to end (job_check_stalls). */
+#define DONE_GRACE_NS 1000000000ull
 
 struct job {
 	struct adapter *a;
@@ -35,7 +37,8 @@ struct job {
 	uint32_t chunks;
 	struct oai_event usage; /* the figures seen so far (root unused) */
 	bool active;		/* in the multi handle; else queued */
-	bool answered;		/* the END went at [DONE]; the transfer may still run */
+	bool answered;		/* the END went at [DONE]; the transfer may still run,
+				 * t_event when it came */
 	bool not_stream;	/* a 2xx that is not text/event-stream */
 	long http_status;
 	struct kvs_buf errbody;
@@ -642,11 +645,39 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 }
 
 /*
+ * A transfer still open a moment after its [DONE] ends here. The END went
+ * at [DONE]; what a server owes after it is the end of its body (the last
+ * chunk, or its close), which comes at once. One that keeps the
+ * connection open, silent, held it, one of --max-connections, until
+ * --stall-timeout (curl's speed check), and the requests queued behind it
+ * waited as long.
+ * Not ended at [DONE] itself: that would close every connection before
+ * its last chunk was read, a new connection per request (a handshake, a
+ * socket in TIME_WAIT here for each). Removing the handle closes the
+ * connection: a server that held it cannot use it for another request.
+ */
+static bool held_after_done(struct job *j, uint64_t now_ns)
+{
+	struct adapter *a = j->a;
+
+	if (!j->answered || now_ns - j->t_event < DONE_GRACE_NS)
+		return false;
+	a->stats.held_after_done++;
+	if (a->stats.held_after_done == 1 || !(a->stats.held_after_done % 1000))
+		pr_info("event=server_held_after_done server=%s count=%llu hint=\"the server "
+			"kept the connection open after [DONE]: ended by the adapter\"",
+			a->cfg.server, (unsigned long long)a->stats.held_after_done);
+	job_free(j);
+	return true;
+}
+
+/*
  * A stream that brings no event for --stall-timeout fails with timeout.
  * curl's own check (CURLOPT_LOW_SPEED_*) counts bytes, and a server that
  * sends only keep-alive comments (": ping"), or a line a byte at a time,
  * sends bytes: its request was held for ever, its client's and the
- * gateway's count with it.
+ * gateway's count with it. (The loop wakes at least once a second while a
+ * transfer runs: curl's own speed check.)
  */
 void job_check_stalls(struct adapter *a, uint64_t now_ns)
 {
@@ -661,7 +692,8 @@ void job_check_stalls(struct adapter *a, uint64_t now_ns)
 	for (i = 0; i < a->nlinks; i++)
 		for (j = a->links[i]->jobs; j; j = next) {
 			next = j->link_next;
-			if (!j->active || j->answered || j->paused || now_ns - j->t_event < max)
+			if (!j->active || held_after_done(j, now_ns) || j->answered || j->paused ||
+			    now_ns - j->t_event < max)
 				continue;
 			snprintf(msg, sizeof(msg),
 				 "kvsplice-adapter: the inference server sent nothing for %u s "

@@ -37,23 +37,34 @@ bool life_said(const struct server_life *l)
 }
 
 /* What a ready reading whose /metrics answered says, by the first
- * authority that can tell (life.h). */
-static enum life_verdict judge(const struct server_life *l, const struct life_reading *r)
+ * authority that can tell (life.h), in *v; false when none can, as what
+ * would have told did not read. */
+static bool judge(const struct server_life *l, const struct life_reading *r, enum life_verdict *v)
 {
 	bool compared = false;
 
-	if (r->started > 0 && l->started > 0)
-		return r->started != l->started ? LIFE_NEW_START : LIFE_SAME;
+	*v = LIFE_SAME;
+	if (r->started > 0 && l->started > 0) {
+		if (r->started != l->started)
+			*v = LIFE_NEW_START;
+		return true;
+	}
 	for (int i = 0; i < LIFE_COUNTERS; i++) {
 		if (l->count[i] < 0 || r->count[i] < 0) /* missing */
 			continue;
-		if (r->count[i] < l->count[i])
-			return LIFE_COUNT_BACK;
+		if (r->count[i] < l->count[i]) {
+			*v = LIFE_COUNT_BACK;
+			return true;
+		}
 		compared |= grown(l, i);
 	}
 	if (compared)
-		return LIFE_SAME;
-	return l->went_down ? LIFE_DOWN_UP : LIFE_SAME;
+		return true;
+	if (r->unread && life_said(l))
+		return false;
+	if (l->went_down)
+		*v = LIFE_DOWN_UP;
+	return true;
 }
 
 /* Remember what the reading said: all of it in a new life, what it has
@@ -87,11 +98,12 @@ enum life_verdict life_seen(struct server_life *l, const struct life_reading *r)
 			l->went_down = true;
 		return LIFE_SAME;
 	}
-	if (r->metrics) {
-		v = judge(l, r);
+	if (r->metrics && judge(l, r, &v)) {
 		keep(l, r, v != LIFE_SAME);
 	} else if (life_said(l)) {
-		return LIFE_SAME; /* the process says, but not this time */
+		/* the process says, but not this time (no answer, or what
+		 * would have said did not read) */
+		return LIFE_SAME;
 	} else {
 		v = l->went_down ? LIFE_DOWN_UP : LIFE_SAME;
 		if (v != LIFE_SAME) /* the counters read were the old process' */

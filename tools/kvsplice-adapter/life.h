@@ -49,6 +49,13 @@
  * the next reading that says (a check that failed and passed in the same
  * process, its /metrics slow at that poll, was taken for a restart; a
  * restart so read was read again when the new start time came).
+ * A start time or counter that /metrics has but that does not read (a
+ * sample NaN, +Inf or no number, in one label set of several: promtext.h)
+ * is unknown at that reading: not compared, its last value kept, and
+ * when nothing else in the reading decides, the reading is as one whose
+ * /metrics gave no answer. (Its other label sets alone were summed: a
+ * drop, read as a restart, and a jump when it read again.) A metric
+ * typed as a gauge is not a counter (state.c does not read it as one).
  */
 #ifndef KVS_ADAPTER_LIFE_H
 #define KVS_ADAPTER_LIFE_H
@@ -71,6 +78,7 @@ enum life_seen {
 struct life_reading {
 	enum life_seen seen;
 	bool metrics;		     /* /metrics answered: what follows is said */
+	bool unread;		     /* ... but some of it did not read (given as none) */
 	double started;		     /* process_start_time_seconds; 0: none */
 	double count[LIFE_COUNTERS]; /* >= 0, or LIFE_NO_COUNT */
 };

@@ -31,7 +31,8 @@ static size_t name_len(const char *l, size_t n)
 	return i;
 }
 
-/* The value after the name and labels, or false. Label values are quoted
+/* The value after the name and labels, or false: none, one that is no
+ * finite number, or one too long to be a number. Label values are quoted
  * strings that may hold '}' and escaped quotes. */
 static bool value_of(const char *l, size_t n, size_t i, double *v)
 {
@@ -57,45 +58,137 @@ static bool value_of(const char *l, size_t n, size_t i, double *v)
 	while (i < n && l[i] != ' ' && l[i] != '\t' && k < sizeof(num) - 1)
 		num[k++] = l[i++];
 	num[k] = '\0';
-	if (!k)
+	if (!k || (i < n && l[i] != ' ' && l[i] != '\t'))
 		return false;
 	*v = strtod(num, &e);
 	return *e == '\0' && isfinite(*v);
 }
 
-/* The samples of name: how many, and their sum. */
-static unsigned samples(const char *text, size_t len, const char *name, double *sum)
+/* The samples of one name. */
+struct family {
+	unsigned count;	 /* samples whose value reads */
+	double sum, min; /* of those */
+	bool unreadable; /* a sample whose value does not */
+};
+
+static void samples(const char *text, size_t len, const char *name, struct family *f)
 {
 	const char *p = text, *end = text + len, *l;
 	size_t n, nl = strlen(name), k;
-	unsigned count = 0;
 	double v;
 
-	*sum = 0;
+	*f = (struct family){ 0 };
 	while (next_line(&p, end, &l, &n)) {
 		if (!n || l[0] == '#')
 			continue;
 		k = name_len(l, n);
-		if (k != nl || memcmp(l, name, nl) || !value_of(l, n, k, &v))
+		if (k != nl || memcmp(l, name, nl))
 			continue;
-		*sum += v;
-		count++;
+		if (!value_of(l, n, k, &v)) {
+			/* not skipped: the sum of the other label sets
+			 * would pass for the whole */
+			f->unreadable = true;
+			continue;
+		}
+		if (!f->count || v < f->min)
+			f->min = v;
+		f->sum += v;
+		f->count++;
 	}
-	return count;
+}
+
+static enum kvs_prom_got got(const struct family *f)
+{
+	if (f->unreadable || !isfinite(f->sum)) /* (or their sum past a double's) */
+		return KVS_PROM_UNREADABLE;
+	return f->count ? KVS_PROM_OK : KVS_PROM_NONE;
+}
+
+enum kvs_prom_got kvs_prom_read(const char *text, size_t len, const char *name, double *out)
+{
+	struct family f;
+
+	samples(text, len, name, &f);
+	if (got(&f) == KVS_PROM_OK)
+		*out = f.sum;
+	return got(&f);
+}
+
+/* The next blank-separated word of [l + *i, l + n) into [*w, *w + *wn). */
+static bool word(const char *l, size_t n, size_t *i, const char **w, size_t *wn)
+{
+	size_t from;
+
+	while (*i < n && (l[*i] == ' ' || l[*i] == '\t'))
+		(*i)++;
+	from = *i;
+	while (*i < n && l[*i] != ' ' && l[*i] != '\t')
+		(*i)++;
+	*w = l + from;
+	*wn = *i - from;
+	return *wn > 0;
+}
+
+static bool word_is(const char *w, size_t wn, const char *s)
+{
+	return wn == strlen(s) && !memcmp(w, s, wn);
+}
+
+/* Whether a "# TYPE" line names name's family as something other than a
+ * counter. The family of name is name itself (the 0.0.4 text format,
+ * which the Prometheus clients serve unless asked for OpenMetrics) or,
+ * for name_total, name without _total (OpenMetrics). "untyped" and
+ * "unknown" say nothing; any other type, in any line, is not a counter. */
+static bool typed_not_counter(const char *text, size_t len, const char *name)
+{
+	const char *p = text, *end = text + len, *l, *w;
+	size_t n, wn, i, nl = strlen(name);
+	size_t fl = nl > 6 && !strcmp(name + nl - 6, "_total") ? nl - 6 : nl;
+	bool other = false;
+
+	while (next_line(&p, end, &l, &n)) {
+		i = 1;
+		if (!n || l[0] != '#' || !word(l, n, &i, &w, &wn) || !word_is(w, wn, "TYPE") ||
+		    !word(l, n, &i, &w, &wn) || (wn != nl && wn != fl) || memcmp(w, name, wn))
+			continue;
+		if (!word(l, n, &i, &w, &wn))
+			continue;
+		other |= !word_is(w, wn, "counter") && !word_is(w, wn, "untyped") &&
+			 !word_is(w, wn, "unknown");
+	}
+	return other;
+}
+
+enum kvs_prom_got kvs_prom_counter(const char *text, size_t len, const char *name, double *out)
+{
+	struct family f;
+
+	samples(text, len, name, &f);
+	if (got(&f) == KVS_PROM_NONE)
+		return KVS_PROM_NONE;
+	if (typed_not_counter(text, len, name))
+		return KVS_PROM_NOT_COUNTER;
+	if (f.count && f.min < 0) /* no counter's value */
+		f.unreadable = true;
+	if (got(&f) == KVS_PROM_OK)
+		*out = f.sum;
+	return got(&f);
 }
 
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out)
 {
-	return samples(text, len, name, out) > 0;
+	return kvs_prom_read(text, len, name, out) == KVS_PROM_OK;
 }
 
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out)
 {
-	unsigned n = samples(text, len, name, out);
+	struct family f;
 
-	if (n)
-		*out /= n;
-	return n > 0;
+	samples(text, len, name, &f);
+	if (got(&f) != KVS_PROM_OK)
+		return false;
+	*out = f.sum / f.count;
+	return true;
 }
 
 bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix)

@@ -2,7 +2,7 @@
 /*
  * Reading a value out of a Prometheus text exposition (what /metrics of
  * vLLM, SGLang and llama.cpp serves): "name{labels} value [timestamp]"
- * lines, '#' comments. Pure.
+ * lines, '#' comments ("# TYPE name counter" says what a name is). Pure.
  */
 #ifndef KVS_PROMTEXT_H
 #define KVS_PROMTEXT_H
@@ -10,8 +10,31 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* What a text says of one name. */
+enum kvs_prom_got {
+	KVS_PROM_NONE = 0, /* no sample of it */
+	KVS_PROM_OK,	   /* its samples, each a finite number */
+	/* A sample whose value is NaN, +Inf, -Inf or no number, in one label
+	 * set of several is enough: the sum of the others would read as a
+	 * drop, and the next whole one as a jump. Unknown at this reading. */
+	KVS_PROM_UNREADABLE,
+	/* kvs_prom_counter: "# TYPE name gauge" (or any type but counter),
+	 * a value that may go down in one process. */
+	KVS_PROM_NOT_COUNTER,
+};
+
 /* The sum of name's samples over all its label sets (one per model or
- * engine), in *out. false if text has no sample of name. */
+ * engine), in *out when KVS_PROM_OK. */
+enum kvs_prom_got kvs_prom_read(const char *text, size_t len, const char *name, double *out);
+
+/* As kvs_prom_read, for a counter: the text types name as a counter or
+ * not at all (in the 0.0.4 format "# TYPE x_total counter", in
+ * OpenMetrics "# TYPE x counter" for the samples x_total), and a sample
+ * below 0, which no counter has, makes it unreadable. */
+enum kvs_prom_got kvs_prom_counter(const char *text, size_t len, const char *name, double *out);
+
+/* kvs_prom_read's sum; false if none or unreadable (the caller keeps its
+ * last figure). */
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out);
 
 /* Their mean (a ratio per engine, such as KV cache use). */

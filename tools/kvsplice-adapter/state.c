@@ -353,26 +353,58 @@ static bool metrics_said(const struct xfer *x)
 	       (x->status == 200 || x->status == 404 || x->status == 501);
 }
 
+/* Said when what it says changes, not at every poll: a metric typed as
+ * a gauge (not read as a counter: an old SGLang's prompt_tokens_total),
+ * one that does not read (a NaN, an Inf, no number, in one of its label
+ * sets: unknown at that poll). */
+static void note(struct adapter *a, bool *was, bool now, const char *name, const char *what)
+{
+	if (now && !*was)
+		pr_warn("event=server_metric_unused server=%s name=%s why=\"%s\"", a->cfg.server,
+			name, what);
+	*was = now;
+}
+
 /* A ready reading: the server's start time (the standard process metric,
  * which a Prometheus client serves outside its multiprocess mode) and its
- * counters, when /metrics said them. */
-static struct life_reading reading(const struct state_poll *sp, enum oai_kind k)
+ * counters, when /metrics said them; what did not read is unknown at this
+ * poll and says nothing (life.h). */
+static struct life_reading reading(struct adapter *a, const struct state_poll *sp, enum oai_kind k)
 {
+	struct server_state *st = &a->st;
 	const struct xfer *x = &sp->x[X_METRICS];
 	struct life_reading r = { .seen = LIFE_READY, .metrics = metrics_said(x) };
 	size_t n;
 	const char *t = text_of(x, &n);
 	const char *name;
+	enum kvs_prom_got got;
 	double v;
 
 	for (int i = 0; i < LIFE_COUNTERS; i++) {
 		r.count[i] = LIFE_NO_COUNT;
 		name = counter_name(k, i);
-		if (ok(x) && name && kvs_prom_sum(t, n, name, &v) && v >= 0)
+		if (!ok(x) || !name)
+			continue;
+		got = kvs_prom_counter(t, n, name, &v);
+		if (got == KVS_PROM_OK)
 			r.count[i] = v;
+		r.unread |= got == KVS_PROM_UNREADABLE;
+		note(a, &st->gauge[i], got == KVS_PROM_NOT_COUNTER, name,
+		     "typed as a gauge (or other than a counter): restarts are not told by it");
+		note(a, &st->unread[i], got == KVS_PROM_UNREADABLE, name,
+		     "a sample that is no number (NaN, Inf) or below 0: says nothing "
+		     "while it lasts");
 	}
-	if (ok(x) && kvs_prom_sum(t, n, "process_start_time_seconds", &v) && v > 0)
+	if (!ok(x))
+		return r;
+	got = kvs_prom_read(t, n, "process_start_time_seconds", &v);
+	if (got == KVS_PROM_OK && v > 0)
 		r.started = v;
+	r.unread |= got == KVS_PROM_UNREADABLE;
+	note(a, &st->unread[LIFE_COUNTERS], got == KVS_PROM_UNREADABLE,
+	     "process_start_time_seconds",
+	     "a sample that is no number (NaN, Inf): says nothing "
+	     "while it lasts");
 	return r;
 }
 
@@ -414,7 +446,7 @@ static void finish(struct adapter *a, struct state_poll *sp)
 				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
 	if (ok(&sp->x[X_MODELS]))
 		model_from(st, &sp->x[X_MODELS]);
-	r = reading(sp, k);
+	r = reading(a, sp, k);
 	seen(a, &r);
 	if (!st->ready)
 		pr_info("event=server_ready server=%s kind=%s running=%u waiting=%u", a->cfg.server,
