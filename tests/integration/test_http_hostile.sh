@@ -10,14 +10,26 @@
 #    connection closed (RFC 9112, 6.3): libevent framed the body by the
 #    first, and served the rest of the bytes as another request, which a
 #    proxy in front that framed by the other had passed on as part of the
-#    body (request smuggling).
+#    body (request smuggling);
+#  - clients that hold connections open: past --max-connections a new
+#    one is answered 503 and closed, counted and logged, while those
+#    open are served (before, every connection was kept, each holding a
+#    descriptor, with no limit but ulimit -n);
+#  - a client that sends its headers a byte at a time, well within
+#    --idle-timeout (the time between two bytes), is answered 408 and
+#    closed at --request-timeout (before, it kept its connection for as
+#    long as it liked: slowloris), while a kept-alive connection idle
+#    between two requests for longer, and a stream longer than the
+#    deadline, are not cut.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 kvs_start_sim A --time-scale 0.1
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --front-source 127.0.0.0/8
 [ "$(kvs_wait_backend 0 up)" = up ] || kvs_fail "backend not up"
-kvs_start_http --links 1
+# No request deadline here: the connections held below are idle, and
+# this part is about descriptors.
+kvs_start_http --links 1 --request-timeout 0
 kvs_wait_for "the front's link is up" \
 	'[ "$(curl -s "$HTTP_URL/health" | jq -r .status)" = ok ]'
 
@@ -83,4 +95,133 @@ print(" ".join(statuses), "smuggled" if b"/v1/smuggled" in out else "-")
 PY
 )
 assert_eq "two Content-Lengths: one 400, then closed" "$got" "400 -"
+
+# restart_http FLAGS...: a front of its own for the next part.
+restart_http() {
+	kill "$HTTP_PID"
+	wait "$HTTP_PID" || true
+	kvs_start_http --links 1 "$@"
+	kvs_wait_for "the front's link is up" \
+		'[ "$(curl -s "$HTTP_URL/health" | jq -r .status)" = ok ]'
+}
+
+# 3. Connection limit: 4 held (no deadline), a fifth refused, the first
+# still served, and once one leaves a new one is taken.
+restart_http --max-connections 4 --request-timeout 0
+got=$(python3 - "${HTTP_URL##*:}" <<'PY'
+import json, socket, sys
+port = int(sys.argv[1])
+def health(s):
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    out = b""
+    while b"\r\n\r\n" not in out or not out.endswith(b"}"):
+        d = s.recv(4096)
+        if not d:
+            break
+        out += d
+    return out.split(b"\r\n")[0].decode(), json.loads(out.split(b"\r\n\r\n", 1)[1])
+def answer(s):  # all it says until it closes; "open" if it does not
+    out = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                return out.split(b"\r\n")[0].decode() + " closed"
+            out += d
+    except socket.timeout:
+        return "open"
+held = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
+for _ in range(200):  # until the front has accepted all 4
+    line, h = health(held[0])
+    if h["connections"] == 4:
+        break
+print("held:", line, h["connections"])
+extra = socket.create_connection(("127.0.0.1", port), timeout=20)
+print("fifth:", answer(extra))
+line, h = health(held[0])
+print("first again:", line, h["connections"], h["connections_refused"])
+held[3].close()
+for _ in range(200):  # until the front has seen it go
+    line, h = health(held[0])
+    if h["connections"] == 3:
+        break
+late = socket.create_connection(("127.0.0.1", port), timeout=20)
+line, h = health(late)
+print("after one left:", line, h["connections"])
+PY
+)
+echo "$got"
+assert_eq "4 connections held" "$(sed -n 's/^held: //p' <<<"$got")" "HTTP/1.1 200 OK 4"
+assert_eq "the fifth: 503, closed" "$(sed -n 's/^fifth: //p' <<<"$got")" \
+	"HTTP/1.1 503 Service Unavailable closed"
+assert_eq "the first still served; 1 refused" "$(sed -n 's/^first again: //p' <<<"$got")" \
+	"HTTP/1.1 200 OK 4 1"
+assert_eq "one left: a new one served" "$(sed -n 's/^after one left: //p' <<<"$got")" \
+	"HTTP/1.1 200 OK 4"
+grep -q 'event=connections_full max_connections=4 refused=1' "$KVS_TMP/http.log" ||
+	kvs_fail "no event=connections_full line"
+
+# 4. Slowloris: a byte of headers every 0.3 s, against --request-timeout
+# 2 (and --idle-timeout 300): answered 408 and closed, within a cap far
+# past the deadline (the old front kept it for as long as bytes came).
+# Meanwhile a kept-alive connection answered before it began idles past
+# the deadline, and is served again after it.
+restart_http --request-timeout 2
+got=$(python3 - "${HTTP_URL##*:}" <<'PY'
+import socket, sys, time
+port, cap = int(sys.argv[1]), 30
+def ask(s):
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    out = b""
+    while not out.endswith(b"}"):
+        d = s.recv(4096)
+        if not d:
+            return "closed"
+        out += d
+    return out.split(b"\r\n")[0].decode()
+kept = socket.create_connection(("127.0.0.1", port), timeout=20)
+print("kept:", ask(kept))
+slow = socket.create_connection(("127.0.0.1", port), timeout=0.3)
+start, got = time.monotonic(), b""
+head = b"GET /health HTTP/1.1\r\n" + b"X-Slow: " + b"a" * 1000 + b"\r\n\r\n"
+for i in range(len(head)):
+    try:
+        slow.send(head[i:i + 1])
+    except OSError:  # closed while it was sending
+        pass
+    try:
+        d = slow.recv(4096)
+        got += d
+        if not d:
+            break
+    except socket.timeout:
+        pass
+    except OSError:
+        break
+    if time.monotonic() - start > cap:
+        break
+took = time.monotonic() - start
+print("slow:", got.split(b"\r\n")[0].decode() or "nothing",
+      "closed" if took <= cap else "open after %d s" % cap)
+print("kept again:", ask(kept))
+PY
+)
+echo "$got"
+assert_eq "kept-alive connection served" "$(sed -n 's/^kept: //p' <<<"$got")" "HTTP/1.1 200 OK"
+assert_eq "slowloris: 408, closed" "$(sed -n 's/^slow: //p' <<<"$got")" \
+	"HTTP/1.1 408 Request Timeout closed"
+assert_eq "kept-alive connection idle past the deadline: served" \
+	"$(sed -n 's/^kept again: //p' <<<"$got")" "HTTP/1.1 200 OK"
+grep -q 'event=request_timeout .*request_timeout_s=2 timeouts=1' "$KVS_TMP/http.log" ||
+	kvs_fail "no event=request_timeout line"
+assert_eq "/health counts it" "$(curl -s "$HTTP_URL/health" | jq .request_timeouts)" 1
+
+# 5. A stream that lasts longer than --request-timeout (2 s) ends whole.
+t0=$(date +%s%3N)
+out=$(curl -sS -N -m 120 "$HTTP_URL/v1/completions" \
+	-d '{"prompt":"a long story","max_tokens":6000,"stream":true}') || kvs_fail "curl: $out"
+ms=$(($(date +%s%3N) - t0))
+echo "a stream of 6000 tokens: $ms ms"
+assert_ge "the stream lasted past the deadline (ms)" "$ms" 4000
+assert_eq "the long stream ends with [DONE]" "$(grep '^data: ' <<<"$out" | tail -n 1)" "data: [DONE]"
 echo "PASS test_http_hostile"

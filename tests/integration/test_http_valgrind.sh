@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvsplice-http under valgrind (memcheck), over the gateway to
 # kvsplice-sim: streamed and whole requests, bad bodies, clients that leave
-# before and during their answer, many at once, the gateway killed
+# before and during their answer, many at once, connections refused at
+# --max-connections and cut at --request-timeout, the gateway killed
 # mid-stream and back, then a stop with requests in flight: no invalid
 # read or write, nothing definitely or indirectly lost.
 source "$(dirname "$0")/lib.sh"
@@ -22,7 +23,8 @@ GW=$GW_PORT
 valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --error-exitcode=3 \
 	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
-	--gateway "127.0.0.1:$GW" --links 2 --max-body 4096 2>"$KVS_TMP/valgrind.log" &
+	--gateway "127.0.0.1:$GW" --links 2 --max-body 4096 --max-connections 40 \
+	--request-timeout 5 2>"$KVS_TMP/valgrind.log" &
 VG=$!
 KVS_PIDS+=($VG) # cleaned up on every path
 KVS_WAIT_S=180 kvs_wait_file "$KVS_TMP/http.port"
@@ -55,6 +57,40 @@ for i in $(seq 1 30); do
 	many+=($!)
 done
 wait "${many[@]}" || true
+# 45 connections with half a request each: 40 cut at the deadline, the
+# rest refused (or cut, if some had closed); one that leaves with half a
+# request; two requests pipelined on one connection.
+got=$(python3 - "${U##*:}" <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port), timeout=120) for _ in range(45)]
+gone = socket.create_connection(("127.0.0.1", port), timeout=120)
+gone.sendall(b"GET /health HTTP/1.1\r\nHo")
+gone.close()
+closed = 0
+for s in held:
+    try:
+        s.sendall(b"GET /he")
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+    closed += 1
+two = socket.create_connection(("127.0.0.1", port), timeout=120)
+two.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+out = b""
+while out.count(b"HTTP/1.1 200") < 2:
+    d = two.recv(4096)
+    if not d:
+        break
+    out += d
+print(closed, out.count(b"HTTP/1.1 200"))
+PY
+)
+assert_eq "held connections closed; pipelined answers" "$got" "45 2"
+h=$(curl -sS "$U/health")
+assert_ge "connections refused" "$(jq .connections_refused <<<"$h")" 1
+assert_ge "requests cut at the deadline" "$(jq .request_timeouts <<<"$h")" 1
 # The gateway goes away mid-stream, and comes back.
 curl -sS -N "$U/v1/chat/completions" -d "$(chat 20000 true)" >"$KVS_TMP/cut" 2>/dev/null &
 cut=$!

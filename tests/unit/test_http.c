@@ -2,8 +2,9 @@
 /*
  * kvsplice-http's pure parts: the canonical body (the same bytes whatever
  * JSON a client wrote, a conversation's turns sharing a byte prefix, every
- * parameter kept, the KVS1 fields taken from it, bad bodies refused), and
- * OpenAI errors for KVS1 ones.
+ * parameter kept, the KVS1 fields taken from it, bad bodies refused),
+ * OpenAI errors for KVS1 ones, and the whole responses written to a
+ * connection the front closes itself.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -208,6 +209,41 @@ static void test_errors(void **state)
 	free(s);
 }
 
+/* A connection refused at --max-connections or cut at --request-timeout
+ * gets a response a client can read on its own: a status line, the body's
+ * exact length, a close; or nothing, if it does not fit. */
+static void test_raw_response(void **state)
+{
+	char buf[512], *body;
+	json_t *j;
+	int n;
+
+	(void)state;
+	n = oai_err_response(buf, sizeof(buf), 408, "Request Timeout", "too \"slow\"",
+			     "invalid_request_error", "request_timeout");
+	assert_true(n > 0);
+	assert_int_equal((size_t)n, strlen(buf));
+	assert_memory_equal(buf, "HTTP/1.1 408 Request Timeout\r\n", 30);
+	assert_non_null(strstr(buf, "\r\nConnection: close\r\n"));
+	body = strstr(buf, "\r\n\r\n");
+	assert_non_null(body);
+	body += 4;
+	assert_non_null(strstr(buf, "Content-Length: "));
+	assert_int_equal(strtoul(strstr(buf, "Content-Length: ") + 16, NULL, 10), strlen(body));
+	j = json_loads(body, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+		"too \"slow\"");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "request_timeout");
+	json_decref(j);
+
+	assert_int_equal(oai_err_response(buf, 64, 503, "Service Unavailable", "x", "server_error",
+					  NULL),
+			 -ENOSPC);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -217,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_nested_order),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_raw_response),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

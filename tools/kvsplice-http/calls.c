@@ -41,6 +41,7 @@ struct calls {
 	struct event_base *base;
 	const struct front_config *cfg;
 	struct links *ls;
+	struct clients *cl;
 	struct front_stats *st;
 	struct kvs_idmap byid; /* every call, by req_id */
 	struct call *qhead, *qtail;
@@ -49,7 +50,7 @@ struct calls {
 };
 
 struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
-			struct front_stats *st)
+			struct clients *cl, struct front_stats *st)
 {
 	struct calls *cs = calloc(1, sizeof(*cs));
 
@@ -58,6 +59,7 @@ struct calls *calls_new(struct event_base *base, const struct front_config *cfg,
 	cs->base = base;
 	cs->cfg = cfg;
 	cs->ls = ls;
+	cs->cl = cl;
 	cs->st = st;
 	cs->chunk = evbuffer_new();
 	if (!cs->chunk || kvs_idmap_init(&cs->byid, 1024)) {
@@ -150,7 +152,7 @@ static void call_free(struct call *c)
 		struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
 
 		if (evcon)
-			evhttp_connection_set_closecb(evcon, NULL, NULL);
+			clients_on_close(cs->cl, evcon, NULL, NULL);
 	}
 	canon_free(&c->body);
 	if (c->acc)
@@ -528,7 +530,7 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 		reply_error(req, 500, "kvsplice-http: out of memory", "server_error", NULL, NULL);
 		return;
 	}
-	evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_client_gone, c);
+	clients_on_close(cs->cl, evhttp_request_get_connection(req), on_client_gone, c);
 	watch_client(c);
 	if (cs->qtail) {
 		cs->qtail->qnext = c;
@@ -606,12 +608,15 @@ static void get_model(struct calls *cs, struct evhttp_request *req, const char *
 static void get_health(struct calls *cs, struct evhttp_request *req)
 {
 	uint32_t up = links_up(cs->ls);
-	char body[256];
+	char body[384];
 
 	snprintf(body, sizeof(body),
 		 "{\"status\":\"%s\",\"gateway_links_up\":%u,\"gateway_links\":%u,"
-		 "\"in_flight\":%u}",
-		 up ? "ok" : "no_gateway", up, cs->ls->n, cs->byid.count);
+		 "\"in_flight\":%u,\"connections\":%u,\"connections_refused\":%llu,"
+		 "\"request_timeouts\":%llu}",
+		 up ? "ok" : "no_gateway", up, cs->ls->n, cs->byid.count, clients_open(cs->cl),
+		 (unsigned long long)cs->st->connections_refused,
+		 (unsigned long long)cs->st->request_timeouts);
 	reply_json(req, up ? 200 : 503, body);
 }
 
@@ -637,6 +642,7 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 	bool post = cmd == EVHTTP_REQ_POST, get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
 	char msg[320];
 
+	clients_request_in(cs->cl, req);
 	if (!path)
 		path = "";
 	if (content_lengths(req) > 1) {

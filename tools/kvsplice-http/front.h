@@ -9,11 +9,12 @@
  * the callback that read it.
  *
  * Files: main.c (options, the loop), calls.c (the HTTP side: endpoints,
- * requests in flight, replies), links.c (the KVS1 side: connections,
+ * requests in flight, replies), clients.c (the client connections: their
+ * number, each request's deadline), links.c (the KVS1 side: connections,
  * frames in and out, reconnects), and the pure canon.c and oaierr.c.
- * Calls run one way: main calls calls and links; calls calls links; links
- * calls no other file (frames reach calls.c through the handler main
- * gives it).
+ * Calls run one way: main calls calls, clients and links; calls calls
+ * clients and links; clients and links call no other file (frames reach
+ * calls.c through the handler main gives it).
  */
 #ifndef KVS_HTTP_FRONT_H
 #define KVS_HTTP_FRONT_H
@@ -44,13 +45,15 @@ struct front_config {
 	const char *models[FRONT_MAX_MODELS]; /* what /v1/models lists */
 	uint32_t nmodels;
 	uint32_t links_per_gateway;
-	uint32_t link_inflight; /* requests in flight on one link, at most */
-	uint32_t max_inflight;	/* requests in the front (sent or waiting) */
-	uint32_t max_body;	/* bytes of a request body */
-	uint32_t max_frame;	/* the gateway's --max-frame */
-	uint32_t max_buffered;	/* response bytes a slow client may leave unread */
-	uint32_t idle_s;	/* an HTTP connection idle this long is closed */
-	int tenant;		/* enum front_tenant */
+	uint32_t link_inflight;	  /* requests in flight on one link, at most */
+	uint32_t max_inflight;	  /* requests in the front (sent or waiting) */
+	uint32_t max_body;	  /* bytes of a request body */
+	uint32_t max_frame;	  /* the gateway's --max-frame */
+	uint32_t max_buffered;	  /* response bytes a slow client may leave unread */
+	uint32_t idle_s;	  /* an HTTP connection idle this long is closed */
+	uint32_t request_s;	  /* a request must arrive whole within (0: no limit) */
+	uint32_t max_connections; /* client connections open at once */
+	int tenant;		  /* enum front_tenant */
 	const char *tenant_header;
 	const char *port_file;
 	enum kvs_log_level level;
@@ -60,6 +63,7 @@ struct front_config {
 struct front_stats {
 	uint64_t requests, streamed, completed, errors, cancelled, rejected_busy;
 	uint64_t bad_requests, link_failures, chunks, chunk_bytes;
+	uint64_t connections_refused, request_timeouts;
 };
 
 struct link;
@@ -103,10 +107,31 @@ uint32_t links_connecting(const struct links *ls);
  * -errno (the link is then broken: on_lost follows). */
 int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len);
 
+/* clients.c */
+struct clients;
+/* What a connection's close calls (libevent's close callback's type). */
+typedef void (*client_close_fn)(struct evhttp_connection *evcon, void *arg);
+/* Counts http's connections from now on (it sets http's bufferevent
+ * callback), refusing those over cfg->max_connections, and gives each
+ * request cfg->request_s to arrive whole. NULL when out of memory. */
+struct clients *clients_new(struct event_base *base, struct evhttp *http,
+			    const struct front_config *cfg, struct front_stats *st);
+/* After evhttp_free. */
+void clients_free(struct clients *cl);
+/* The request is whole, in the request callback: its deadline stops until
+ * its response is sent and the connection's next request begins. */
+void clients_request_in(struct clients *cl, struct evhttp_request *req);
+/* fn(evcon, arg) when the connection closes; fn NULL: nothing. One at a
+ * time (the connection's close callback is the clients'). */
+void clients_on_close(struct clients *cl, struct evhttp_connection *evcon, client_close_fn fn,
+		      void *arg);
+/* Client connections open now. */
+uint32_t clients_open(const struct clients *cl);
+
 /* calls.c */
 struct calls;
 struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
-			struct front_stats *st);
+			struct clients *cl, struct front_stats *st);
 void calls_free(struct calls *cs);
 /* The HTTP side's handlers: register with evhttp_set_gencb. */
 void calls_on_http(struct evhttp_request *req, void *arg);

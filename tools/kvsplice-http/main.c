@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -37,6 +38,8 @@ static const struct front_config defaults = {
 	.max_frame = KVS_DEFAULT_MAX_PAYLOAD,
 	.max_buffered = 4u << 20,
 	.idle_s = 300,
+	.request_s = 30,
+	.max_connections = 8192,
 	.tenant = FRONT_TENANT_NONE,
 	.level = KVS_LOG_INFO,
 };
@@ -109,7 +112,20 @@ static const struct kvs_opt rows[] = {
 		  "{default})" },
 	{ "idle-timeout", 0, KVS_OPT_U32(S, idle_s, 1, 86400), .arg = "S",
 	  .help = "an HTTP connection idle this long is closed\n"
-		  "(default {default})" },
+		  "(default {default}): the time between two\n"
+		  "bytes, not a deadline" },
+	{ "request-timeout", 0, KVS_OPT_U32(S, request_s, 0, 86400), .arg = "S",
+	  .help = "a request's headers and body must arrive\n"
+		  "whole within S of its first byte (of the\n"
+		  "accept, for a connection's first); else\n"
+		  "408 and close. Not the response's, however\n"
+		  "long it streams (default {default}; 0: none)" },
+	{ "max-connections", 0, KVS_OPT_U32(S, max_connections, 1, 1u << 24), .arg = "N",
+	  .help = "client connections open at once; more are\n"
+		  "answered 503 and closed (default {default}).\n"
+		  "Each holds a descriptor: keep N below\n"
+		  "ulimit -n less ~100 (the front raises its\n"
+		  "soft limit to the hard one if it is lower)" },
 	KVS_OPT_ROW_PORT_FILE(S, port_file),
 	KVS_OPT_ROW_LOG_LEVEL(S, level),
 	KVS_OPT_ROW_HELP,
@@ -183,6 +199,45 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	evtimer_add(ar->timer, &tv);
 }
 
+/*
+ * Descriptors the front keeps for itself beside its clients': the
+ * listener, its gateway links, epoll, the log, libevent's own, with room.
+ * Below --max-connections plus these, connections would fail at accept
+ * (EMFILE, the listener resting) rather than be refused at the limit.
+ * Raising the soft limit to the hard one is safe for a program that uses
+ * epoll, not select (systemd leaves the soft limit at 1024 for select's
+ * sake and says so).
+ */
+#define OWN_FDS 64
+
+static void check_nofile(const struct front_config *cfg)
+{
+	rlim_t want = (rlim_t)cfg->max_connections + OWN_FDS +
+		      (rlim_t)cfg->ngateways * cfg->links_per_gateway;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		if (!setrlimit(RLIMIT_NOFILE, &rl))
+			pr_info("event=nofile_raised from=%llu to=%llu", (unsigned long long)was,
+				(unsigned long long)rl.rlim_cur);
+		else
+			rl.rlim_cur = was;
+	}
+	if (rl.rlim_cur < want)
+		pr_warn("event=nofile_low nofile=%llu max_connections=%u "
+			"hint=\"past ~%llu clients accepts fail (EMFILE) instead of a 503: raise "
+			"ulimit -n (LimitNOFILE=) or lower --max-connections\"",
+			(unsigned long long)rl.rlim_cur, cfg->max_connections,
+			(unsigned long long)(rl.rlim_cur > want - cfg->max_connections ?
+						     rl.rlim_cur - (want - cfg->max_connections) :
+						     0));
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
@@ -200,6 +255,7 @@ int main(int argc, char **argv)
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct evhttp_bound_socket *bound;
 	struct calls *cs = NULL;
+	struct clients *cl = NULL;
 	struct kvs_addr addr;
 	int r, fd = -1, rc = 1;
 
@@ -221,6 +277,7 @@ int main(int argc, char **argv)
 	}
 	kvs_log_init(PROG, cfg.level);
 	signal(SIGPIPE, SIG_IGN);
+	check_nofile(&cfg);
 
 	base = event_base_new();
 	http = base ? evhttp_new(base) : NULL;
@@ -258,7 +315,8 @@ int main(int argc, char **argv)
 						 EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
 						 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
 
-	cs = calls_new(base, &cfg, &ls, &st);
+	cl = clients_new(base, http, &cfg, &st);
+	cs = cl ? calls_new(base, &cfg, &ls, cl, &st) : NULL;
 	if (!cs) {
 		pr_warn("out of memory");
 		goto cleanup;
@@ -284,18 +342,22 @@ int main(int argc, char **argv)
 		pr_warn("--port-file %s: cannot write it", cfg.port_file);
 		goto cleanup;
 	}
-	pr_info("event=listening listen=%s port=%d gateways=%u links=%u up=%u", cfg.listen,
-		kvs_local_port(fd), cfg.ngateways, ls.n, links_up(&ls));
+	pr_info("event=listening listen=%s port=%d gateways=%u links=%u up=%u "
+		"max_connections=%u request_timeout_s=%u",
+		cfg.listen, kvs_local_port(fd), cfg.ngateways, ls.n, links_up(&ls),
+		cfg.max_connections, cfg.request_s);
 	event_base_dispatch(base);
 	rc = 0;
 	pr_info("event=exit requests=%llu streamed=%llu completed=%llu errors=%llu "
 		"cancelled=%llu busy=%llu bad_requests=%llu link_failures=%llu chunks=%llu "
-		"chunk_bytes=%llu",
+		"chunk_bytes=%llu connections_refused=%llu request_timeouts=%llu",
 		(unsigned long long)st.requests, (unsigned long long)st.streamed,
 		(unsigned long long)st.completed, (unsigned long long)st.errors,
 		(unsigned long long)st.cancelled, (unsigned long long)st.rejected_busy,
 		(unsigned long long)st.bad_requests, (unsigned long long)st.link_failures,
-		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes);
+		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes,
+		(unsigned long long)st.connections_refused,
+		(unsigned long long)st.request_timeouts);
 cleanup:
 	if (rest.timer)
 		event_free(rest.timer);
@@ -310,6 +372,7 @@ cleanup:
 	if (base)
 		event_base_loop(base, EVLOOP_NONBLOCK); /* writes those CANCELs */
 	calls_free(cs);
+	clients_free(cl);
 	links_close(&ls);
 	if (base)
 		event_base_free(base);

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,4 +64,20 @@ char *oai_err_body(const char *message, const char *type, const char *param, con
 
 	json_decref(e);
 	return s;
+}
+
+int oai_err_response(char *buf, size_t size, int status, const char *reason, const char *message,
+		     const char *type, const char *code)
+{
+	char *body = oai_err_body(message, type, NULL, code);
+	int n;
+
+	if (!body)
+		return -ENOMEM;
+	n = snprintf(buf, size,
+		     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+		     status, reason, strlen(body), body);
+	free(body);
+	return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }

@@ -25,4 +25,12 @@ struct oai_err oai_err_of_kvs(int kvs_status, const char *message);
  * code may be NULL (JSON null). */
 char *oai_err_body(const char *message, const char *type, const char *param, const char *code);
 
+/* A whole HTTP/1.1 response carrying that body (param null), with
+ * "Connection: close", in buf: for a connection libevent is not answering
+ * (refused at --max-connections, or cut at its --request-timeout), written
+ * to its socket as it is closed. Its length, or -ENOMEM, or -ENOSPC when
+ * it does not fit. */
+int oai_err_response(char *buf, size_t size, int status, const char *reason, const char *message,
+		     const char *type, const char *code);
+
 #endif
