@@ -627,7 +627,7 @@ static int content_lengths(struct evhttp_request *req)
 	int n = 0;
 
 	TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
-		n += !evutil_ascii_strcasecmp(h->key, "Content-Length");
+	n += !evutil_ascii_strcasecmp(h->key, "Content-Length");
 	return n;
 }
 
