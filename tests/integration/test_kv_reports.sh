@@ -6,6 +6,10 @@
 # configured size (the memory the operator allowed an index). The size a
 # backend said survives traffic and the reports' corrections move around
 # it; with --backend-kv-reports no the configured size stands for all.
+# kvsplice-adapter says its server's: vLLM's cache_config_info
+# (num_gpu_blocks x block_size, tests/helpers/fake_openai standing for
+# vLLM), again when it changes (a server restarted with another memory
+# budget), or --kv-tokens when the server says none.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -49,4 +53,27 @@ kvs_start_gw "${BACKENDS[@]}" --backend-kv-blocks 1000 --health-interval-ms 200 
 kvs_wait_for "every backend's PONG read" '[ "$(sizes pong.kv_total_blocks)" = "400 4000 100000" ]'
 assert_eq "indexes with --backend-kv-reports no" "$(sizes index_blocks)" "1000 1000 1000"
 assert_eq "no capacity taken" "$(grep -c 'event=backend_capacity' "$KVS_TMP/gw.log" || true)" 0
+kill "$GW_PID"
+wait "$GW_PID" || true
+
+# Behind kvsplice-adapter: a vLLM of 2,000 blocks of 16 tokens, and a
+# server that says nothing, given --kv-tokens 48000 (3,000 blocks).
+kvs_start_fake V
+echo 2000 >"$KVS_TMP/healthy.kv-blocks"
+kvs_start_adapter V "$FAKE_URL_V" --poll-ms 50
+kvs_start_adapter O "$FAKE_URL_V" --poll-ms 50 --server-kind openai --kv-tokens 48000
+kvs_start_gw --backend "$AD_V" --backend "$AD_O" --backend-kv-blocks 1000 --health-interval-ms 200
+kvs_wait_for "the adapters' capacities taken" '[ "$(sizes index_blocks)" = "2000 3000" ]'
+grep -q "event=server_capacity kv_tokens=32000" "$KVS_TMP/adapter-V.log" ||
+	kvs_fail "the adapter did not log vLLM's capacity: $(cat "$KVS_TMP/adapter-V.log")"
+assert_eq "what the PONGs say (blocks in use: vLLM's 50% of them)" \
+	"$(sizes pong.kv_used_blocks)/$(sizes pong.kv_total_blocks)" "1000 0/2000 3000"
+echo 3500 >"$KVS_TMP/healthy.kv-blocks"
+kvs_wait_for "a new capacity said, taken" '[ "$(sizes index_blocks)" = "3500 3000" ]'
+# One that no longer says (not sized yet): the last size said stands.
+echo None >"$KVS_TMP/healthy.kv-blocks"
+kvs_wait_for "the adapter no longer says it" \
+	'grep -q "event=server_capacity kv_tokens=0" "$KVS_TMP/adapter-V.log"'
+kvs_wait_for "a PONG without it" '[ "$(sizes pong.kv_total_blocks)" = "1000 3000" ]'
+assert_eq "indexes once vLLM says nothing" "$(sizes index_blocks)" "3500 3000"
 echo "PASS test_kv_reports"
