@@ -147,10 +147,15 @@ struct kvs_load {
  * server is down, loading, or failing its health check); the gateway treats
  * it as a backend that did not answer. FLEET: a gateway's answer to a
  * client's PING, with the meaning above. NO_BACKEND: in a FLEET answer about
- * one slot, the slot is empty. */
+ * one slot, the slot is empty. KV_BLOCKS: kv_used_blocks and kv_total_blocks
+ * count 16-token blocks, the gateway's own unit, so kv_total_blocks is the
+ * backend's KV capacity, which sizes the gateway's index of it; without it
+ * they are in the backend's own unit (kvsplice-adapter: per mille), for
+ * operators only. */
 #define KVS_LOAD_F_NOT_READY 1u
 #define KVS_LOAD_F_FLEET 2u
 #define KVS_LOAD_F_NO_BACKEND 4u
+#define KVS_LOAD_F_KV_BLOCKS 8u
 
 /*
  * Each type's own rules for a header whose common fields are valid (host

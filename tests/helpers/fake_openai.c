@@ -39,7 +39,9 @@
  * counters have a second label set (another engine) at the value it holds
  * ("NaN" too), while HEALTH_FILE.tokens-type does, they are typed as it
  * says ("gauge"), and what was served is written to
- * HEALTH_FILE.counters-served as "TOKENS MORE TYPE"; or, while
+ * HEALTH_FILE.counters-served as "TOKENS MORE TYPE"; while
+ * HEALTH_FILE.kv-blocks exists, vllm:cache_config_info with block_size 16
+ * and num_gpu_blocks the value it holds ("None" too); or, while
  * HEALTH_FILE.metrics-status holds
  * an HTTP status, that status and an empty body (llama-server's 501
  * without --metrics, a proxy's 502); /v1/models one model, "fake". Every stalled client is counted in
@@ -180,7 +182,8 @@ static void write_line(const char *suffix, const char *text)
  * if the test set them. */
 static void serve_metrics(int fd)
 {
-	char started[32], tokens[32], more[32], type[32], counters[512] = "", body[1024];
+	char started[32], tokens[32], more[32], type[32], counters[512] = "", body[1280];
+	char kv[32], capacity[160] = "";
 	char status[16], extra[2][128] = { "", "" }, served[128];
 	static const char *const names[2] = { "vllm:prompt_tokens_total",
 					      "vllm:generation_tokens_total" };
@@ -194,6 +197,13 @@ static void serve_metrics(int fd)
 	read_line(".tokens", tokens, sizeof(tokens));
 	read_line(".tokens-more", more, sizeof(more));
 	read_line(".tokens-type", type, sizeof(type));
+	read_line(".kv-blocks", kv, sizeof(kv));
+	if (kv[0])
+		snprintf(capacity, sizeof(capacity),
+			 "# TYPE vllm:cache_config_info gauge\n"
+			 "vllm:cache_config_info{block_size=\"16\",engine=\"0\","
+			 "num_gpu_blocks=\"%s\"} 1.0\n",
+			 kv);
 	if (!type[0])
 		snprintf(type, sizeof(type), "counter");
 	for (int i = 0; i < 2 && more[0]; i++)
@@ -210,9 +220,9 @@ static void serve_metrics(int fd)
 		 "vllm:num_requests_running{model_name=\"fake\"} 2\n"
 		 "vllm:num_requests_waiting{model_name=\"fake\"} 1\n"
 		 "vllm:kv_cache_usage_perc{model_name=\"fake\"} 0.5\n"
-		 "%s%s%s%s",
+		 "%s%s%s%s%s",
 		 started[0] ? "process_start_time_seconds " : "", started, started[0] ? "\n" : "",
-		 counters);
+		 counters, capacity);
 	respond(fd, 200, "text/plain", body);
 	if (tokens[0]) {
 		write_line(".tokens-served", tokens);

@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-kvs_start_sim A --time-scale 0.001
+kvs_start_sim A --time-scale 0.001 --kv-blocks 600
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --backend-kv-blocks 600
 
 out=$(kvs_bench -n 40 -k 1 --prefixes 0 --suffix-tokens 8000 -m 1 --json) ||

@@ -411,6 +411,41 @@ static void test_metrics_unreadable(void **state)
 	assert_true(v == 3);
 }
 
+/* A capacity in labels: vLLM's cache_config_info, per engine (two data-
+ * parallel engines: their sum), whatever the labels' order and escapes in
+ * others; an engine not yet sized ("None"), a label missing or a value
+ * that is no number say nothing. */
+static void test_metrics_capacity(void **state)
+{
+	static const char two[] =
+		"# TYPE vllm:cache_config_info gauge\n"
+		"vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\","
+		"num_gpu_blocks=\"27153\",prefix=\"a\\\"},b\"} 1.0\n"
+		"vllm:cache_config_info{engine=\"1\", num_gpu_blocks=\"1000\",block_size=\"32\"} 1.0\n"
+		"vllm:cache_config_info_other{num_gpu_blocks=\"5\",block_size=\"5\"} 1\n";
+	static const char none[] =
+		"vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"None\"} 1.0\n";
+	static const char lacks[] = "vllm:cache_config_info{block_size=\"16\"} 1.0\n";
+	static const char escaped[] =
+		"vllm:cache_config_info{block_size=\"1\\6\",num_gpu_blocks=\"10\"} 1.0\n";
+	double v;
+
+	assert_true(kvs_prom_label_product(two, strlen(two), "vllm:cache_config_info",
+					   "num_gpu_blocks", "block_size", &v));
+	assert_true(v == 27153.0 * 16 + 1000.0 * 32);
+	assert_false(kvs_prom_label_product(none, strlen(none), "vllm:cache_config_info",
+					    "num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product(lacks, strlen(lacks), "vllm:cache_config_info",
+					    "num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product(escaped, strlen(escaped), "vllm:cache_config_info",
+					    "num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product(two, strlen(two), "vllm:absent", "num_gpu_blocks",
+					    "block_size", &v));
+	assert_false(kvs_prom_label_product("vllm:cache_config_info{block_size=\"16\"", 38,
+					    "vllm:cache_config_info", "block_size", "block_size",
+					    &v));
+}
+
 /* Readings, as state.c makes them: how the server answered; when ready,
  * whether /metrics answered, its start time (0: none) and counters. */
 #define NO LIFE_NO_COUNT
@@ -857,6 +892,7 @@ int main(void)
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_metrics_typed),
 		cmocka_unit_test(test_metrics_unreadable),
+		cmocka_unit_test(test_metrics_capacity),
 		cmocka_unit_test(test_life_down_up),
 		cmocka_unit_test(test_life_start_time),
 		cmocka_unit_test(test_life_start_unknown),

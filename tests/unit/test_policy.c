@@ -528,6 +528,58 @@ static void feedback_resizes_index(void **state)
 	kvs_policy_free(&s.pol);
 }
 
+/* A backend that says its capacity (64,000 blocks configured): its index
+ * takes that size at once, evicting as the backend would; the reports'
+ * corrections then move around it (the floor is 1/1024 of what it said),
+ * under the operator's ceiling (4x configured), which a backend saying
+ * more cannot pass; saying it again changes nothing learnt since; 0, or a
+ * removal, is the configured size again. Others keep the configured size. */
+static void said_capacity_sizes_the_index(void **state)
+{
+	uint64_t h[64], load[NB] = { 0 };
+	uint8_t ok[NB] = { 1, 1, 1, 1 };
+	struct kvs_decision d;
+	struct sim s;
+	int i;
+
+	(void)state;
+	sim_init(&s, 64000);
+	chain(h, 0, 1, 60, 1, 4);
+	kvs_policy_decide(&s.pol, h, 64, h[63], 64 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	assert_int_equal(kvs_policy_cached(&s.pol, (uint32_t)d.backend, h, 64), 64);
+	/* said smaller than it holds: it keeps the head, as the backend would */
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, (uint32_t)d.backend, 32), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, (uint32_t)d.backend), 32);
+	assert_int_equal(kvs_policy_cached(&s.pol, (uint32_t)d.backend, h, 64), 32);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 1, 20000), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 20000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 1, 20000), 0);
+	assert_int_equal(fb(&s, 1, 20000, 4000, 0), 1); /* 20% missed: -10% */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 18000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 1, 20000), 0); /* learnt stays */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 18000);
+	for (i = 0; i < 100; i++)
+		fb(&s, 1, 1u << 24, 9u << 20, 0);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 64); /* 16 groups: 20000/1024 < 16 */
+	for (i = 0; i < 100; i++)
+		fb(&s, 1, 1u << 20, 0, 1u << 20);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 1), 4 * 64000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 2, 1u << 30), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 4 * 64000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 2, 0), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 2), 64000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 3, 200000), 1);
+	assert_int_equal(fb(&s, 3, 200000, 200000, 0), 1); /* all missed: half */
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 3), 100000);
+	kvs_policy_remove_backend(&s.pol, 3);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 3), 64000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, 3, 200000), 1);
+	assert_int_equal(kvs_policy_index_blocks(&s.pol, 0 == d.backend ? 1 : 0),
+			 0 == d.backend ? 18000 : 64000);
+	assert_int_equal(kvs_policy_set_capacity(&s.pol, NB, 100), 0); /* no such slot */
+	kvs_policy_free(&s.pol);
+}
+
 /* Misses the backend's load explains do not shrink the index: with its
  * outstanding work at a share of the index's size (the squeeze), only the
  * miss share beyond it counts. 64,000 blocks are 1,024,000 tokens; a 30%
@@ -783,6 +835,7 @@ int main(void)
 		cmocka_unit_test(holder_keeps_within_the_keep_bound),
 		cmocka_unit_test(unexpected_hits),
 		cmocka_unit_test(feedback_resizes_index),
+		cmocka_unit_test(said_capacity_sizes_the_index),
 		cmocka_unit_test(load_explains_misses),
 		cmocka_unit_test(known_hits_are_not_surprises),
 		cmocka_unit_test(shrinking_evicts_lru_first),

@@ -49,6 +49,7 @@ struct adapter_config {
 	uint32_t poll_ms;    /* how often the server's state is read */
 	uint32_t stall_s;    /* a stream silent this long fails with timeout */
 	uint32_t connect_ms; /* to the server */
+	uint64_t kv_tokens;  /* the server's KV capacity; 0: what it says */
 	enum kvs_log_level level;
 };
 
@@ -60,6 +61,7 @@ struct server_state {
 	uint32_t running; /* from /metrics or /slots */
 	uint32_t waiting;
 	uint32_t kv_used, kv_total; /* per mille of the KV cache, or 0/0 */
+	uint64_t kv_tokens;	    /* its KV capacity, as it says; 0: not said */
 	uint32_t slots;		    /* llama.cpp's slots (its /slots), 0: not known */
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */

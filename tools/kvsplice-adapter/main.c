@@ -84,6 +84,13 @@ static const struct kvs_opt rows[] = {
 	  .help = "a stream that sends no event for S seconds\n"
 		  "(keep-alive comments are none) fails with\n"
 		  "ERROR timeout (default {default})" },
+	{ "kv-tokens", 0, KVS_OPT_U64(S, kv_tokens, 1, 1ull << 40), .arg = "N",
+	  .help = "the server's KV cache in tokens, said to the\n"
+		  "gateway, which sizes its index of the server by\n"
+		  "it (default: what the server says: vLLM's\n"
+		  "cache_config_info, SGLang's max_total_num_tokens;\n"
+		  "llama.cpp says none: its slots' contexts and its\n"
+		  "--cache-ram MiB of prompts, give their tokens)" },
 	{ "connect-timeout-ms", 0, KVS_OPT_U32(S, connect_ms, 1, 600000), .arg = "MS",
 	  .help = "connecting to the server (default\n"
 		  "{default})" },

@@ -201,3 +201,67 @@ bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix)
 			return true;
 	return false;
 }
+
+/* Label key's value in the label set l[i..n) (at its '{'), read as a
+ * number, in *v. Values are quoted and may hold escapes; a number never
+ * does, so one with an escape is not one. */
+static bool label_num(const char *l, size_t n, size_t i, const char *key, double *v)
+{
+	size_t kl = strlen(key), s;
+	char num[64], *e;
+
+	if (i >= n || l[i] != '{')
+		return false;
+	for (i++; i < n && l[i] != '}';) {
+		while (i < n && (l[i] == ' ' || l[i] == ','))
+			i++;
+		s = i;
+		while (i < n && l[i] != '=')
+			i++;
+		if (i + 1 >= n || l[i + 1] != '"')
+			return false;
+		bool mine = i - s == kl && !memcmp(l + s, key, kl);
+
+		i += 2;
+		s = i;
+		while (i < n && l[i] != '"')
+			i += l[i] == '\\' ? 2 : 1;
+		if (i >= n)
+			return false;
+		if (mine) {
+			if (i - s == 0 || i - s >= sizeof(num) || memchr(l + s, '\\', i - s))
+				return false;
+			memcpy(num, l + s, i - s);
+			num[i - s] = '\0';
+			*v = strtod(num, &e);
+			return *e == '\0' && isfinite(*v);
+		}
+		i++;
+	}
+	return false;
+}
+
+bool kvs_prom_label_product(const char *text, size_t len, const char *name, const char *a,
+			    const char *b, double *out)
+{
+	const char *p = text, *end = text + len, *l;
+	size_t n, nl = strlen(name), k;
+	unsigned count = 0;
+	double va, vb, x;
+
+	*out = 0;
+	while (next_line(&p, end, &l, &n)) {
+		if (!n || l[0] == '#')
+			continue;
+		k = name_len(l, n);
+		if (k != nl || memcmp(l, name, nl))
+			continue;
+		/* a broken sample: the others' sum would pass for the whole */
+		if (!value_of(l, n, k, &x) || !label_num(l, n, k, a, &va) ||
+		    !label_num(l, n, k, b, &vb))
+			return false;
+		*out += va * vb;
+		count++;
+	}
+	return count > 0;
+}

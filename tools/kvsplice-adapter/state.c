@@ -13,6 +13,7 @@
 
 #include "adapter.h"
 #include "instance.h"
+#include "kvsplice/hash.h"
 #include "log.h"
 #include "netutil.h"
 #include "promtext.h"
@@ -290,6 +291,29 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 	}
 }
 
+/* The server's KV capacity in tokens, as its /metrics says: vLLM's
+ * cache_config_info labels (blocks x block size, per engine), SGLang's
+ * max_total_num_tokens (per rank); 0 where it says none. */
+static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
+{
+	double v = 0;
+
+	if (k == OAI_VLLM && kvs_prom_label_product(t, n, "vllm:cache_config_info",
+						    "num_gpu_blocks", "block_size", &v))
+		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
+	if (k == OAI_SGLANG && kvs_prom_sum(t, n, "sglang:max_total_num_tokens", &v))
+		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
+	return 0;
+}
+
+static void capacity_seen(struct server_state *st, uint64_t tokens)
+{
+	if (tokens == st->kv_tokens)
+		return;
+	st->kv_tokens = tokens;
+	pr_info("event=server_capacity kv_tokens=%llu", (unsigned long long)tokens);
+}
+
 /*
  * Requests in flight at the server, at most: --max-connections, and for
  * llama.cpp its slots. llama-server answers HTTP on a few threads (6 for
@@ -439,8 +463,10 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		pr_info("event=server_kind kind=%s detected=%d", oai_kind_name(k), !a->cfg.kind);
 	st->kind = k;
 	t = text_of(&sp->x[X_METRICS], &n);
-	if (ok(&sp->x[X_METRICS]))
+	if (ok(&sp->x[X_METRICS])) {
 		load_from_metrics(st, k, t, n);
+		capacity_seen(st, capacity_from_metrics(k, t, n));
+	}
 	if (k == OAI_LLAMA_CPP && ok(&sp->x[X_SLOTS]))
 		load_from_slots(a, &sp->x[X_SLOTS],
 				!(ok(&sp->x[X_METRICS]) && kvs_prom_has_prefix(t, n, "llamacpp:")));
@@ -498,6 +524,7 @@ void state_load(const struct adapter *a, struct kvs_load_info *li)
 {
 	const struct server_state *st = &a->st;
 	uint32_t own = a->active;
+	uint64_t tokens;
 
 	memset(li, 0, sizeof(*li));
 	li->running = st->running;
@@ -505,6 +532,18 @@ void state_load(const struct adapter *a, struct kvs_load_info *li)
 	li->kv_used_blocks = st->kv_used;
 	li->kv_total_blocks = st->kv_total;
 	li->backend_id = a->cfg.id;
+	/* A capacity known in tokens goes in the gateway's blocks, which size
+	 * its index of this server (KVS_LOAD_F_KV_BLOCKS); the use with it. */
+	tokens = a->cfg.kv_tokens ? a->cfg.kv_tokens : st->kv_tokens;
+	if (tokens / KVS_BLOCK_TOKENS) {
+		uint64_t blocks = tokens / KVS_BLOCK_TOKENS;
+
+		li->kv_total_blocks = blocks < UINT32_MAX ? (uint32_t)blocks : UINT32_MAX;
+		li->kv_used_blocks = st->kv_total ? (uint32_t)((uint64_t)li->kv_total_blocks *
+							       st->kv_used / st->kv_total) :
+						    0;
+		li->flags |= KVS_LOAD_F_KV_BLOCKS;
+	}
 	/* The server's figures lag by up to a poll; the adapter's own count of
 	 * what it has sent is current. */
 	if (st->kind == OAI_OTHER || st->kind == OAI_AUTO)

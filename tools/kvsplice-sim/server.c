@@ -394,9 +394,10 @@ static int on_frames(struct sim *s, struct sim_conn *c)
 				.backend_id = s->id,
 				/* A stand-in for an inference server that is
 				 * down or still loading: up, but not ready. */
-				.flags = s->not_ready_file && !access(s->not_ready_file, F_OK) ?
-						 KVS_LOAD_F_NOT_READY :
-						 0,
+				.flags = KVS_LOAD_F_KV_BLOCKS |
+					 (s->not_ready_file && !access(s->not_ready_file, F_OK) ?
+						  KVS_LOAD_F_NOT_READY :
+						  0),
 			};
 			uint8_t payload[sizeof(struct kvs_load)];
 			struct kvs_msg pong = { .type = KVS_T_PONG,

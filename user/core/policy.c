@@ -56,7 +56,8 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 		pol->p.keep_balance = pol->p.balance;
 	pol->balance_fp = kvs_policy_balance_fp(pol->p.balance);
 	for (b = 0; b < p->nbackends; b++) {
-		err = kvs_pcache_init(&pol->index[b], groups_of(p->index_blocks));
+		pol->conf[b] = groups_of(p->index_blocks);
+		err = kvs_pcache_init(&pol->index[b], pol->conf[b]);
 		if (err)
 			goto fail;
 	}
@@ -286,10 +287,10 @@ out:
 int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f)
 {
 	struct kvs_pcache *c = &pol->index[b];
-	uint32_t conf = groups_of(pol->p.index_blocks), cap = c->capacity;
+	uint32_t conf = pol->conf[b], cap = c->capacity;
 	uint32_t floor =
 		conf / KVS_POLICY_FEEDBACK_SHRINK > 16 ? conf / KVS_POLICY_FEEDBACK_SHRINK : 16;
-	uint64_t ceiling = (uint64_t)conf * KVS_POLICY_FEEDBACK_GROW;
+	uint64_t ceiling = (uint64_t)groups_of(pol->p.index_blocks) * KVS_POLICY_FEEDBACK_GROW;
 	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
 	uint64_t seen = f->predicted + surprising;
 	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
@@ -359,6 +360,22 @@ void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, ui
 	kvs_pcache_touch(&pol->index[b], g, ng);
 }
 
+int kvs_policy_set_capacity(struct kvs_policy *pol, uint32_t b, uint32_t blocks)
+{
+	uint64_t ceiling = (uint64_t)groups_of(pol->p.index_blocks) * KVS_POLICY_FEEDBACK_GROW;
+	uint32_t g = blocks ? groups_of(blocks) : groups_of(pol->p.index_blocks);
+
+	if (b >= pol->p.nbackends)
+		return 0;
+	if (g > ceiling)
+		g = (uint32_t)ceiling;
+	if (g == pol->conf[b])
+		return 0;
+	pol->conf[b] = g;
+	kvs_pcache_set_capacity(&pol->index[b], g);
+	return 1;
+}
+
 uint32_t kvs_policy_index_blocks(const struct kvs_policy *pol, uint32_t b)
 {
 	return pol->index[b].capacity * KVS_INDEX_GROUP;
@@ -402,7 +419,8 @@ int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, ui
 	if (n < old || n > KVS_MAX_BACKENDS)
 		return -EINVAL;
 	for (b = old; b < n; b++) {
-		err = kvs_pcache_init(&pol->index[b], groups_of(pol->p.index_blocks));
+		pol->conf[b] = groups_of(pol->p.index_blocks);
+		err = kvs_pcache_init(&pol->index[b], pol->conf[b]);
 		if (err) {
 			while (b-- > old)
 				kvs_pcache_free(&pol->index[b]);
@@ -434,8 +452,10 @@ void kvs_policy_forget_backend(struct kvs_policy *pol, uint32_t b)
 
 void kvs_policy_remove_backend(struct kvs_policy *pol, uint32_t b)
 {
-	/* the next backend in the slot is another cache: the configured size */
-	reset_index(pol, b, groups_of(pol->p.index_blocks));
+	/* the next backend in the slot is another cache: the configured size,
+	 * until it says its own */
+	pol->conf[b] = groups_of(pol->p.index_blocks);
+	reset_index(pol, b, pol->conf[b]);
 }
 
 const char *kvs_reason_name(enum kvs_reason r)

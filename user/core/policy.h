@@ -123,6 +123,10 @@ struct kvs_policy {
 	/* tokens the kernel's reports left out of their charge and the index
 	 * held (kvs_policy_report), since the last correction */
 	uint64_t known[KVS_MAX_BACKENDS];
+	/* Each backend's capacity as its index is sized and corrected
+	 * around, in index groups: p.index_blocks', or what the backend said
+	 * of itself (kvs_policy_set_capacity). */
+	uint32_t conf[KVS_MAX_BACKENDS];
 	/* the group hashes of the prompt being decided (decide's scratch) */
 	uint64_t group_h[KVS_POLICY_MAX_BLOCKS / KVS_INDEX_GROUP];
 	/* Hot prefixes (kvs_policy_observe): each checkpoint prefix's
@@ -200,7 +204,8 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * larger cache than configured): it grows by n/2 times that share (n
  * backends), at most a quarter a step. Between the two it holds. Bounded
  * to [configured / KVS_POLICY_FEEDBACK_SHRINK, configured x
- * KVS_POLICY_FEEDBACK_GROW]. Unexpected hits the index knew of
+ * KVS_POLICY_FEEDBACK_GROW], configured being what b said of itself if it
+ * did (kvs_policy_set_capacity; the ceiling stays p.index_blocks'). Unexpected hits the index knew of
  * (kvs_policy_report) do not count. Acts only on evidence of at least a sixteenth
  * of the index's size in tokens (and KVS_POLICY_FEEDBACK_MIN): returns 1
  * when it did (the caller starts a new interval), 0 when the caller should
@@ -221,6 +226,18 @@ struct kvs_feedback {
 	uint64_t peak_work;
 };
 int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_feedback *f);
+
+/*
+ * Backend b said its KV capacity: blocks 16-token blocks (its PONG,
+ * KVS_LOAD_F_KV_BLOCKS); 0: it says nothing, p.index_blocks stands. Its
+ * index takes that size at once, and the corrections above move it around
+ * that size instead of p.index_blocks: a fleet of unlike servers needs no
+ * size given, and none learnt from misses on the way. Never above
+ * KVS_POLICY_FEEDBACK_GROW x p.index_blocks, the memory the operator
+ * allowed an index (a backend cannot make the controller allocate more).
+ * Returns 1 when the size changed, 0 when it was already that.
+ */
+int kvs_policy_set_capacity(struct kvs_policy *pol, uint32_t b, uint32_t blocks);
 
 /*
  * Evictions the caller wants to hear of: after kvs_policy_mark(b, hash),

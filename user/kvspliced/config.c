@@ -43,6 +43,7 @@ static const struct settings defaults = {
 		.balance = KVS_POLICY_BALANCE,
 		.keep_balance = KVS_POLICY_KEEP_BALANCE,
 		.index_blocks = KVS_POLICY_INDEX_BLOCKS,
+		.kv_reports = 1,
 		.min_match_pct = (uint32_t)(KVS_POLICY_MIN_MATCH_SHARE * 100),
 		.kernel_slack = 512,
 		.release_prefill_early = 1,
@@ -245,9 +246,16 @@ static const struct kvs_opt rows[] = {
 		  "the longest cached prefix by the same bound (default\n"
 		  "{default}; the kernel's set at start)" },
 	{ "backend-kv-blocks", 0, KVS_OPT_U32(S, cfg.index_blocks, 1, 1u << 28), .arg = "N",
-	  .help = "KV capacity of each backend in 16-token blocks; the\n"
-		  "controller's index of what each holds is bounded by\n"
-		  "it (default {default}, ~1.3 M tokens)" },
+	  .help = "KV capacity of each backend in 16-token blocks, for\n"
+		  "backends that do not say theirs: the starting size of\n"
+		  "the controller's index of what each holds; 4x N bounds\n"
+		  "every index, said or learnt (default {default}, ~1.3 M\n"
+		  "tokens)" },
+	{ "backend-kv-reports", 0, KVS_OPT_ENUM(S, cfg.kv_reports, "no", "yes"), .arg = "yes|no",
+	  .help = "size each backend's index by the KV capacity it says\n"
+		  "in its PONGs (kvsplice-sim; kvsplice-adapter when its\n"
+		  "server tells: vLLM, llama.cpp); no: --backend-kv-blocks\n"
+		  "for all (default yes)" },
 	{ "min-match-pct", 0, KVS_OPT_U32(S, cfg.min_match_pct, 0, 100), .arg = "P",
 	  .help = "a cached prefix covering less than P% of the prompt\n"
 		  "(a system prompt everybody shares) is not followed by\n"

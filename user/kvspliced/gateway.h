@@ -59,6 +59,7 @@ struct gw_config {
 	double balance;		   /* bounded-load factor, >= 1 */
 	double keep_balance;	   /* a holder keeps a request within it (place.h) */
 	uint32_t index_blocks;	   /* per-backend prefix index (their KV blocks) */
+	int kv_reports;		   /* a backend's own capacity sizes its index */
 	uint32_t min_match_pct;	   /* a shallower prefix match is not decisive */
 	uint32_t kernel_slack;	   /* least slack, in tokens, above balance x
 				    * mean work before the kernel defers */

@@ -81,7 +81,8 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	RESTART_IF(c->max_payload != n->max_payload, "max-frame");
 	RESTART_IF(c->window_blocks != n->window_blocks, "window-blocks");
 	RESTART_IF(c->min_match_pct != n->min_match_pct, "min-match-pct");
-	RESTART_IF(c->index_blocks != n->index_blocks, "backend-kv-blocks");
+	RESTART_IF(c->index_blocks != n->index_blocks || c->kv_reports != n->kv_reports,
+		   "backend-kv-blocks/backend-kv-reports");
 	RESTART_IF(c->release_prefill_early != n->release_prefill_early, "release-prefill");
 	RESTART_IF(c->metrics_set != n->metrics_set ||
 			   (n->metrics_set && strcmp(kvs_addr_str(&c->metrics, a, sizeof(a)),
