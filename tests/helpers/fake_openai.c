@@ -26,6 +26,10 @@
  *   afterdone  as ok, then text events after [DONE] until the client leaves
  *   pings      one text event, then a keep-alive comment every 100 ms, no
  *              event, until the client leaves
+ *   bigheader  a stream whose headers hold a line of 150 KB (libcurl
+ *              takes 100 KB) after its Content-Type
+ *   manyheaders  a stream with 400 KB of header lines of 1 KB (libcurl
+ *              takes 300 KB in all) before its Content-Type
  * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
  * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
@@ -135,6 +139,32 @@ static void stall_until_closed(int fd)
 
 	while (recv(fd, &c, 1, 0) > 0)
 		;
+}
+
+/* A whole stream behind headers beyond libcurl's limits: one line of
+ * 150 KB after the Content-Type (one_line), else 400 lines of 1 KB before
+ * it. */
+static void big_headers(int fd, bool one_line)
+{
+	char k[1024];
+	int i;
+
+	memset(k, 'x', sizeof(k) - 1);
+	k[sizeof(k) - 1] = '\0';
+	if (!one_line)
+		memcpy(k, "X-Pad: ", 7);
+	put(fd, one_line ? "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Big: " :
+			   "HTTP/1.1 200 OK\r\n");
+	for (i = 0; i < (one_line ? 150 : 400); i++) {
+		put(fd, k);
+		if (!one_line)
+			put(fd, "\r\n");
+	}
+	put(fd, one_line ? "\r\nConnection: close\r\n\r\n" :
+			   "Content-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+	put(fd, text_event);
+	put(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,"
+		"\"completion_tokens\":1}}\n\ndata: [DONE]\n\n");
 }
 
 static bool metrics_stalled(void)
@@ -270,6 +300,8 @@ static void serve_completion(int fd, const char *req)
 			  "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n");
 		stall_until_closed(fd); /* no "0\r\n\r\n" */
 		count_left(stall_file, ".done");
+	} else if (!strcmp(mode, "bigheader") || !strcmp(mode, "manyheaders")) {
+		big_headers(fd, !strcmp(mode, "bigheader"));
 	} else if (!strcmp(mode, "reset")) {
 		struct linger lg = { 1, 0 };
 

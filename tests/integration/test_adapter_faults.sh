@@ -68,6 +68,12 @@ expect json200 internal "not a stream"
 # and the adapter read the flood, until the client gave up).
 expect errflood internal "HTTP 500: flooding: xxx"
 expect jsonflood internal "not a stream"
+# Response headers beyond libcurl's limits (a line of 100 KB, 300 KB in
+# all): the message says so. The line over 100 KB was backend_gone "Out of
+# memory" (libcurl 7.88's words), 300 KB in all before the Content-Type
+# "not a stream".
+expect bigheader internal "response headers are too large"
+expect manyheaders internal "response headers are too large"
 
 # [DONE], then the server holds the connection open: the END goes at
 # [DONE], not a timeout when the stall timer fires.

@@ -40,6 +40,7 @@ struct job {
 	bool answered;		/* the END went at [DONE]; the transfer may still run,
 				 * t_event when it came */
 	bool not_stream;	/* a 2xx that is not text/event-stream */
+	bool body_began;	/* on_body ran: curl had the whole header block */
 	long http_status;
 	struct kvs_buf errbody;
 	struct kvs_buf ev; /* relay_event's, reused from event to event */
@@ -402,6 +403,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 	size_t n = size * nmemb;
 	int r;
 
+	j->body_began = true;
 	if (j->l->tx.len > ADAPTER_TX_HIGH) {
 		/* The gateway is behind: leave the bytes with curl (and the
 		 * server's socket) until the link drains. */
@@ -578,6 +580,27 @@ static bool retry(struct adapter *a, struct job *j, CURLcode res)
 	return curl_multi_add_handle(a->multi, j->h) == CURLM_OK;
 }
 
+/*
+ * libcurl refuses response headers it will not hold: a header line over
+ * 100 KB (CURL_MAX_HTTP_HEADER), 300 KB in all. Before 8.6 it says so as
+ * CURLE_OUT_OF_MEMORY, "Out of memory", for the line, and
+ * CURLE_RECV_ERROR, "Too large response headers: N > 307200", for the
+ * total; since, CURLE_TOO_LARGE for both. After the status line (the
+ * job has a status) and before the body began (on_body never ran), that
+ * is the server's headers, not the adapter's memory.
+ */
+static bool headers_too_large(const struct job *j, CURLcode res)
+{
+	if (!j->http_status || j->body_began)
+		return false;
+#if LIBCURL_VERSION_NUM >= 0x080600
+	if (res == CURLE_TOO_LARGE)
+		return true;
+#endif
+	return res == CURLE_OUT_OF_MEMORY ||
+	       (res == CURLE_RECV_ERROR && strstr(j->errbuf, "Too large response headers"));
+}
+
 void job_done(struct adapter *a, CURL *h, CURLcode res)
 {
 	struct job *j = NULL;
@@ -593,6 +616,18 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 		 * timeout) is no longer the client's business. */
 	} else if (j->fail_code) {
 		send_error(j, j->fail_code, j->fail_msg);
+	} else if (headers_too_large(j, res)) {
+		/* internal, as for an event over --max-frame: the server
+		 * answered, with more than the adapter takes; not
+		 * backend_gone, it did not fail, and would answer the same
+		 * again. (Before the not-stream case: a Content-Type after
+		 * the big header was never read.) */
+		snprintf(msg, sizeof(msg),
+			 "kvsplice-adapter: the inference server's response headers are too large "
+			 "for the adapter (libcurl's limit: a header line of 100 KB, 300 KB in "
+			 "all; libcurl said: %.200s)",
+			 j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
+		send_error(j, KVS_E_INTERNAL, msg);
 	} else if (res == CURLE_OK && j->json && !j->stream && j->http_status >= 200 &&
 		   j->http_status < 300) {
 		send_response(j);
