@@ -411,17 +411,20 @@ static void test_metrics_unreadable(void **state)
 	assert_true(v == 3);
 }
 
-/* A capacity in labels: vLLM's cache_config_info, per engine (two data-
- * parallel engines: their sum), whatever the labels' order and escapes in
- * others; an engine not yet sized ("None"), a label missing or a value
- * that is no number say nothing. */
+/* A capacity in labels: vLLM's cache_config_info, one sample per engine,
+ * each the server's whole cache config: its front end sums the data-
+ * parallel engines' blocks into it (vllm/v1/engine/utils.py) and every
+ * engine's label set repeats that sum, so the samples' largest, not their
+ * sum (two engines of 27,153 blocks: 54,306 said twice). Whatever the
+ * labels' order and escapes in others; an engine not yet sized ("None"),
+ * a label missing or a value that is no number say nothing. */
 static void test_metrics_capacity(void **state)
 {
 	static const char two[] =
 		"# TYPE vllm:cache_config_info gauge\n"
 		"vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\","
-		"num_gpu_blocks=\"27153\",prefix=\"a\\\"},b\"} 1.0\n"
-		"vllm:cache_config_info{engine=\"1\", num_gpu_blocks=\"1000\",block_size=\"32\"} 1.0\n"
+		"num_gpu_blocks=\"54306\",prefix=\"a\\\"},b\"} 1.0\n"
+		"vllm:cache_config_info{engine=\"1\", num_gpu_blocks=\"54306\",block_size=\"16\"} 1.0\n"
 		"vllm:cache_config_info_other{num_gpu_blocks=\"5\",block_size=\"5\"} 1\n";
 	static const char none[] =
 		"vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"None\"} 1.0\n";
@@ -430,20 +433,20 @@ static void test_metrics_capacity(void **state)
 		"vllm:cache_config_info{block_size=\"1\\6\",num_gpu_blocks=\"10\"} 1.0\n";
 	double v;
 
-	assert_true(kvs_prom_label_product(two, strlen(two), "vllm:cache_config_info",
-					   "num_gpu_blocks", "block_size", &v));
-	assert_true(v == 27153.0 * 16 + 1000.0 * 32);
-	assert_false(kvs_prom_label_product(none, strlen(none), "vllm:cache_config_info",
-					    "num_gpu_blocks", "block_size", &v));
-	assert_false(kvs_prom_label_product(lacks, strlen(lacks), "vllm:cache_config_info",
-					    "num_gpu_blocks", "block_size", &v));
-	assert_false(kvs_prom_label_product(escaped, strlen(escaped), "vllm:cache_config_info",
-					    "num_gpu_blocks", "block_size", &v));
-	assert_false(kvs_prom_label_product(two, strlen(two), "vllm:absent", "num_gpu_blocks",
-					    "block_size", &v));
-	assert_false(kvs_prom_label_product("vllm:cache_config_info{block_size=\"16\"", 38,
-					    "vllm:cache_config_info", "block_size", "block_size",
-					    &v));
+	assert_true(kvs_prom_label_product_max(two, strlen(two), "vllm:cache_config_info",
+					       "num_gpu_blocks", "block_size", &v));
+	assert_true(v == 54306.0 * 16);
+	assert_false(kvs_prom_label_product_max(none, strlen(none), "vllm:cache_config_info",
+						"num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product_max(lacks, strlen(lacks), "vllm:cache_config_info",
+						"num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product_max(escaped, strlen(escaped), "vllm:cache_config_info",
+						"num_gpu_blocks", "block_size", &v));
+	assert_false(kvs_prom_label_product_max(two, strlen(two), "vllm:absent", "num_gpu_blocks",
+						"block_size", &v));
+	assert_false(kvs_prom_label_product_max("vllm:cache_config_info{block_size=\"16\"", 38,
+						"vllm:cache_config_info", "block_size",
+						"block_size", &v));
 }
 
 /* Readings, as state.c makes them: how the server answered; when ready,

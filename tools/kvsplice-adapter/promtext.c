@@ -241,8 +241,8 @@ static bool label_num(const char *l, size_t n, size_t i, const char *key, double
 	return false;
 }
 
-bool kvs_prom_label_product(const char *text, size_t len, const char *name, const char *a,
-			    const char *b, double *out)
+bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, const char *a,
+				const char *b, double *out)
 {
 	const char *p = text, *end = text + len, *l;
 	size_t n, nl = strlen(name), k;
@@ -256,11 +256,12 @@ bool kvs_prom_label_product(const char *text, size_t len, const char *name, cons
 		k = name_len(l, n);
 		if (k != nl || memcmp(l, name, nl))
 			continue;
-		/* a broken sample: the others' sum would pass for the whole */
+		/* a broken sample: the others would pass for the whole */
 		if (!value_of(l, n, k, &x) || !label_num(l, n, k, a, &va) ||
 		    !label_num(l, n, k, b, &vb))
 			return false;
-		*out += va * vb;
+		if (!count || va * vb > *out)
+			*out = va * vb;
 		count++;
 	}
 	return count > 0;

@@ -40,13 +40,15 @@ bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out);
 /* Their mean (a ratio per engine, such as KV cache use). */
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out);
 
-/* The sum over name's samples of the product of two of their labels' values
- * read as numbers (vLLM's cache_config_info: num_gpu_blocks x block_size
- * per engine), in *out. false if name has no sample, or one whose labels
- * lack either or say no finite number ("None": an engine not sized yet), or
- * that is broken. */
-bool kvs_prom_label_product(const char *text, size_t len, const char *name, const char *a,
-			    const char *b, double *out);
+/* The largest, over name's samples, of the product of two of their labels'
+ * values read as numbers, in *out: vLLM's cache_config_info, num_gpu_blocks
+ * x block_size, whose every sample (one per data-parallel engine) holds the
+ * whole server's config, the engines' blocks summed by its front end; a sum
+ * would count them once per engine. false if name has no sample, or one
+ * whose labels lack either or say no finite number ("None": an engine not
+ * sized yet), or that is broken. */
+bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, const char *a,
+				const char *b, double *out);
 
 /* True if some sample's name starts with prefix ("vllm:"). */
 bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix);

@@ -292,14 +292,15 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 }
 
 /* The server's KV capacity in tokens, as its /metrics says: vLLM's
- * cache_config_info labels (blocks x block size, per engine), SGLang's
+ * cache_config_info labels (blocks x block size, the data-parallel
+ * engines' together, in each engine's sample), SGLang's
  * max_total_num_tokens (per rank); 0 where it says none. */
 static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
 {
 	double v = 0;
 
-	if (k == OAI_VLLM && kvs_prom_label_product(t, n, "vllm:cache_config_info",
-						    "num_gpu_blocks", "block_size", &v))
+	if (k == OAI_VLLM && kvs_prom_label_product_max(t, n, "vllm:cache_config_info",
+							"num_gpu_blocks", "block_size", &v))
 		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
 	if (k == OAI_SGLANG && kvs_prom_sum(t, n, "sglang:max_total_num_tokens", &v))
 		return v > 0 && v < 1e15 ? (uint64_t)v : 0;

@@ -254,8 +254,8 @@ static const struct kvs_opt rows[] = {
 	{ "backend-kv-reports", 0, KVS_OPT_ENUM(S, cfg.kv_reports, "no", "yes"), .arg = "yes|no",
 	  .help = "size each backend's index by the KV capacity it says\n"
 		  "in its PONGs (kvsplice-sim; kvsplice-adapter when its\n"
-		  "server tells: vLLM, llama.cpp); no: --backend-kv-blocks\n"
-		  "for all (default yes)" },
+		  "server tells, vLLM and SGLang, or given --kv-tokens);\n"
+		  "no: --backend-kv-blocks for all (default yes)" },
 	{ "min-match-pct", 0, KVS_OPT_U32(S, cfg.min_match_pct, 0, 100), .arg = "P",
 	  .help = "a cached prefix covering less than P% of the prompt\n"
 		  "(a system prompt everybody shares) is not followed by\n"
