@@ -139,6 +139,15 @@ void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance, uint32_t k
 		be->routes_live = true;
 }
 
+void gw_backend_capacity(struct gw *g, uint32_t b, uint32_t kv_blocks)
+{
+	if (!g->cfg->kv_reports || !kv_blocks || !kvs_policy_set_capacity(&g->policy, b, kv_blocks))
+		return;
+	kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
+	pr_info("event=backend_capacity backend=%s kv_blocks=%u index_blocks=%u", g->be[b].name,
+		kv_blocks, kvs_policy_index_blocks(&g->policy, b));
+}
+
 static void backend_down(struct gw *g, uint32_t b, const char *why, bool silent)
 {
 	struct gw_backend *be = &g->be[b];

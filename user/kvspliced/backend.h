@@ -57,6 +57,17 @@ void gw_backend_silent(struct gw *g, uint32_t b, const char *why);
  * behind a new connection's probe), and reading the former instance's
  * answer last would count a restart back to it. */
 void gw_backend_instance(struct gw *g, uint32_t b, uint32_t instance, uint32_t known);
+
+/*
+ * b said its KV capacity, kv_blocks 16-token blocks (a PONG with
+ * KVS_LOAD_F_KV_BLOCKS: a health check's, or a new connection's probe,
+ * so that it is known before the backend's first request); 0 says
+ * nothing. With --backend-kv-reports its index takes that size, and the
+ * reports' corrections move around it (kvs_policy_set_capacity). Said in
+ * every PONG; acted on when it changes (a first PONG, a server restarted
+ * with another memory budget).
+ */
+void gw_backend_capacity(struct gw *g, uint32_t b, uint32_t kv_blocks);
 /* How long a silent backend's routes are kept: ten health-check intervals
  * (of a second when checks are off). */
 uint64_t gw_silent_keep_ns(const struct gw *g);

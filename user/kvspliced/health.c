@@ -50,21 +50,6 @@ static void not_ready(struct gw *g, uint32_t b)
 	gw_backend_readiness(g, b, false);
 }
 
-/*
- * b said its KV capacity in the gateway's blocks (KVS_LOAD_F_KV_BLOCKS):
- * its index takes that size, and the reports' corrections move around it
- * (kvs_policy_set_capacity). Said in every PONG; acted on when it changes
- * (a first PONG, a server restarted with another memory budget).
- */
-static void capacity_said(struct gw *g, uint32_t b, uint32_t blocks)
-{
-	if (!kvs_policy_set_capacity(&g->policy, b, blocks))
-		return;
-	kvs_dp_set_index_blocks(&g->dp, b, kvs_policy_index_blocks(&g->policy, b));
-	pr_info("event=backend_capacity backend=%s kv_blocks=%u index_blocks=%u", g->be[b].name,
-		blocks, kvs_policy_index_blocks(&g->policy, b));
-}
-
 void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *payload)
 {
 	uint32_t b = (uint32_t)(m->req_id >> 32);
@@ -93,8 +78,8 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 							   .kv_total_blocks = li.kv_total_blocks,
 							   .at_ns = kvs_now_ns() });
 		ready = !(li.flags & KVS_LOAD_F_NOT_READY);
-		if (g->cfg->kv_reports && (li.flags & KVS_LOAD_F_KV_BLOCKS) && li.kv_total_blocks)
-			capacity_said(g, b, li.kv_total_blocks);
+		if (li.flags & KVS_LOAD_F_KV_BLOCKS)
+			gw_backend_capacity(g, b, li.kv_total_blocks);
 	}
 	if (!ready) {
 		not_ready(g, b);

@@ -468,6 +468,7 @@ static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 	uint32_t b = c->backend, s = c->slot;
 
 	gw_backend_instance(g, b, c->probe_instance, c->probe_known);
+	gw_backend_capacity(g, b, c->probe_kv_blocks);
 	if (!err) {
 		c->ops = &upstream_ops;
 		err = gw_conn_splice(g, c, kvs_upstream_key(b, s), b, s);

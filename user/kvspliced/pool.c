@@ -57,6 +57,7 @@ static void grow_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 	struct gw_backend *be = &g->be[b];
 
 	gw_backend_instance(g, b, c->probe_instance, c->probe_known);
+	gw_backend_capacity(g, b, c->probe_kv_blocks);
 	if (!err) {
 		c->ops = gw_kpath_conn_ops(KVS_ROLE_UPSTREAM);
 		err = gw_conn_splice(g, c, kvs_upstream_key(b, s), b, s);

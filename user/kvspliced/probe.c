@@ -100,6 +100,7 @@ static int judge(struct gw *g, struct gw_conn *c)
 	}
 	kvs_load_decode(frame + KVS_HDR_LEN, &li);
 	c->probe_instance = m.instance; /* its owner compares it (gw_backend_instance) */
+	c->probe_kv_blocks = li.flags & KVS_LOAD_F_KV_BLOCKS ? li.kv_total_blocks : 0;
 	kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
 	if (li.flags & KVS_LOAD_F_NOT_READY)
 		finish(g, c, -EAGAIN, "reported not ready");
@@ -123,6 +124,7 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done)
 		return errno ? -errno : -EIO;
 	c->probe_id = m.req_id;
 	c->probe_instance = 0;
+	c->probe_kv_blocks = 0;
 	c->probe_known = g->be[c->backend].instance;
 	c->probed = done;
 	c->probing = true;

@@ -496,6 +496,7 @@ static void up_probed(struct gw *g, struct gw_conn *u, int err, const char *why)
 	uint32_t b = u->backend;
 
 	gw_backend_instance(g, b, u->probe_instance, u->probe_known);
+	gw_backend_capacity(g, b, u->probe_kv_blocks);
 	if (!err) {
 		u->ops = &upstream_ops;
 		show_conn(g, u);
