@@ -5,7 +5,8 @@
 # told 1,000 get indexes of 400 and 4,000, and the third is held to 4x the
 # configured size (the memory the operator allowed an index). The size a
 # backend said survives traffic and the reports' corrections move around
-# it; with --backend-kv-reports no the configured size stands for all.
+# it; a new connection's probe says it before the first health check;
+# with --backend-kv-reports no the configured size stands for all.
 # kvsplice-adapter says its server's: vLLM's cache_config_info
 # (num_gpu_blocks x block_size, tests/helpers/fake_openai standing for
 # vLLM), again when it changes (a server restarted with another memory
@@ -48,6 +49,24 @@ assert_eq "indexes after traffic" "$(sizes index_blocks)" "400 4000 4000"
 
 kill "$GW_PID"
 wait "$GW_PID" || true
+
+# Before the first health check: a new connection's probe says it, so a
+# backend takes its first request with its index sized (it is logged
+# before the backend is up, which only a probe's PONG can do).
+kvs_start_gw "${BACKENDS[@]}" --backend-kv-blocks 1000 --health-interval-ms 3600000
+for i in 0 1 2; do
+	[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
+done
+assert_eq "indexes once up, from the probes" "$(sizes index_blocks)" "400 4000 4000"
+for n in A B C; do
+	port=SIM_PORT_$n
+	assert_eq "what the log says first of $n: its capacity, before it is up" \
+		"$(grep -m1 -oE "event=(backend_capacity|backend_up) backend=127.0.0.1:${!port} " \
+			"$KVS_TMP/gw.log")" "event=backend_capacity backend=127.0.0.1:${!port} "
+done
+kill "$GW_PID"
+wait "$GW_PID" || true
+
 kvs_start_gw "${BACKENDS[@]}" --backend-kv-blocks 1000 --health-interval-ms 200 \
 	--backend-kv-reports no
 kvs_wait_for "every backend's PONG read" '[ "$(sizes pong.kv_total_blocks)" = "400 4000 100000" ]'

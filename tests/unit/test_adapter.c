@@ -447,6 +447,11 @@ static void test_metrics_capacity(void **state)
 	assert_false(kvs_prom_label_product_max("vllm:cache_config_info{block_size=\"16\"", 38,
 						"vllm:cache_config_info", "block_size",
 						"block_size", &v));
+	/* SGLang's pool size, said by every rank of a tensor-parallel server */
+	assert_true(kvs_prom_max("sglang:max_total_num_tokens{tp_rank=\"0\"} 161721.0\n"
+				 "sglang:max_total_num_tokens{tp_rank=\"1\"} 161721.0\n",
+				 100, "sglang:max_total_num_tokens", &v));
+	assert_true(v == 161721.0);
 }
 
 /* Readings, as state.c makes them: how the server answered; when ready,

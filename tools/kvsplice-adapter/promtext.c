@@ -66,9 +66,9 @@ static bool value_of(const char *l, size_t n, size_t i, double *v)
 
 /* The samples of one name. */
 struct family {
-	unsigned count;	 /* samples whose value reads */
-	double sum, min; /* of those */
-	bool unreadable; /* a sample whose value does not */
+	unsigned count;	      /* samples whose value reads */
+	double sum, min, max; /* of those */
+	bool unreadable;      /* a sample whose value does not */
 };
 
 static void samples(const char *text, size_t len, const char *name, struct family *f)
@@ -92,6 +92,8 @@ static void samples(const char *text, size_t len, const char *name, struct famil
 		}
 		if (!f->count || v < f->min)
 			f->min = v;
+		if (!f->count || v > f->max)
+			f->max = v;
 		f->sum += v;
 		f->count++;
 	}
@@ -178,6 +180,17 @@ enum kvs_prom_got kvs_prom_counter(const char *text, size_t len, const char *nam
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out)
 {
 	return kvs_prom_read(text, len, name, out) == KVS_PROM_OK;
+}
+
+bool kvs_prom_max(const char *text, size_t len, const char *name, double *out)
+{
+	struct family f;
+
+	samples(text, len, name, &f);
+	if (got(&f) != KVS_PROM_OK)
+		return false;
+	*out = f.max;
+	return true;
 }
 
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out)

@@ -37,6 +37,9 @@ enum kvs_prom_got kvs_prom_counter(const char *text, size_t len, const char *nam
  * last figure). */
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out);
 
+/* Their largest (a figure every rank of one engine says alike). */
+bool kvs_prom_max(const char *text, size_t len, const char *name, double *out);
+
 /* Their mean (a ratio per engine, such as KV cache use). */
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out);
 

@@ -294,7 +294,10 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 /* The server's KV capacity in tokens, as its /metrics says: vLLM's
  * cache_config_info labels (blocks x block size, the data-parallel
  * engines' together, in each engine's sample), SGLang's
- * max_total_num_tokens (per rank); 0 where it says none. */
+ * max_total_num_tokens (its largest label set: the tensor-parallel ranks
+ * of one pool may each say it; separate data-parallel pools are then
+ * under-said, which the gateway's corrections grow back); 0 where it
+ * says none. */
 static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
 {
 	double v = 0;
@@ -302,7 +305,7 @@ static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
 	if (k == OAI_VLLM && kvs_prom_label_product_max(t, n, "vllm:cache_config_info",
 							"num_gpu_blocks", "block_size", &v))
 		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
-	if (k == OAI_SGLANG && kvs_prom_sum(t, n, "sglang:max_total_num_tokens", &v))
+	if (k == OAI_SGLANG && kvs_prom_max(t, n, "sglang:max_total_num_tokens", &v))
 		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
 	return 0;
 }

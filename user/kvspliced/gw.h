@@ -163,8 +163,8 @@ struct gw_conn {
 	 * (probe.c): in no data path until it is. */
 	bool probing;
 	uint64_t probe_id, probe_deadline_ns;
-	uint32_t probe_instance; /* what its PONG said of the backend; 0: none */
-	uint32_t probe_known;	 /* its backend's instance when the probe went */
+	uint32_t probe_instance;  /* what its PONG said of the backend; 0: none */
+	uint32_t probe_known;	  /* its backend's instance when the probe went */
 	uint32_t probe_kv_blocks; /* the KV capacity its PONG said; 0: none */
 	/* Handed to the service manager's descriptor store (fdstore.c):
 	 * closing it must shut the socket down, or the store's copy keeps
