@@ -205,9 +205,10 @@ uint32_t kvs_policy_cached(struct kvs_policy *pol, uint32_t b, const uint64_t *h
  * backends), at most a quarter a step. Between the two it holds. Bounded
  * to [configured / KVS_POLICY_FEEDBACK_SHRINK, configured x
  * KVS_POLICY_FEEDBACK_GROW], configured being what b said of itself if it
- * did (kvs_policy_set_capacity; the ceiling stays p.index_blocks'). Unexpected hits the index knew of
- * (kvs_policy_report) do not count. Acts only on evidence of at least a sixteenth
- * of the index's size in tokens (and KVS_POLICY_FEEDBACK_MIN): returns 1
+ * did (kvs_policy_set_capacity; the ceiling stays p.index_blocks').
+ * Unexpected hits the index knew of (kvs_policy_report) do not count.
+ * Acts only on evidence of at least a sixteenth of the index's size in
+ * tokens (and KVS_POLICY_FEEDBACK_MIN): returns 1
  * when it did (the caller starts a new interval), 0 when the caller should
  * keep accumulating.
  */
