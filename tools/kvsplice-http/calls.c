@@ -498,6 +498,10 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 	}
 	r = canon_request(ep, (const char *)evbuffer_pullup(in, -1), len, &c->body, err,
 			  sizeof(err), param, sizeof(param));
+	/* The body is read (into its canonical copy, itself freed once sent):
+	 * libevent would keep it until the response ends, minutes for a
+	 * stream, --max-inflight bodies of up to --max-body each. */
+	evbuffer_drain(in, len);
 	if (r) {
 		free(c);
 		cs->st->bad_requests++;
