@@ -14,6 +14,7 @@
 # CTX [8192] tokens per server (shared by its slots), CACHE_RAM [0] MiB of
 # llama.cpp's host prompt cache (0: a prefix lives only in a slot, so a
 # server holds SLOTS prefixes, as a GPU's KV capacity holds a few),
+# KV_TOKENS [CTX when CACHE_RAM is 0, else none] the adapters' --kv-tokens,
 # REQUESTS [240], CONNECTIONS [6], PREFIXES [6], PREFIX_TOKENS [512] (of
 # kvsplice-bench's synthetic words; about twice as many Llama tokens),
 # SUFFIX_TOKENS [32], MAX_TOKENS [16], OVERHEAD_REQUESTS [200],
@@ -25,6 +26,10 @@ SERVERS=${SERVERS:-3}
 SLOTS=${SLOTS:-2}
 CTX=${CTX:-8192}
 CACHE_RAM=${CACHE_RAM:-0}
+# What each adapter tells the gateway of its server's KV cache (llama.cpp
+# says none): with no host prompt cache, its context, which its slots
+# share; with one, unknown (its size is in MiB), so nothing is said.
+KV_TOKENS=${KV_TOKENS-$([ "$CACHE_RAM" != 0 ] || echo "$CTX")}
 REQUESTS=${REQUESTS:-240}
 CONNECTIONS=${CONNECTIONS:-6}
 PREFIXES=${PREFIXES:-6}
@@ -73,6 +78,7 @@ start_fleet() {
 		until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 0.1; done
 		LPORTS+=("$port")
 		"$BUILD/kvsplice-adapter" --server "http://127.0.0.1:$port" --id "$i" \
+			${KV_TOKENS:+--kv-tokens "$KV_TOKENS"} \
 			--port-file "$TMP/$1-ad$i.port" --extra-body "$BODY" --log-level warn \
 			2>>"$TMP/adapters.log" &
 		PIDS+=($!)
@@ -118,12 +124,18 @@ for i in $(seq 0 $((SERVERS - 1))); do
 	done
 done
 kvs=$(live --connect "127.0.0.1:$(cat "$TMP/gw.port")")
+# What the gateway's index of each server ended at (blocks of 16 tokens;
+# its start: what the adapter said, --kv-tokens / 16, else 81,250).
+index=$("$BUILD/kvsplicectl" --pin-dir "$PIN" backends --json |
+	jq -r '[.[] | "\(.index_blocks) (said \(.pong.kv_total_blocks))"] | join(" / ")')
 stop_all
 
 echo "| policy | ok | TTFT P50 ms | P90 | P99 | servers' hit rate | req/s | output tok/s | requests per server |"
 echo "|---|---|---|---|---|---|---|---|---|"
 row "round robin (no gateway)" "$rr"
 row "kvsplice" "$kvs"
+echo
+echo "the gateway's index of each server at the end, blocks: $index"
 
 # 3. The adapter's cost: one server, one request at a time, the same
 #    prompt each time (cached after the first), direct and through it.
