@@ -87,6 +87,10 @@ static const struct {
 	{ "kvsplice_backend_cached_tokens_total", "counter",
 	  "Of which served from its prefix cache (hit rate: cached / prompt).",
 	  offsetof(struct kvs_backend, cached_tokens) },
+	{ "kvsplice_backend_index_blocks", "gauge",
+	  "The size of the controller's index of its cache, in 16-token blocks: what it said of "
+	  "itself, or --backend-kv-blocks, as its reports corrected it.",
+	  offsetof(struct kvs_backend, index_blocks) },
 };
 
 size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in)
