@@ -51,6 +51,11 @@ kvs_wait_for "the gateway passed them all on" \
 assert_eq "still in flight (their streams go on)" "$(curl -s "$HTTP_URL/health" | jq -r .in_flight)" "$N"
 grown=$((($(rss_kb) - before) / 1024))
 echo "the front's resident memory grew by $grown MB"
-assert_le "the front's memory growth with $N bodies of 900 KB in flight (MB)" "$grown" 20
+# (ASan keeps freed memory in quarantine: there the figure says nothing)
+if grep -q __asan_init <<<"$(nm -D "$KVS_BUILD/kvsplice-http" 2>/dev/null)"; then
+	echo "ok: memory not judged under ASan"
+else
+	assert_le "the front's memory growth with $N bodies of 900 KB in flight (MB)" "$grown" 20
+fi
 touch "$KVS_TMP/release"
 echo "PASS test_http_bodies"
