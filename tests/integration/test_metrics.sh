@@ -50,12 +50,17 @@ for p in $SIM_PORT_A $SIM_PORT_B; do
 	assert_eq "backend $p up" "$(metric "$m" "kvsplice_backend_up{backend=\"127.0.0.1:$p\"}")" 1
 done
 assert_eq "cached tokens = the backends' own reports" "$cached" "$(jget "$out" .cached_tokens)"
-b=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
+# The index's size per backend, as kvsplicectl reads it (a correction
+# may land on a tick between two reads: read both until they agree).
+index_agrees() { # i
+	local b p
+	b=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
+	p=$(jq -r ".[$1].backend" <<<"$b")
+	[ "$(metric "$(scrape /metrics)" "kvsplice_backend_index_blocks{backend=\"$p\"}")" = \
+		"$(jq -r ".[$1].index_blocks" <<<"$b")" ]
+}
 for i in 0 1; do
-	p=$(jq -r ".[$i].backend" <<<"$b")
-	assert_eq "index size of $p = kvsplicectl's" \
-		"$(metric "$m" "kvsplice_backend_index_blocks{backend=\"$p\"}")" \
-		"$(jq -r ".[$i].index_blocks" <<<"$b")"
+	kvs_wait_for "backend $i's index size in the metrics = kvsplicectl's" "index_agrees $i"
 done
 assert_eq "decisions observed = requests the controller routed (either path)" \
 	"$(metric "$m" 'kvsplice_decision_seconds_count')" $((ctrl + user))
