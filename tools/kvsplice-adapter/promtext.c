@@ -182,12 +182,18 @@ bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out)
 	return kvs_prom_read(text, len, name, out) == KVS_PROM_OK;
 }
 
+/* name's samples into *f; true when they all read. */
+static bool readable(const char *text, size_t len, const char *name, struct family *f)
+{
+	samples(text, len, name, f);
+	return got(f) == KVS_PROM_OK;
+}
+
 bool kvs_prom_max(const char *text, size_t len, const char *name, double *out)
 {
 	struct family f;
 
-	samples(text, len, name, &f);
-	if (got(&f) != KVS_PROM_OK)
+	if (!readable(text, len, name, &f))
 		return false;
 	*out = f.max;
 	return true;
@@ -197,8 +203,7 @@ bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out)
 {
 	struct family f;
 
-	samples(text, len, name, &f);
-	if (got(&f) != KVS_PROM_OK)
+	if (!readable(text, len, name, &f))
 		return false;
 	*out = f.sum / f.count;
 	return true;

@@ -301,13 +301,12 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
 {
 	double v = 0;
+	bool said =
+		(k == OAI_VLLM && kvs_prom_label_product_max(t, n, "vllm:cache_config_info",
+							     "num_gpu_blocks", "block_size", &v)) ||
+		(k == OAI_SGLANG && kvs_prom_max(t, n, "sglang:max_total_num_tokens", &v));
 
-	if (k == OAI_VLLM && kvs_prom_label_product_max(t, n, "vllm:cache_config_info",
-							"num_gpu_blocks", "block_size", &v))
-		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
-	if (k == OAI_SGLANG && kvs_prom_max(t, n, "sglang:max_total_num_tokens", &v))
-		return v > 0 && v < 1e15 ? (uint64_t)v : 0;
-	return 0;
+	return said && v > 0 && v < 1e15 ? (uint64_t)v : 0;
 }
 
 static void capacity_seen(struct server_state *st, uint64_t tokens)

@@ -17,6 +17,13 @@ static uint32_t groups_of(uint32_t blocks)
 	return g ? g : 1;
 }
 
+/* The most entries any index may have, said or learnt: the memory the
+ * operator allowed (p.index_blocks). */
+static uint64_t index_ceiling(const struct kvs_policy *pol)
+{
+	return (uint64_t)groups_of(pol->p.index_blocks) * KVS_POLICY_FEEDBACK_GROW;
+}
+
 void kvs_policy_defaults(struct kvs_policy_params *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -290,7 +297,7 @@ int kvs_policy_feedback(struct kvs_policy *pol, uint32_t b, const struct kvs_fee
 	uint32_t conf = pol->conf[b], cap = c->capacity;
 	uint32_t floor =
 		conf / KVS_POLICY_FEEDBACK_SHRINK > 16 ? conf / KVS_POLICY_FEEDBACK_SHRINK : 16;
-	uint64_t ceiling = (uint64_t)groups_of(pol->p.index_blocks) * KVS_POLICY_FEEDBACK_GROW;
+	uint64_t ceiling = index_ceiling(pol);
 	uint64_t surprising = f->unexpected > pol->known[b] ? f->unexpected - pol->known[b] : 0;
 	uint64_t seen = f->predicted + surprising;
 	uint64_t need = (uint64_t)cap * KVS_INDEX_GROUP * KVS_BLOCK_TOKENS / 16;
@@ -362,7 +369,7 @@ void kvs_policy_report(struct kvs_policy *pol, uint32_t b, const uint64_t *g, ui
 
 int kvs_policy_set_capacity(struct kvs_policy *pol, uint32_t b, uint32_t blocks)
 {
-	uint64_t ceiling = (uint64_t)groups_of(pol->p.index_blocks) * KVS_POLICY_FEEDBACK_GROW;
+	uint64_t ceiling = index_ceiling(pol);
 	uint32_t g = blocks ? groups_of(blocks) : groups_of(pol->p.index_blocks);
 
 	if (b >= pol->p.nbackends)
