@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-source connection counts (user/kvspliced/sources.c, for
+ * Per-source connection counts (user/core/sources.c, for kvspliced's
  * --max-source-conns): IPv4 by address, IPv6 by /64, an IPv4-mapped peer
  * as its IPv4 address; counts stay exact through any order of adds and
  * removals (the table moves entries back on removal, and grows).
@@ -17,10 +17,10 @@
 
 #include "sources.h"
 
-static struct gw_source_key key_of(const char *ip)
+static struct kvs_source_key key_of(const char *ip)
 {
 	struct sockaddr_storage ss = { 0 };
-	struct gw_source_key k;
+	struct kvs_source_key k;
 
 	if (strchr(ip, ':')) {
 		struct sockaddr_in6 *a = (void *)&ss;
@@ -33,16 +33,16 @@ static struct gw_source_key key_of(const char *ip)
 		a->sin_family = AF_INET;
 		assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
 	}
-	assert_true(gw_source_of(&ss, &k));
+	assert_true(kvs_source_of(&ss, &k));
 	return k;
 }
 
 static void what_a_source_is(void **state)
 {
-	struct gw_source_key a = key_of("10.1.2.3"), b = key_of("::ffff:10.1.2.3"),
-			     c = key_of("10.1.2.4"), d = key_of("2001:db8:1:2::1"),
-			     e = key_of("2001:db8:1:2:ffff::9"), f = key_of("2001:db8:1:3::1"),
-			     g = key_of("::a01:203"); /* 10.1.2.3's bytes, not mapped */
+	struct kvs_source_key a = key_of("10.1.2.3"), b = key_of("::ffff:10.1.2.3"),
+			      c = key_of("10.1.2.4"), d = key_of("2001:db8:1:2::1"),
+			      e = key_of("2001:db8:1:2:ffff::9"), f = key_of("2001:db8:1:3::1"),
+			      g = key_of("::a01:203"); /* 10.1.2.3's bytes, not mapped */
 	struct sockaddr_storage un = { .ss_family = AF_UNIX };
 
 	(void)state;
@@ -51,29 +51,29 @@ static void what_a_source_is(void **state)
 	assert_memory_equal(&d, &e, sizeof(d));
 	assert_memory_not_equal(&d, &f, sizeof(d));
 	assert_memory_not_equal(&a, &g, sizeof(a));
-	assert_false(gw_source_of(&un, &a));
+	assert_false(kvs_source_of(&un, &a));
 }
 
 static void counts_up_and_down(void **state)
 {
-	struct gw_sources s = { 0 };
-	struct gw_source_key a = key_of("127.0.0.1"), b = key_of("127.0.0.2");
+	struct kvs_sources s = { 0 };
+	struct kvs_source_key a = key_of("127.0.0.1"), b = key_of("127.0.0.2");
 
 	(void)state;
-	assert_int_equal(gw_sources_count(&s, &a), 0);
-	gw_sources_del(&s, &a); /* on an empty table: nothing */
+	assert_int_equal(kvs_sources_count(&s, &a), 0);
+	kvs_sources_del(&s, &a); /* on an empty table: nothing */
 	for (int i = 1; i <= 3; i++)
-		assert_int_equal(gw_sources_add(&s, &a), i);
-	assert_int_equal(gw_sources_add(&s, &b), 1);
+		assert_int_equal(kvs_sources_add(&s, &a), i);
+	assert_int_equal(kvs_sources_add(&s, &b), 1);
 	assert_int_equal(s.n, 2);
-	gw_sources_del(&s, &a);
-	assert_int_equal(gw_sources_count(&s, &a), 2);
-	gw_sources_del(&s, &a);
-	gw_sources_del(&s, &a);
-	assert_int_equal(gw_sources_count(&s, &a), 0);
-	assert_int_equal(gw_sources_count(&s, &b), 1);
+	kvs_sources_del(&s, &a);
+	assert_int_equal(kvs_sources_count(&s, &a), 2);
+	kvs_sources_del(&s, &a);
+	kvs_sources_del(&s, &a);
+	assert_int_equal(kvs_sources_count(&s, &a), 0);
+	assert_int_equal(kvs_sources_count(&s, &b), 1);
 	assert_int_equal(s.n, 1);
-	gw_sources_free(&s);
+	kvs_sources_free(&s);
 }
 
 /* Many sources, added and removed in a scrambled order, against plain
@@ -83,13 +83,13 @@ static void exact_under_churn(void **state)
 {
 	enum { N = 3000, STEPS = 200000 };
 	static uint32_t want[N];
-	struct gw_sources s = { 0 };
+	struct kvs_sources s = { 0 };
 	uint64_t x = 88172645463325252ull;
 	uint32_t live = 0;
 
 	(void)state;
 	for (int step = 0; step < STEPS; step++) {
-		struct gw_source_key k = { 0 };
+		struct kvs_source_key k = { 0 };
 		uint32_t i;
 
 		x ^= x << 13;
@@ -99,21 +99,21 @@ static void exact_under_churn(void **state)
 		k.b[0] = 4;
 		memcpy(k.b + 12, &i, 4);
 		if (want[i] && (x >> 40) % 2) {
-			gw_sources_del(&s, &k);
+			kvs_sources_del(&s, &k);
 			live -= --want[i] == 0;
 		} else {
 			live += want[i] == 0;
-			assert_int_equal(gw_sources_add(&s, &k), ++want[i]);
+			assert_int_equal(kvs_sources_add(&s, &k), ++want[i]);
 		}
 		assert_int_equal(s.n, live);
 		if (step % 997 == 0) {
 			for (uint32_t j = 0; j < N; j++) {
 				memcpy(k.b + 12, &j, 4);
-				assert_int_equal(gw_sources_count(&s, &k), want[j]);
+				assert_int_equal(kvs_sources_count(&s, &k), want[j]);
 			}
 		}
 	}
-	gw_sources_free(&s);
+	kvs_sources_free(&s);
 }
 
 int main(void)

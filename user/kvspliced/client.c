@@ -90,7 +90,7 @@ void gw_clients_close(struct gw *g)
 	if (g->acc.reserve_fd >= 0)
 		close(g->acc.reserve_fd);
 	g->acc.reserve_fd = -1;
-	gw_sources_free(&g->sources);
+	kvs_sources_free(&g->sources);
 }
 
 static void log_failures(struct gw *g, uint64_t now)

@@ -120,7 +120,7 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 		g->ctl.clients_closed++;
 		kvs_idmap_del(&g->clients, c->cookie);
 		if (c->src_counted)
-			gw_sources_del(&g->sources, &c->src);
+			kvs_sources_del(&g->sources, &c->src);
 		c->src_counted = false;
 	}
 	/* Shut down, not only closed later: a pending op completes, and a copy
@@ -214,9 +214,9 @@ int gw_client_bind(struct gw *g, struct gw_conn *c)
 	if (c->tenant)
 		pr_debug("event=tenant_bound conn=%llu tenant=%u", (unsigned long long)c->cookie,
 			 c->tenant);
-	if (c->src_counted || !gw_source_of(&ss, &c->src))
+	if (c->src_counted || !kvs_source_of(&ss, &c->src))
 		return 0;
-	n = gw_sources_add(&g->sources, &c->src);
+	n = kvs_sources_add(&g->sources, &c->src);
 	if (n < 0) /* out of memory: let in, uncounted */
 		return 0;
 	c->src_counted = true;

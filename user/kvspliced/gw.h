@@ -139,7 +139,7 @@ struct gw_conn {
 	uint32_t tenant;       /* CLIENT: its tenant (tenant.h); 0: none */
 	bool front;	       /* CLIENT: from a --front-source (gw_client_bind) */
 	bool src_counted;      /* CLIENT: counted in gw.sources under src */
-	struct gw_source_key src;
+	struct kvs_source_key src;
 	/* CLIENT: when it was last seen active (idle.c), and the conns map's
 	 * counts for it then (kernel path). */
 	uint64_t active_ns;
@@ -298,7 +298,7 @@ struct gw {
 	struct kvs_idmap clients; /* cookie -> struct gw_conn */
 	/* Clients by source (--max-source-conns), the accept when out of
 	 * descriptors (client.c), the next idle scan (idle.c). */
-	struct gw_sources sources;
+	struct kvs_sources sources;
 	struct gw_accept acc;
 	uint64_t next_idle_scan_ns;
 	struct kvs_policy policy;

@@ -9,7 +9,7 @@
 
 #include "netutil.h"
 
-bool gw_source_of(const struct sockaddr_storage *ss, struct gw_source_key *k)
+bool kvs_source_of(const struct sockaddr_storage *ss, struct kvs_source_key *k)
 {
 	uint8_t a[16];
 	int family = kvs_addr_of(ss, a);
@@ -25,7 +25,7 @@ bool gw_source_of(const struct sockaddr_storage *ss, struct gw_source_key *k)
 	return family != 0;
 }
 
-static uint32_t hash(const struct gw_source_key *k)
+static uint32_t hash(const struct kvs_source_key *k)
 {
 	uint64_t x, y;
 
@@ -38,7 +38,7 @@ static uint32_t hash(const struct gw_source_key *k)
 }
 
 /* Where k is, or the empty slot where it would go. */
-static struct gw_source *find(const struct gw_sources *s, const struct gw_source_key *k)
+static struct kvs_source *find(const struct kvs_sources *s, const struct kvs_source_key *k)
 {
 	uint32_t mask = s->cap - 1, i = hash(k) & mask;
 
@@ -47,9 +47,9 @@ static struct gw_source *find(const struct gw_sources *s, const struct gw_source
 	return &s->slot[i];
 }
 
-static int grow(struct gw_sources *s)
+static int grow(struct kvs_sources *s)
 {
-	struct gw_sources n = { .cap = s->cap ? s->cap * 2 : 64, .n = s->n };
+	struct kvs_sources n = { .cap = s->cap ? s->cap * 2 : 64, .n = s->n };
 
 	n.slot = calloc(n.cap, sizeof(*n.slot));
 	if (!n.slot)
@@ -62,9 +62,9 @@ static int grow(struct gw_sources *s)
 	return 0;
 }
 
-int gw_sources_add(struct gw_sources *s, const struct gw_source_key *k)
+int kvs_sources_add(struct kvs_sources *s, const struct kvs_source_key *k)
 {
-	struct gw_source *e;
+	struct kvs_source *e;
 
 	/* At most half full: probes stay short. */
 	if ((s->n + 1) * 2 > s->cap && grow(s))
@@ -79,7 +79,7 @@ int gw_sources_add(struct gw_sources *s, const struct gw_source_key *k)
 
 /* Linear probing without tombstones: the entries after a freed slot, up to
  * the next empty one, move back where a search for them would look. */
-static void remove_at(struct gw_sources *s, uint32_t i)
+static void remove_at(struct kvs_sources *s, uint32_t i)
 {
 	uint32_t mask = s->cap - 1, j = i;
 
@@ -100,9 +100,9 @@ static void remove_at(struct gw_sources *s, uint32_t i)
 	}
 }
 
-void gw_sources_del(struct gw_sources *s, const struct gw_source_key *k)
+void kvs_sources_del(struct kvs_sources *s, const struct kvs_source_key *k)
 {
-	struct gw_source *e;
+	struct kvs_source *e;
 
 	if (!s->cap)
 		return;
@@ -113,12 +113,12 @@ void gw_sources_del(struct gw_sources *s, const struct gw_source_key *k)
 	remove_at(s, (uint32_t)(e - s->slot));
 }
 
-uint32_t gw_sources_count(const struct gw_sources *s, const struct gw_source_key *k)
+uint32_t kvs_sources_count(const struct kvs_sources *s, const struct kvs_source_key *k)
 {
 	return s->cap ? find(s, k)->conns : 0;
 }
 
-void gw_sources_free(struct gw_sources *s)
+void kvs_sources_free(struct kvs_sources *s)
 {
 	free(s->slot);
 	memset(s, 0, sizeof(*s));
