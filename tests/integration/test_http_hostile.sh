@@ -15,6 +15,10 @@
 #    one is answered 503 and closed, counted and logged, while those
 #    open are served (before, every connection was kept, each holding a
 #    descriptor, with no limit but ulimit -n);
+#  - one source holding connections: past --max-source-conns its next one
+#    is answered 429 and closed, counted and logged, while other sources
+#    connect, and a --trusted-source (a proxy in front) is not counted
+#    (before, one source could hold every one of --max-connections);
 #  - a client that sends its headers a byte at a time, well within
 #    --idle-timeout (the time between two bytes), is answered 408 and
 #    closed at --request-timeout (before, it kept its connection for as
@@ -161,7 +165,72 @@ assert_eq "one left: a new one served" "$(sed -n 's/^after one left: //p' <<<"$g
 grep -q 'event=connections_full max_connections=4 refused=1' "$KVS_TMP/http.log" ||
 	kvs_fail "no event=connections_full line"
 
-# 4. Slowloris: a byte of headers every 0.3 s, against --request-timeout
+# 4. Per source: 2 each. 127.0.0.2 holds 2 and its third is refused;
+# 127.0.0.3 still connects; the trusted 127.0.0.4 holds 3; once .2 lets
+# one go, it connects again.
+restart_http --max-source-conns 2 --trusted-source 127.0.0.4/32 --request-timeout 0
+got=$(python3 - "${HTTP_URL##*:}" <<'PY'
+import json, socket, sys
+port = int(sys.argv[1])
+def conn(src):
+    return socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(src, 0))
+def health(s):
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    out = b""
+    while b"\r\n\r\n" not in out or not out.endswith(b"}"):
+        d = s.recv(4096)
+        if not d:
+            return "closed", {}
+        out += d
+    return out.split(b"\r\n")[0].decode(), json.loads(out.split(b"\r\n\r\n", 1)[1])
+def answer(s):  # all it says until it closes; "open" if it does not
+    out = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                return out.split(b"\r\n")[0].decode() + " closed"
+            out += d
+    except socket.timeout:
+        return "open"
+a = [conn("127.0.0.2") for _ in range(2)]
+for _ in range(200):  # until the front has adopted both
+    line, h = health(a[0])
+    if h.get("connections") == 2:
+        break
+print("two from .2:", line, h.get("connections"), h.get("sources"))
+third = conn("127.0.0.2")
+print("third from .2:", answer(third))
+b = conn("127.0.0.3")
+print("from .3:", *health(b)[:1])
+t = [conn("127.0.0.4") for _ in range(3)]
+print("trusted:", " ".join(health(x)[0] for x in t))
+line, h = health(b)
+print("counted:", h["connections"], h["sources"], h["connections_refused_source"])
+a[1].close()
+for _ in range(200):  # until the front has seen it go
+    line, h = health(a[0])
+    if h["connections"] == 5:
+        break
+again = conn("127.0.0.2")
+print("again from .2:", health(again)[0])
+PY
+)
+echo "$got"
+assert_eq "two from one source held" "$(sed -n 's/^two from .2: //p' <<<"$got")" \
+	"HTTP/1.1 200 OK 2 1"
+assert_eq "its third: 429, closed" "$(sed -n 's/^third from .2: //p' <<<"$got")" \
+	"HTTP/1.1 429 Too Many Requests closed"
+assert_eq "another source served" "$(sed -n 's/^from .3: //p' <<<"$got")" "HTTP/1.1 200 OK"
+assert_eq "a trusted source holds 3" "$(sed -n 's/^trusted: //p' <<<"$got")" \
+	"HTTP/1.1 200 OK HTTP/1.1 200 OK HTTP/1.1 200 OK"
+assert_eq "6 open, 2 sources counted, 1 refused" "$(sed -n 's/^counted: //p' <<<"$got")" "6 2 1"
+assert_eq "one let go: the source connects again" "$(sed -n 's/^again from .2: //p' <<<"$got")" \
+	"HTTP/1.1 200 OK"
+grep -q 'event=source_connections_full peer=127.0.0.2 max_source_conns=2 refused=1' \
+	"$KVS_TMP/http.log" || kvs_fail "no event=source_connections_full line"
+
+# 5. Slowloris: a byte of headers every 0.3 s, against --request-timeout
 # 2 (and --idle-timeout 300): answered 408 and closed, within a cap far
 # past the deadline (the old front kept it for as long as bytes came).
 # Meanwhile a kept-alive connection answered before it began idles past
@@ -216,7 +285,7 @@ grep -q 'event=request_timeout .*request_timeout_s=2 timeouts=1' "$KVS_TMP/http.
 	kvs_fail "no event=request_timeout line"
 assert_eq "/health counts it" "$(curl -s "$HTTP_URL/health" | jq .request_timeouts)" 1
 
-# 5. A stream that lasts longer than --request-timeout (2 s) ends whole.
+# 6. A stream that lasts longer than --request-timeout (2 s) ends whole.
 t0=$(date +%s%3N)
 out=$(curl -sS -N -m 120 "$HTTP_URL/v1/completions" \
 	-d '{"prompt":"a long story","max_tokens":6000,"stream":true}') || kvs_fail "curl: $out"

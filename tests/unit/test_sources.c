@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-source connection counts (user/core/sources.c, for kvspliced's
- * --max-source-conns): IPv4 by address, IPv6 by /64, an IPv4-mapped peer
+ * Per-source connection counts (user/core/sources.c, for kvspliced's and
+ * kvsplice-http's --max-source-conns): IPv4 by address, IPv6 by /64, an IPv4-mapped peer
  * as its IPv4 address; counts stay exact through any order of adds and
  * removals (the table moves entries back on removal, and grows).
  */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The client connections: how many are open, against --max-connections,
- * and each request's deadline to arrive whole, --request-timeout.
+ * how many from each source, against --max-source-conns, and each
+ * request's deadline to arrive whole, --request-timeout.
  * --idle-timeout is libevent's time between two bytes, so without a
  * deadline a client sending a byte of its headers now and then kept its
  * connection, and its descriptor, for ever (slowloris).
@@ -16,6 +17,15 @@
  * the connection as the bufferevent's callback argument (libevent sets
  * its callbacks on it, with the connection, as it starts reading), counts
  * it or refuses it, and starts its deadline.
+ *
+ * Without a per-source limit one client could hold every one of
+ * --max-connections (idle, or slow senders reconnecting at each
+ * deadline) and keep everyone else out with 503s; past
+ * --max-source-conns (an IPv4 address, an IPv6 /64: user/core/sources.h)
+ * a source's next connection is answered 429, which the openai libraries
+ * retry after a back-off, and closed. A proxy or load balancer in front
+ * is one source for all its clients: --trusted-source leaves it
+ * uncounted.
  *
  * The deadline runs from the accept, stops when the request is whole and
  * handed to the request callback (clients_request_in), and runs again,
@@ -36,7 +46,9 @@
 #include <event2/bufferevent.h>
 
 #include "front.h"
+#include "netutil.h"
 #include "oaierr.h"
+#include "sources.h"
 
 /* A warning repeated by every refused or cut connection would flood the
  * log: the first at once, then one line in this many seconds, with the
@@ -51,6 +63,8 @@ struct client {
 	struct event *wake;	/* after a response: the next request's first byte */
 	client_close_fn gone;	/* calls.c's, while a call is in flight */
 	void *gone_arg;
+	struct kvs_source_key src;
+	bool src_counted; /* against --max-source-conns */
 };
 
 struct say_gate {
@@ -68,7 +82,10 @@ struct clients {
 	struct bufferevent **pending; /* made for a connection not adopted yet */
 	size_t npending, cap_pending;
 	struct event *adopt;
-	struct say_gate full_said, timeout_said;
+	struct kvs_sources sources;
+	struct kvs_cidr trusted[FRONT_MAX_TRUSTED];
+	uint32_t ntrusted;
+	struct say_gate full_said, timeout_said, source_said;
 };
 
 static bool say_now(struct say_gate *g)
@@ -101,6 +118,8 @@ static void client_free(struct client *c)
 
 	if (c->fd >= 0 && (size_t)c->fd < cl->nbyfd && cl->byfd[c->fd] == c)
 		cl->byfd[c->fd] = NULL;
+	if (c->src_counted)
+		kvs_sources_del(&cl->sources, &c->src);
 	cl->open--;
 	if (c->deadline)
 		event_free(c->deadline);
@@ -214,6 +233,56 @@ static void refuse(struct clients *cl, struct evhttp_connection *evcon, evutil_s
 	evhttp_connection_free(evcon);
 }
 
+/* Over --max-source-conns: 429, which clients retry after a back-off. */
+static void refuse_source(struct clients *cl, struct evhttp_connection *evcon, evutil_socket_t fd)
+{
+	char msg[192], *peer = NULL;
+	ev_uint16_t port = 0;
+
+	cl->st->connections_refused_source++;
+	if (say_now(&cl->source_said)) {
+		evhttp_connection_get_peer(evcon, &peer, &port);
+		pr_warn("event=source_connections_full peer=%s max_source_conns=%u refused=%llu "
+			"hint=\"its new connections get 429 and are closed; a proxy or load "
+			"balancer in front needs --trusted-source, a NAT a higher "
+			"--max-source-conns\"",
+			peer ? peer : "?", cl->cfg->max_source_conns,
+			(unsigned long long)cl->st->connections_refused_source);
+	}
+	snprintf(msg, sizeof(msg),
+		 "kvsplice-http: this address holds %u connections, the most one source may "
+		 "(--max-source-conns); retry later",
+		 cl->cfg->max_source_conns);
+	write_raw(fd, 429, "Too Many Requests", msg, "rate_limit_error",
+		  "too_many_source_connections");
+	evhttp_connection_free(evcon);
+}
+
+/*
+ * The connection on fd counted against its source: 1, k set; 0 when it is
+ * not counted (no limit, a trusted source, an address with no source, out
+ * of memory: let in rather than refused for the front's own fault);
+ * -EUSERS when its source holds --max-source-conns already.
+ */
+static int source_take(struct clients *cl, evutil_socket_t fd, struct kvs_source_key *k)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int n;
+
+	if (!cl->cfg->max_source_conns || getpeername(fd, (struct sockaddr *)&ss, &len) ||
+	    kvs_cidr_contains(cl->trusted, cl->ntrusted, &ss) || !kvs_source_of(&ss, k))
+		return 0;
+	n = kvs_sources_add(&cl->sources, k);
+	if (n < 0)
+		return 0;
+	if ((uint32_t)n > cl->cfg->max_source_conns) {
+		kvs_sources_del(&cl->sources, k);
+		return -EUSERS;
+	}
+	return 1;
+}
+
 static int track(struct clients *cl, struct client *c)
 {
 	if ((size_t)c->fd >= cl->nbyfd) {
@@ -236,7 +305,9 @@ static void adopt_one(struct clients *cl, struct bufferevent *bev)
 	void *arg = NULL;
 	struct evhttp_connection *evcon;
 	evutil_socket_t fd = bufferevent_getfd(bev);
+	struct kvs_source_key src = { 0 };
 	struct client *c;
+	int counted;
 
 	bufferevent_getcb(bev, &rd, NULL, NULL, &arg);
 	evcon = arg;
@@ -248,11 +319,20 @@ static void adopt_one(struct clients *cl, struct bufferevent *bev)
 		refuse(cl, evcon, fd);
 		return;
 	}
+	counted = source_take(cl, fd, &src);
+	if (counted < 0) {
+		refuse_source(cl, evcon, fd);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
+	if (!c && counted)
+		kvs_sources_del(&cl->sources, &src);
 	if (c) {
 		c->cl = cl;
 		c->evcon = evcon;
 		c->fd = fd;
+		c->src = src;
+		c->src_counted = counted > 0;
 		c->deadline = evtimer_new(cl->base, on_deadline, c);
 		c->wake = event_new(cl->base, fd, EV_READ, on_wake, c);
 	}
@@ -326,6 +406,15 @@ struct clients *clients_new(struct event_base *base, struct evhttp *http,
 	cl->base = base;
 	cl->cfg = cfg;
 	cl->st = st;
+	for (cl->ntrusted = 0; cl->ntrusted < cfg->ntrusted; cl->ntrusted++) {
+		struct kvs_cidr *t = &cl->trusted[cl->ntrusted];
+
+		if (kvs_cidr_parse(cfg->trusted[cl->ntrusted], &t->family, t->addr,
+				   &t->prefixlen)) {
+			free(cl);
+			return NULL;
+		}
+	}
 	cl->adopt = event_new(base, -1, 0, on_adopt, cl);
 	if (!cl->adopt) {
 		free(cl);
@@ -347,6 +436,7 @@ void clients_free(struct clients *cl)
 	event_free(cl->adopt);
 	free(cl->pending);
 	free(cl->byfd);
+	kvs_sources_free(&cl->sources);
 	free(cl);
 }
 
@@ -378,4 +468,9 @@ void clients_on_close(struct clients *cl, struct evhttp_connection *evcon, clien
 uint32_t clients_open(const struct clients *cl)
 {
 	return cl->open;
+}
+
+uint32_t clients_sources(const struct clients *cl)
+{
+	return cl->sources.n;
 }

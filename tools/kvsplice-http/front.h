@@ -31,6 +31,7 @@
 
 #define FRONT_MAX_GATEWAYS 16
 #define FRONT_MAX_MODELS 32
+#define FRONT_MAX_TRUSTED 64 /* --trusted-source CIDRs */
 
 enum front_tenant {
 	FRONT_TENANT_NONE,	    /* cache_salt 0 for every request */
@@ -45,15 +46,18 @@ struct front_config {
 	const char *models[FRONT_MAX_MODELS]; /* what /v1/models lists */
 	uint32_t nmodels;
 	uint32_t links_per_gateway;
-	uint32_t link_inflight;	  /* requests in flight on one link, at most */
-	uint32_t max_inflight;	  /* requests in the front (sent or waiting) */
-	uint32_t max_body;	  /* bytes of a request body */
-	uint32_t max_frame;	  /* the gateway's --max-frame */
-	uint32_t max_buffered;	  /* response bytes a slow client may leave unread */
-	uint32_t idle_s;	  /* an HTTP connection idle this long is closed */
-	uint32_t request_s;	  /* a request must arrive whole within (0: no limit) */
-	uint32_t max_connections; /* client connections open at once */
-	int tenant;		  /* enum front_tenant */
+	uint32_t link_inflight;	   /* requests in flight on one link, at most */
+	uint32_t max_inflight;	   /* requests in the front (sent or waiting) */
+	uint32_t max_body;	   /* bytes of a request body */
+	uint32_t max_frame;	   /* the gateway's --max-frame */
+	uint32_t max_buffered;	   /* response bytes a slow client may leave unread */
+	uint32_t idle_s;	   /* an HTTP connection idle this long is closed */
+	uint32_t request_s;	   /* a request must arrive whole within (0: no limit) */
+	uint32_t max_connections;  /* client connections open at once */
+	uint32_t max_source_conns; /* of them from one source (0: no limit) */
+	const char *trusted[FRONT_MAX_TRUSTED]; /* CIDRs not counted against it */
+	uint32_t ntrusted;
+	int tenant; /* enum front_tenant */
 	const char *tenant_header;
 	const char *port_file;
 	enum kvs_log_level level;
@@ -64,6 +68,7 @@ struct front_stats {
 	uint64_t requests, streamed, completed, errors, cancelled, rejected_busy;
 	uint64_t bad_requests, link_failures, chunks, chunk_bytes;
 	uint64_t connections_refused, request_timeouts;
+	uint64_t connections_refused_source; /* over --max-source-conns */
 };
 
 struct link;
@@ -112,8 +117,10 @@ struct clients;
 /* What a connection's close calls (libevent's close callback's type). */
 typedef void (*client_close_fn)(struct evhttp_connection *evcon, void *arg);
 /* Counts http's connections from now on (it sets http's bufferevent
- * callback), refusing those over cfg->max_connections, and gives each
- * request cfg->request_s to arrive whole. NULL when out of memory. */
+ * callback), refusing those over cfg->max_connections and, from one
+ * source, over cfg->max_source_conns, and gives each request
+ * cfg->request_s to arrive whole. NULL when out of memory (or a
+ * cfg->trusted CIDR that does not parse: main.c checked them). */
 struct clients *clients_new(struct event_base *base, struct evhttp *http,
 			    const struct front_config *cfg, struct front_stats *st);
 /* After evhttp_free. */
@@ -127,6 +134,8 @@ void clients_on_close(struct clients *cl, struct evhttp_connection *evcon, clien
 		      void *arg);
 /* Client connections open now. */
 uint32_t clients_open(const struct clients *cl);
+/* Sources holding a counted connection now. */
+uint32_t clients_sources(const struct clients *cl);
 
 /* calls.c */
 struct calls;

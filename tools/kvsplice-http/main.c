@@ -40,6 +40,7 @@ static const struct front_config defaults = {
 	.idle_s = 300,
 	.request_s = 30,
 	.max_connections = 8192,
+	.max_source_conns = 1024,
 	.tenant = FRONT_TENANT_NONE,
 	.level = KVS_LOG_INFO,
 };
@@ -50,6 +51,22 @@ static int parse_gateway(const char *who, const struct kvs_opt *o, const char *v
 
 	if (kvs_parse_addr(v, &a)) {
 		fprintf(stderr, "%s: --%s: '%s' is not ADDR:PORT\n", who, o->name, v);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
+/* --trusted-source. */
+static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	uint8_t addr[16];
+	uint32_t plen;
+	int family;
+
+	if (kvs_cidr_parse(v, &family, addr, &plen)) {
+		fprintf(stderr, "%s: --%s: '%s' is not an address or CIDR (10.0.0.0/8, fd00::/8)\n",
+			who, o->name, v);
 		return -1;
 	}
 	*(const char **)dst = v;
@@ -126,6 +143,17 @@ static const struct kvs_opt rows[] = {
 		  "Each holds a descriptor: keep N below\n"
 		  "ulimit -n less ~100 (the front raises its\n"
 		  "soft limit to the hard one if it is lower)" },
+	{ "max-source-conns", 0, KVS_OPT_U32(S, max_source_conns, 0, 1u << 24), .arg = "N",
+	  .help = "client connections one source (an IPv4\n"
+		  "address, an IPv6 /64) may hold; more are\n"
+		  "answered 429 and closed (default {default};\n"
+		  "0: no limit). Behind a proxy or load\n"
+		  "balancer, name it with --trusted-source" },
+	{ "trusted-source", 0, KVS_OPT_LIST(S, trusted, ntrusted, FRONT_MAX_TRUSTED, parse_cidr),
+	  .arg = "CIDR",
+	  .help = "clients from here (a proxy or load balancer\n"
+		  "in front, carrying many users) are not\n"
+		  "counted against --max-source-conns (repeat)" },
 	KVS_OPT_ROW_PORT_FILE(S, port_file),
 	KVS_OPT_ROW_LOG_LEVEL(S, level),
 	KVS_OPT_ROW_HELP,
@@ -154,7 +182,8 @@ static const struct kvs_optset optset = {
 		  "The front carries many users on a few connections: give its address to\n"
 		  "the gateway's --front-source (its own in-flight limit, --max-front-inflight)\n"
 		  "and set --link-inflight to match. Errors are OpenAI's: 400 bad body, 404,\n"
-		  "405, 413 too large, 429 busy, 502 backend gone, 503 no backend, 504.\n",
+		  "405, 413 too large, 429 busy (or --max-source-conns), 502 backend gone,\n"
+		  "503 no backend (or --max-connections), 504.\n",
 	.help_col = 27,
 	.help_on_error = true,
 };
@@ -343,20 +372,22 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	pr_info("event=listening listen=%s port=%d gateways=%u links=%u up=%u "
-		"max_connections=%u request_timeout_s=%u",
+		"max_connections=%u max_source_conns=%u trusted_sources=%u request_timeout_s=%u",
 		cfg.listen, kvs_local_port(fd), cfg.ngateways, ls.n, links_up(&ls),
-		cfg.max_connections, cfg.request_s);
+		cfg.max_connections, cfg.max_source_conns, cfg.ntrusted, cfg.request_s);
 	event_base_dispatch(base);
 	rc = 0;
 	pr_info("event=exit requests=%llu streamed=%llu completed=%llu errors=%llu "
 		"cancelled=%llu busy=%llu bad_requests=%llu link_failures=%llu chunks=%llu "
-		"chunk_bytes=%llu connections_refused=%llu request_timeouts=%llu",
+		"chunk_bytes=%llu connections_refused=%llu connections_refused_source=%llu "
+		"request_timeouts=%llu",
 		(unsigned long long)st.requests, (unsigned long long)st.streamed,
 		(unsigned long long)st.completed, (unsigned long long)st.errors,
 		(unsigned long long)st.cancelled, (unsigned long long)st.rejected_busy,
 		(unsigned long long)st.bad_requests, (unsigned long long)st.link_failures,
 		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes,
 		(unsigned long long)st.connections_refused,
+		(unsigned long long)st.connections_refused_source,
 		(unsigned long long)st.request_timeouts);
 cleanup:
 	if (rest.timer)
