@@ -99,6 +99,17 @@ struct {
 } backends SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KVS_MAX_BACKENDS);
+	__type(key, __u32);
+	__type(value, struct kvs_ttft);
+	/* The userspace path counts its ENDs into it too, with atomic adds
+	 * through an mmap, as the kernel does. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} backend_ttft SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, KVS_ROUTES_MAX);
 	__type(key, __u64); /* prefix hash or cache-key hash */

@@ -38,6 +38,21 @@ static __always_inline int is_response(__u8 type)
 	return type == KVS_T_CHUNK || type == KVS_T_END || type == KVS_T_ERROR;
 }
 
+/* The END's first-token time into the backend's histogram (struct
+ * kvs_ttft). */
+static __always_inline void count_ttft(__u32 b, __u32 queue_us, __u32 prefill_us)
+{
+	struct kvs_ttft *t = bpf_map_lookup_elem(&backend_ttft, &b);
+	__u64 us = (__u64)queue_us + prefill_us;
+
+	if (!t || !us)
+		return;
+	__sync_fetch_and_add(&t->count, 1);
+	__sync_fetch_and_add(&t->queue_us, queue_us);
+	__sync_fetch_and_add(&t->prefill_us, prefill_us);
+	__sync_fetch_and_add(&t->bucket[kvs_ttft_bucket(us)], 1);
+}
+
 /*
  * Learn from an END: the backend's own count of cached prompt tokens, and how
  * far the gateway's expectation was off. What was expected cached is
@@ -47,13 +62,13 @@ static __always_inline int is_response(__u8 type)
  * expectation counts too (unexpected_cached): the index that forgot it
  * grows back (kvs_policy_feedback).
  */
-static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be,
+static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be, __u32 b,
 					const struct kvs_hdr *h, __u32 off)
 {
 	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
 				  .req_id = bpf_be64_to_cpu(h->req_id) };
 	struct {
-		__be32 prompt_tokens, cached_tokens, output_tokens;
+		__be32 prompt_tokens, cached_tokens, output_tokens, queue_us, prefill_us;
 	} e;
 	__u64 prompt, cached, output, charged_out, pred_uncached, pred, surprise;
 	struct kvs_inflight *rec;
@@ -63,6 +78,7 @@ static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backen
 	prompt = bpf_ntohl(e.prompt_tokens);
 	cached = bpf_ntohl(e.cached_tokens);
 	output = bpf_ntohl(e.output_tokens);
+	count_ttft(b, bpf_ntohl(e.queue_us), bpf_ntohl(e.prefill_us));
 	__sync_fetch_and_add(&be->output_tokens, output);
 	/* The charge was the uncached prompt plus the output charged then
 	 * (its record says; the output itself when the record is gone). */
@@ -173,7 +189,7 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 		} else {
 			__sync_fetch_and_add(&be->ends, 1);
 			if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
-				account_end(skb, be, h, off);
+				account_end(skb, be, b, h, off);
 			/* A stray END must not wrap a count and wedge the
 			 * backend as saturated forever. */
 			if (be->outstanding > 0)

@@ -232,6 +232,63 @@ struct kvs_route_share {
 			* make room (kvspliced's recount, once it is near full) */
 };
 
+/*
+ * backend_ttft map value (ARRAY, mmapable, one per backend index): the
+ * time to first token each backend reports in its END frames (queue_us +
+ * prefill_us: from the request's arrival at the server to its first
+ * token), as a histogram, with the two parts summed apart, so an operator
+ * sees a backend's TTFT percentiles and whether its time goes to waiting
+ * (load) or to computing (prefill: cache misses). Counted by the kernel
+ * for the requests it splices and by the controller for those of the
+ * userspace path; an END that reports no time (0: a backend that does not
+ * measure it) is not counted. Cleared with the backend's slot.
+ */
+#define KVS_TTFT_BUCKETS 14 /* 13 upper bounds, then +Inf */
+/* The upper bounds, in microseconds (Prometheus le: these / 1e6). */
+#define KVS_TTFT_BOUNDS_US                                                                         \
+	5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,    \
+		30000000, 60000000
+
+struct kvs_ttft {
+	__u64 count;			/* ENDs that reported a first-token time */
+	__u64 queue_us;			/* their queue times, summed */
+	__u64 prefill_us;		/* their prefill times, summed */
+	__u64 bucket[KVS_TTFT_BUCKETS]; /* by queue + prefill; not cumulative */
+};
+
+/* The bucket of a TTFT of us microseconds: the first bound it is at most,
+ * else the last (+Inf). A chain of compares, as the verifier likes it. */
+static inline __u32 kvs_ttft_bucket(__u64 us)
+{
+	if (us <= 5000)
+		return 0;
+	if (us <= 10000)
+		return 1;
+	if (us <= 25000)
+		return 2;
+	if (us <= 50000)
+		return 3;
+	if (us <= 100000)
+		return 4;
+	if (us <= 250000)
+		return 5;
+	if (us <= 500000)
+		return 6;
+	if (us <= 1000000)
+		return 7;
+	if (us <= 2500000)
+		return 8;
+	if (us <= 5000000)
+		return 9;
+	if (us <= 10000000)
+		return 10;
+	if (us <= 30000000)
+		return 11;
+	if (us <= 60000000)
+		return 12;
+	return 13;
+}
+
 enum kvs_backend_state {
 	KVS_BE_ABSENT = 0,
 	KVS_BE_UP = 1,

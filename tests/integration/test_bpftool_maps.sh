@@ -30,6 +30,7 @@ kvs_btf_named ctl_stats kvs_ctl_stats slow_frames .value.slow_frames
 kvs_btf_named chain kvs_chain req_id .values[0].value.req_id
 kvs_btf_named tenants kvs_tenant rewritten .value.rewritten
 kvs_btf_named route_shares kvs_route_share trimmed .value.trimmed
+kvs_btf_named backend_ttft kvs_ttft prefill_us .value.prefill_us
 wait "$slow" || kvs_fail "slow request failed"
 
 # socks: no BTF (SOCKHASH), but its entries dump: one per spliced socket.
@@ -54,7 +55,8 @@ assert_eq "reports ring bytes" "$(jq -r .max_entries <<<"$r")" $((8 << 20))
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do
 	case $(basename "$m") in
-	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants | route_shares) ;;
+	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants | \
+		route_shares | backend_ttft) ;;
 	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
 	esac
 done

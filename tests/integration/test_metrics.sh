@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Prometheus endpoint (--metrics ADDR:PORT): a scrape returns the text
 # format with the counters the maps hold - requests by path, per-backend
-# load and cache tokens, errors by kind, routes, the decision-latency
-# histogram - checked against what was sent and against kvsplicectl; a
+# load and cache tokens, the backends' own first-token times (a histogram
+# of their END reports, by either data path), errors by kind, routes, the
+# decision-latency histogram - checked against what was sent and against
+# kvsplicectl; a
 # wrong path gets 404; a scraper that sends nothing is dropped.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -50,6 +52,32 @@ for p in $SIM_PORT_A $SIM_PORT_B; do
 	assert_eq "backend $p up" "$(metric "$m" "kvsplice_backend_up{backend=\"127.0.0.1:$p\"}")" 1
 done
 assert_eq "cached tokens = the backends' own reports" "$cached" "$(jget "$out" .cached_tokens)"
+# The backends' first-token times: every END counted once (the sims
+# report a queue and a prefill time for each), its buckets cumulative up
+# to +Inf = its count, its sum its two parts.
+ttft_n=0
+for p in $SIM_PORT_A $SIM_PORT_B; do
+	lb="backend=\"127.0.0.1:$p\""
+	n=$(metric "$m" "kvsplice_backend_ttft_seconds_count{$lb}")
+	assert_eq "backend $p: TTFT +Inf bucket = count" \
+		"$(metric "$m" "kvsplice_backend_ttft_seconds_bucket{$lb,le=\"+Inf\"}")" "$n"
+	prev=0
+	for v in $(awk -v b="kvsplice_backend_ttft_seconds_bucket{$lb," \
+		'index($1, b) == 1 { print $2 }' <<<"$m"); do
+		assert_ge "backend $p: TTFT buckets cumulative" "$v" "$prev"
+		prev=$v
+	done
+	python3 - "$(metric "$m" "kvsplice_backend_ttft_seconds_sum{$lb}")" \
+		"$(metric "$m" "kvsplice_backend_queue_seconds_total{$lb}")" \
+		"$(metric "$m" "kvsplice_backend_prefill_seconds_total{$lb}")" "$n" <<'PY' ||
+import sys
+s, q, p, n = map(float, sys.argv[1:])
+assert abs(s - (q + p)) < 1e-5 and (n == 0 or p > 0), (s, q, p, n)
+PY
+		kvs_fail "backend $p: TTFT sum is not queue + prefill, or no prefill time"
+	ttft_n=$((ttft_n + n))
+done
+assert_eq "TTFTs counted = requests ended" "$ttft_n" 200
 # The index's size per backend, as kvsplicectl reads it (a correction
 # may land on a tick between two reads: read both until they agree).
 index_agrees() { # i
@@ -77,7 +105,8 @@ assert_eq "process_max_fds = its RLIMIT_NOFILE" "$(metric "$m" process_max_fds)"
 grep -q '^# TYPE kvsplice_decision_seconds histogram$' <<<"$m" || kvs_fail "no histogram TYPE line"
 grep -q '^kvsplice_errors_total{kind="bad_frame"} 0$' <<<"$m" || kvs_fail "no errors by kind"
 # Every sample line is "name{labels} value" or "name value".
-bad=$(grep -v '^#' <<<"$m" | tail -n +2 | grep -cvE '^[a-z_]+(\{[a-z_]+="[^"]*"\})? [0-9.e+-]+$' || true)
+bad=$(grep -v '^#' <<<"$m" | tail -n +2 |
+	grep -cvE '^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.e+-]+$' || true)
 assert_eq "malformed sample lines" "$bad" 0
 
 nope=$(scrape /nope)

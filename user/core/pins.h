@@ -25,6 +25,7 @@
 #define KVS_MAP_REPORTS "reports"
 #define KVS_MAP_TENANTS "tenants"
 #define KVS_MAP_ROUTE_SHARES "route_shares"
+#define KVS_MAP_BACKEND_TTFT "backend_ttft"
 /* The admission program's (bpf/admission.bpf.c), pinned when it runs. */
 #define KVS_MAP_XDP_ALLOW_V4 "xdp_allow_v4"
 #define KVS_MAP_XDP_DENY_V4 "xdp_deny_v4"

@@ -35,6 +35,11 @@ static size_t shares_map_bytes(void)
 	return mmap_bytes(sizeof(struct kvs_route_share) * KVS_MAX_TENANTS);
 }
 
+static size_t ttft_map_bytes(void)
+{
+	return mmap_bytes(sizeof(struct kvs_ttft) * KVS_MAX_BACKENDS);
+}
+
 int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = o->pin_dir);
@@ -154,6 +159,14 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 		goto fail;
 	}
 	dp->shares = mem;
+	mem = mmap(NULL, ttft_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+		   bpf_map__fd(dp->skel->maps.backend_ttft), 0);
+	if (mem == MAP_FAILED) {
+		err = -errno;
+		pr_warn("event=backend_ttft_mmap_failed err=\"%s\"", strerror(-err));
+		goto fail;
+	}
+	dp->ttft = mem;
 
 	/* libbpf 1.1 has no bpf_program__attach_sockmap: attach to the map. */
 	if (bpf_prog_attach(bpf_program__fd(dp->skel->progs.kvs_parser), sock_fd,
@@ -200,7 +213,8 @@ int kvs_dp_open_memory(struct kvs_datapath *dp)
 	dp->in_memory = true;
 	dp->backends = calloc(KVS_MAX_BACKENDS, sizeof(*dp->backends));
 	dp->shares = calloc(KVS_MAX_TENANTS, sizeof(*dp->shares));
-	if (!dp->backends || !dp->shares) {
+	dp->ttft = calloc(KVS_MAX_BACKENDS, sizeof(*dp->ttft));
+	if (!dp->backends || !dp->shares || !dp->ttft) {
 		kvs_dp_close(dp, false);
 		return -ENOMEM;
 	}
@@ -212,8 +226,10 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 	if (dp->in_memory) {
 		free(dp->backends);
 		free(dp->shares);
+		free(dp->ttft);
 		dp->backends = NULL;
 		dp->shares = NULL;
+		dp->ttft = NULL;
 		return;
 	}
 	kvs_route_count_close(&dp->count);
@@ -221,8 +237,11 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 		munmap(dp->backends, backends_map_bytes());
 	if (dp->shares)
 		munmap(dp->shares, shares_map_bytes());
+	if (dp->ttft)
+		munmap(dp->ttft, ttft_map_bytes());
 	dp->backends = NULL;
 	dp->shares = NULL;
+	dp->ttft = NULL;
 	/* Handed over: the programs stay attached and the maps pinned, for
 	 * the controller that took over (it has attached its own already). */
 	if (dp->handed_over && dp->skel) {
@@ -344,6 +363,9 @@ void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b)
 	__atomic_store_n(&be->state, KVS_BE_ABSENT, __ATOMIC_RELEASE);
 	memset(be, 0, sizeof(*be));
 	__atomic_store_n(&be->route_gen, gen + 1, __ATOMIC_RELEASE);
+	/* A late END of the backend gone, counted meanwhile, may survive the
+	 * clearing: one request in the next one's histogram. */
+	memset(&dp->ttft[b], 0, sizeof(dp->ttft[b]));
 }
 
 uint32_t kvs_dp_client_inflight(struct kvs_datapath *dp, uint64_t cookie)
@@ -952,12 +974,21 @@ void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, b
 	sub_floor(&be->outstanding_work, release);
 }
 
-void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted, uint64_t window_tokens)
+void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_end_info *e,
+			    uint64_t predicted, uint64_t window_tokens)
 {
 	struct kvs_backend *be = &dp->backends[b];
+	struct kvs_ttft *t = &dp->ttft[b];
+	uint64_t prompt = e->prompt_tokens, cached = e->cached_tokens, output = e->output_tokens;
 	uint64_t surprise = kvs_unexpected_cached(predicted, cached, window_tokens);
+	uint64_t us = (uint64_t)e->queue_us + e->prefill_us;
 
+	if (us) { /* as the kernel's count_ttft (bpf/datapath/response.bpf.h) */
+		__atomic_fetch_add(&t->count, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t->queue_us, e->queue_us, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t->prefill_us, e->prefill_us, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t->bucket[kvs_ttft_bucket(us)], 1, __ATOMIC_RELAXED);
+	}
 	__atomic_fetch_add(&be->output_tokens, output, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->prompt_tokens, prompt, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&be->cached_tokens, cached, __ATOMIC_RELAXED);

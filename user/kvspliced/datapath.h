@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "kvsplice/maps.h"
 #include "route_count.h"
 
@@ -37,6 +38,7 @@ struct kvs_datapath {
 	uint32_t keep_balance_fp;	/* the kernel's keep bound, fixed at load */
 	struct kvs_backend *backends;	/* mmap of the backends map */
 	struct kvs_route_share *shares; /* mmap of the route_shares map */
+	struct kvs_ttft *ttft;		/* mmap of the backend_ttft map */
 	bool handed_over;		/* kvs_dp_close leaves programs attached, maps pinned */
 	bool in_memory;			/* no BPF (not permitted): backends in plain memory,
 			   * every map fd -1 (their operations fail: EBADF) */
@@ -114,15 +116,15 @@ void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b);
  * map as the kernel's so that load, limits and reports see both paths: a
  * request of bytes charging work tokens sent to b; a response frame of
  * bytes from b (ends: its END or ERROR, releasing release tokens; for an
- * END, prompt and cached tokens as it reported them, predicted what the
- * charge implied was cached, as the kernel's account_end() does); work
- * released early (its prefill, at the first CHUNK).
+ * END e, its tokens and first-token time as it reported them, predicted
+ * what the charge implied was cached, as the kernel's account_end() does);
+ * work released early (its prefill, at the first CHUNK).
  */
 void kvs_dp_user_sent(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, uint64_t work);
 void kvs_dp_user_response(struct kvs_datapath *dp, uint32_t b, uint64_t bytes, bool ends,
 			  uint64_t release);
-void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, uint64_t prompt, uint64_t cached,
-			    uint64_t output, uint64_t predicted, uint64_t window_tokens);
+void kvs_dp_user_end_report(struct kvs_datapath *dp, uint32_t b, const struct kvs_end_info *e,
+			    uint64_t predicted, uint64_t window_tokens);
 void kvs_dp_user_release(struct kvs_datapath *dp, uint32_t b, uint64_t work);
 uint64_t kvs_dp_outstanding(const struct kvs_datapath *dp, uint32_t b);
 /* Outstanding work in tokens, and the limit above which the kernel defers

@@ -11,6 +11,10 @@ const double kvs_decide_bounds[KVS_DECIDE_BUCKETS] = {
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
 };
 
+static const uint64_t ttft_bounds_us[] = { KVS_TTFT_BOUNDS_US };
+_Static_assert(sizeof(ttft_bounds_us) / sizeof(ttft_bounds_us[0]) == KVS_TTFT_BUCKETS - 1,
+	       "a bound for every bucket but +Inf");
+
 void kvs_decide_observe(struct kvs_decide_hist *h, double seconds)
 {
 	int i = 0;
@@ -92,6 +96,59 @@ static const struct {
 	  "itself, or --backend-kv-blocks, as its reports corrected it.",
 	  offsetof(struct kvs_backend, index_blocks) },
 };
+
+/*
+ * The backends' own first-token times (struct kvs_ttft): a histogram, and
+ * its two parts. The kernel adds while this reads, so the count is the
+ * buckets' sum (as Prometheus needs +Inf to be) and the sums may be a
+ * request ahead or behind it.
+ */
+static void render_ttft(struct out *o, const struct kvs_metrics_in *in)
+{
+	uint32_t bi;
+	int i;
+
+	head(o, "kvsplice_backend_ttft_seconds", "histogram",
+	     "Time to first token as the backend reported it in its END frames: from the "
+	     "request's arrival at the server to its first token (queue + prefill).");
+	for (bi = 0; bi < in->nbackends; bi++) {
+		const struct kvs_ttft *t = &in->ttft[bi];
+		uint64_t cum = 0;
+
+		if (!in->names[bi])
+			continue;
+		for (i = 0; i < KVS_TTFT_BUCKETS; i++) {
+			cum += t->bucket[i];
+			if (i < KVS_TTFT_BUCKETS - 1)
+				put(o,
+				    "kvsplice_backend_ttft_seconds_bucket{backend=\"%s\",le=\"%g\"} %llu\n",
+				    in->names[bi], (double)ttft_bounds_us[i] / 1e6,
+				    (unsigned long long)cum);
+			else
+				put(o,
+				    "kvsplice_backend_ttft_seconds_bucket{backend=\"%s\",le=\"+Inf\"} %llu\n",
+				    in->names[bi], (unsigned long long)cum);
+		}
+		put(o, "kvsplice_backend_ttft_seconds_sum{backend=\"%s\"} %.6f\n", in->names[bi],
+		    (double)(t->queue_us + t->prefill_us) / 1e6);
+		put(o, "kvsplice_backend_ttft_seconds_count{backend=\"%s\"} %llu\n", in->names[bi],
+		    (unsigned long long)cum);
+	}
+	head(o, "kvsplice_backend_queue_seconds_total", "counter",
+	     "Of kvsplice_backend_ttft_seconds, the time requests waited at the server before "
+	     "their prefill began (its load).");
+	for (bi = 0; bi < in->nbackends; bi++)
+		if (in->names[bi])
+			put(o, "kvsplice_backend_queue_seconds_total{backend=\"%s\"} %.6f\n",
+			    in->names[bi], (double)in->ttft[bi].queue_us / 1e6);
+	head(o, "kvsplice_backend_prefill_seconds_total", "counter",
+	     "Of kvsplice_backend_ttft_seconds, the time their prefill took (the prompt "
+	     "tokens its cache did not hold).");
+	for (bi = 0; bi < in->nbackends; bi++)
+		if (in->names[bi])
+			put(o, "kvsplice_backend_prefill_seconds_total{backend=\"%s\"} %.6f\n",
+			    in->names[bi], (double)in->ttft[bi].prefill_us / 1e6);
+}
 
 size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in)
 {
@@ -246,6 +303,8 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 			    (unsigned long long)v);
 		}
 	}
+	if (in->ttft)
+		render_ttft(&o, in);
 	if (in->x) {
 		head(&o, "kvsplice_xdp_dropped_total", "counter",
 		     "Packets to the gateway port dropped by XDP admission, by reason.");

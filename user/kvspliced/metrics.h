@@ -30,6 +30,7 @@ struct kvs_metrics_in {
 	const struct kvs_ctl_stats *c;
 	const struct kvs_xdp_stats *x; /* NULL without XDP admission */
 	const struct kvs_backend *be;  /* nbackends of them */
+	const struct kvs_ttft *ttft;   /* theirs (backend_ttft); NULL: none */
 	const char *const *names;      /* their addresses */
 	/* Restarts the controller saw of each (a new instance in its PONG;
 	 * its own count, from its start); NULL: not given. */

@@ -42,6 +42,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 	const char *names[KVS_MAX_BACKENDS];
 	uint64_t restarts[KVS_MAX_BACKENDS];
 	struct kvs_backend be[KVS_MAX_BACKENDS];
+	struct kvs_ttft ttft[KVS_MAX_BACKENDS];
 	struct kvs_route_share shares[KVS_MAX_TENANTS];
 	struct kvs_xdp_stats x;
 	struct kvs_stats k;
@@ -49,6 +50,7 @@ static char *render_metrics(struct gw *g, size_t *len)
 		.k = &k,
 		.c = &g->ctl,
 		.be = be,
+		.ttft = ttft,
 		.names = names,
 		.restarts = restarts,
 		.nbackends = g->nslots,
@@ -64,6 +66,10 @@ static char *render_metrics(struct gw *g, size_t *len)
 		memset(&k, 0, sizeof(k));
 	for (b = 0; b < g->nslots; b++) {
 		be[b] = g->dp.backends[b];
+		if (g->dp.ttft)
+			ttft[b] = g->dp.ttft[b];
+		else
+			memset(&ttft[b], 0, sizeof(ttft[b]));
 		names[b] = g->be[b].present ? g->be[b].name : NULL;
 		restarts[b] = g->be[b].restarts;
 	}

@@ -381,7 +381,7 @@ static void end_report(struct gw *g, uint32_t b, const struct kvs_msg *m, const 
 	pred = e.prompt_tokens > pred_uncached ? e.prompt_tokens - pred_uncached : 0;
 	/* the controller decides every request of this path: its index
 	 * predicts as deep as it hashes */
-	kvs_dp_user_end_report(&g->dp, b, e.prompt_tokens, e.cached_tokens, e.output_tokens, pred,
+	kvs_dp_user_end_report(&g->dp, b, &e, pred,
 			       (uint64_t)KVS_POLICY_MAX_BLOCKS * KVS_BLOCK_TOKENS);
 }
 
