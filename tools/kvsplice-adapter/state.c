@@ -13,6 +13,7 @@
 
 #include "adapter.h"
 #include "instance.h"
+#include "kvcap.h"
 #include "kvsplice/hash.h"
 #include "log.h"
 #include "netutil.h"
@@ -291,24 +292,6 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 	}
 }
 
-/* The server's KV capacity in tokens, as its /metrics says: vLLM's
- * cache_config_info labels (blocks x block size, the data-parallel
- * engines' together, in each engine's sample), SGLang's
- * max_total_num_tokens (its largest label set: the tensor-parallel ranks
- * of one pool may each say it; separate data-parallel pools are then
- * under-said, which the gateway's corrections grow back); 0 where it
- * says none. */
-static uint64_t capacity_from_metrics(enum oai_kind k, const char *t, size_t n)
-{
-	double v = 0;
-	bool said =
-		(k == OAI_VLLM && kvs_prom_label_product_max(t, n, "vllm:cache_config_info",
-							     "num_gpu_blocks", "block_size", &v)) ||
-		(k == OAI_SGLANG && kvs_prom_max(t, n, "sglang:max_total_num_tokens", &v));
-
-	return said && v > 0 && v < 1e15 ? (uint64_t)v : 0;
-}
-
 static void capacity_seen(struct server_state *st, uint64_t tokens)
 {
 	if (tokens == st->kv_tokens)
@@ -468,7 +451,7 @@ static void finish(struct adapter *a, struct state_poll *sp)
 	t = text_of(&sp->x[X_METRICS], &n);
 	if (ok(&sp->x[X_METRICS])) {
 		load_from_metrics(st, k, t, n);
-		capacity_seen(st, capacity_from_metrics(k, t, n));
+		capacity_seen(st, kvcap_tokens(k, t, n));
 	}
 	if (k == OAI_LLAMA_CPP && ok(&sp->x[X_SLOTS]))
 		load_from_slots(a, &sp->x[X_SLOTS],
