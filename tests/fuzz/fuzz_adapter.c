@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvcap.h"
 #include "openai.h"
 #include "promtext.h"
 #include "sse.h"
@@ -55,5 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	kvs_prom_sum((const char *)data, size, "vllm:num_requests_running", &v);
 	kvs_prom_counter((const char *)data, size, "vllm:prompt_tokens_total", &v);
 	kvs_prom_has_prefix((const char *)data, size, "llamacpp:");
+	kvcap_tokens(OAI_VLLM, (const char *)data, size);
+	kvcap_tokens(OAI_SGLANG, (const char *)data, size);
 	return 0;
 }

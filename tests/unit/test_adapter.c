@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "instance.h"
+#include "kvcap.h"
 #include "kvsplice/proto.h"
 #include "life.h"
 #include "openai.h"
@@ -448,10 +449,81 @@ static void test_metrics_capacity(void **state)
 						"vllm:cache_config_info", "block_size",
 						"block_size", &v));
 	/* SGLang's pool size, said by every rank of a tensor-parallel server */
-	assert_true(kvs_prom_max("sglang:max_total_num_tokens{tp_rank=\"0\"} 161721.0\n"
-				 "sglang:max_total_num_tokens{tp_rank=\"1\"} 161721.0\n",
-				 100, "sglang:max_total_num_tokens", &v));
+	assert_true(kvs_prom_group_max_sum("sglang:max_total_num_tokens{tp_rank=\"0\"} 161721.0\n"
+					   "sglang:max_total_num_tokens{tp_rank=\"1\"} 161721.0\n",
+					   100, "sglang:max_total_num_tokens", "dp_rank", &v));
 	assert_true(v == 161721.0);
+}
+
+/* Groups by a label: each group's largest, summed; the samples without the
+ * label one group more; a broken sample, or too many groups, say nothing. */
+static void test_metrics_group_max_sum(void **state)
+{
+	char text[KVS_PROM_GROUPS_MAX * 24 + 64];
+	size_t n = 0;
+	double v;
+
+#define GMS(t) kvs_prom_group_max_sum(t, strlen(t), "x", "g", &v)
+
+	assert_true(GMS("x{g=\"a\",r=\"0\"} 3\nx{r=\"1\",g=\"a\"} 5\n"
+			"x{g=\"b\"} 7\nx 1\nx{r=\"2\"} 2\nx_other{g=\"c\"} 9\n"));
+	assert_true(v == 5 + 7 + 2);
+	/* a value with an escaped quote is one group, not its prefix's */
+	assert_true(GMS("x{g=\"a\\\"b\"} 1\nx{g=\"a\\\"b\"} 4\nx{g=\"a\"} 2\n"));
+	assert_true(v == 4 + 2);
+	assert_false(GMS("x{g=\"a\"} 1\nx{g=\"b\"} NaN\n"));
+	assert_false(GMS("x{g=\"a\"} 1\nx{g=\"b} 2\n"));
+	assert_false(GMS("y 1\n"));
+	for (unsigned i = 0; i <= KVS_PROM_GROUPS_MAX; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "x{g=\"%u\"} 1\n", i);
+	assert_false(kvs_prom_group_max_sum(text, n, "x", "g", &v));
+	assert_true(kvs_prom_group_max_sum(text, n - strlen("x{g=\"256\"} 1\n"), "x", "g", &v));
+	assert_true(v == KVS_PROM_GROUPS_MAX);
+#undef GMS
+}
+
+/* What the adapter tells the gateway of a server's KV cache, from its
+ * /metrics as each server writes it (kvcap.c names the upstream source).
+ * SGLang: one sample per scheduler, the pool of its data-parallel rank,
+ * which that rank's tensor-parallel schedulers all say: the sum over
+ * dp_rank of each one's figure (before 2026-12-03, one rank's pool). */
+static void test_server_capacity(void **state)
+{
+#define SGL(tp, dp, v)                                                                             \
+	"sglang:max_total_num_tokens{dp_rank=\"" dp "\",engine_type=\"unified\",model_name="       \
+	"\"m\",moe_ep_rank=\"0\",pp_rank=\"0\",tp_rank=\"" tp "\"} " v "\n"
+	static const char sgl_tp2[] =
+		"# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.\n"
+		"# TYPE sglang:max_total_num_tokens gauge\n"
+		"sglang:max_total_num_tokens{engine_type=\"unified\",model_name=\"m\","
+		"pp_rank=\"0\",tp_rank=\"0\"} 161721.0\n"
+		"sglang:max_total_num_tokens{engine_type=\"unified\",model_name=\"m\","
+		"pp_rank=\"0\",tp_rank=\"1\"} 161721.0\n";
+	/* --dp 2 --tp 2: two replicas, each of two ranks */
+	static const char sgl_dp2_tp2[] = SGL("0", "0", "161721.0") SGL("1", "0", "161721.0")
+		SGL("0", "1", "161700.0") SGL("1", "1", "161700.0");
+	/* --dp 4 --tp 4 --enable-dp-attention, the attn_tp_rank 0 schedulers only */
+	static const char sgl_dpa4[] = SGL("0", "0", "500000.0") SGL("1", "1", "500000.0")
+		SGL("2", "2", "500000.0") SGL("3", "3", "500000.0");
+	static const char sgl_broken[] = SGL("0", "0", "161721.0") SGL("0", "1", "NaN");
+	static const char vllm_dp2[] =
+		"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"54306\"} 1.0\n"
+		"vllm:cache_config_info{block_size=\"16\",engine=\"1\",num_gpu_blocks=\"54306\"} 1.0\n"
+		"vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n";
+	static const char vllm_unsized[] =
+		"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"None\"} 1.0\n";
+#undef SGL
+
+	assert_int_equal(kvcap_tokens(OAI_SGLANG, sgl_tp2, strlen(sgl_tp2)), 161721);
+	assert_int_equal(kvcap_tokens(OAI_SGLANG, sgl_dp2_tp2, strlen(sgl_dp2_tp2)), 323421);
+	assert_int_equal(kvcap_tokens(OAI_SGLANG, sgl_dpa4, strlen(sgl_dpa4)), 2000000);
+	assert_int_equal(kvcap_tokens(OAI_SGLANG, sgl_broken, strlen(sgl_broken)), 0);
+	assert_int_equal(kvcap_tokens(OAI_VLLM, vllm_dp2, strlen(vllm_dp2)), 54306 * 16);
+	assert_int_equal(kvcap_tokens(OAI_VLLM, vllm_unsized, strlen(vllm_unsized)), 0);
+	/* the other kinds' names are not read */
+	assert_int_equal(kvcap_tokens(OAI_VLLM, sgl_tp2, strlen(sgl_tp2)), 0);
+	assert_int_equal(kvcap_tokens(OAI_SGLANG, vllm_dp2, strlen(vllm_dp2)), 0);
+	assert_int_equal(kvcap_tokens(OAI_LLAMA_CPP, sgl_tp2, strlen(sgl_tp2)), 0);
 }
 
 /* Readings, as state.c makes them: how the server answered; when ready,
@@ -901,6 +973,8 @@ int main(void)
 		cmocka_unit_test(test_metrics_typed),
 		cmocka_unit_test(test_metrics_unreadable),
 		cmocka_unit_test(test_metrics_capacity),
+		cmocka_unit_test(test_metrics_group_max_sum),
+		cmocka_unit_test(test_server_capacity),
 		cmocka_unit_test(test_life_down_up),
 		cmocka_unit_test(test_life_start_time),
 		cmocka_unit_test(test_life_start_unknown),

@@ -88,8 +88,10 @@ static const struct kvs_opt rows[] = {
 	  .help = "the server's KV cache in tokens, said to the\n"
 		  "gateway, which sizes its index of the server by\n"
 		  "it (default: what the server says: vLLM's\n"
-		  "cache_config_info, SGLang's max_total_num_tokens;\n"
-		  "llama.cpp says none: its slots' contexts and its\n"
+		  "cache_config_info, num_gpu_blocks x block_size,\n"
+		  "all engines'; SGLang's max_total_num_tokens, its\n"
+		  "data-parallel ranks' pools summed; llama.cpp\n"
+		  "says none: its slots' contexts and its\n"
 		  "--cache-ram MiB of prompts, give their tokens)" },
 	{ "connect-timeout-ms", 0, KVS_OPT_U32(S, connect_ms, 1, 600000), .arg = "MS",
 	  .help = "connecting to the server (default\n"

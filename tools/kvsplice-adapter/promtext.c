@@ -66,9 +66,9 @@ static bool value_of(const char *l, size_t n, size_t i, double *v)
 
 /* The samples of one name. */
 struct family {
-	unsigned count;	      /* samples whose value reads */
-	double sum, min, max; /* of those */
-	bool unreadable;      /* a sample whose value does not */
+	unsigned count;	 /* samples whose value reads */
+	double sum, min; /* of those */
+	bool unreadable; /* a sample whose value does not */
 };
 
 static void samples(const char *text, size_t len, const char *name, struct family *f)
@@ -92,8 +92,6 @@ static void samples(const char *text, size_t len, const char *name, struct famil
 		}
 		if (!f->count || v < f->min)
 			f->min = v;
-		if (!f->count || v > f->max)
-			f->max = v;
 		f->sum += v;
 		f->count++;
 	}
@@ -189,16 +187,6 @@ static bool readable(const char *text, size_t len, const char *name, struct fami
 	return got(f) == KVS_PROM_OK;
 }
 
-bool kvs_prom_max(const char *text, size_t len, const char *name, double *out)
-{
-	struct family f;
-
-	if (!readable(text, len, name, &f))
-		return false;
-	*out = f.max;
-	return true;
-}
-
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out)
 {
 	struct family f;
@@ -220,43 +208,66 @@ bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix)
 	return false;
 }
 
-/* Label key's value in the label set l[i..n) (at its '{'), read as a
- * number, in *v. Values are quoted and may hold escapes; a number never
- * does, so one with an escape is not one. */
-static bool label_num(const char *l, size_t n, size_t i, const char *key, double *v)
+/* What a label set says of one key. */
+enum label_got {
+	LABEL_BROKEN = -1, /* the label set does not parse */
+	LABEL_ABSENT,
+	LABEL_FOUND,
+};
+
+/* Label key's value, its quoted text with any escapes left in, in
+ * [*s, *s + *sn), from the label set l[i..n) (at its '{', or none). */
+static enum label_got label_find(const char *l, size_t n, size_t i, const char *key, const char **s,
+				 size_t *sn)
 {
-	size_t kl = strlen(key), s;
-	char num[64], *e;
+	size_t kl = strlen(key), from;
 
 	if (i >= n || l[i] != '{')
-		return false;
+		return LABEL_ABSENT;
 	for (i++; i < n && l[i] != '}';) {
 		while (i < n && (l[i] == ' ' || l[i] == ','))
 			i++;
-		s = i;
+		if (i < n && l[i] == '}') /* a trailing comma */
+			break;
+		from = i;
 		while (i < n && l[i] != '=')
 			i++;
 		if (i + 1 >= n || l[i + 1] != '"')
-			return false;
-		bool mine = i - s == kl && !memcmp(l + s, key, kl);
+			return LABEL_BROKEN;
+		bool mine = i - from == kl && !memcmp(l + from, key, kl);
 
 		i += 2;
-		s = i;
+		from = i;
 		while (i < n && l[i] != '"')
 			i += l[i] == '\\' ? 2 : 1;
 		if (i >= n)
-			return false;
+			return LABEL_BROKEN;
 		if (mine) {
-			if (i - s == 0 || i - s >= sizeof(num) || memchr(l + s, '\\', i - s))
-				return false;
-			memcpy(num, l + s, i - s);
-			num[i - s] = '\0';
-			*v = strtod(num, &e);
-			return *e == '\0' && isfinite(*v);
+			*s = l + from;
+			*sn = i - from;
+			return LABEL_FOUND;
 		}
 		i++;
 	}
-	return false;
+	return i < n ? LABEL_ABSENT : LABEL_BROKEN;
+}
+
+/* Label key's value in the label set l[i..n) (at its '{'), read as a
+ * number, in *v. A number never holds an escape, so a value with one is
+ * not one. */
+static bool label_num(const char *l, size_t n, size_t i, const char *key, double *v)
+{
+	const char *s;
+	size_t sn;
+	char num[64], *e;
+
+	if (label_find(l, n, i, key, &s, &sn) != LABEL_FOUND || !sn || sn >= sizeof(num) ||
+	    memchr(s, '\\', sn))
+		return false;
+	memcpy(num, s, sn);
+	num[sn] = '\0';
+	*v = strtod(num, &e);
+	return *e == '\0' && isfinite(*v);
 }
 
 bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, const char *a,
@@ -283,4 +294,49 @@ bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, 
 		count++;
 	}
 	return count > 0;
+}
+
+bool kvs_prom_group_max_sum(const char *text, size_t len, const char *name, const char *label,
+			    double *out)
+{
+	struct group {
+		const char *s; /* label's value, or NULL for the samples without it */
+		size_t sn;
+		double max;
+	} g[KVS_PROM_GROUPS_MAX];
+	const char *p = text, *end = text + len, *l, *s;
+	size_t n, nl = strlen(name), k, sn, groups = 0, j;
+	enum label_got lg;
+	double v;
+
+	while (next_line(&p, end, &l, &n)) {
+		if (!n || l[0] == '#')
+			continue;
+		k = name_len(l, n);
+		if (k != nl || memcmp(l, name, nl))
+			continue;
+		/* a broken sample: the others would pass for the whole */
+		lg = label_find(l, n, k, label, &s, &sn);
+		if (!value_of(l, n, k, &v) || lg == LABEL_BROKEN)
+			return false;
+		if (lg == LABEL_ABSENT) {
+			s = NULL;
+			sn = 0;
+		}
+		for (j = 0; j < groups; j++)
+			if (g[j].sn == sn &&
+			    (g[j].s == s || (g[j].s && s && !memcmp(g[j].s, s, sn))))
+				break;
+		if (j == groups) {
+			if (groups == KVS_PROM_GROUPS_MAX)
+				return false;
+			g[groups++] = (struct group){ .s = s, .sn = sn, .max = v };
+		} else if (v > g[j].max) {
+			g[j].max = v;
+		}
+	}
+	*out = 0;
+	for (j = 0; j < groups; j++)
+		*out += g[j].max;
+	return groups > 0 && isfinite(*out);
 }

@@ -37,9 +37,6 @@ enum kvs_prom_got kvs_prom_counter(const char *text, size_t len, const char *nam
  * last figure). */
 bool kvs_prom_sum(const char *text, size_t len, const char *name, double *out);
 
-/* Their largest (a figure every rank of one engine says alike). */
-bool kvs_prom_max(const char *text, size_t len, const char *name, double *out);
-
 /* Their mean (a ratio per engine, such as KV cache use). */
 bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out);
 
@@ -52,6 +49,18 @@ bool kvs_prom_mean(const char *text, size_t len, const char *name, double *out);
  * sized yet), or that is broken. */
 bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, const char *a,
 				const char *b, double *out);
+
+/* Distinct values of a label kvs_prom_group_max_sum sums over, at most. */
+#define KVS_PROM_GROUPS_MAX 256
+
+/* The sum, over the values label takes among name's samples (those
+ * without it are one more group), of each group's largest sample: SGLang's
+ * max_total_num_tokens, one sample per scheduler process, each the pool of
+ * its data-parallel rank (label dp_rank), which every tensor-parallel rank
+ * of that replica says alike. false if name has no sample, a broken one,
+ * or more than KVS_PROM_GROUPS_MAX groups. */
+bool kvs_prom_group_max_sum(const char *text, size_t len, const char *name, const char *label,
+			    double *out);
 
 /* True if some sample's name starts with prefix ("vllm:"). */
 bool kvs_prom_has_prefix(const char *text, size_t len, const char *prefix);

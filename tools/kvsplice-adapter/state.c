@@ -284,7 +284,14 @@ static void load_from_metrics(struct server_state *st, enum oai_kind k, const ch
 		st->running = u32(v);
 	if (kvs_prom_sum(t, n, names[k][1], &v))
 		st->waiting = u32(v);
-	/* A fraction per engine (data-parallel ranks): their mean. */
+	/* A fraction per engine (data-parallel ranks): their mean. vLLM's is
+	 * one sample per engine, labels model_name and engine
+	 * (vllm/v1/metrics/loggers.py, PrometheusStatLogger.record, 005a810b:
+	 * gpu_cache_usage_perc the same figure under its old name); SGLang's
+	 * one per scheduler that logs stats, the attn_tp_rank 0 ones unless
+	 * --enable-metrics-for-all-schedulers, each its own pool's share (the
+	 * replicas' pools alike), and none before the first batch
+	 * (python/sglang/srt/observability/metrics_collector.py, 44cedc2b). */
 	if ((names[k][2] && kvs_prom_mean(t, n, names[k][2], &v)) ||
 	    (names[k][3] && kvs_prom_mean(t, n, names[k][3], &v))) {
 		st->kv_used = u32(v * 1000);
