@@ -21,10 +21,14 @@ served() { [ "$(cat "$KVS_TMP/healthy.counters-served" 2>/dev/null)" = "$1" ]; }
 # set TOKENS MORE [TYPE]: the counters served from the next poll on; waits
 # until a poll served them, and the poll after (which starts only once
 # the first was judged).
+# One file, replaced whole (a rename): written as three files, a poll
+# between two writes served a mix (the new first engine's counter beside
+# the old second's, or none while one was truncated), which read as a
+# counter grown to a figure never set, or gone back (a restart the test
+# did not make).
+put() { echo "$2" >"$1.new" && mv "$1.new" "$1"; }
 set_counters() {
-	echo "$1" >"$KVS_TMP/healthy.tokens"
-	echo "$2" >"$KVS_TMP/healthy.tokens-more"
-	echo "${3:-counter}" >"$KVS_TMP/healthy.tokens-type"
+	put "$KVS_TMP/healthy.counters" "$1 $2 ${3:-counter}"
 	kvs_wait_for "a poll serves $*" "served '$1 $2 ${3:-counter}'" 10
 	rm -f "$KVS_TMP/healthy.counters-served"
 	kvs_wait_for "the next poll" "[ -s '$KVS_TMP/healthy.counters-served' ]" 10
@@ -52,7 +56,7 @@ downs=$(count server_not_ready "$ADLOG")
 ups=$(count server_ready "$ADLOG")
 rm "$KVS_TMP/healthy"
 kvs_wait_for "the adapter reads its server down" '[ "$(count server_not_ready "$ADLOG")" -gt "$downs" ]' 10
-echo NaN >"$KVS_TMP/healthy.tokens-more"
+put "$KVS_TMP/healthy.counters" "110 NaN counter"
 touch "$KVS_TMP/healthy"
 kvs_wait_for "the adapter reads it ready" '[ "$(count server_ready "$ADLOG")" -gt "$ups" ]' 10
 set_counters 110 NaN
