@@ -6,7 +6,9 @@
 # on a fresh fleet (empty caches); then what the adapter adds, against
 # calling one server directly (kvsplice-bench http), with its CPU per
 # request. Prints markdown tables; every figure is from the servers' own
-# reports (cached_tokens) or measured by the client.
+# reports (cached_tokens) or measured by the client; and the gateway's
+# TTFT histogram (/metrics, kvsplice_backend_ttft_seconds: the servers'
+# own first-token times, as the adapters report them) beside the client's.
 #
 #   scripts/bench-real.sh BUILD
 #
@@ -115,9 +117,11 @@ start_fleet kvs
 gw_args=()
 for a in "${ADS[@]}"; do gw_args+=(--backend "$a"); done
 "$BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$TMP/gw.port" --pin-dir "$PIN" \
-	"${gw_args[@]}" --log-level warn 2>"$TMP/gw.log" &
+	"${gw_args[@]}" --metrics 127.0.0.1:0 2>"$TMP/gw.log" &
 PIDS+=($!)
 while [ ! -s "$TMP/gw.port" ]; do sleep 0.02; done
+until mport=$(grep -o 'event=metrics_listening addr=[^ ]* port=[0-9]*' "$TMP/gw.log" |
+	grep -o '[0-9]*$'); do sleep 0.02; done
 for i in $(seq 0 $((SERVERS - 1))); do
 	until [ "$("$BUILD/kvsplicectl" --pin-dir "$PIN" backends --json | jq -r ".[$i].state")" = up ]; do
 		sleep 0.1
@@ -128,6 +132,7 @@ kvs=$(live --connect "127.0.0.1:$(cat "$TMP/gw.port")")
 # its start: what the adapter said, --kv-tokens / 16, else 81,250).
 index=$("$BUILD/kvsplicectl" --pin-dir "$PIN" backends --json |
 	jq -r '[.[] | "\(.index_blocks) (said \(.pong.kv_total_blocks))"] | join(" / ")')
+curl -s "http://127.0.0.1:$mport/metrics" >"$TMP/metrics.txt"
 stop_all
 
 echo "| policy | ok | TTFT P50 ms | P90 | P99 | servers' hit rate | req/s | output tok/s | requests per server |"
@@ -136,6 +141,42 @@ row "round robin (no gateway)" "$rr"
 row "kvsplice" "$kvs"
 echo
 echo "the gateway's index of each server at the end, blocks: $index"
+# The fleet's TTFT from the gateway's histogram, as Prometheus's
+# histogram_quantile reads it (linear within a bucket), beside the
+# client's: the servers' own times leave out the client's network, the
+# gateway and the adapter's KVS1 side.
+python3 - "$TMP/metrics.txt" "$(jq -c '[.ttft_p50_ms, .ttft_p90_ms, .ttft_p99_ms, .ok]' <<<"$kvs")" <<'PY'
+import json, re, sys
+text, (c50, c90, c99, ok) = open(sys.argv[1]).read(), json.loads(sys.argv[2])
+buckets, total = {}, {"queue": 0.0, "prefill": 0.0, "sum": 0.0, "count": 0}
+for line in text.splitlines():
+    m = re.match(r'kvsplice_backend_ttft_seconds_bucket\{backend="[^"]*",le="([^"]+)"\} (\S+)', line)
+    if m:
+        le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
+        buckets[le] = buckets.get(le, 0) + float(m.group(2))
+    for k, name in (("queue", "queue_seconds_total"), ("prefill", "prefill_seconds_total"),
+                    ("sum", "ttft_seconds_sum"), ("count", "ttft_seconds_count")):
+        if line.startswith("kvsplice_backend_" + name + "{"):
+            total[k] += float(line.split()[-1])
+bounds = sorted(buckets)
+def quantile(q):
+    n, rank, lo, below = buckets[float("inf")], q * buckets[float("inf")], 0.0, 0.0
+    for le in bounds:
+        if buckets[le] >= rank:
+            if le == float("inf"):
+                return lo * 1000
+            return (lo + (le - lo) * (rank - below) / max(buckets[le] - below, 1)) * 1000
+        lo, below = le, buckets[le]
+if not total["count"]:
+    sys.exit("bench-real: the gateway's histogram counted nothing")
+print()
+print("| TTFT ms | P50 | P90 | P99 | mean | requests | queue / prefill |")
+print("|---|---|---|---|---|---|---|")
+print("| the client's (kvsplice-bench) | %.1f | %.1f | %.1f | | %d | |" % (c50, c90, c99, ok))
+print("| the gateway's histogram (servers' own) | ~%.1f | ~%.1f | ~%.1f | %.1f | %d | %.0f%% / %.0f%% |" % (
+    quantile(0.5), quantile(0.9), quantile(0.99), total["sum"] / total["count"] * 1000,
+    total["count"], 100 * total["queue"] / total["sum"], 100 * total["prefill"] / total["sum"]))
+PY
 
 # 3. The adapter's cost: one server, one request at a time, the same
 #    prompt each time (cached after the first), direct and through it.

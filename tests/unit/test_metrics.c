@@ -28,6 +28,7 @@ static void ttft_bucket_edges(void **state)
 		assert_int_equal(kvs_ttft_bucket(bounds[i]), i);
 		assert_int_equal(kvs_ttft_bucket(bounds[i] + 1), i + 1);
 	}
+	assert_int_equal(kvs_ttft_bucket(0), 0);
 	assert_int_equal(kvs_ttft_bucket(UINT32_MAX * 2ull), KVS_TTFT_BUCKETS - 1);
 }
 
@@ -48,6 +49,16 @@ static const char *sample(const char *text, const char *name)
 		p += n;
 	}
 	return NULL;
+}
+
+/* The value of backend's bucket le. */
+static const char *bucket(const char *text, const char *backend, const char *le)
+{
+	char name[160];
+
+	snprintf(name, sizeof(name),
+		 "kvsplice_backend_ttft_seconds_bucket{backend=\"%s\",le=\"%s\"}", backend, le);
+	return sample(text, name);
 }
 
 static void ttft_histogram(void **state)
@@ -82,26 +93,15 @@ static void ttft_histogram(void **state)
 	t[0].prefill_us = 3000 + 10000 + 1000000;
 	t[1].count = 7; /* a removed slot's leftovers: not shown */
 	assert_true(kvs_metrics_render(buf, sizeof(buf), &in) < sizeof(buf));
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.1:8000\",le=\"0.005\"}"),
-		"1");
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.1:8000\",le=\"0.025\"}"),
-		"1");
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.1:8000\",le=\"0.05\"}"),
-		"2");
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.1:8000\",le=\"60\"}"),
-		"2");
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.1:8000\",le=\"+Inf\"}"),
-		"3");
+	/* vLLM's bounds: 4 ms in le 0.005, 30 ms in 0.04, 2 min in 160 */
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "0.001"), "0");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "0.005"), "1");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "0.02"), "1");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "0.04"), "2");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "80"), "2");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "160"), "3");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "2560"), "3");
+	assert_string_equal(bucket(buf, "10.0.0.1:8000", "+Inf"), "3");
 	assert_string_equal(
 		sample(buf, "kvsplice_backend_ttft_seconds_count{backend=\"10.0.0.1:8000\"}"), "3");
 	assert_string_equal(sample(buf,
@@ -113,13 +113,10 @@ static void ttft_histogram(void **state)
 	assert_string_equal(
 		sample(buf, "kvsplice_backend_prefill_seconds_total{backend=\"10.0.0.1:8000\"}"),
 		"1.013000");
-	assert_string_equal(
-		sample(buf,
-		       "kvsplice_backend_ttft_seconds_bucket{backend=\"10.0.0.3:8000\",le=\"+Inf\"}"),
-		"0");
+	assert_string_equal(bucket(buf, "10.0.0.3:8000", "+Inf"), "0");
 	assert_null(strstr(buf, "backend=\"(null)\""));
 	assert_non_null(strstr(buf, "# TYPE kvsplice_backend_ttft_seconds histogram\n"));
-	/* 13 bounds and +Inf, for each of the two backends present */
+	/* 22 bounds and +Inf, for each of the two backends present */
 	{
 		const char *p = buf;
 		int n = 0;
