@@ -365,6 +365,11 @@ void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b)
 	__atomic_store_n(&be->route_gen, gen + 1, __ATOMIC_RELEASE);
 	/* A late END of the backend gone, counted meanwhile, may survive the
 	 * clearing: one request in the next one's histogram. */
+	kvs_dp_clear_ttft(dp, b);
+}
+
+void kvs_dp_clear_ttft(struct kvs_datapath *dp, uint32_t b)
+{
 	memset(&dp->ttft[b], 0, sizeof(dp->ttft[b]));
 }
 

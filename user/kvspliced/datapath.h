@@ -111,6 +111,8 @@ void kvs_dp_set_reason(struct kvs_datapath *dp, uint32_t b, const char *why);
  * the next backend that takes the slot; its routes stay void (route_gen
  * moves on). Only once none of its sockets is in the SOCKHASH. */
 void kvs_dp_clear_backend(struct kvs_datapath *dp, uint32_t b);
+/* Backend b's first-token counts (backend_ttft) zeroed. */
+void kvs_dp_clear_ttft(struct kvs_datapath *dp, uint32_t b);
 /*
  * The userspace data path's share of a backend's counts, kept in the same
  * map as the kernel's so that load, limits and reports see both paths: a

@@ -241,7 +241,10 @@ static void slots_from_map(struct gw *g, struct gw_taken *t)
 		kvs_endpoint_str(&be->addr, r->name, sizeof(r->name));
 		r->flags = KVS_HO_BE_PRESENT | (state == KVS_BE_DRAINING ? KVS_HO_BE_DRAINING : 0) |
 			   (state == KVS_BE_REMOVING ? KVS_HO_BE_REMOVING : 0) |
-			   (state == KVS_BE_NOT_READY ? KVS_HO_BE_NOT_READY : 0);
+			   (state == KVS_BE_NOT_READY ? KVS_HO_BE_NOT_READY : 0) |
+			   /* the crashed controller is taken for this build,
+			    * which counted them */
+			   KVS_HO_BE_TTFT;
 		t->nslots = b + 1;
 	}
 }

@@ -248,9 +248,13 @@ static int init_slots(struct gw *g, const struct gw_taken *t)
 static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 {
 	struct kvs_ho_hdr ack = { KVS_HO_MAGIC, KVS_HO_VERSION, KVS_HO_ACK, 0 };
-	uint32_t n = t->n, added, removed;
+	uint32_t n = t->n, added, removed, stale = 0;
+	bool ttft_kept[KVS_MAX_BACKENDS];
 	int err = gw_adopt(g, t);
 
+	for (uint32_t b = 0; b < KVS_MAX_BACKENDS; b++)
+		ttft_kept[b] = (t->be[b].flags & (KVS_HO_BE_PRESENT | KVS_HO_BE_TTFT)) ==
+			       (KVS_HO_BE_PRESENT | KVS_HO_BE_TTFT);
 	gw_taken_free(t, false);
 	if (err && ho_sock < 0) {
 		pr_warn("event=fd_store_adopt_failed err=\"%s\"", strerror(-err));
@@ -279,6 +283,20 @@ static int start_taken_over(struct gw *g, struct gw_taken *t, int ho_sock)
 		pr_info("event=restarted_from_fd_store sockets=%u clients=%u", n, g->clients.count);
 	else
 		pr_info("event=took_over sockets=%u clients=%u", n, g->clients.count);
+	/* Once the old controller is gone (it may carry on until the ACK):
+	 * the first-token counts of a slot it did not say it kept
+	 * (KVS_HO_BE_TTFT: a controller from before them) are an earlier
+	 * run's, perhaps of another backend. */
+	for (uint32_t b = 0; b < KVS_MAX_BACKENDS; b++) {
+		if (ttft_kept[b])
+			continue;
+		stale += b < g->nslots && g->be[b].present;
+		kvs_dp_clear_ttft(&g->dp, b);
+	}
+	if (stale)
+		pr_info("event=ttft_cleared slots=%u reason=\"the controller before did not count "
+			"the backends' first-token times: those in the map were an earlier run's\"",
+			stale);
 	kvs_sd_notify("MAINPID=%d\nREADY=1", (int)getpid());
 	/* The pool each backend has in the kernel stays as handed over until
 	 * the tick brings it to this one's --pool (pool.c). A probation, say,

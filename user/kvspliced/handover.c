@@ -165,7 +165,7 @@ static int give_state(struct gw *g, int s)
 		snprintf(st.be[i].name, sizeof(st.be[i].name), "%s", be->name);
 		st.be[i].flags = KVS_HO_BE_PRESENT | (be->draining ? KVS_HO_BE_DRAINING : 0) |
 				 (be->removing ? KVS_HO_BE_REMOVING : 0) |
-				 (be->said_not_ready ? KVS_HO_BE_NOT_READY : 0);
+				 (be->said_not_ready ? KVS_HO_BE_NOT_READY : 0) | KVS_HO_BE_TTFT;
 		st.be[i].instance = be->instance;
 	}
 

@@ -73,6 +73,12 @@ struct kvs_ho_hdr {
  * of new work by the successor too, not published up until its first
  * PONG. A controller that does not know the bit ignores it. */
 #define KVS_HO_BE_NOT_READY 8u
+/* Its backend_ttft entry holds its own counts: the sender counted them
+ * (a controller of 00bfb01 on). One of before neither counts nor clears
+ * them, but leaves the map pinned as a later one left it (its pin list
+ * does not name it): without the bit the successor clears the entry, an
+ * earlier run's counts, perhaps of another backend. */
+#define KVS_HO_BE_TTFT 16u
 struct kvs_ho_backend {
 	char name[64]; /* ADDR:PORT */
 	uint32_t flags;
