@@ -37,13 +37,17 @@ static const struct {
 } layouts[] = {
 	{ 7, 0xed3f9646eb25917eULL }, /* 63195be: health_held after health_failures */
 	{ 8, 0x35faa323ebb60d0cULL }, /* e4fca92: health_held last in kvs_ctl_stats */
-	{ 9, 0xee7b7de181118327ULL }, /* each route's hot replicas (kvs_route.replicas) */
+	/* each route's hot replicas (kvs_route.replicas); and from 00bfb01
+	 * the backend_ttft map's kvs_ttft (0xee7b7de181118327 without it): a
+	 * map the version 9 controllers before it have not, which their
+	 * successor makes and they leave alone (KVS_HO_BE_TTFT) */
+	{ 9, 0x10e170cbc3a52ae7ULL },
 };
 
 /* The values of the maps a take-over reuses, by the object defining them. */
 static const char *const gateway_values[] = {
 	"kvs_conn",	"kvs_tenant", "kvs_backend",   "kvs_route", "kvs_route_share",
-	"kvs_inflight", "kvs_stats",  "kvs_ctl_stats", "kvs_chain",
+	"kvs_inflight", "kvs_stats",  "kvs_ctl_stats", "kvs_chain", "kvs_ttft",
 };
 static const char *const admission_values[] = { "kvs_syn_bucket", "kvs_xdp_stats" };
 
