@@ -37,11 +37,13 @@ static const struct {
 } layouts[] = {
 	{ 7, 0xed3f9646eb25917eULL }, /* 63195be: health_held after health_failures */
 	{ 8, 0x35faa323ebb60d0cULL }, /* e4fca92: health_held last in kvs_ctl_stats */
-	/* each route's hot replicas (kvs_route.replicas); and from 00bfb01
-	 * the backend_ttft map's kvs_ttft (0xee7b7de181118327 without it): a
-	 * map the version 9 controllers before it have not, which their
-	 * successor makes and they leave alone (KVS_HO_BE_TTFT) */
-	{ 9, 0x10e170cbc3a52ae7ULL },
+	/* each route's hot replicas (kvs_route.replicas); and from bc3f1c6
+	 * the backend_ttft map's kvs_ttft in vLLM's 23 buckets
+	 * (0xee7b7de181118327 without it; its 14 buckets of 00bfb01 never
+	 * left the day they were made): a map the version 9 controllers
+	 * before it have not, which their successor makes and they leave
+	 * alone (KVS_HO_BE_TTFT) */
+	{ 9, 0xabca527224c85610ULL },
 };
 
 /* The values of the maps a take-over reuses, by the object defining them. */
