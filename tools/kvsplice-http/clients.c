@@ -33,7 +33,7 @@
  * request: neither a long response nor a kept-alive connection idle
  * between requests is cut (the latter is --idle-timeout's). At the
  * deadline, or over the limit, the client gets a whole response written
- * to its socket (408, 503) and the connection is closed: libevent, in the
+ * to its socket (408, 429, 503) and the connection is closed: libevent, in the
  * middle of reading a request, could not answer it.
  */
 #include <errno.h>
