@@ -79,6 +79,16 @@ wait "$load" || kvs_fail "load generator failed: $(cat "$KVS_TMP/load.json")"
 res=$(cat "$KVS_TMP/load.json")
 assert_eq "requests through add, drain, undrain, remove: ok" "$(jget "$res" .ok)" 700
 assert_eq "errors" "$(jget "$res" .errors)" 0
+# Each backend's first-token times (its END reports): every END counted
+# (the sims report a time for each), the mean its two parts'.
+for x in "$a" "$c"; do
+	j=$(be "$x")
+	assert_eq "backend $x: TTFTs counted = its ENDs" "$(jget "$j" .ttft.count)" "$(jget "$j" .ends)"
+	python3 -c 'import sys; m, q, p = map(float, sys.argv[1:]); assert m > 0 and abs(m - q - p) < 0.01' \
+		"$(jget "$j" .ttft.mean_ms)" "$(jget "$j" .ttft.queue_ms)" "$(jget "$j" .ttft.prefill_ms)" ||
+		kvs_fail "backend $x: TTFT mean is not queue + prefill: $(jget "$j" .ttft)"
+done
+grep -q " ttft_ms " <<<"$(ctl backends)" || kvs_fail "backends text: no ttft_ms column"
 
 # conns: this test's own connection, and the upstream pools, with TCP state.
 exec {fd}<>"/dev/tcp/127.0.0.1/$GW_PORT"

@@ -36,9 +36,10 @@ static const struct cmd cmds[] = {
 	{ "backends", ctl_backends, 0, FROM_MAPS,
 	  "  backends   per backend: address, state (up, draining, removing, down,\n"
 	  "             probation, not-ready), outstanding requests and work, requests,\n"
-	  "             bytes each way, hit rate (its own END reports), running/waiting\n"
-	  "             from its last PONG (--json adds prediction counters and index\n"
-	  "             size)\n" },
+	  "             bytes each way, hit rate and mean time to first token (its own\n"
+	  "             END reports), running/waiting from its last PONG (--json adds\n"
+	  "             prediction counters, index size, TTFT's queue and prefill\n"
+	  "             parts)\n" },
 	{ "routes", ctl_routes, 1, FROM_MAPS,
 	  "  routes     the routes map: how many, and the --limit N (default 20) with the\n"
 	  "             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"

@@ -226,10 +226,29 @@ static void json_str(const char *s, size_t max)
 	putchar('"');
 }
 
-/* The backends that are configured, as a JSON array. */
-static void print_backends_json(int fd)
+/* Backend i's first-token counts (backend_ttft), zeros where the map is
+ * not there (tfd < 0: a gateway from before it). */
+static struct kvs_ttft ttft_of(int tfd, __u32 i)
+{
+	struct kvs_ttft t = { 0 };
+
+	if (tfd >= 0 && bpf_map_lookup_elem(tfd, &i, &t))
+		memset(&t, 0, sizeof(t));
+	return t;
+}
+
+/* The mean of a sum over count, in ms. */
+static double mean_ms(uint64_t sum_us, uint64_t count)
+{
+	return count ? (double)sum_us / (double)count / 1000.0 : 0;
+}
+
+/* The backends that are configured, as a JSON array (their first-token
+ * counts from tfd, -1: none). */
+static void print_backends_json(int fd, int tfd)
 {
 	struct kvs_backend be;
+	struct kvs_ttft t;
 	uint64_t now = mono_ns();
 	__u32 i;
 	int n = 0;
@@ -269,7 +288,13 @@ static void print_backends_json(int fd)
 		       be.report.kv_total_blocks,
 		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
 		json_str(be.reason, sizeof(be.reason));
-		printf("}");
+		/* since the backend took the slot (or the controller started
+		 * counting): /metrics has them as a histogram */
+		t = ttft_of(tfd, i);
+		printf(",\"ttft\":{\"count\":%llu,\"mean_ms\":%.3f,\"queue_ms\":%.3f,"
+		       "\"prefill_ms\":%.3f}}",
+		       (unsigned long long)t.count, mean_ms(t.queue_us + t.prefill_us, t.count),
+		       mean_ms(t.queue_us, t.count), mean_ms(t.prefill_us, t.count));
 	}
 	printf("]");
 }
@@ -279,7 +304,8 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	struct kvs_stats k;
 	struct kvs_ctl_stats c;
 	struct kvs_xdp_stats x;
-	int sfd, cfd, rfd = -1, nfd = -1, bfd = -1, xfd = -1, err, routes = -1, conns = -1, rc = 1;
+	int sfd, cfd, rfd = -1, nfd = -1, bfd = -1, tfd = -1, xfd = -1, err, routes = -1,
+		      conns = -1, rc = 1;
 	bool have_xdp = false;
 	const char *sep = "";
 	double share;
@@ -302,8 +328,10 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	/* Pinned only while the gateway runs with --xdp-iface. */
 	xfd = kvs_pin_open(o->pin_dir, KVS_MAP_XDP_STATS);
 	bfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKENDS);
+	tfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKEND_TTFT);
 	if (other_build(o, KVS_MAP_ROUTES, rfd) + other_build(o, KVS_MAP_CONNS, nfd) +
-	    other_build(o, KVS_MAP_XDP_STATS, xfd) + other_build(o, KVS_MAP_BACKENDS, bfd))
+	    other_build(o, KVS_MAP_BACKEND_TTFT, tfd) + other_build(o, KVS_MAP_XDP_STATS, xfd) +
+	    other_build(o, KVS_MAP_BACKENDS, bfd))
 		goto cleanup;
 	if (rfd >= 0)
 		routes = count_entries(rfd, sizeof(__u64));
@@ -346,7 +374,7 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 		}
 		printf(",\"backends\":");
 		if (bfd >= 0) {
-			print_backends_json(bfd);
+			print_backends_json(bfd, tfd);
 		} else {
 			printf("[]");
 		}
@@ -384,28 +412,39 @@ cleanup:
 		close(xfd);
 	if (bfd >= 0)
 		close(bfd);
+	if (tfd >= 0)
+		close(tfd);
 	return rc;
 }
 
 int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 {
-	int fd = ctl_open_map(o, KVS_MAP_BACKENDS);
+	int fd = ctl_open_map(o, KVS_MAP_BACKENDS), tfd;
 	struct kvs_backend be;
+	struct kvs_ttft t;
 	__u32 i;
 
 	if (fd < 0)
 		return 1;
+	/* Pinned by gateways from 2026-12-03 on: without it, no TTFT. */
+	tfd = kvs_pin_open(o->pin_dir, KVS_MAP_BACKEND_TTFT);
+	if (other_build(o, KVS_MAP_BACKEND_TTFT, tfd)) {
+		close(fd);
+		return 1;
+	}
 	if (o->json) {
-		print_backends_json(fd);
+		print_backends_json(fd, tfd);
 		printf("\n");
 		close(fd);
+		if (tfd >= 0)
+			close(tfd);
 		return 0;
 	}
-	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s  %s\n", "index", "backend",
+	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s %8s  %s\n", "index", "backend",
 	       "state", "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
-	       "run/wait", "reason");
+	       "run/wait", "ttft_ms", "reason");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
-		char addr[80], load[24] = "-";
+		char addr[80], load[24] = "-", ttft[24];
 
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
@@ -414,13 +453,22 @@ int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 			snprintf(load, sizeof(load), "%u/%u", be.report.running, be.report.waiting);
 		/* why it is not up: the last failure, for a backend that is not */
 		be.reason[sizeof(be.reason) - 1] = '\0';
-		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s  %s\n", i,
-		       addr, kvs_backend_state_name(be.state), (unsigned long long)be.outstanding,
-		       (unsigned long long)be.outstanding_work, (unsigned long long)be.req_frames,
-		       (double)be.req_bytes / 1e6, (double)be.resp_bytes / 1e6, 100 * hit_rate(&be),
-		       load, be.state == KVS_BE_UP ? "" : be.reason);
+		t = ttft_of(tfd, i);
+		if (t.count)
+			snprintf(ttft, sizeof(ttft), "%.1f",
+				 mean_ms(t.queue_us + t.prefill_us, t.count));
+		else
+			snprintf(ttft, sizeof(ttft), "-");
+		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s %8s  %s\n",
+		       i, addr, kvs_backend_state_name(be.state),
+		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
+		       (unsigned long long)be.req_frames, (double)be.req_bytes / 1e6,
+		       (double)be.resp_bytes / 1e6, 100 * hit_rate(&be), load, ttft,
+		       be.state == KVS_BE_UP ? "" : be.reason);
 	}
 	close(fd);
+	if (tfd >= 0)
+		close(tfd);
 	return 0;
 }
 
