@@ -126,4 +126,29 @@ out=$( (ulimit -v "$vcap"; timeout 60 "$B/kvsplice-bench" sim --requests 20 --ba
 grep -q "needs 508 KV blocks .*more than a backend holds (--kv-blocks 64)" <<<"$out" ||
 	fail "unexpected message: $out"
 echo "ok: a prompt larger than a backend's KV cache is refused, naming the request"
+# --dump: every request of every policy, one CSV line each; its TTFTs
+# are the ones the report's percentiles were taken from.
+d=$(mktemp)
+j=$("$B/kvsplice-bench" sim --requests 500 --rate 14 --kv-blocks 20000 --policies rr,kvsplice \
+	--json --dump "$d")
+python3 - "$d" "$j" <<'PY' || fail "--dump does not match the report"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+rep = {p["name"]: p for p in json.loads(sys.argv[2])["policies"]}
+assert len(rows) == 1000, len(rows)
+for pol in ("rr", "kvsplice"):
+    mine = [r for r in rows if r["policy"] == pol]
+    assert sorted(int(r["request"]) for r in mine) == list(range(500))
+    t = sorted(float(r["ttft_ms"]) for r in mine)
+    k = 0.9 * (len(t) - 1)
+    p90 = t[int(k)] + (t[min(int(k) + 1, len(t) - 1)] - t[int(k)]) * (k - int(k))
+    assert abs(p90 - rep[pol]["ttft_p90_ms"]) < 0.01, (pol, p90, rep[pol]["ttft_p90_ms"])
+    whys = {r["why"] for r in mine}
+    assert whys == {"-"} if pol == "rr" else "-" not in whys and whys <= {
+        "key", "hint", "prefix", "kept", "cold", "shallow", "spill", "stale"}, whys
+PY
+rm -f "$d"
+echo "ok: --dump lists every request, TTFTs as the report has them"
+out=$("$B/kvsplice-bench" sim --sweep --dump /dev/null 2>&1) && fail "--dump with --sweep accepted"
+grep -q "not a --sweep" <<<"$out" || fail "--dump with --sweep: $out"
 echo "PASS test_sim"

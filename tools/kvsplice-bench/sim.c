@@ -225,6 +225,11 @@ static const struct kvs_opt rows[] = {
 	{ "plot", 0, KVS_OPT_STR(O, plot_dir), .arg = "DIR",
 	  .help = "write TTFT CDFs and requests per backend as SVG\n"
 		  "and PNG (gnuplot), with their data, into DIR" },
+	{ "dump", 0, KVS_OPT_STR(O, dump_path), .arg = "FILE",
+	  .help = "every request of every policy, one CSV line\n"
+		  "each: policy, request, arrival (ms), backend,\n"
+		  "kvsplice's verdict, prompt and cached tokens,\n"
+		  "TTFT (ms): what a tail is made of" },
 	KVS_OPT_ROW_HELP,
 };
 #undef O
@@ -267,6 +272,10 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	}
 	if (o->trace && o->kind != W_CONTEXTS) {
 		fprintf(stderr, PROG ": --trace and --workload do not combine\n");
+		return 2;
+	}
+	if (o->dump_path && o->sweep) {
+		fprintf(stderr, PROG ": --dump is for one run, not a --sweep's dozens\n");
 		return 2;
 	}
 	if (o->join_at_s > 0 && o->backends < 2) {
@@ -343,6 +352,8 @@ int bench_sim(int argc, char **argv)
 		sim_print_header(&o, &w, ceiling);
 		sim_print_table(&o, res, base);
 	}
+	if (o.dump_path && sim_write_dump(o.dump_path, &o, &w, res))
+		rc = 1;
 	if (o.plot_dir) {
 		struct bench_series ser[MAX_POLICIES];
 		char title[512];

@@ -315,7 +315,8 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 		(uint64_t)(o->model == M_SPLIT ? o->window_blocks : KVS_POLICY_MAX_BLOCKS) *
 		KVS_BLOCK_TOKENS;
 
-	res->anat = (struct anatomy){ .why = calloc(w->n ? w->n : 1, 1) };
+	res->anat = (struct anatomy){ .why = calloc(w->n ? w->n : 1, 1),
+				      .backend = calloc(w->n ? w->n : 1, 1) };
 	kvs_model_defaults(&m);
 	m.kv_blocks = o->kv_blocks;
 	for (b = 0; b < o->backends; b++) {
@@ -485,6 +486,7 @@ void sim_run_policy(const struct sim_opts *o, const struct workload *w, enum pol
 					res->anat.n_by_why[r->why]++;
 				}
 				res->anat.why[r->eng.id] = r->why;
+				res->anat.backend[r->eng.id] = (uint8_t)r->backend;
 				ia.prompt[r->eng.id] = r->eng.prompt_tokens;
 				ia.cached[r->eng.id] = r->eng.cached_tokens;
 				/* as the kernel's account_end() counts it */

@@ -75,6 +75,7 @@ struct sim_opts {
 	double sweep_from, sweep_step, sweep_max, sweep_served, sweep_tol_pct, sweep_tol_ms,
 		sweep_knee_p90;
 	const char *plot_dir;
+	const char *dump_path; /* --dump: every request's fate, CSV */
 	uint32_t npol;
 	enum pol pols[MAX_POLICIES];
 };
@@ -133,6 +134,7 @@ struct anatomy {
 	double *ttft;
 	uint32_t *cached, *prompt;
 	uint8_t *why;
+	uint8_t *backend; /* the one that served it */
 };
 
 struct result {
@@ -173,5 +175,9 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 void sim_print_header(const struct sim_opts *o, const struct workload *w, double ceiling);
 void sim_print_table(const struct sim_opts *o, const struct result *res, uint32_t base);
 void sim_free_result(struct result *r);
+/* --dump: every request's fate, as CSV, into path. 0, or -1 with a
+ * message. */
+int sim_write_dump(const char *path, const struct sim_opts *o, const struct workload *w,
+		   const struct result *res);
 
 #endif

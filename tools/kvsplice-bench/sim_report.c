@@ -3,8 +3,10 @@
  * kvsplice-bench sim's report: each policy's figures and their change
  * against the baseline, as a table or JSON.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim_int.h"
 #include "stats.h"
@@ -283,10 +285,39 @@ void sim_print_header(const struct sim_opts *o, const struct workload *w, double
 	       100 * ceiling);
 }
 
+int sim_write_dump(const char *path, const struct sim_opts *o, const struct workload *w,
+		   const struct result *res)
+{
+	FILE *f = fopen(path, "w");
+	uint32_t i, j;
+
+	if (!f) {
+		fprintf(stderr, PROG ": --dump %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "policy,request,arrival_ms,backend,why,prompt_tokens,cached_tokens,ttft_ms\n");
+	for (i = 0; i < o->npol; i++) {
+		const struct anatomy *a = &res[i].anat;
+
+		for (j = 0; j < w->n; j++)
+			fprintf(f, "%s,%u,%.3f,%u,%s,%u,%u,%.3f\n", res[i].name, j,
+				w->arrival_ms[j] - w->arrival_ms[0], a->backend[j],
+				/* only kvsplice's decisions have a verdict */
+				o->pols[i] == P_KVSPLICE ? why_name(a->why[j]) : "-", a->prompt[j],
+				a->cached[j], a->ttft[j]);
+	}
+	if (fclose(f)) {
+		fprintf(stderr, PROG ": --dump %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 void sim_free_result(struct result *r)
 {
 	free(r->ttft);
 	free(r->anat.ttft);
+	free(r->anat.backend);
 	free(r->anat.cached);
 	free(r->anat.prompt);
 	free(r->anat.why);

@@ -97,6 +97,7 @@ static int run_at(const struct sim_opts *o, double load, enum pol p, struct resu
 	res->ttft = NULL;
 	res->anat.ttft = NULL;
 	res->anat.why = NULL;
+	res->anat.backend = NULL;
 	res->anat.cached = res->anat.prompt = NULL;
 	sim_free_workload(&w);
 	return 0;
