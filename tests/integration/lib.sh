@@ -10,6 +10,15 @@ KVS_TMP=""
 KVS_PIN=""
 KVS_PIDS=()
 
+# kvs_proc_state PID: its state letter in /proc/PID/stat (R, S, T for
+# stopped, ...); nothing once it is gone.
+kvs_proc_state() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	st=${st##*) } # after the name, which may hold spaces or parentheses
+	echo "${st%% *}"
+}
+
 kvs_fail() {
 	echo "FAIL: $*" >&2
 	if [ -n "$KVS_TMP" ]; then
@@ -22,11 +31,20 @@ kvs_fail() {
 	exit 1
 }
 
+# A process a test stopped (kill -STOP) is resumed before its SIGTERM, and
+# no other gets a SIGCONT: one that arrives after the SIGTERM can reach a
+# process already exiting, and under SAN=1 that hangs it for good.
+# LeakSanitizer's check at exit stops the process with PTRACE_ATTACH, whose
+# SIGSTOP a SIGCONT discards (the kernel drops pending stop signals); its
+# tracer then waits for a stop that never comes while the process spins
+# waiting for the tracer (test_cleanup_signals).
 kvs_cleanup() {
 	local pid
 	for pid in "${KVS_PIDS[@]}"; do
+		if [ "$(kvs_proc_state "$pid")" = T ]; then
+			kill -CONT "$pid" 2>/dev/null || true
+		fi
 		kill "$pid" 2>/dev/null || true
-		kill -CONT "$pid" 2>/dev/null || true # a test may have stopped it
 	done
 	for pid in "${KVS_PIDS[@]}"; do
 		wait "$pid" 2>/dev/null || true
