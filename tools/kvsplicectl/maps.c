@@ -152,6 +152,19 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Seconds since a PONG report (-1: none yet). The clock is read after the
+ * report was: one read before it can be older than a report the gateway
+ * writes meanwhile, and the difference would wrap to 2^64 ns. A report
+ * stamped later still (another clock) reads as just now. */
+static double report_age_s(const struct kvs_be_report *r)
+{
+	uint64_t now = mono_ns();
+
+	if (!r->at_ns)
+		return -1.0;
+	return now > r->at_ns ? (double)(now - r->at_ns) / 1e9 : 0;
+}
+
 /* Cached / prompt tokens, as the backend's END frames reported them. */
 static double hit_rate(const struct kvs_backend *be)
 {
@@ -249,7 +262,6 @@ static void print_backends_json(int fd, int tfd)
 {
 	struct kvs_backend be;
 	struct kvs_ttft t;
-	uint64_t now = mono_ns();
 	__u32 i;
 	int n = 0;
 
@@ -285,8 +297,7 @@ static void print_backends_json(int fd, int tfd)
 		       /* the kernel's decaying count of new prefixes placed here */
 		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
 		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
-		       be.report.kv_total_blocks,
-		       be.report.at_ns ? (double)(now - be.report.at_ns) / 1e9 : -1.0);
+		       be.report.kv_total_blocks, report_age_s(&be.report));
 		json_str(be.reason, sizeof(be.reason));
 		/* since the backend took the slot (or the controller started
 		 * counting): /metrics has them as a histogram */
