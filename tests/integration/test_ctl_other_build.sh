@@ -17,11 +17,37 @@ out=$(kvs_stats) || kvs_fail "kvsplicectl stats on its own build's maps failed"
 assert_eq "its own build's maps: controller counters read" \
 	"$(jget "$out" '.controller | has("health_held")')" true
 
+# A gateway from before backend_ttft (2026-12-03) pinned none: backends
+# and stats go without it, a dash for each TTFT, their JSON still JSON.
+# The gateway has sent nothing yet: backends with no END, the same dash.
+ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
+for pins in own old; do
+	[ "$pins" = old ] && rm -f "$KVS_PIN/backend_ttft"
+	out=$(ctl backends) || kvs_fail "backends, $pins pins: exit code $?"
+	awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "ttft_ms") c = i; next }
+	     $c != "-" { exit 1 }' <<<"$out" || kvs_fail "backends, $pins pins: ttft_ms not '-': $out"
+	out=$(ctl backends --json) || kvs_fail "backends --json, $pins pins: exit code $?"
+	assert_eq "backends --json, $pins pins: TTFTs counted, none" \
+		"$(jq -c '[.[].ttft.count] | unique' <<<"$out")" "[0]"
+	out=$(ctl stats --json) || kvs_fail "stats --json, $pins pins: exit code $?"
+	assert_eq "stats --json, $pins pins: backends' TTFTs" \
+		"$(jq -c '[.backends[].ttft.mean_ms] | unique' <<<"$out")" "[0]"
+	echo "ok: $pins pins: backends and stats show no TTFT, as JSON and text"
+done
+bpftool map create "$KVS_PIN/backend_ttft" type array key 4 value 8 entries 64 \
+	name backend_ttft || kvs_fail "bpftool map create backend_ttft"
+rc=0
+err=$(ctl backends 2>&1 >/dev/null) || rc=$?
+assert_eq "backends, backend_ttft of another build: exit code" "$rc" 1
+grep -q "backend_ttft was pinned by a kvspliced of another build" <<<"$err" ||
+	kvs_fail "backends: backend_ttft of another build not refused: $err"
+rm -f "$KVS_PIN/backend_ttft"
+echo "ok: backends: backend_ttft of another build refused by name"
+
 # The maps a command goes without when absent are refused all the same
 # when of another build. (On the old code, stats printed "backends": []
 # with exit code 0, and status without a controller counted every client
 # connection as the controller's own: "spliced nothing".)
-ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
 nosock="$KVS_TMP/no-controller.sock" # status reads the maps, as with no controller
 rc=0
 err=$(ctl --socket "$nosock" status 2>&1 >/dev/null) || rc=$?
