@@ -78,7 +78,8 @@ $(BUILD)/tests/test_baselines: $(BUILD)/tests/unit/test_baselines.o $(BASELINE_O
 # The simulator's fleet (sim --join-at), built from kvsplice-bench's objects.
 SIMJOIN_OBJS := $(addprefix $(BUILD)/tools/kvsplice-bench/,sim_fleet.o sim_workload.o) $(BASELINE_OBJS)
 $(BUILD)/tests/unit/test_simjoin.o: INC := $(MODEL_INC) -Itools/kvsplice-bench
-$(BUILD)/tests/test_simjoin: $(BUILD)/tests/unit/test_simjoin.o $(SIMJOIN_OBJS) $(MODEL_LIB) $(LIB)
+$(BUILD)/tests/test_simjoin: $(BUILD)/tests/unit/test_simjoin.o $(SIMJOIN_OBJS) \
+		$(BUILD)/tools/kvsplice-bench/sim_report.o $(MODEL_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
