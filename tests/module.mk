@@ -37,7 +37,7 @@ $(FUZZ): tests/fuzz/fuzz_codec.c user/core/codec.c user/core/buf.c $(wildcard in
 
 # The adapter's parsers: their own unit test and fuzzer (libcurl-free).
 ADAPTER_PARSE_SRCS := tools/kvsplice-adapter/openai.c tools/kvsplice-adapter/promtext.c \
-	tools/kvsplice-adapter/life.c tools/kvsplice-adapter/kvcap.c
+	tools/kvsplice-adapter/life.c tools/kvsplice-adapter/kvcap.c tools/kvsplice-adapter/srvload.c
 $(BUILD)/tests/unit/test_adapter.o: INC := $(CORE_INC) -Itools/kvsplice-adapter
 $(BUILD)/tests/test_adapter: $(BUILD)/tests/unit/test_adapter.o $(ADAPTER_PARSE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(@D)

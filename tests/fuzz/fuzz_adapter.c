@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kvcap.h"
+#include "srvload.h"
 #include "openai.h"
 #include "promtext.h"
 #include "sse.h"
@@ -58,5 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	kvs_prom_has_prefix((const char *)data, size, "llamacpp:");
 	kvcap_tokens(OAI_VLLM, (const char *)data, size);
 	kvcap_tokens(OAI_SGLANG, (const char *)data, size);
+	{
+		struct srvload l;
+
+		srvload_read(OAI_SGLANG, (const char *)data, size, &l);
+		srvload_read(OAI_VLLM, (const char *)data, size, &l);
+	}
 	return 0;
 }

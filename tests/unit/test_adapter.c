@@ -16,6 +16,7 @@
 
 #include "instance.h"
 #include "kvcap.h"
+#include "srvload.h"
 #include "kvsplice/proto.h"
 #include "life.h"
 #include "openai.h"
@@ -526,6 +527,59 @@ static void test_server_capacity(void **state)
 	assert_int_equal(kvcap_tokens(OAI_LLAMA_CPP, sgl_tp2, strlen(sgl_tp2)), 0);
 }
 
+static void test_server_load(void **state)
+{
+#define SGL(name, dp, tp, prio, v)                                                                 \
+	"sglang:" name "{dp_rank=\"" dp "\",engine_type=\"unified\",model_name=\"m\","             \
+	"pp_rank=\"0\",priority=\"" prio "\",tp_rank=\"" tp "\"} " v "\n"
+	/* --dp 2 --tp 2 --enable-metrics-for-all-schedulers
+	 * --enable-priority-scheduling: each rank repeats its replica's
+	 * counts, the total under priority="" beside each priority's */
+	static const char sgl[] = SGL("num_running_reqs", "0", "0", "", "10") SGL(
+		"num_running_reqs", "0", "0", "0", "6") SGL("num_running_reqs", "0", "0", "1", "4")
+		SGL("num_running_reqs", "0", "1", "", "10") SGL("num_running_reqs", "1", "0", "",
+								"3")
+			SGL("num_running_reqs", "1", "1", "", "3") SGL("num_queue_reqs", "0", "0",
+								       "", "5")
+				SGL("num_queue_reqs", "0", "1", "", "5") SGL("num_queue_reqs", "1",
+									     "0", "", "0")
+					SGL("num_queue_reqs", "1", "1", "", "0")
+						SGL("token_usage", "0", "0", "", "0.5")
+							SGL("token_usage", "1", "0", "", "0.25");
+	/* one scheduler, no data-parallel ranks: as it says */
+	static const char sgl1[] =
+		"sglang:num_running_reqs{engine_type=\"unified\",model_name=\"m\",tp_rank=\"0\"} 7\n"
+		"sglang:num_queue_reqs{engine_type=\"unified\",model_name=\"m\",tp_rank=\"0\"} 2\n";
+	static const char vllm[] = "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 4\n"
+				   "vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 5\n"
+				   "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1\n"
+				   "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} 0\n"
+				   "vllm:gpu_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.2\n"
+				   "vllm:gpu_cache_usage_perc{engine=\"1\",model_name=\"m\"} 0.4\n";
+#undef SGL
+	struct srvload l;
+
+	(void)state;
+	srvload_read(OAI_SGLANG, sgl, strlen(sgl), &l);
+	assert_true(l.has_running && l.has_waiting && l.has_kv);
+	assert_int_equal(l.running, 13); /* 10 + 3, not 36 */
+	assert_int_equal(l.waiting, 5);
+	assert_int_equal(l.kv_permille, 375);
+	srvload_read(OAI_SGLANG, sgl1, strlen(sgl1), &l);
+	assert_int_equal(l.running, 7);
+	assert_int_equal(l.waiting, 2);
+	assert_false(l.has_kv);
+	srvload_read(OAI_VLLM, vllm, strlen(vllm), &l);
+	assert_int_equal(l.running, 9); /* the engines' sum */
+	assert_int_equal(l.waiting, 1);
+	assert_int_equal(l.kv_permille, 300); /* the old name, their mean */
+	/* another kind's names say nothing */
+	srvload_read(OAI_LLAMA_CPP, vllm, strlen(vllm), &l);
+	assert_false(l.has_running || l.has_waiting || l.has_kv);
+	srvload_read(OAI_OTHER, vllm, strlen(vllm), &l);
+	assert_false(l.has_running);
+}
+
 /* Readings, as state.c makes them: how the server answered; when ready,
  * whether /metrics answered, its start time (0: none) and counters. */
 #define NO LIFE_NO_COUNT
@@ -975,6 +1029,7 @@ int main(void)
 		cmocka_unit_test(test_metrics_capacity),
 		cmocka_unit_test(test_metrics_group_max_sum),
 		cmocka_unit_test(test_server_capacity),
+		cmocka_unit_test(test_server_load),
 		cmocka_unit_test(test_life_down_up),
 		cmocka_unit_test(test_life_start_time),
 		cmocka_unit_test(test_life_start_unknown),

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "netutil.h"
 #include "promtext.h"
+#include "srvload.h"
 
 #define POLL_BODY_MAX (8u << 20)
 
@@ -203,11 +204,6 @@ void state_unreachable(struct adapter *a, const char *why)
 	not_ready(a, why);
 }
 
-static uint32_t u32(double v)
-{
-	return v > 0 && v < 4e9 ? (uint32_t)(v + 0.5) : 0;
-}
-
 static const char *text_of(const struct xfer *x, size_t *len)
 {
 	*len = x->body.len;
@@ -267,34 +263,15 @@ static enum oai_kind kind_of(const struct state_poll *sp)
 /* Running and waiting requests, KV use in per mille, from /metrics. */
 static void load_from_metrics(struct server_state *st, enum oai_kind k, const char *t, size_t n)
 {
-	static const char *const names[][4] = {
-		/* running, waiting, KV use (0..1), its older name */
-		[OAI_VLLM] = { "vllm:num_requests_running", "vllm:num_requests_waiting",
-			       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc" },
-		[OAI_SGLANG] = { "sglang:num_running_reqs", "sglang:num_queue_reqs",
-				 "sglang:token_usage", NULL },
-		[OAI_LLAMA_CPP] = { "llamacpp:requests_processing", "llamacpp:requests_deferred",
-				    NULL, NULL },
-	};
-	double v;
+	struct srvload l;
 
-	if (k != OAI_VLLM && k != OAI_SGLANG && k != OAI_LLAMA_CPP)
-		return;
-	if (kvs_prom_sum(t, n, names[k][0], &v))
-		st->running = u32(v);
-	if (kvs_prom_sum(t, n, names[k][1], &v))
-		st->waiting = u32(v);
-	/* A fraction per engine (data-parallel ranks): their mean. vLLM's is
-	 * one sample per engine, labels model_name and engine
-	 * (vllm/v1/metrics/loggers.py, PrometheusStatLogger.record, 005a810b:
-	 * gpu_cache_usage_perc the same figure under its old name); SGLang's
-	 * one per scheduler that logs stats, the attn_tp_rank 0 ones unless
-	 * --enable-metrics-for-all-schedulers, each its own pool's share (the
-	 * replicas' pools alike), and none before the first batch
-	 * (python/sglang/srt/observability/metrics_collector.py, 44cedc2b). */
-	if ((names[k][2] && kvs_prom_mean(t, n, names[k][2], &v)) ||
-	    (names[k][3] && kvs_prom_mean(t, n, names[k][3], &v))) {
-		st->kv_used = u32(v * 1000);
+	srvload_read(k, t, n, &l);
+	if (l.has_running)
+		st->running = l.running;
+	if (l.has_waiting)
+		st->waiting = l.waiting;
+	if (l.has_kv) {
+		st->kv_used = l.kv_permille;
 		st->kv_total = 1000;
 	}
 }
