@@ -38,15 +38,37 @@ kvs_fail() {
 # SIGSTOP a SIGCONT discards (the kernel drops pending stop signals); its
 # tracer then waits for a stop that never comes while the process spins
 # waiting for the tracer (test_cleanup_signals).
+#
+# A process that has not exited KVS_EXIT_S after its SIGTERM is killed,
+# and the test fails naming it: a process that does not exit is a bug, and
+# waiting for it (bash's wait has no time limit) stalled make test
+# silently until CI's own limit.
+KVS_EXIT_S=${KVS_EXIT_S:-60}
+
+# kvs_exited PID: it is gone, or a zombie (exited, waiting to be reaped).
+kvs_exited() {
+	local st
+	st=$(kvs_proc_state "$1")
+	[ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
 kvs_cleanup() {
-	local pid
+	local pid end stuck=()
 	for pid in "${KVS_PIDS[@]}"; do
 		if [ "$(kvs_proc_state "$pid")" = T ]; then
 			kill -CONT "$pid" 2>/dev/null || true
 		fi
 		kill "$pid" 2>/dev/null || true
 	done
+	end=$((SECONDS + KVS_EXIT_S))
 	for pid in "${KVS_PIDS[@]}"; do
+		while ! kvs_exited "$pid" && [ $SECONDS -lt $end ]; do
+			sleep 0.02
+		done
+		if ! kvs_exited "$pid"; then
+			stuck+=("$pid($(cat "/proc/$pid/comm" 2>/dev/null || echo ?))")
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
 		wait "$pid" 2>/dev/null || true
 	done
 	if [ -n "$KVS_PIN" ]; then
@@ -57,6 +79,11 @@ kvs_cleanup() {
 			"/run/kvsplice/$(basename "$KVS_PIN").handover"
 	fi
 	[ -n "$KVS_TMP" ] && rm -rf "$KVS_TMP"
+	if [ ${#stuck[@]} -gt 0 ]; then
+		echo "FAIL: cleanup: still running ${KVS_EXIT_S} s after SIGTERM, killed:" \
+			"${stuck[*]}" >&2
+		exit 1
+	fi
 	return 0
 }
 

@@ -7,6 +7,9 @@
 # kvs_cleanup sends is recorded by a function standing in for the kill
 # builtin, so that the order is checked, not left to a race: a running
 # process gets SIGTERM alone, a stopped one SIGCONT and then SIGTERM.
+# And a process that does not exit within KVS_EXIT_S of its SIGTERM is
+# killed and fails the test, named (bash's wait has no time limit: it
+# stalled make test silently).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -47,4 +50,24 @@ for pid in "$RUN" "$STOPPED"; do
 	wait "$pid" || rc=$?
 	assert_eq "$pid's end (128 + SIGTERM)" "$rc" 143
 done
+# One that ignores SIGTERM: killed after KVS_EXIT_S, and the test fails.
+sh -c 'trap "" TERM; while :; do sleep 0.1; done' &
+DEAF=$!
+KVS_PIDS+=("$DEAF")
+kvs_wait_for "$DEAF ignoring SIGTERM" \
+	'grep -q "^SigIgn:.*[4-7c-f]...$" "/proc/$DEAF/status" 2>/dev/null'
+rc=0
+out=$( (
+	KVS_PIDS=("$DEAF")
+	KVS_TMP=""
+	KVS_PIN=""
+	KVS_EXIT_S=1
+	kvs_cleanup
+) 2>&1) || rc=$?
+assert_eq "cleanup with a process that did not exit: exit status" "$rc" 1
+grep -q "FAIL: cleanup: still running 1 s after SIGTERM, killed: $DEAF(sh)" <<<"$out" ||
+	kvs_fail "not named: $out"
+rc=0
+wait "$DEAF" || rc=$?
+assert_eq "$DEAF's end (128 + SIGKILL)" "$rc" 137
 echo "PASS test_cleanup_signals"
