@@ -145,7 +145,8 @@ llama: deps
 
 llama-server: llama
 
-SRC_DIRS  := bpf bpf/datapath tests/bpf include/kvsplice user/core user/model user/kvspliced tools/kvsplicectl \
+SRC_DIRS  := bpf bpf/datapath tests/bpf include/kvsplice user/core user/model user/kvspliced \
+	     user/kvspliced/datapath tools/kvsplicectl \
 	tools/kvsplice-sim tools/kvsplice-bench tools/kvsplice-adapter tools/kvsplice-http tests/unit tests/helpers tests/fuzz
 FORMAT_SRCS = $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c $(d)/*.h))
 # .clang-format is the kernel's style; the tree was formatted with it once,

@@ -21,6 +21,9 @@
 #      user/core       may call user/core only
 #      user/model      may call user/core, user/model
 #      user/kvspliced  may call user/core, user/kvspliced
+#      user/kvspliced/datapath  (the BPF object and its maps, under
+#                      user/kvspliced/datapath.h) may call user/core and
+#                      itself only: never up into the daemon
 #      tools/X         may call user/core, user/model, tools/X
 #    (objects outside those folders are listed, not checked).
 # Otherwise prints "layering: N files, M edges, no cycle" and exits 0.
@@ -110,9 +113,11 @@ fi
 } | awk -v list="$LIST" -v edges="$EDGES" '
 function src(o) { sub(/\.o$/, ".c", o); return o }
 # The layer a file belongs to: its folder (user/core, user/model,
-# user/kvspliced, tools/X), or "" outside them.
+# user/kvspliced, user/kvspliced/datapath, tools/X), or "" outside them.
 function layer(f,   n, p) {
 	n = split(f, p, "/")
+	if (n >= 4 && p[1] == "user" && p[2] == "kvspliced" && p[3] == "datapath")
+		return "user/kvspliced/datapath"
 	if (n >= 3 && p[1] == "user" && (p[2] == "core" || p[2] == "model" || p[2] == "kvspliced"))
 		return p[1] "/" p[2]
 	if (n >= 3 && p[1] == "tools")
@@ -123,7 +128,9 @@ function dir(f) { sub(/\/[^\/]*$/, "", f); return f }
 function allowed(la, lb) {
 	if (la == "user/core") return lb == "user/core"
 	if (la == "user/model") return lb == "user/core" || lb == "user/model"
-	if (la == "user/kvspliced") return lb == "user/core" || lb == "user/kvspliced"
+	if (la == "user/kvspliced")
+		return lb == "user/core" || lb == "user/kvspliced" || lb == "user/kvspliced/datapath"
+	if (la == "user/kvspliced/datapath") return lb == "user/core" || lb == la
 	if (la ~ /^tools\//) return lb == "user/core" || lb == "user/model" || lb == la
 	return 1
 }
@@ -131,6 +138,8 @@ function rule(la) {
 	if (la == "user/core") return "user/core may call only user/core"
 	if (la == "user/model") return "user/model may call only user/core and user/model"
 	if (la == "user/kvspliced") return "user/kvspliced may call only user/core and user/kvspliced"
+	if (la == "user/kvspliced/datapath")
+		return "user/kvspliced/datapath may call only user/core and itself"
 	return la " may call only user/core, user/model and " la
 }
 # Keeps in cand[1..n] those for which keep[] is set, if any is; returns n.

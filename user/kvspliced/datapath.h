@@ -12,7 +12,7 @@
 
 #include "codec.h"
 #include "kvsplice/maps.h"
-#include "route_count.h"
+#include "datapath/route_count.h"
 
 struct kvsplice_bpf;
 

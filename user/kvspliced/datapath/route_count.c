@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "route_count.h"
+#include "datapath/route_count.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
