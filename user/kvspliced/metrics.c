@@ -97,6 +97,22 @@ static const struct {
 	  offsetof(struct kvs_backend, index_blocks) },
 };
 
+/* One part of the backends' first-token times, a counter in seconds (off:
+ * its sum in struct kvs_ttft, in us). */
+static void ttft_part(struct out *o, const struct kvs_metrics_in *in, const char *name,
+		      const char *help, size_t off)
+{
+	__u64 us;
+
+	head(o, name, "counter", help);
+	for (uint32_t bi = 0; bi < in->nbackends; bi++) {
+		if (!in->names[bi])
+			continue;
+		memcpy(&us, (const char *)&in->ttft[bi] + off, sizeof(us));
+		put(o, "%s{backend=\"%s\"} %.6f\n", name, in->names[bi], (double)us / 1e6);
+	}
+}
+
 /*
  * The backends' own first-token times (struct kvs_ttft): a histogram, and
  * its two parts. The kernel adds while this reads, so the count is the
@@ -134,20 +150,14 @@ static void render_ttft(struct out *o, const struct kvs_metrics_in *in)
 		put(o, "kvsplice_backend_ttft_seconds_count{backend=\"%s\"} %llu\n", in->names[bi],
 		    (unsigned long long)cum);
 	}
-	head(o, "kvsplice_backend_queue_seconds_total", "counter",
-	     "Of kvsplice_backend_ttft_seconds, the time requests waited at the server before "
-	     "their prefill began (its load).");
-	for (bi = 0; bi < in->nbackends; bi++)
-		if (in->names[bi])
-			put(o, "kvsplice_backend_queue_seconds_total{backend=\"%s\"} %.6f\n",
-			    in->names[bi], (double)in->ttft[bi].queue_us / 1e6);
-	head(o, "kvsplice_backend_prefill_seconds_total", "counter",
-	     "Of kvsplice_backend_ttft_seconds, the time their prefill took (the prompt "
-	     "tokens its cache did not hold).");
-	for (bi = 0; bi < in->nbackends; bi++)
-		if (in->names[bi])
-			put(o, "kvsplice_backend_prefill_seconds_total{backend=\"%s\"} %.6f\n",
-			    in->names[bi], (double)in->ttft[bi].prefill_us / 1e6);
+	ttft_part(o, in, "kvsplice_backend_queue_seconds_total",
+		  "Of kvsplice_backend_ttft_seconds, the time requests waited at the server "
+		  "before their prefill began (its load).",
+		  offsetof(struct kvs_ttft, queue_us));
+	ttft_part(o, in, "kvsplice_backend_prefill_seconds_total",
+		  "Of kvsplice_backend_ttft_seconds, the time their prefill took (the prompt "
+		  "tokens its cache did not hold).",
+		  offsetof(struct kvs_ttft, prefill_us));
 }
 
 size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in)
