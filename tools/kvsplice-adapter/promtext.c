@@ -31,6 +31,22 @@ static size_t name_len(const char *l, size_t n)
 	return i;
 }
 
+/* The next sample line of the family name (nl its length): the line in
+ * [*l, *l + *n), the name's length in *k (where its labels or value
+ * begin). false past the end. */
+static bool next_sample(const char **p, const char *end, const char *name, size_t nl,
+			const char **l, size_t *n, size_t *k)
+{
+	while (next_line(p, end, l, n)) {
+		if (!*n || (*l)[0] == '#')
+			continue;
+		*k = name_len(*l, *n);
+		if (*k == nl && !memcmp(*l, name, nl))
+			return true;
+	}
+	return false;
+}
+
 /* The value after the name and labels, or false: none, one that is no
  * finite number, or one too long to be a number. Label values are quoted
  * strings that may hold '}' and escaped quotes. */
@@ -78,12 +94,7 @@ static void samples(const char *text, size_t len, const char *name, struct famil
 	double v;
 
 	*f = (struct family){ 0 };
-	while (next_line(&p, end, &l, &n)) {
-		if (!n || l[0] == '#')
-			continue;
-		k = name_len(l, n);
-		if (k != nl || memcmp(l, name, nl))
-			continue;
+	while (next_sample(&p, end, name, nl, &l, &n, &k)) {
 		if (!value_of(l, n, k, &v)) {
 			/* not skipped: the sum of the other label sets
 			 * would pass for the whole */
@@ -279,12 +290,7 @@ bool kvs_prom_label_product_max(const char *text, size_t len, const char *name, 
 	double va, vb, x;
 
 	*out = 0;
-	while (next_line(&p, end, &l, &n)) {
-		if (!n || l[0] == '#')
-			continue;
-		k = name_len(l, n);
-		if (k != nl || memcmp(l, name, nl))
-			continue;
+	while (next_sample(&p, end, name, nl, &l, &n, &k)) {
 		/* a broken sample: the others would pass for the whole */
 		if (!value_of(l, n, k, &x) || !label_num(l, n, k, a, &va) ||
 		    !label_num(l, n, k, b, &vb))
@@ -309,12 +315,7 @@ bool kvs_prom_group_max_sum(const char *text, size_t len, const char *name, cons
 	enum label_got lg;
 	double v;
 
-	while (next_line(&p, end, &l, &n)) {
-		if (!n || l[0] == '#')
-			continue;
-		k = name_len(l, n);
-		if (k != nl || memcmp(l, name, nl))
-			continue;
+	while (next_sample(&p, end, name, nl, &l, &n, &k)) {
 		/* a broken sample: the others would pass for the whole */
 		lg = label_find(l, n, k, label, &s, &sn);
 		if (!value_of(l, n, k, &v) || lg == LABEL_BROKEN)
