@@ -49,28 +49,7 @@ static int parse_gateway(const char *who, const struct kvs_opt *o, const char *v
 {
 	struct kvs_addr a;
 
-	if (kvs_parse_addr(v, &a)) {
-		fprintf(stderr, "%s: --%s: '%s' is not ADDR:PORT\n", who, o->name, v);
-		return -1;
-	}
-	*(const char **)dst = v;
-	return 0;
-}
-
-/* --trusted-source. */
-static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
-{
-	uint8_t addr[16];
-	uint32_t plen;
-	int family;
-
-	if (kvs_cidr_parse(v, &family, addr, &plen)) {
-		fprintf(stderr, "%s: --%s: '%s' is not an address or CIDR (10.0.0.0/8, fd00::/8)\n",
-			who, o->name, v);
-		return -1;
-	}
-	*(const char **)dst = v;
-	return 0;
+	return kvs_opt_keep_checked(!kvs_parse_addr(v, &a), who, o, v, dst, "ADDR:PORT");
 }
 
 static int parse_str(const char *who, const struct kvs_opt *o, const char *v, void *dst)
@@ -149,7 +128,7 @@ static const struct kvs_opt rows[] = {
 		  "answered 429 and closed (default {default};\n"
 		  "0: no limit). Behind a proxy or load\n"
 		  "balancer, name it with --trusted-source" },
-	{ "trusted-source", 0, KVS_OPT_LIST(S, trusted, ntrusted, FRONT_MAX_TRUSTED, parse_cidr),
+	{ "trusted-source", 0, KVS_OPT_LIST(S, trusted, ntrusted, FRONT_MAX_TRUSTED, kvs_opt_cidr),
 	  .arg = "CIDR",
 	  .help = "clients from here (a proxy or load balancer\n"
 		  "in front, carrying many users) are not\n"

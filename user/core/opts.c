@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "args.h"
+#include "netutil.h"
 
 #define HELP_COL 29 /* where --help's text column starts, unless the set says */
 
@@ -400,6 +401,27 @@ int kvs_ini_apply(const struct kvs_optset *set, const struct kvs_ini *ini, const
 	}
 	free(seen);
 	return r;
+}
+
+int kvs_opt_keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v,
+			 void *dst, const char *expected)
+{
+	if (!ok) {
+		fprintf(stderr, "%s: --%s: '%s' is not %s\n", who, o->name, v, expected);
+		return -1;
+	}
+	*(const char **)dst = v;
+	return 0;
+}
+
+int kvs_opt_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+{
+	uint8_t addr[16];
+	uint32_t plen;
+	int family;
+
+	return kvs_opt_keep_checked(!kvs_cidr_parse(v, &family, addr, &plen), who, o, v, dst,
+				    "an address or CIDR (10.0.0.0/8, fd00::/8)");
 }
 
 int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst)

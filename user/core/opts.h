@@ -76,6 +76,14 @@ struct kvs_opt {
  * ('first-token' or 'end') into an int. */
 int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+/* For list options whose elements are kept as text: v kept in *dst if ok,
+ * else "WHO: --NAME: 'V' is not EXPECTED" and -1, so a typo stops the start
+ * saying what was expected. */
+int kvs_opt_keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v,
+			 void *dst, const char *expected);
+/* An address or CIDR (kvs_cidr_parse), kept as text: --allow, --deny,
+ * --front-source, kvsplice-http's --trusted-source. */
+int kvs_opt_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst);
 
 /* Rows several programs have, worded once. */
 #define KVS_OPT_ROW_HELP                                                                           \

@@ -87,38 +87,17 @@ static int parse_metrics(const char *who, const struct kvs_opt *o, const char *v
 	return 0;
 }
 
-/* The list options' parsers: v is checked here, so a typo stops the start
- * with a message saying what was expected, and kept as text. */
-static int keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v, void *dst,
-			const char *expected)
-{
-	if (!ok) {
-		fprintf(stderr, "%s: --%s: '%s' is not %s\n", who, o->name, v, expected);
-		return -1;
-	}
-	*(const char **)dst = v;
-	return 0;
-}
-
-/* --allow, --deny, --front-source. */
-static int parse_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
-{
-	uint8_t addr[16];
-	uint32_t plen;
-	int family;
-
-	return keep_checked(!kvs_cidr_parse(v, &family, addr, &plen), who, o, v, dst,
-			    "an address or CIDR (10.0.0.0/8, fd00::/8)");
-}
-
-/* --tenant-source. */
+/* --tenant-source (the list options' parsers check v and keep it as
+ * text: kvs_opt_keep_checked; --allow, --deny, --front-source take
+ * kvs_opt_cidr). */
 static int parse_tenant(const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	struct kvs_cidr net;
 	uint64_t salt;
 
-	return keep_checked(!gw_tenant_parse(v, &net, &salt), who, o, v, dst,
-			    "CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; SALT a 64-bit number)");
+	return kvs_opt_keep_checked(
+		!gw_tenant_parse(v, &net, &salt), who, o, v, dst,
+		"CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; SALT a 64-bit number)");
 }
 
 /* --tenant-routes: auto, off, or a number of routes. */
@@ -183,7 +162,7 @@ static const struct kvs_opt rows[] = {
 		  "elsewhere or get a 'busy' error (default {default}; 0: no\n"
 		  "limit)" },
 	{ "front-source", 0,
-	  KVS_OPT_LIST(S, cfg.front_sources, cfg.nfront_sources, KVS_ADM_MAX_LIST, parse_cidr),
+	  KVS_OPT_LIST(S, cfg.front_sources, cfg.nfront_sources, KVS_ADM_MAX_LIST, kvs_opt_cidr),
 	  .arg = "CIDR",
 	  .help = "clients from here are fronts (kvsplice-http), which\n"
 		  "carry many users on one connection: they get\n"
@@ -307,11 +286,12 @@ static const struct kvs_opt rows[] = {
 	{ "xdp-iface", 0, KVS_OPT_STR(S, cfg.adm.ifname), .arg = "IFACE",
 	  .help = "attach it to IFACE (native XDP if the driver has\n"
 		  "it, else generic)" },
-	{ "allow", 0, KVS_OPT_LIST(S, cfg.adm.allow, cfg.adm.nallow, KVS_ADM_MAX_LIST, parse_cidr),
+	{ "allow", 0,
+	  KVS_OPT_LIST(S, cfg.adm.allow, cfg.adm.nallow, KVS_ADM_MAX_LIST, kvs_opt_cidr),
 	  .arg = "CIDR",
 	  .help = "only sources in these CIDRs get in; repeat (IPv4\n"
 		  "or IPv6, at most {max}; default: everybody)" },
-	{ "deny", 0, KVS_OPT_LIST(S, cfg.adm.deny, cfg.adm.ndeny, KVS_ADM_MAX_LIST, parse_cidr),
+	{ "deny", 0, KVS_OPT_LIST(S, cfg.adm.deny, cfg.adm.ndeny, KVS_ADM_MAX_LIST, kvs_opt_cidr),
 	  .arg = "CIDR",
 	  .help = "sources in these CIDRs are dropped, even if allowed;\n"
 		  "repeat" },
