@@ -112,28 +112,10 @@ restart_http() {
 # 3. Connection limit: 4 held (no deadline), a fifth refused, the first
 # still served, and once one leaves a new one is taken.
 restart_http --max-connections 4 --request-timeout 0
-got=$(python3 - "${HTTP_URL##*:}" <<'PY'
-import json, socket, sys
+got=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "${HTTP_URL##*:}" <<'PY'
+import socket, sys
+from http_raw import answer, health
 port = int(sys.argv[1])
-def health(s):
-    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-    out = b""
-    while b"\r\n\r\n" not in out or not out.endswith(b"}"):
-        d = s.recv(4096)
-        if not d:
-            break
-        out += d
-    return out.split(b"\r\n")[0].decode(), json.loads(out.split(b"\r\n\r\n", 1)[1])
-def answer(s):  # all it says until it closes; "open" if it does not
-    out = b""
-    try:
-        while True:
-            d = s.recv(4096)
-            if not d:
-                return out.split(b"\r\n")[0].decode() + " closed"
-            out += d
-    except socket.timeout:
-        return "open"
 held = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
 for _ in range(200):  # until the front has accepted all 4
     line, h = health(held[0])
@@ -169,30 +151,12 @@ grep -q 'event=connections_full max_connections=4 refused=1' "$KVS_TMP/http.log"
 # 127.0.0.3 still connects; the trusted 127.0.0.4 holds 3; once .2 lets
 # one go, it connects again.
 restart_http --max-source-conns 2 --trusted-source 127.0.0.4/32 --request-timeout 0
-got=$(python3 - "${HTTP_URL##*:}" <<'PY'
-import json, socket, sys
+got=$(PYTHONPATH="$(dirname "$0")/../helpers" python3 - "${HTTP_URL##*:}" <<'PY'
+import socket, sys
+from http_raw import answer, health
 port = int(sys.argv[1])
 def conn(src):
     return socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(src, 0))
-def health(s):
-    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-    out = b""
-    while b"\r\n\r\n" not in out or not out.endswith(b"}"):
-        d = s.recv(4096)
-        if not d:
-            return "closed", {}
-        out += d
-    return out.split(b"\r\n")[0].decode(), json.loads(out.split(b"\r\n\r\n", 1)[1])
-def answer(s):  # all it says until it closes; "open" if it does not
-    out = b""
-    try:
-        while True:
-            d = s.recv(4096)
-            if not d:
-                return out.split(b"\r\n")[0].decode() + " closed"
-            out += d
-    except socket.timeout:
-        return "open"
 a = [conn("127.0.0.2") for _ in range(2)]
 for _ in range(200):  # until the front has adopted both
     line, h = health(a[0])
