@@ -259,56 +259,20 @@ struct kvs_ttft {
 	__u64 bucket[KVS_TTFT_BUCKETS]; /* by queue + prefill; not cumulative */
 };
 
+/* The upper bounds, as an array (the kernel's in .rodata, not on the
+ * verdict's 512 bytes of stack). */
+static const __u64 kvs_ttft_bounds_us[KVS_TTFT_BUCKETS - 1] = { KVS_TTFT_BOUNDS_US };
+
 /* The bucket of a TTFT of us microseconds: the first bound it is at most,
- * else the last (+Inf). A chain of compares: an array of the bounds would
- * take 176 bytes of the verdict's 512 of stack. */
+ * else the last (+Inf). */
 static inline __u32 kvs_ttft_bucket(__u64 us)
 {
-	if (us <= 1000ULL)
-		return 0;
-	if (us <= 5000ULL)
-		return 1;
-	if (us <= 10000ULL)
-		return 2;
-	if (us <= 20000ULL)
-		return 3;
-	if (us <= 40000ULL)
-		return 4;
-	if (us <= 60000ULL)
-		return 5;
-	if (us <= 80000ULL)
-		return 6;
-	if (us <= 100000ULL)
-		return 7;
-	if (us <= 250000ULL)
-		return 8;
-	if (us <= 500000ULL)
-		return 9;
-	if (us <= 750000ULL)
-		return 10;
-	if (us <= 1000000ULL)
-		return 11;
-	if (us <= 2500000ULL)
-		return 12;
-	if (us <= 5000000ULL)
-		return 13;
-	if (us <= 7500000ULL)
-		return 14;
-	if (us <= 10000000ULL)
-		return 15;
-	if (us <= 20000000ULL)
-		return 16;
-	if (us <= 40000000ULL)
-		return 17;
-	if (us <= 80000000ULL)
-		return 18;
-	if (us <= 160000000ULL)
-		return 19;
-	if (us <= 640000000ULL)
-		return 20;
-	if (us <= 2560000000ULL)
-		return 21;
-	return 22;
+	__u32 i;
+
+	for (i = 0; i < KVS_TTFT_BUCKETS - 1; i++)
+		if (us <= kvs_ttft_bounds_us[i])
+			return i;
+	return KVS_TTFT_BUCKETS - 1;
 }
 
 enum kvs_backend_state {

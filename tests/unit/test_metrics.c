@@ -16,8 +16,6 @@
 
 #include "metrics.h"
 
-static const uint64_t bounds[] = { KVS_TTFT_BOUNDS_US };
-
 static void ttft_bucket_edges(void **state)
 {
 	uint32_t i;
@@ -25,8 +23,8 @@ static void ttft_bucket_edges(void **state)
 	(void)state;
 	assert_int_equal(kvs_ttft_bucket(1), 0);
 	for (i = 0; i < KVS_TTFT_BUCKETS - 1; i++) {
-		assert_int_equal(kvs_ttft_bucket(bounds[i]), i);
-		assert_int_equal(kvs_ttft_bucket(bounds[i] + 1), i + 1);
+		assert_int_equal(kvs_ttft_bucket(kvs_ttft_bounds_us[i]), i);
+		assert_int_equal(kvs_ttft_bucket(kvs_ttft_bounds_us[i] + 1), i + 1);
 	}
 	assert_int_equal(kvs_ttft_bucket(0), 0);
 	assert_int_equal(kvs_ttft_bucket(UINT32_MAX * 2ull), KVS_TTFT_BUCKETS - 1);

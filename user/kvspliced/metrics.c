@@ -11,10 +11,6 @@ const double kvs_decide_bounds[KVS_DECIDE_BUCKETS] = {
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
 };
 
-static const uint64_t ttft_bounds_us[] = { KVS_TTFT_BOUNDS_US };
-_Static_assert(sizeof(ttft_bounds_us) / sizeof(ttft_bounds_us[0]) == KVS_TTFT_BUCKETS - 1,
-	       "a bound for every bucket but +Inf");
-
 void kvs_decide_observe(struct kvs_decide_hist *h, double seconds)
 {
 	int i = 0;
@@ -138,7 +134,7 @@ static void render_ttft(struct out *o, const struct kvs_metrics_in *in)
 			if (i < KVS_TTFT_BUCKETS - 1)
 				put(o,
 				    "kvsplice_backend_ttft_seconds_bucket{backend=\"%s\",le=\"%g\"} %llu\n",
-				    in->names[bi], (double)ttft_bounds_us[i] / 1e6,
+				    in->names[bi], (double)kvs_ttft_bounds_us[i] / 1e6,
 				    (unsigned long long)cum);
 			else
 				put(o,
