@@ -61,9 +61,11 @@ int kvs_parser(struct __sk_buff *skb)
 	 */
 	if (hdr_status(&h, KVS_HDR_LEN + plen))
 		return KVS_HDR_LEN;
-	if (skb->len - off < KVS_HDR_LEN + plen)
+	if (skb->len - off < KVS_HDR_LEN + plen) {
 		mark_partial(skb);
-	return KVS_HDR_LEN + plen;
+		return KVS_HDR_LEN + plen;
+	}
+	return KVS_HDR_LEN + plen + upstream_run_len(skb, off);
 }
 
 /*
@@ -194,6 +196,9 @@ int kvs_verdict(struct __sk_buff *skb)
 	if (!bad) /* the type's own rules, as the controller's codec checks them */
 		bad = kvs_type_rules(h.type, bpf_ntohs(h.flags), bpf_ntohs(h.status),
 				     bpf_ntohl(h.payload_len), bpf_ntohl(h.prefix_len));
+	/* a run of frames for one client (response_run): counted one by one */
+	if (conn->role == KVS_ROLE_UPSTREAM && len > KVS_HDR_LEN + bpf_ntohl(h.payload_len))
+		return upstream_run(skb, st, conn, off, len);
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);

@@ -43,7 +43,7 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 	 * closing: its count no longer matters). */
 	if (h->type != KVS_T_REQUEST) {
 		st->inject_frames++;
-		return to_client(skb, st, h, h->type == KVS_T_ERROR);
+		return to_client(skb, st, h->gw_conn, h->type == KVS_T_ERROR, 1);
 	}
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);

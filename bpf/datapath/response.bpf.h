@@ -9,27 +9,31 @@
 
 #include "send.bpf.h"
 
-/* A CHUNK/END/ERROR/PONG frame to the client named by gw_conn. ends: the
- * frame ends a request the kernel sent to a backend (its END or ERROR, or
- * the controller's ERROR for a backend that died), so the client has one
- * request fewer in flight. */
-static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st,
-				     const struct kvs_hdr *h, int ends)
+/* Frames for the client named by gw_conn (a run of `frames` of them, one
+ * message: response_run), redirected together. ends: how many of them end
+ * a request the kernel sent to a backend (its END or ERROR, or the
+ * controller's ERROR for a backend that died), so the client has that many
+ * requests fewer in flight. */
+static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st, __be64 gw_conn,
+				     __u32 ends, __u32 frames)
 {
-	__u64 client = bpf_be64_to_cpu(h->gw_conn);
+	__u64 client = bpf_be64_to_cpu(gw_conn);
 	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
 
-	if (ends && c && c->role == KVS_ROLE_CLIENT && c->inflight > 0)
-		__sync_fetch_and_add(&c->inflight, (__u32)-1); /* 32-bit: no atomic sub in BPF v2 */
+	if (ends && c && c->role == KVS_ROLE_CLIENT && c->inflight > 0) {
+		__u32 n = c->inflight < ends ? c->inflight : ends;
+
+		__sync_fetch_and_add(&c->inflight, -n); /* 32-bit: no atomic sub in BPF v2 */
+	}
 
 	/* Only ever into a client socket: a backend echoing a forged gw_conn
 	 * must not be able to write into another backend's stream. */
 	if (!c || c->role != KVS_ROLE_CLIENT ||
 	    bpf_sk_redirect_hash(skb, &socks, &client, 0) != SK_PASS) {
-		st->drop_no_client++;
+		st->drop_no_client += frames;
 		return SK_DROP;
 	}
-	st->resp_frames++;
+	st->resp_frames += frames;
 	return SK_PASS;
 }
 
@@ -160,10 +164,112 @@ static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_
 	return held;
 }
 
+/* A CHUNK counted against its backend: the request's prefill released at
+ * its first. */
+static __always_inline void chunk_account(struct kvs_backend *be, const struct kvs_hdr *h, __u32 b,
+					  __u32 len)
+{
+	__sync_fetch_and_add(&be->resp_frames, 1);
+	__sync_fetch_and_add(&be->resp_bytes, len);
+	release_prefill(be, h, b);
+}
+
+/* A backend's CHUNK, END or ERROR counted against it: its load released
+ * as the request goes on, its END's report learnt. Returns whether the
+ * frame ends its request. */
+static __always_inline int response_account(struct __sk_buff *skb, struct kvs_stats *st,
+					    struct kvs_backend *be, __u32 b,
+					    const struct kvs_hdr *h, __u32 off, __u32 len)
+{
+	if (!be)
+		return h->type != KVS_T_CHUNK;
+	if (h->type == KVS_T_CHUNK) {
+		chunk_account(be, h, b, len);
+		return 0;
+	}
+	__sync_fetch_and_add(&be->resp_frames, 1);
+	__sync_fetch_and_add(&be->resp_bytes, len);
+	__sync_fetch_and_add(&be->ends, 1);
+	if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
+		account_end(skb, be, b, h, off);
+	/* A stray END must not wrap a count and wedge the backend as
+	 * saturated forever. */
+	if (be->outstanding > 0)
+		__sync_fetch_and_sub(&be->outstanding, 1);
+	release_work(be, end_release(st, h, b));
+	return 1;
+}
+
+/*
+ * A run: the CHUNKs after the first in one message that may go with it in
+ * one redirect (kvs_parser makes the message that long): whole,
+ * well-formed CHUNKs for the same client, back to back, as a backend
+ * writes a decode step's tokens. Each redirect goes through the client
+ * psock's backlog worker and becomes a TCP send of its own: one per frame
+ * made the kernel path cost a dozen microseconds of CPU per streamed token
+ * where a userspace proxy reads and writes many at once (docs/
+ * EVALUATION.md, "Data path"). An END or ERROR ends a run and goes alone:
+ * what it settles (the request's load, its report) needs more stack than
+ * the verdict leaves a bpf_loop callback. Returns the run's bytes after
+ * the first frame, which ends at pos; a run is at most KVS_RUN_FRAMES
+ * frames and KVS_RUN_BYTES bytes (the strparser refuses a message larger
+ * than the socket's receive buffer).
+ */
+#define KVS_RUN_FRAMES 64
+#define KVS_RUN_BYTES (32 * 1024)
+
+/* Whether h, at pos in skb, is a whole CHUNK for gw_conn. */
+static __always_inline int run_member(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 pos,
+				      __be64 gw_conn)
+{
+	__u32 plen = bpf_ntohl(h->payload_len);
+
+	return h->type == KVS_T_CHUNK && h->gw_conn == gw_conn &&
+	       !hdr_status(h, KVS_HDR_LEN + plen) &&
+	       !kvs_type_rules(h->type, bpf_ntohs(h->flags), bpf_ntohs(h->status), plen,
+			       bpf_ntohl(h->prefix_len)) &&
+	       skb->len - pos >= KVS_HDR_LEN + plen;
+}
+
+static __always_inline __u32 response_run(struct __sk_buff *skb, __u32 pos, __be64 gw_conn)
+{
+	__u32 start = pos, i;
+	struct kvs_hdr h;
+
+	for (i = 1; i < KVS_RUN_FRAMES; i++) {
+		if (pos > skb->len || skb->len - pos < KVS_HDR_LEN ||
+		    bpf_skb_load_bytes(skb, pos, &h, sizeof(h)) ||
+		    !run_member(skb, &h, pos, gw_conn))
+			break;
+		if (pos - start + KVS_HDR_LEN + bpf_ntohl(h.payload_len) > KVS_RUN_BYTES)
+			break;
+		pos += KVS_HDR_LEN + bpf_ntohl(h.payload_len);
+	}
+	return pos - start;
+}
+
+/* What the parser adds to a whole frame at off: the rest of its run, if
+ * it came from a backend's socket and may lead one. */
+static __always_inline __u32 upstream_run_len(struct __sk_buff *skb, __u32 off)
+{
+	__u64 cookie;
+	struct kvs_conn *c;
+	struct kvs_hdr h;
+
+	if (bpf_skb_load_bytes(skb, off, &h, sizeof(h)) || !run_member(skb, &h, off, h.gw_conn))
+		return 0;
+	cookie = bpf_get_socket_cookie(skb);
+	c = bpf_map_lookup_elem(&conns, &cookie);
+	if (!c || c->role != KVS_ROLE_UPSTREAM)
+		return 0;
+	return response_run(skb, off + KVS_HDR_LEN + bpf_ntohl(h.payload_len), h.gw_conn);
+}
+
 static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stats *st,
 					  const struct kvs_hdr *h, __u32 b, __u32 off, __u32 len)
 {
 	struct kvs_backend *be = bpf_map_lookup_elem(&backends, &b);
+	int ends;
 
 	/* The answer to the controller's health check (ping_backend()),
 	 * noted as passed up: until the controller reads it, it waits in the
@@ -181,23 +287,74 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 		st->drop_bad_upstream++;
 		return SK_DROP;
 	}
-	if (be) {
-		__sync_fetch_and_add(&be->resp_frames, 1);
-		__sync_fetch_and_add(&be->resp_bytes, len);
-		if (h->type == KVS_T_CHUNK) {
-			release_prefill(be, h, b);
-		} else {
-			__sync_fetch_and_add(&be->ends, 1);
-			if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
-				account_end(skb, be, b, h, off);
-			/* A stray END must not wrap a count and wedge the
-			 * backend as saturated forever. */
-			if (be->outstanding > 0)
-				__sync_fetch_and_sub(&be->outstanding, 1);
-			release_work(be, end_release(st, h, b));
-		}
+	ends = response_account(skb, st, be, b, h, off, len);
+	return to_client(skb, st, h->gw_conn, ends, 1);
+}
+
+/* upstream_run's walk, a frame a bpf_loop step: as a loop in the verdict
+ * its states multiplied past the verifier's limit. */
+struct run_walk {
+	struct __sk_buff *skb;
+	struct kvs_stats *st;
+	struct kvs_backend *be;
+	__be64 gw_conn;
+	__u32 b, pos, end, frames;
+	int bad;
+};
+
+static long run_step(__u64 i, void *data)
+{
+	struct run_walk *w = data;
+	struct kvs_hdr hdr, *h = &hdr;
+	__u32 flen;
+
+	if (w->pos >= w->end)
+		return 1;
+	if (w->end - w->pos < KVS_HDR_LEN || bpf_skb_load_bytes(w->skb, w->pos, h, sizeof(*h)))
+		goto bad;
+	if (!i)
+		w->gw_conn = h->gw_conn;
+	flen = KVS_HDR_LEN + bpf_ntohl(h->payload_len);
+	if (!run_member(w->skb, h, w->pos, w->gw_conn) || flen > w->end - w->pos)
+		goto bad;
+	if (w->be)
+		chunk_account(w->be, h, w->b, flen);
+	w->frames++;
+	w->pos += flen;
+	return 0;
+bad:
+	w->bad = 1;
+	return 1;
+}
+
+/*
+ * A run of CHUNKs for one client (response_run) in one message
+ * of len bytes from off: each counted as upstream_frame counts it, then
+ * all redirected at once. The parser checked every frame; a frame that
+ * no longer passes (it cannot, the bytes are the same) drops the run.
+ * Not inlined: its walk's state would add to the verdict's own stack,
+ * which with the placement's calls below it has no 100 bytes to spare.
+ */
+static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
+				   struct kvs_conn *conn, __u32 off, __u32 len)
+{
+	__u32 b = conn->backend;
+	struct run_walk w = {
+		.skb = skb,
+		.st = st,
+		.be = bpf_map_lookup_elem(&backends, &b),
+		.b = b,
+		.pos = off,
+		.end = off + len,
+	};
+
+	bpf_loop(KVS_RUN_FRAMES, run_step, &w, 0);
+	if (w.bad || w.pos != w.end || !w.frames) {
+		st->drop_bad_upstream++;
+		return SK_DROP;
 	}
-	return to_client(skb, st, h, h->type != KVS_T_CHUNK);
+	conn->frames += w.frames - 1; /* the verdict counted the message as one */
+	return to_client(skb, st, w.gw_conn, 0, w.frames);
 }
 
 #endif /* KVS_DP_RESPONSE_BPF_H */
