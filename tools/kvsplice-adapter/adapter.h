@@ -82,6 +82,7 @@ struct link {
 	struct job *jobs; /* this link's requests, a list through link_next */
 	uint32_t njobs;
 	bool paused; /* its jobs' transfers are paused (tx above high) */
+	bool tx_cut; /* a send may have left tx's first frame in part */
 	bool eof;    /* the peer half-closed: answer what it asked, then close */
 	bool dead;
 };

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "adapter.h"
+#include "frameorder.h"
 
 static bool put(struct link *l, struct kvs_msg *m, const void *payload, uint32_t len)
 {
@@ -48,8 +49,14 @@ bool tx_pong(struct link *l, const struct kvs_msg *ping, uint32_t instance,
 	return put(l, &m, payload, sizeof(payload));
 }
 
+/* What a turn queued goes out in one write, each client's frames together
+ * (kvs_frames_by_client): the gateway redirects a client's CHUNKs that
+ * arrive back to back at once. Not while a frame is part sent: its rest
+ * must go first. */
 int tx_flush(struct link *l)
 {
+	if (!l->tx_cut && l->tx.len > KVS_HDR_LEN)
+		kvs_frames_by_client(kvs_buf_head(&l->tx), l->tx.len);
 	while (l->tx.len && !l->dead) {
 		ssize_t n =
 			send(l->fd, kvs_buf_head(&l->tx), l->tx.len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -58,11 +65,12 @@ int tx_flush(struct link *l)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
+				break;
 			l->dead = true;
 			return -1;
 		}
 		kvs_buf_consume(&l->tx, (size_t)n);
 	}
+	l->tx_cut = l->tx.len > 0;
 	return l->dead ? -1 : 0;
 }

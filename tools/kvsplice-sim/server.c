@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "frameorder.h"
 #include "kvsplice/hash.h"
 #include "log.h"
 #include "oai.h"
@@ -30,6 +31,7 @@ struct sim_conn {
 	bool dead;     /* closed by the peer; freed when no request needs it */
 	uint32_t refs; /* queued or running requests answering on it */
 	bool want_out;
+	bool tx_cut;   /* a send may have left tx's first frame in part */
 	uint64_t peer; /* the peer's host (kvs_peer_host) */
 };
 
@@ -55,10 +57,18 @@ static void conn_put(struct sim_conn *c)
 	}
 }
 
+/* What is queued goes out, each client's frames together
+ * (kvs_frames_by_client): a step's answers are queued whole (in_step) and
+ * so go in one write, a client's CHUNKs back to back, which the gateway's
+ * kernel path redirects at once (bpf/datapath/response.bpf.h,
+ * response_run), as an engine hands a step's outputs over together. Not
+ * while a frame is part sent: its rest must go first. */
 static void conn_flush(struct sim *s, struct sim_conn *c)
 {
 	struct epoll_event ev = { .data.ptr = c };
 
+	if (!c->tx_cut && c->tx.len > KVS_HDR_LEN)
+		kvs_frames_by_client(kvs_buf_head(&c->tx), c->tx.len);
 	while (c->tx.len && !c->dead) {
 		ssize_t w = send(c->fd, kvs_buf_head(&c->tx), c->tx.len, MSG_NOSIGNAL);
 
@@ -71,6 +81,7 @@ static void conn_flush(struct sim *s, struct sim_conn *c)
 		}
 		kvs_buf_consume(&c->tx, (size_t)w);
 	}
+	c->tx_cut = c->tx.len > 0;
 	if (c->dead || c->want_out == (c->tx.len > 0))
 		return;
 	c->want_out = c->tx.len > 0;
@@ -87,7 +98,8 @@ static void reply(struct sim *s, struct sim_req *r, struct kvs_msg *m, const voi
 	m->gw_backend = r->gw_backend;
 	if (kvs_put_frame(&r->conn->tx, m, p, len))
 		pr_warn("event=tx_overflow req=%llu", (unsigned long long)r->req_id);
-	conn_flush(s, r->conn);
+	if (!s->in_step)
+		conn_flush(s, r->conn);
 }
 
 /* Model time now: real time since start, divided by the time scale. */
@@ -214,12 +226,14 @@ static void on_timer(struct sim *s)
 {
 	struct kvs_msg m = { .type = KVS_T_CHUNK };
 	uint8_t tok[KVS_TOKEN_TEXT_LEN];
+	struct sim_conn *c;
 	uint64_t exp;
 	uint32_t i;
 
 	if (read(s->tfd, &exp, sizeof(exp)) < 0 || !s->stepping)
 		return;
 	s->stepping = false;
+	s->in_step = true;
 	for (i = 0; i < s->eng.nevents_last; i++) {
 		struct kvs_eng_event *ev = &s->eng.events[i];
 		struct sim_req *r = (struct sim_req *)ev->req;
@@ -239,6 +253,10 @@ static void on_timer(struct sim *s)
 		if (ev->done)
 			finish(s, r);
 	}
+	s->in_step = false;
+	for (c = s->conns; c; c = c->next)
+		if (c->tx.len)
+			conn_flush(s, c);
 	kick(s);
 }
 

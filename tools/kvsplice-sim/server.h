@@ -40,6 +40,7 @@ struct sim {
 	struct sim_req *live;
 	struct sim_conn *conns; /* open connections */
 	struct kvs_buf oai;	/* OpenAI-shaped output being built (oai.c), reused */
+	bool in_step;		/* replies wait for the step's one write (on_timer) */
 	uint64_t served, cached_tokens_total, prompt_tokens_total;
 	uint64_t cancelled, cancels_ignored; /* CANCELs that stopped a request; for none */
 };
