@@ -27,6 +27,20 @@ for cfg in direct kernel user; do
 	[ -n "$per" ] && [ "$per" -ge $((want * 99 / 100)) ] && [ "$per" -le $((want * 101 / 100)) ] ||
 		kvs_fail "$cfg stream: $per bytes per request, want $want"
 done
+# Streams written a step at once, many on one connection (the shape of
+# kvsplice-http's links: the kernel path redirects a client's CHUNKs of a
+# step together, bpf/datapath/response.bpf.h): nothing lost or doubled.
+out2=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.5 --modes stream --conns 2 \
+	--stream-depth 8 --stream-step-write --stream-chunks 32 --stream-gap-us 50 \
+	--configs direct,kernel,user --json 2>>"$KVS_TMP/bench.log") ||
+	kvs_fail "step-write stream bench failed: $(tail -5 "$KVS_TMP/bench.log")"
+assert_eq "step-write stream settings reported" \
+	"$(jq -c '[.stream_depth, .stream_step_write]' <<<"$out2")" "[8,true]"
+for cfg in direct kernel user; do
+	per=$(jq -r ".configs[] | select(.name == \"$cfg\") | (.gbps * 1e9 / .rps) | round" <<<"$out2")
+	[ -n "$per" ] && [ "$per" -ge $((want * 99 / 100)) ] && [ "$per" -le $((want * 101 / 100)) ] ||
+		kvs_fail "$cfg stream written a step at once: $per bytes per request, want $want"
+done
 for f in name frame_bytes rps gbps p50_added_us p99_added_us cpu_s_per_gb cpu_us_per_req; do
 	[ "$(jq "[.configs[] | has(\"$f\")] | all" <<<"$out")" = true ] || kvs_fail "no $f in $out"
 done

@@ -92,9 +92,11 @@ static void print_json(const struct dp_opts *o, const struct result *rs, int n,
 	uname(&u);
 	printf("{\"kernel\":\"%s\",\"conns\":%u,\"depth\":%u,\"seconds\":%.1f,"
 	       "\"stream_request\":%u,\"stream_chunks\":%u,\"stream_chunk_bytes\":%u,"
-	       "\"stream_gap_us\":%u,\"configs\":[",
+	       "\"stream_gap_us\":%u,\"stream_depth\":%u,\"stream_step_write\":%s,"
+	       "\"configs\":[",
 	       u.release, o->conns, o->depth, o->seconds, o->stream_request, o->stream_chunks,
-	       o->stream_chunk_bytes, o->stream_gap_us);
+	       o->stream_chunk_bytes, o->stream_gap_us, o->stream_depth,
+	       o->stream_step_write ? "true" : "false");
 	for (int i = 0; i < n; i++) {
 		const struct result *r = &rs[i];
 
@@ -278,6 +280,7 @@ static const struct dp_opts defaults = { .conns = 8,
 					 .stream_chunks = 256,
 					 .stream_chunk_bytes = 32,
 					 .stream_gap_us = 100,
+					 .stream_depth = 1,
 					 .on = { true, true, true, true, true },
 					 .mode_on = { true, true, true },
 					 .haproxy = "haproxy" };
@@ -307,6 +310,15 @@ static const struct kvs_opt rows[] = {
 	  .help = "between two CHUNKs of a stream (default {default}: one\n"
 		  "per decode step of a fast model; 0: back to back,\n"
 		  "which lets a userspace proxy read many at once)" },
+	{ "stream-depth", 0, KVS_OPT_U32(O, stream_depth, 1, 1024), .arg = "D",
+	  .help = "streams in flight per client connection (default\n"
+		  "{default}; more: many requests multiplexed on few\n"
+		  "connections, as kvsplice-http's links to the gateway)" },
+	{ "stream-step-write", 0, KVS_OPT_FLAG(O, stream_step_write),
+	  .help = "the backend writes each decode step's CHUNKs of a\n"
+		  "connection in one write, grouped by client, as an\n"
+		  "engine sends a step's outputs together (default: each\n"
+		  "CHUNK its own write)" },
 	{ "configs", 0, KVS_OPT_FUNC(O, on, parse_names), .words = cfg_names, .arg = "LIST",
 	  .help = "of direct,kernel,user,haproxy,haproxy-splice\n"
 		  "(default: all; a config whose program is missing\n"
@@ -417,7 +429,8 @@ int bench_datapath(int argc, char **argv)
 	echo = lfd >= 0 ? kvs_local_port(lfd) : -1;
 	el = (struct echo){ .fd = lfd,
 			    .chunk_bytes = o.stream_chunk_bytes,
-			    .gap_us = o.stream_gap_us };
+			    .gap_us = o.stream_gap_us,
+			    .step_write = o.stream_step_write };
 	/* the stream's pace needs sleeps near gap_us, not the default 50 us
 	 * timer slack on top */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);

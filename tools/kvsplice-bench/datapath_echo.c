@@ -16,6 +16,7 @@
 
 #include "codec.h"
 #include "datapath_int.h"
+#include "frameorder.h"
 #include "kvsplice/proto.h"
 #include "netutil.h"
 
@@ -68,15 +69,21 @@ static size_t echo_end(const struct kvs_msg *m, uint32_t output_tokens, uint8_t 
  * gives each running request one token, which goes out as a CHUNK of its
  * own write, interleaved with the other requests' on the same connection;
  * after its last, the END. The requests of a connection are answered
- * concurrently, as the gateway multiplexes many clients onto a few.
+ * concurrently, as the gateway multiplexes many clients onto a few. With
+ * step_write, a step's CHUNKs (and ENDs) of the connection go out in one
+ * write, each client's together (kvs_frames_by_client), as kvsplice-sim
+ * and kvsplice-adapter write them.
  */
 static void *echo_stepper(void *arg)
 {
 	struct echo_conn *c = arg;
 	size_t clen = KVS_HDR_LEN + c->cfg->chunk_bytes;
-	uint8_t *buf = malloc(clen + KVS_HDR_LEN + sizeof(struct kvs_end));
+	size_t flen = clen + KVS_HDR_LEN + sizeof(struct kvs_end);
+	uint8_t *buf = NULL, *step = NULL;
+	size_t step_cap = 0, used;
 	struct timespec next;
 
+	buf = malloc(flen);
 	if (!buf)
 		return NULL;
 	memset(buf + KVS_HDR_LEN, 't', c->cfg->chunk_bytes);
@@ -89,18 +96,36 @@ static void *echo_stepper(void *arg)
 			clock_gettime(CLOCK_MONOTONIC, &next);
 			continue;
 		}
+		if (c->cfg->step_write) {
+			if (step_cap < c->n * flen) {
+				uint8_t *n = realloc(step, c->n * flen);
+
+				if (!n)
+					break;
+				step = n;
+				step_cap = c->n * flen;
+			}
+		}
+		used = 0;
 		for (uint32_t i = 0; i < c->n && !c->closing;) {
 			struct stream *s = &c->streams[i];
 			struct kvs_msg r = s->m;
-			int err;
+			uint8_t *out = c->cfg->step_write ? step + used : buf;
+			size_t len = clen;
+			int err = 0;
 
 			r.type = KVS_T_CHUNK;
 			r.payload_len = c->cfg->chunk_bytes;
-			kvs_hdr_encode(&r, buf);
-			err = echo_write(c, buf, clen);
-			if (!err && --s->left == 0)
-				err = echo_write(c, buf + clen,
-						 echo_end(&s->m, s->m.max_tokens, buf + clen));
+			kvs_hdr_encode(&r, out);
+			if (out != buf)
+				memset(out + KVS_HDR_LEN, 't', c->cfg->chunk_bytes);
+			if (--s->left == 0)
+				len += echo_end(&s->m, s->m.max_tokens, out + clen);
+			if (c->cfg->step_write)
+				used += len;
+			else /* the CHUNK, then the END: writes of their own */
+				err = echo_write(c, out, clen) ||
+				      (len > clen && echo_write(c, out + clen, len - clen));
 			if (err)
 				c->closing = true;
 			if (s->left == 0)
@@ -108,6 +133,8 @@ static void *echo_stepper(void *arg)
 			else
 				i++;
 		}
+		if (used && (kvs_frames_by_client(step, used) < 0 || echo_write(c, step, used)))
+			c->closing = true;
 		if (c->cfg->gap_us) {
 			/* absolute deadlines: the pace does not drift with the
 			 * time the writes take */
@@ -122,6 +149,7 @@ static void *echo_stepper(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	free(step);
 	free(buf);
 	return NULL;
 }

@@ -24,7 +24,8 @@ struct dp_opts {
 	uint32_t conns, depth;
 	double seconds, warmup;
 	uint32_t sizes[MAX_SIZES], nsizes;
-	uint32_t stream_request, stream_chunks, stream_chunk_bytes, stream_gap_us;
+	uint32_t stream_request, stream_chunks, stream_chunk_bytes, stream_gap_us, stream_depth;
+	int stream_step_write; /* --stream-step-write */
 	bool on[NCFG];
 	bool mode_on[NMODES];
 	int json;
@@ -50,6 +51,7 @@ struct echo {
 	int fd;		      /* the listener */
 	uint32_t chunk_bytes; /* a streamed CHUNK's payload */
 	uint32_t gap_us;      /* between two decode steps (0: back to back) */
+	bool step_write;      /* a connection's step in one write, by client */
 };
 void *dp_echo_accept(void *arg);
 

@@ -204,7 +204,10 @@ int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32
 	struct conn *cs = calloc(o->conns, sizeof(*cs));
 	double *lat = calloc(MAX_SAMPLES, sizeof(double));
 	pthread_t *th = calloc(2 * (size_t)o->conns, sizeof(pthread_t));
-	uint32_t depth = mode == M_PIPE ? o->depth : 1, i, n = 0;
+	uint32_t depth = mode == M_PIPE	  ? o->depth :
+			 mode == M_STREAM ? o->stream_depth :
+					    1,
+		 i, n = 0;
 	volatile int stop = 0;
 	struct kvs_addr a;
 	uint64_t t0, t1;
