@@ -211,9 +211,13 @@ static __always_inline int response_account(struct __sk_buff *skb, struct kvs_st
  * EVALUATION.md, "Data path"). An END or ERROR ends a run and goes alone:
  * what it settles (the request's load, its report) needs more stack than
  * the verdict leaves a bpf_loop callback. Returns the run's bytes after
- * the first frame, which ends at pos; a run is at most KVS_RUN_FRAMES
- * frames and KVS_RUN_BYTES bytes (the strparser refuses a message larger
- * than the socket's receive buffer).
+ * the first frame (first bytes long), which ends at pos; a run is at most
+ * KVS_RUN_FRAMES frames, KVS_RUN_BYTES bytes after the first, and never
+ * longer than the largest frame (KVS_HDR_LEN + cfg_max_payload): the
+ * strparser aborts the socket on a message larger than its receive
+ * buffer (EMSGSIZE), and that buffer is sized and checked for the largest
+ * frame only (kvs_size_rcvbuf; without SO_RCVBUFFORCE it may be only a
+ * little more).
  */
 #define KVS_RUN_FRAMES 64
 #define KVS_RUN_BYTES (32 * 1024)
@@ -231,9 +235,10 @@ static __always_inline int run_member(struct __sk_buff *skb, const struct kvs_hd
 	       skb->len - pos >= KVS_HDR_LEN + plen;
 }
 
-static __always_inline __u32 response_run(struct __sk_buff *skb, __u32 pos, __be64 gw_conn)
+static __always_inline __u32 response_run(struct __sk_buff *skb, __u32 first, __u32 pos,
+					  __be64 gw_conn)
 {
-	__u32 start = pos, i;
+	__u32 start = pos, i, flen;
 	struct kvs_hdr h;
 
 	for (i = 1; i < KVS_RUN_FRAMES; i++) {
@@ -241,9 +246,12 @@ static __always_inline __u32 response_run(struct __sk_buff *skb, __u32 pos, __be
 		    bpf_skb_load_bytes(skb, pos, &h, sizeof(h)) ||
 		    !run_member(skb, &h, pos, gw_conn))
 			break;
-		if (pos - start + KVS_HDR_LEN + bpf_ntohl(h.payload_len) > KVS_RUN_BYTES)
+		/* no wrap: each length is at most the largest frame */
+		flen = KVS_HDR_LEN + bpf_ntohl(h.payload_len);
+		if (pos - start + flen > KVS_RUN_BYTES ||
+		    first + (pos - start) + flen > KVS_HDR_LEN + cfg_max_payload)
 			break;
-		pos += KVS_HDR_LEN + bpf_ntohl(h.payload_len);
+		pos += flen;
 	}
 	return pos - start;
 }
@@ -252,6 +260,7 @@ static __always_inline __u32 response_run(struct __sk_buff *skb, __u32 pos, __be
  * it came from a backend's socket and may lead one. */
 static __always_inline __u32 upstream_run_len(struct __sk_buff *skb, __u32 off)
 {
+	__u32 first;
 	__u64 cookie;
 	struct kvs_conn *c;
 	struct kvs_hdr h;
@@ -262,7 +271,8 @@ static __always_inline __u32 upstream_run_len(struct __sk_buff *skb, __u32 off)
 	c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c || c->role != KVS_ROLE_UPSTREAM)
 		return 0;
-	return response_run(skb, off + KVS_HDR_LEN + bpf_ntohl(h.payload_len), h.gw_conn);
+	first = KVS_HDR_LEN + bpf_ntohl(h.payload_len);
+	return response_run(skb, first, off + first, h.gw_conn);
 }
 
 static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stats *st,
