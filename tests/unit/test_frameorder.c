@@ -81,6 +81,12 @@ static void leaves_what_is_not_whole_frames(void **state)
 	/* not at a frame's start */
 	assert_int_equal(kvs_frames_by_client(kvs_buf_head(&b) + 1, len - 1), -EINVAL);
 	assert_memory_equal(kvs_buf_head(&b), copy, len);
+	/* lengths that tile the queue, but no frame's start where one should
+	 * be (a queue read from the wrong offset): untouched */
+	kvs_buf_head(&b)[KVS_HDR_LEN + 3] ^= 0xff; /* the second frame's magic: after "1:0" */
+	memcpy(copy, kvs_buf_head(&b), len);
+	assert_int_equal(kvs_frames_by_client(kvs_buf_head(&b), len), -EINVAL);
+	assert_memory_equal(kvs_buf_head(&b), copy, len);
 	/* nothing, or one frame: nothing to do */
 	assert_int_equal(kvs_frames_by_client(kvs_buf_head(&b), 0), 0);
 	assert_int_equal(kvs_frames_by_client(kvs_buf_head(&b), KVS_HDR_LEN + 3), 1);

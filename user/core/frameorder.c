@@ -32,6 +32,16 @@ static uint32_t payload_at(const uint8_t *p)
 	return be32toh(v);
 }
 
+/* Whether a frame starts at p: its magic (bytes 0-3). Lengths alone can
+ * tile a queue read from the wrong offset by chance. */
+static int magic_at(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be32toh(v) == KVS_MAGIC;
+}
+
 static uint64_t be64_at(const uint8_t *p)
 {
 	uint64_t v;
@@ -48,7 +58,8 @@ int kvs_frames_by_client(uint8_t *p, size_t len)
 	int ret = -ENOMEM;
 
 	for (off = 0; off < len; n++) {
-		if (len - off < KVS_HDR_LEN || payload_at(p + off) > len - off - KVS_HDR_LEN)
+		if (len - off < KVS_HDR_LEN || !magic_at(p + off) ||
+		    payload_at(p + off) > len - off - KVS_HDR_LEN)
 			return -EINVAL;
 		off += KVS_HDR_LEN + payload_at(p + off);
 	}
