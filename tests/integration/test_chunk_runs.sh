@@ -98,9 +98,13 @@ kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/backend.port")" --health-inter
 kvs_wait_for "the backend is up" '[ "$(kvs_wait_backend 0 up 0)" = up ]'
 
 # The verdict's run count: the program attached by this gateway, found by
-# its name among those the kernel has (only this test's gateway runs).
+# its name and its use of this gateway's pinned conns map (another
+# gateway on the machine runs a kvs_verdict of its own).
 verdict_runs() {
-	bpftool prog show -j | jq '[.[] | select(.name == "kvs_verdict") | .run_cnt // 0] | add'
+	local m
+	m=$(bpftool map show pinned "$KVS_PIN/conns" -j | jq .id)
+	bpftool prog show -j | jq --argjson m "$m" '[.[] | select(.name == "kvs_verdict" and
+		((.map_ids // []) | index($m)) != null) | .run_cnt // 0] | add // 0'
 }
 
 # --- three requests, their CHUNKs in runs ------------------------------------
