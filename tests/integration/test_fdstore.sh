@@ -169,12 +169,21 @@ assert_eq "requests after a start whose maps were gone" "$(jget "$out" .ok)" 40
 kvs_wait_for "the store holds the new controller's sockets alone" \
 	'[ "$(num fds.kvs-client)" = 0 ] && [ "$(num fds.kvs-upstream)" = 6 ] && [ "$(num fds.kvs-listen)" = 1 ]'
 
-# A clean stop empties the store (FDSTOREREMOVE=1).
+# A clean stop empties the store (FDSTOREREMOVE=1): the listener, the pools
+# and the punt pair, by name (9 entries of its own). By name, entries of
+# the discarded start above that the harness has not yet seen hang up go
+# too (as we read it: the wait above can pass while those 6 pool sockets are still there
+# and the new ones not yet stored, so the count removed was 15 in 3 runs
+# of 12, on builds before and after 6bcaf1d); the store is empty either way.
+removes0=$(num removes)
 kill -TERM "$HARNESS"
 for _ in $(seq 1 200); do kill -0 "$HARNESS" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$HARNESS" 2>/dev/null && kvs_fail "the harness did not stop"
-assert_eq "descriptors removed (FDSTOREREMOVE) on a clean stop: listener, pools, punt pair" \
-	"$(num removes)" 9
+assert_eq "store entries left after a clean stop" "$(num fds)" 0
+removed=$(($(num removes) - removes0))
+echo "descriptors removed (FDSTOREREMOVE) on a clean stop: $removed"
+assert_ge "descriptors removed (FDSTOREREMOVE) on a clean stop: listener, pools, punt pair" \
+	"$removed" 9
 
 # Without the store: a SIGKILL takes every socket with it, and status says so.
 mv "$KVS_TMP/gw.log" "$KVS_TMP/gw-store.log"
