@@ -164,16 +164,6 @@ static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_
 	return held;
 }
 
-/* A CHUNK counted against its backend: the request's prefill released at
- * its first. */
-static __always_inline void chunk_account(struct kvs_backend *be, const struct kvs_hdr *h, __u32 b,
-					  __u32 len)
-{
-	__sync_fetch_and_add(&be->resp_frames, 1);
-	__sync_fetch_and_add(&be->resp_bytes, len);
-	release_prefill(be, h, b);
-}
-
 /* A backend's CHUNK, END or ERROR counted against it: its load released
  * as the request goes on, its END's report learnt. Returns whether the
  * frame ends its request. */
@@ -183,12 +173,12 @@ static __always_inline int response_account(struct __sk_buff *skb, struct kvs_st
 {
 	if (!be)
 		return h->type != KVS_T_CHUNK;
-	if (h->type == KVS_T_CHUNK) {
-		chunk_account(be, h, b, len);
-		return 0;
-	}
 	__sync_fetch_and_add(&be->resp_frames, 1);
 	__sync_fetch_and_add(&be->resp_bytes, len);
+	if (h->type == KVS_T_CHUNK) {
+		release_prefill(be, h, b);
+		return 0;
+	}
 	__sync_fetch_and_add(&be->ends, 1);
 	if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
 		account_end(skb, be, b, h, off);
@@ -305,7 +295,6 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
  * its states multiplied past the verifier's limit. */
 struct run_walk {
 	struct __sk_buff *skb;
-	struct kvs_stats *st;
 	struct kvs_backend *be;
 	__be64 gw_conn;
 	__u32 b, pos, end, frames;
@@ -328,7 +317,7 @@ static long run_step(__u64 i, void *data)
 	if (!run_member(w->skb, h, w->pos, w->gw_conn) || flen > w->end - w->pos)
 		goto bad;
 	if (w->be)
-		chunk_account(w->be, h, w->b, flen);
+		release_prefill(w->be, h, w->b);
 	w->frames++;
 	w->pos += flen;
 	return 0;
@@ -338,10 +327,11 @@ bad:
 }
 
 /*
- * A run of CHUNKs for one client (response_run) in one message
- * of len bytes from off: each counted as upstream_frame counts it, then
- * all redirected at once. The parser checked every frame; a frame that
- * no longer passes (it cannot, the bytes are the same) drops the run.
+ * A run of CHUNKs for one client (response_run) in one message of len
+ * bytes from off: each CHUNK's prefill released as upstream_frame releases
+ * it, the run counted, then all redirected at once. The parser checked
+ * every frame; a frame that no longer passes (it cannot, the bytes are the
+ * same) drops the run.
  * Not inlined: its walk's state would add to the verdict's own stack,
  * which with the placement's calls below it has no 100 bytes to spare.
  */
@@ -351,7 +341,6 @@ static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 	__u32 b = conn->backend;
 	struct run_walk w = {
 		.skb = skb,
-		.st = st,
 		.be = bpf_map_lookup_elem(&backends, &b),
 		.b = b,
 		.pos = off,
@@ -362,6 +351,11 @@ static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 	if (w.bad || w.pos != w.end || !w.frames) {
 		st->drop_bad_upstream++;
 		return SK_DROP;
+	}
+	/* the backend's counts once for the run, not an atomic add a frame */
+	if (w.be) {
+		__sync_fetch_and_add(&w.be->resp_frames, w.frames);
+		__sync_fetch_and_add(&w.be->resp_bytes, len);
 	}
 	conn->frames += w.frames - 1; /* the verdict counted the message as one */
 	return to_client(skb, st, w.gw_conn, 0, w.frames);
