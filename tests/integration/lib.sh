@@ -79,6 +79,7 @@ kvs_cleanup() {
 			"/run/kvsplice/$(basename "$KVS_PIN").handover"
 	fi
 	[ -n "$KVS_TMP" ] && rm -rf "$KVS_TMP"
+	[ -n "${KVS_BPF_STATS0:-}" ] && sysctl -qw kernel.bpf_stats_enabled="$KVS_BPF_STATS0"
 	if [ ${#stuck[@]} -gt 0 ]; then
 		echo "FAIL: cleanup: still running ${KVS_EXIT_S} s after SIGTERM, killed:" \
 			"${stuck[*]}" >&2
@@ -253,6 +254,23 @@ kvs_ms_until_out() {
 	done
 	[ -n "$ts" ] || kvs_fail "backend $addr was never taken out"
 	echo $(($(date -d "$ts" +%s%3N) - t0))
+}
+
+# kvs_bpf_stats_on: the kernel counts each BPF program's runs
+# (kernel.bpf_stats_enabled) until kvs_cleanup puts the setting back.
+kvs_bpf_stats_on() {
+	KVS_BPF_STATS0=$(sysctl -n kernel.bpf_stats_enabled)
+	sysctl -qw kernel.bpf_stats_enabled=1
+}
+
+# kvs_verdict_runs: how often this test's gateway's verdict has run (after
+# kvs_bpf_stats_on): the kvs_verdict that uses its pinned conns map, as
+# another gateway on the machine runs a kvs_verdict of its own.
+kvs_verdict_runs() {
+	local m
+	m=$(bpftool map show pinned "$KVS_PIN/conns" -j | jq .id)
+	bpftool prog show -j | jq --argjson m "$m" '[.[] | select(.name == "kvs_verdict" and
+		((.map_ids // []) | index($m)) != null) | .run_cnt // 0] | add // 0'
 }
 
 kvs_stats() {

@@ -13,46 +13,18 @@
 #  - One write of 200 CHUNKs of 300 bytes for one request: delivered whole
 #    and in order, in messages of at most 64 frames (at least 4).
 # The verdict's runs are counted by the kernel's BPF statistics
-# (kernel.bpf_stats_enabled, restored after).
+# (kvs_verdict_runs).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-stats0=$(sysctl -n kernel.bpf_stats_enabled)
-trap 'sysctl -qw kernel.bpf_stats_enabled="$stats0"; kvs_cleanup' EXIT
-sysctl -qw kernel.bpf_stats_enabled=1
+kvs_bpf_stats_on
 
 # The backend: answers PINGs; once it holds WANT requests (a line in
 # $KVS_TMP/want), writes their answers in one write per connection (below).
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" <<'PY' 2>"$KVS_TMP/backend.log" &
-import os, socket, sys, threading, time
+import sys
 import kvs1
-tmp = sys.argv[1]
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0))
-ls.listen(16)
-held, cv = [], threading.Condition()
-
-def serve(c):
-    r = kvs1.Reader(c)
-    while True:
-        try:
-            f = r.next()
-        except (EOFError, OSError):
-            return
-        if f.type == kvs1.PING:
-            c.sendall(kvs1.pong(f))
-        elif f.type == kvs1.REQUEST:
-            with cv:
-                held.append((c, f))
-                cv.notify_all()
-
-def chunk(f, text):
-    return kvs1.frame(kvs1.CHUNK, text, req_id=f.req_id, gw_backend=f.gw_backend,
-                      gw_conn=f.gw_conn)
-
-def end(f):
-    return kvs1.frame(kvs1.END, bytes(32), req_id=f.req_id, gw_backend=f.gw_backend,
-                      gw_conn=f.gw_conn)
+from held_backend import HeldBackend, chunk, end
 
 def answer(reqs):
     c = reqs[0][0]
@@ -72,24 +44,9 @@ def answer(reqs):
         out = b''.join(chunk(f, (b'%03d' % i) * 100) for i in range(200)) + end(f)
     c.sendall(out)
 
-def control():
-    while True:
-        while not os.path.exists(tmp + '/want'):
-            time.sleep(0.02)
-        want = int(open(tmp + '/want').read())
-        os.unlink(tmp + '/want')
-        with cv:
-            cv.wait_for(lambda: len(held) >= want)
-            reqs = held[:want]
-            del held[:want]
-        answer(reqs)
-
-threading.Thread(target=control, daemon=True).start()
-with open(tmp + '/backend.port', 'w') as p:
-    p.write(str(ls.getsockname()[1]))
+b = HeldBackend(sys.argv[1])
 while True:
-    c, _ = ls.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+    answer(b.take(int(b.want())))
 PY
 KVS_PIDS+=($!)
 kvs_wait_file "$KVS_TMP/backend.port"
@@ -97,19 +54,10 @@ kvs_wait_file "$KVS_TMP/backend.port"
 kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/backend.port")" --health-interval-ms 0
 kvs_wait_for "the backend is up" '[ "$(kvs_wait_backend 0 up 0)" = up ]'
 
-# The verdict's run count: the program attached by this gateway, found by
-# its name and its use of this gateway's pinned conns map (another
-# gateway on the machine runs a kvs_verdict of its own).
-verdict_runs() {
-	local m
-	m=$(bpftool map show pinned "$KVS_PIN/conns" -j | jq .id)
-	bpftool prog show -j | jq --argjson m "$m" '[.[] | select(.name == "kvs_verdict" and
-		((.map_ids // []) | index($m)) != null) | .run_cnt // 0] | add // 0'
-}
 
 # --- three requests, their CHUNKs in runs ------------------------------------
 st0=$(kvs_stats)
-runs0=$(verdict_runs)
+runs0=$(kvs_verdict_runs)
 echo 3 >"$KVS_TMP/want"
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" >"$KVS_TMP/client1.out" <<'PY'
 import sys
@@ -134,7 +82,7 @@ for i in (1, 2, 3):
         bad.append('request %d: CHUNKs %r' % (i, got[i]))
 print('ok' if not bad else '; '.join(bad))
 PY
-runs1=$(verdict_runs)
+runs1=$(kvs_verdict_runs)
 assert_eq "what the client received" "$(cat "$KVS_TMP/client1.out")" ok
 kvs_wait_for "every frame is counted" \
 	'st=$(kvs_stats); [ $(($(jget "$st" .resp_frames) - $(jget "$st0" .resp_frames))) -ge 33 ]'
@@ -152,9 +100,13 @@ assert_le "verdict runs for the backend's 35 frames" "$runs" 12
 be=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
 assert_eq "outstanding requests after the ENDs" "$(jget "$be" '.[0].outstanding')" 0
 assert_eq "outstanding work after the ENDs" "$(jget "$be" '.[0].outstanding_work')" 0
+# The backend's own counts: a run's frames and bytes added at once.
+assert_eq "frames counted against the backend (the forged too)" "$(jget "$be" '.[0].responses')" 35
+assert_eq "bytes counted against the backend (30 x 68 + 2 x 70 + 3 x 96)" \
+	"$(jget "$be" '.[0].resp_bytes')" 2468
 
 # --- one request, 200 CHUNKs: runs capped -------------------------------------
-runs0=$(verdict_runs)
+runs0=$(kvs_verdict_runs)
 echo 1 >"$KVS_TMP/want"
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" >"$KVS_TMP/client2.out" <<'PY'
 import sys
@@ -172,8 +124,15 @@ want = [(b'%03d' % i) * 100 for i in range(200)]
 print('ok' if f.type == kvs1.END and got == want else
       'type %d after %d CHUNKs, in order: %s' % (f.type, len(got), got == want[:len(got)]))
 PY
-runs=$(($(verdict_runs) - runs0 - 1))
+runs=$(($(kvs_verdict_runs) - runs0 - 1))
 assert_eq "the long stream, received" "$(cat "$KVS_TMP/client2.out")" ok
+kvs_wait_for "the long stream counted against the backend" \
+	'[ "$(jget "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)" ".[0].responses")" -ge 236 ]'
+be=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
+assert_eq "frames counted against the backend, after the long stream" \
+	"$(jget "$be" '.[0].responses')" 236
+assert_eq "bytes counted against the backend, after it (+ 200 x 364 + 96)" \
+	"$(jget "$be" '.[0].resp_bytes')" $((2468 + 72896))
 echo "verdict runs for 200 CHUNKs and an END: $runs"
 assert_ge "verdict runs for 200 CHUNKs and an END (64 frames a run at most)" "$runs" 5
 assert_le "verdict runs for 200 CHUNKs and an END" "$runs" 25

@@ -17,49 +17,17 @@
 #    CHUNKs of 1,000 bytes and their END in one write take at least 8
 #    redirects (3 CHUNKs a run), not 2.
 # The verdict's runs are counted by the kernel's BPF statistics
-# (kernel.bpf_stats_enabled, restored after).
+# (kvs_verdict_runs).
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-stats0=$(sysctl -n kernel.bpf_stats_enabled)
-trap 'sysctl -qw kernel.bpf_stats_enabled="$stats0"; kvs_cleanup' EXIT
-sysctl -qw kernel.bpf_stats_enabled=1
+kvs_bpf_stats_on
 
 # The backend: answers PINGs; once it holds a request and $KVS_TMP/want
 # names a scenario, writes that scenario's answer (below).
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" <<'PY' 2>"$KVS_TMP/backend.log" &
-import os, socket, sys, threading, time
-import kvs1
-tmp = sys.argv[1]
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0))
-ls.listen(16)
-held, cv = [], threading.Condition()
-
-def serve(c):
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    r = kvs1.Reader(c)
-    while True:
-        try:
-            f = r.next()
-        except (EOFError, OSError):
-            return
-        if f.type == kvs1.PING:
-            c.sendall(kvs1.pong(f))
-        elif f.type == kvs1.REQUEST:
-            with cv:
-                held.append((c, f))
-                cv.notify_all()
-            open(tmp + '/held', 'w').write(str(len(held)))
-
-def chunk(f, text, flags=0):
-    raw = kvs1.frame(kvs1.CHUNK, text, req_id=f.req_id, gw_backend=f.gw_backend,
-                     gw_conn=f.gw_conn)
-    return raw[:6] + flags.to_bytes(2, 'big') + raw[8:]  # flags: bytes 6-7
-
-def end(f):
-    return kvs1.frame(kvs1.END, bytes(32), req_id=f.req_id, gw_backend=f.gw_backend,
-                      gw_conn=f.gw_conn)
+import sys, time
+from held_backend import HeldBackend, chunk, end
 
 def answer(what, c, f):
     if what == 'mid':  # C0-C4, a CHUNK with the JSON flag (REQUEST only), C5-C9, END
@@ -85,23 +53,11 @@ def answer(what, c, f):
     elif what == 'gone':  # 10 CHUNKs and the END for a client that has left
         c.sendall(b''.join(chunk(f, b'c%d;' % i) for i in range(10)) + end(f))
 
-def control():
-    while True:
-        while not os.path.exists(tmp + '/want'):
-            time.sleep(0.02)
-        what = open(tmp + '/want').read().strip()
-        os.unlink(tmp + '/want')
-        with cv:
-            cv.wait_for(lambda: held)
-            c, f = held.pop(0)
-        answer(what, c, f)
-
-threading.Thread(target=control, daemon=True).start()
-with open(tmp + '/backend.port', 'w') as p:
-    p.write(str(ls.getsockname()[1]))
+b = HeldBackend(sys.argv[1], nodelay=True)
 while True:
-    c, _ = ls.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+    what = b.want()
+    c, f = b.take(1)[0]
+    answer(what, c, f)
 PY
 KVS_PIDS+=($!)
 kvs_wait_file "$KVS_TMP/backend.port"
@@ -153,18 +109,9 @@ assert_eq "response frames counted" "$(delta resp_frames)" 41
 assert_eq "no bad frames" "$(delta drop_bad_upstream)" 0
 
 # --- a run no longer than the largest frame ----------------------------------
-# The verdict's run count: the program attached by this gateway, found by
-# its name and its use of this gateway's pinned conns map (another
-# gateway on the machine runs a kvs_verdict of its own).
-verdict_runs() {
-	local m
-	m=$(bpftool map show pinned "$KVS_PIN/conns" -j | jq .id)
-	bpftool prog show -j | jq --argjson m "$m" '[.[] | select(.name == "kvs_verdict" and
-		((.map_ids // []) | index($m)) != null) | .run_cnt // 0] | add // 0'
-}
-runs0=$(verdict_runs)
+runs0=$(kvs_verdict_runs)
 assert_eq "CHUNKs of a capped run" "$(client cap 20)" ok
-runs=$(($(verdict_runs) - runs0 - 1))
+runs=$(($(kvs_verdict_runs) - runs0 - 1))
 echo "verdict runs for 20 CHUNKs of 1,000 bytes and an END: $runs"
 assert_ge "verdict runs for 20 CHUNKs of 1,000 bytes and an END (3 a run)" "$runs" 8
 
