@@ -35,10 +35,20 @@ assert_ge "hot prefix: cache hit rate %" "$hit" 40
 # Each replica's first request recomputes the prefix and is charged so:
 # its END shows nothing the gateway expected cached and missed. Before,
 # each replica's first was charged as cached: 996 tokens mispredicted on
-# each of the three replicas, 2,988 in all (two runs at def87c2).
-mis=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json | jq '[.[].mispredicted] | add')
-assert_le "hot prefix: tokens expected cached and missed (under one prefix)" "$mis" 900
-
+# each of the three replicas, 2,988 in all (two runs at def87c2). So count
+# the backends that missed a prefix they were expected to hold, not the
+# tokens: one may, when two of the prefix's requests reach a new replica
+# during one of its steps and the simulator admits both at the next (it
+# caches a block as it plans the step computing it, after both are
+# admitted; vLLM v1 caches it as it schedules, so the second would hit).
+# That race cost one replica 996 in about 1 run of 6 at 618d37a (where
+# backends write a step's answers at once and clients' next requests come
+# in bunches); every new replica missing is the old charge.
+bes=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
+used=$(jq '[.[] | select(.requests > 0)] | length' <<<"$bes")
+assert_ge "hot prefix: backends that served requests" "$used" 3
+missed=$(jq '[.[] | select(.mispredicted >= 900)] | length' <<<"$bes")
+assert_le "hot prefix: backends that missed a whole prefix expected cached" "$missed" $((used - 2))
 kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null || true
 kvs_start_sims "E F G H" --time-scale 0.01 --kv-blocks 2400
