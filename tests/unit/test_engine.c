@@ -218,9 +218,13 @@ static void kv_capacity_and_eviction(void **state)
 	kvs_engine_free(&e);
 }
 
-/* Two cold requests for the same prompt at once both compute it: blocks
- * count as cached only once computed. */
-static void uncomputed_blocks_are_not_hits(void **state)
+/* A block is cached as the step that computes it is planned, as vLLM v1
+ * caches a full block at allocate_slots "so that the block can be reused
+ * by other requests in the same batch" (docs/design/prefix_caching.md,
+ * vllm-project/vllm 01ff8bf): two cold requests for one prompt at once
+ * compute it once, the second all but its last block. A waiting request is
+ * admitted only while the step has budget left, and meets the cache then. */
+static void same_step_blocks_are_hits(void **state)
 {
 	struct kvs_engine e;
 	struct kvs_eng_req a, b;
@@ -230,13 +234,29 @@ static void uncomputed_blocks_are_not_hits(void **state)
 	(void)state;
 	init(&e, 100000);
 	mkchain(H[0], 5, 0, 0, 600);
-	mkreq(&a, H[0], 9600, 1);
-	mkreq(&b, H[0], 9600, 1);
+	mkreq(&a, H[0], 2048, 1);
+	mkreq(&b, H[0], 2048, 1);
 	kvs_engine_submit(&e, &a);
 	kvs_engine_submit(&e, &b);
 	kvs_engine_step(&e, 0, &ev, &n);
 	assert_int_equal(a.cached_tokens, 0);
-	assert_int_equal(b.cached_tokens, 0);
+	assert_int_equal(b.cached_tokens, 2048 - 16);
+	assert_int_equal(n, 2); /* both first tokens from the one step */
+	run_until_done(&e, &b, 10);
+
+	/* The first takes the whole budget: the second waits a step, then
+	 * finds the first's whole prompt. */
+	mkchain(H[1], 6, 0, 1, 600);
+	mkreq(&a, H[1], 9600, 1);
+	mkreq(&b, H[1], 9600, 1);
+	kvs_engine_submit(&e, &a);
+	kvs_engine_submit(&e, &b);
+	kvs_engine_step(&e, 20, &ev, &n);
+	assert_int_equal(a.computed, 8192);
+	assert_int_equal(b.state, KVS_ENG_WAITING);
+	kvs_engine_step(&e, 30, &ev, &n);
+	assert_int_equal(a.computed, 9600);
+	assert_int_equal(b.cached_tokens, 9600 - 16);
 	kvs_engine_free(&e);
 }
 
@@ -286,22 +306,21 @@ static void cancel_anywhere(void **state)
 	kvs_engine_submit(&e, &c);
 	kvs_engine_step(&e, 0, &ev, &n);
 	assert_int_equal(a.state, KVS_ENG_PREFILL);
+	assert_int_equal(b.state, KVS_ENG_WAITING); /* no budget left to admit it */
 	assert_int_equal(c.state, KVS_ENG_WAITING);
 
-	assert_int_equal(b.state, KVS_ENG_PREFILL); /* admitted, no budget left */
-
-	/* The waiting one: out of the queue, nothing else moves. */
+	/* A waiting one, the last: out of the queue, nothing else moves. */
 	kvs_engine_cancel(&e, &c);
-	assert_int_equal(e.nwaiting, 0);
-	assert_null(e.wait_head);
-	assert_null(e.wait_tail);
-	assert_int_equal(e.nrunning, 2);
+	assert_int_equal(e.nwaiting, 1);
+	assert_ptr_equal(e.wait_head, &b);
+	assert_ptr_equal(e.wait_tail, &b);
+	assert_int_equal(e.nrunning, 1);
 
 	/* The prefilling one: out of the batch, its reservation back, what it
 	 * computed cached and unpinned. */
 	kvs_engine_cancel(&e, &a);
-	assert_int_equal(e.nrunning, 1);
-	assert_int_equal(e.reserved_blocks, b.reserved);
+	assert_int_equal(e.nrunning, 0);
+	assert_int_equal(e.reserved_blocks, 0);
 	assert_int_equal(e.cache.used, e.cache.evictable); /* nothing pinned */
 	assert_int_equal(kvs_pcache_match(&e.cache, H[0], 600), 8192 / 16);
 
@@ -333,7 +352,7 @@ int main(void)
 		cmocka_unit_test(chunked_prefill_then_decode),
 		cmocka_unit_test(batching),
 		cmocka_unit_test(kv_capacity_and_eviction),
-		cmocka_unit_test(uncomputed_blocks_are_not_hits),
+		cmocka_unit_test(same_step_blocks_are_hits),
 		cmocka_unit_test(requests_that_cannot_fit),
 		cmocka_unit_test(cancel_anywhere),
 	};

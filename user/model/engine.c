@@ -172,16 +172,76 @@ static void emit(struct kvs_engine *e, uint32_t *n, struct kvs_eng_req *r, bool 
 		e->events[(*n)++] = (struct kvs_eng_event){ .req = r, .done = done };
 }
 
+/* What one step schedules, as it is planned. */
+struct step_plan {
+	uint32_t budget, tokens, n;
+	double attn, ctx;
+};
+
+/*
+ * r's prefill chunk this step: the rest of its prompt or the rest of the
+ * budget. Its full blocks are cached as the chunk is scheduled, before the
+ * step runs, as vLLM v1's allocate_slots caches them: a request admitted
+ * after it in the same step hits them (every layer's KV is written before
+ * attention reads it), where caching them at the step's end would have it
+ * recompute them.
+ */
+static void prefill_chunk(struct kvs_engine *e, struct kvs_eng_req *r, struct step_plan *p)
+{
+	uint32_t chunk = r->prompt_tokens - r->computed, before = r->computed;
+
+	if (chunk > p->budget)
+		chunk = p->budget;
+	p->attn += (double)chunk * ((double)r->computed + chunk / 2.0);
+	p->tokens += chunk;
+	p->budget -= chunk;
+	r->computed += chunk;
+	commit_blocks(e, r, before);
+	if (r->computed == r->prompt_tokens) {
+		/* The step that completes the prefill samples the first token. */
+		r->state = KVS_ENG_DECODE;
+		r->emitted = r->max_tokens ? 1 : 0;
+		emit(e, &p->n, r, r->emitted >= r->max_tokens);
+	}
+}
+
 double kvs_engine_step(struct kvs_engine *e, double now_ms, struct kvs_eng_event **events,
 		       uint32_t *nevents)
 {
-	uint32_t budget = e->model.step_tokens, tokens = 0, n = 0, before, chunk;
-	double attn = 0, ctx = 0, dur;
+	struct step_plan p = { .budget = e->model.step_tokens };
 	struct kvs_eng_req **pp, *r;
+	double dur;
 
-	/* Admit first-come first-served (a request that does not fit blocks
-	 * those behind it, as in vLLM), then schedule everything running. */
-	while (e->wait_head && e->nrunning < e->max_seqs && admit(e, e->wait_head, now_ms)) {
+	/* As vLLM v1's scheduler: what runs first, decoding sequences one
+	 * token each, then the prefills begun, oldest first (the running list
+	 * is newest first; a chunk either completes its prompt or takes the
+	 * rest of the budget, so no request gets two chunks in one step). */
+	for (r = e->running; r && p.budget; r = r->next) {
+		if (r->state != KVS_ENG_DECODE)
+			continue;
+		p.budget--;
+		p.tokens++;
+		p.ctx += r->prompt_tokens + r->emitted;
+		r->emitted++;
+		emit(e, &p.n, r, r->emitted >= r->max_tokens);
+	}
+	while (p.budget) {
+		struct kvs_eng_req *oldest = NULL;
+
+		for (r = e->running; r; r = r->next)
+			if (r->state == KVS_ENG_PREFILL &&
+			    (!oldest || r->start_ms <= oldest->start_ms))
+				oldest = r;
+		if (!oldest)
+			break;
+		prefill_chunk(e, oldest, &p);
+	}
+	/* Then the waiting, first-come first-served while the budget lasts (a
+	 * request that does not fit blocks those behind it, as in vLLM), each
+	 * matched against the cache as it stands with what this step has
+	 * scheduled already, and given its first chunk at once. */
+	while (p.budget && e->wait_head && e->nrunning < e->max_seqs &&
+	       admit(e, e->wait_head, now_ms)) {
 		r = e->wait_head;
 		e->wait_head = r->next;
 		if (!e->wait_head)
@@ -190,51 +250,12 @@ double kvs_engine_step(struct kvs_engine *e, double now_ms, struct kvs_eng_event
 		r->next = e->running;
 		e->running = r;
 		e->nrunning++;
+		prefill_chunk(e, r, &p);
 	}
-
-	/* Decoding sequences: one token each. */
-	for (r = e->running; r && budget; r = r->next) {
-		if (r->state != KVS_ENG_DECODE)
-			continue;
-		budget--;
-		tokens++;
-		ctx += r->prompt_tokens + r->emitted;
-		r->emitted++;
-		emit(e, &n, r, r->emitted >= r->max_tokens);
-	}
-	/* Prefills, oldest first (the running list is newest first). A chunk
-	 * either completes its prompt or takes the rest of the budget, so no
-	 * request gets two chunks in one step. */
-	for (;;) {
-		struct kvs_eng_req *oldest = NULL;
-
-		for (r = e->running; r; r = r->next)
-			if (r->state == KVS_ENG_PREFILL &&
-			    (!oldest || r->start_ms <= oldest->start_ms))
-				oldest = r;
-		if (!oldest || !budget)
-			break;
-		r = oldest;
-		chunk = r->prompt_tokens - r->computed;
-		if (chunk > budget)
-			chunk = budget;
-		attn += (double)chunk * ((double)r->computed + chunk / 2.0);
-		tokens += chunk;
-		budget -= chunk;
-		before = r->computed;
-		r->computed += chunk;
-		commit_blocks(e, r, before);
-		if (r->computed == r->prompt_tokens) {
-			/* The step that completes the prefill samples the first token. */
-			r->state = KVS_ENG_DECODE;
-			r->emitted = r->max_tokens ? 1 : 0;
-			emit(e, &n, r, r->emitted >= r->max_tokens);
-		}
-	}
-	dur = tokens ? kvs_model_step_ms(&e->model, tokens, attn, ctx) : 0;
+	dur = p.tokens ? kvs_model_step_ms(&e->model, p.tokens, p.attn, p.ctx) : 0;
 
 	/* Account the step's end: first tokens, finished requests. */
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < p.n; i++) {
 		r = e->events[i].req;
 		if (r->first_ms == 0)
 			r->first_ms = now_ms + dur;
@@ -248,9 +269,9 @@ double kvs_engine_step(struct kvs_engine *e, double now_ms, struct kvs_eng_event
 		}
 		pp = &r->next;
 	}
-	e->steps += tokens ? 1 : 0;
-	e->nevents_last = n;
+	e->steps += p.tokens ? 1 : 0;
+	e->nevents_last = p.n;
 	*events = e->events;
-	*nevents = n;
+	*nevents = p.n;
 	return dur;
 }

@@ -12,7 +12,13 @@
  * token; requests part-way through their prefill continue; then waiting
  * requests are admitted, first come first served, while the token budget,
  * the sequence limit and the KV capacity allow. A step that completes a
- * request's prefill also produces its first token.
+ * request's prefill also produces its first token. A prompt's full blocks
+ * are cached as the step computing them is planned, as vLLM v1 caches
+ * them when it allocates them: a request admitted after another in the
+ * same step hits what that one computes in it. (Until 2026-12-03 the code
+ * admitted every waiting request before planning anything, budget or not,
+ * and cached blocks only after: two requests for a new prompt in one step
+ * both computed it; docs/EVALUATION.md, "Caching as vLLM v1 schedules".)
  */
 #ifndef KVS_ENGINE_H
 #define KVS_ENGINE_H
