@@ -37,13 +37,11 @@ assert_ge "hot prefix: cache hit rate %" "$hit" 40
 # each replica's first was charged as cached: 996 tokens mispredicted on
 # each of the three replicas, 2,988 in all (two runs at def87c2). So count
 # the backends that missed a prefix they were expected to hold, not the
-# tokens: one may, when two of the prefix's requests reach a new replica
-# during one of its steps and the simulator admits both at the next (it
-# caches a block as it plans the step computing it, after both are
-# admitted; vLLM v1 caches it as it schedules, so the second would hit).
-# That race cost one replica 996 in about 1 run of 6 at 618d37a (where
-# backends write a step's answers at once and clients' next requests come
-# in bunches); every new replica missing is the old charge.
+# tokens: until the simulator cached a block as it planned the step
+# computing it (as vLLM v1 does), two of the prefix's requests reaching a
+# new replica during one of its steps were admitted together at the next
+# and the second recomputed the prefix: 996 on one replica in about 1 run
+# of 6 at 618d37a. Every new replica missing is the old charge.
 bes=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
 used=$(jq '[.[] | select(.requests > 0)] | length' <<<"$bes")
 assert_ge "hot prefix: backends that served requests" "$used" 3
