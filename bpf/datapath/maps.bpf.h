@@ -168,9 +168,27 @@ _Static_assert(KVS_REPORT_MAX_GROUPS *KVS_INDEX_GROUP == KVS_MAX_WINDOW_BLOCKS,
 
 #include "place.bpf.h"
 
+/* An END's payload as the kernel reads it: struct kvs_end's first fields. */
+struct end_wire {
+	__be32 prompt_tokens, cached_tokens, output_tokens, queue_us, prefill_us;
+};
+
+/* A run's walk (upstream_run, bpf/datapath/response.bpf.h): the frame
+ * being read, an END's payload and the counts so far. Here, not on a
+ * stack: the verdict's 352 bytes leave upstream_run and its bpf_loop
+ * callback 160 of the 512, and a frame's header alone is 64. */
+struct run_state {
+	struct kvs_hdr h;
+	struct end_wire e;
+	__be64 gw_conn;
+	__u32 b, pos, end, frames, ends;
+	int bad;
+};
+
 /* Per-CPU scratch: the report being written, and the placement's state
  * (too large for the verdict's stack). */
 struct scratch {
+	struct run_state run;
 	struct place_walk pw;
 	struct hot_walk hw;
 	struct kvs_report rep;

@@ -9,15 +9,10 @@
 
 #include "send.bpf.h"
 
-/* Frames for the client named by gw_conn (a run of `frames` of them, one
- * message: response_run), redirected together. ends: how many of them end
- * a request the kernel sent to a backend (its END or ERROR, or the
- * controller's ERROR for a backend that died), so the client has that many
- * requests fewer in flight. */
-static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st, __be64 gw_conn,
-				     __u32 ends, __u32 frames)
+/* A client's requests in flight less ends of them (their END or ERROR,
+ * or the controller's ERROR for a backend that died); its entry. */
+static __always_inline struct kvs_conn *client_ends(__u64 client, __u32 ends)
 {
-	__u64 client = bpf_be64_to_cpu(gw_conn);
 	struct kvs_conn *c = bpf_map_lookup_elem(&conns, &client);
 
 	if (ends && c && c->role == KVS_ROLE_CLIENT && c->inflight > 0) {
@@ -25,6 +20,18 @@ static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st
 
 		__sync_fetch_and_add(&c->inflight, -n); /* 32-bit: no atomic sub in BPF v2 */
 	}
+	return c;
+}
+
+/* Frames for the client named by gw_conn (a run of `frames` of them, one
+ * message: response_run), redirected together. ends: how many of them end
+ * a request the kernel sent to a backend, so the client has that many
+ * requests fewer in flight. */
+static __always_inline int to_client(struct __sk_buff *skb, struct kvs_stats *st, __be64 gw_conn,
+				     __u32 ends, __u32 frames)
+{
+	__u64 client = bpf_be64_to_cpu(gw_conn);
+	struct kvs_conn *c = client_ends(client, ends);
 
 	/* Only ever into a client socket: a backend echoing a forged gw_conn
 	 * must not be able to write into another backend's stream. */
@@ -67,22 +74,19 @@ static __always_inline void count_ttft(__u32 b, __u32 queue_us, __u32 prefill_us
  * grows back (kvs_policy_feedback).
  */
 static __always_inline void account_end(struct __sk_buff *skb, struct kvs_backend *be, __u32 b,
-					const struct kvs_hdr *h, __u32 off)
+					const struct kvs_hdr *h, __u32 off, struct end_wire *e)
 {
 	struct kvs_req_key rk = { .conn = bpf_be64_to_cpu(h->gw_conn),
 				  .req_id = bpf_be64_to_cpu(h->req_id) };
-	struct {
-		__be32 prompt_tokens, cached_tokens, output_tokens, queue_us, prefill_us;
-	} e;
 	__u64 prompt, cached, output, charged_out, pred_uncached, pred, surprise;
 	struct kvs_inflight *rec;
 
-	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, &e, sizeof(e)))
+	if (bpf_skb_load_bytes(skb, off + KVS_HDR_LEN, e, sizeof(*e)))
 		return;
-	prompt = bpf_ntohl(e.prompt_tokens);
-	cached = bpf_ntohl(e.cached_tokens);
-	output = bpf_ntohl(e.output_tokens);
-	count_ttft(b, bpf_ntohl(e.queue_us), bpf_ntohl(e.prefill_us));
+	prompt = bpf_ntohl(e->prompt_tokens);
+	cached = bpf_ntohl(e->cached_tokens);
+	output = bpf_ntohl(e->output_tokens);
+	count_ttft(b, bpf_ntohl(e->queue_us), bpf_ntohl(e->prefill_us));
 	__sync_fetch_and_add(&be->output_tokens, output);
 	/* The charge was the uncached prompt plus the output charged then
 	 * (its record says; the output itself when the record is gone). */
@@ -164,6 +168,22 @@ static __always_inline __u64 end_release(struct kvs_stats *st, const struct kvs_
 	return held;
 }
 
+/* A backend's END or ERROR: the request it ends settled, its load
+ * released, its END's report learnt (read into e). */
+static __always_inline void settle_end(struct __sk_buff *skb, struct kvs_stats *st,
+				       struct kvs_backend *be, __u32 b, const struct kvs_hdr *h,
+				       __u32 off, __u32 len, struct end_wire *e)
+{
+	__sync_fetch_and_add(&be->ends, 1);
+	if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
+		account_end(skb, be, b, h, off, e);
+	/* A stray END must not wrap a count and wedge the backend as
+	 * saturated forever. */
+	if (be->outstanding > 0)
+		__sync_fetch_and_sub(&be->outstanding, 1);
+	release_work(be, end_release(st, h, b));
+}
+
 /* A backend's CHUNK, END or ERROR counted against it: its load released
  * as the request goes on, its END's report learnt. Returns whether the
  * frame ends its request. */
@@ -171,6 +191,8 @@ static __always_inline int response_account(struct __sk_buff *skb, struct kvs_st
 					    struct kvs_backend *be, __u32 b,
 					    const struct kvs_hdr *h, __u32 off, __u32 len)
 {
+	struct end_wire e;
+
 	if (!be)
 		return h->type != KVS_T_CHUNK;
 	__sync_fetch_and_add(&be->resp_frames, 1);
@@ -179,46 +201,39 @@ static __always_inline int response_account(struct __sk_buff *skb, struct kvs_st
 		release_prefill(be, h, b);
 		return 0;
 	}
-	__sync_fetch_and_add(&be->ends, 1);
-	if (h->type == KVS_T_END && len >= KVS_HDR_LEN + sizeof(struct kvs_end))
-		account_end(skb, be, b, h, off);
-	/* A stray END must not wrap a count and wedge the backend as
-	 * saturated forever. */
-	if (be->outstanding > 0)
-		__sync_fetch_and_sub(&be->outstanding, 1);
-	release_work(be, end_release(st, h, b));
+	settle_end(skb, st, be, b, h, off, len, &e);
 	return 1;
 }
 
 /*
- * A run: the CHUNKs after the first in one message that may go with it in
+ * A run: the frames after the first in one message that may go with it in
  * one redirect (kvs_parser makes the message that long): whole,
- * well-formed CHUNKs for the same client, back to back, as a backend
- * writes a decode step's tokens. Each redirect goes through the client
- * psock's backlog worker and becomes a TCP send of its own: one per frame
- * made the kernel path cost a dozen microseconds of CPU per streamed token
- * where a userspace proxy reads and writes many at once (docs/
- * EVALUATION.md, "Data path"). An END or ERROR ends a run and goes alone:
- * what it settles (the request's load, its report) needs more stack than
- * the verdict leaves a bpf_loop callback. Returns the run's bytes after
- * the first frame (first bytes long), which ends at pos; a run is at most
- * KVS_RUN_FRAMES frames, KVS_RUN_BYTES bytes after the first, and never
- * longer than the largest frame (KVS_HDR_LEN + cfg_max_payload): the
- * strparser aborts the socket on a message larger than its receive
- * buffer (EMSGSIZE), and that buffer is sized and checked for the largest
- * frame only (kvs_size_rcvbuf; without SO_RCVBUFFORCE it may be only a
- * little more).
+ * well-formed CHUNKs, ENDs and ERRORs for the same client, back to back,
+ * as a backend writes a decode step's tokens and the ENDs of the requests
+ * it finished. Each redirect goes through the client psock's backlog
+ * worker and becomes a TCP send of its own: one per frame made the kernel
+ * path cost a dozen microseconds of CPU per streamed token where a
+ * userspace proxy reads and writes many at once (docs/EVALUATION.md, "Data
+ * path"), and with CHUNKs in runs an END alone was a redirect of its own
+ * per request. Returns the run's bytes after the first frame (first bytes
+ * long), which ends at pos; a run is at most KVS_RUN_FRAMES frames,
+ * KVS_RUN_BYTES bytes after the first, and never longer than the largest
+ * frame (KVS_HDR_LEN + cfg_max_payload): the strparser aborts the socket
+ * on a message larger than its receive buffer (EMSGSIZE), and that buffer
+ * is sized and checked for the largest frame only (kvs_size_rcvbuf;
+ * without SO_RCVBUFFORCE it may be only a little more).
  */
 #define KVS_RUN_FRAMES 64
 #define KVS_RUN_BYTES (32 * 1024)
 
-/* Whether h, at pos in skb, is a whole CHUNK for gw_conn. */
+/* Whether h, at pos in skb, is a whole response (CHUNK, END or ERROR) for
+ * gw_conn. */
 static __always_inline int run_member(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 pos,
 				      __be64 gw_conn)
 {
 	__u32 plen = bpf_ntohl(h->payload_len);
 
-	return h->type == KVS_T_CHUNK && h->gw_conn == gw_conn &&
+	return is_response(h->type) && h->gw_conn == gw_conn &&
 	       !hdr_status(h, KVS_HDR_LEN + plen) &&
 	       !kvs_type_rules(h->type, bpf_ntohs(h->flags), bpf_ntohs(h->status), plen,
 			       bpf_ntohl(h->prefix_len)) &&
@@ -292,73 +307,91 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 }
 
 /* upstream_run's walk, a frame a bpf_loop step: as a loop in the verdict
- * its states multiplied past the verifier's limit. */
+ * its states multiplied past the verifier's limit. Its context holds only
+ * what cannot go in a map (the skb) and the pointers looked up once; the
+ * rest is the per-CPU scratch's (struct run_state). */
 struct run_walk {
 	struct __sk_buff *skb;
+	struct kvs_stats *st;
 	struct kvs_backend *be;
-	__be64 gw_conn;
-	__u32 b, pos, end, frames;
-	int bad;
 };
 
 static long run_step(__u64 i, void *data)
 {
 	struct run_walk *w = data;
-	struct kvs_hdr hdr, *h = &hdr;
-	__u32 flen;
+	struct run_state *r;
+	__u32 zero = 0, flen;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 
-	if (w->pos >= w->end)
+	if (!sc)
 		return 1;
-	if (w->end - w->pos < KVS_HDR_LEN || bpf_skb_load_bytes(w->skb, w->pos, h, sizeof(*h)))
+	r = &sc->run;
+	if (r->pos >= r->end)
+		return 1;
+	if (r->end - r->pos < KVS_HDR_LEN ||
+	    bpf_skb_load_bytes(w->skb, r->pos, &r->h, sizeof(r->h)))
 		goto bad;
 	if (!i)
-		w->gw_conn = h->gw_conn;
-	flen = KVS_HDR_LEN + bpf_ntohl(h->payload_len);
-	if (!run_member(w->skb, h, w->pos, w->gw_conn) || flen > w->end - w->pos)
+		r->gw_conn = r->h.gw_conn;
+	flen = KVS_HDR_LEN + bpf_ntohl(r->h.payload_len);
+	if (!run_member(w->skb, &r->h, r->pos, r->gw_conn) || flen > r->end - r->pos)
 		goto bad;
-	if (w->be)
-		release_prefill(w->be, h, w->b);
-	w->frames++;
-	w->pos += flen;
+	if (r->h.type != KVS_T_CHUNK)
+		r->ends++;
+	if (w->be && r->h.type == KVS_T_CHUNK)
+		release_prefill(w->be, &r->h, r->b);
+	else if (w->be)
+		settle_end(w->skb, w->st, w->be, r->b, &r->h, r->pos, flen, &r->e);
+	r->frames++;
+	r->pos += flen;
 	return 0;
 bad:
-	w->bad = 1;
+	r->bad = 1;
 	return 1;
 }
 
 /*
- * A run of CHUNKs for one client (response_run) in one message of len
- * bytes from off: each CHUNK's prefill released as upstream_frame releases
- * it, the run counted, then all redirected at once. The parser checked
- * every frame; a frame that no longer passes (it cannot, the bytes are the
- * same) drops the run.
+ * A run of frames for one client (response_run) in one message of len
+ * bytes from off: each counted as upstream_frame counts it (a CHUNK's
+ * prefill released, an END's request settled and its report learnt),
+ * then all redirected at once. The parser checked every frame; a frame
+ * that no longer passes (it cannot, the bytes are the same) drops the
+ * run, what it counted of the frames before it kept (the requests their
+ * ENDs settled leave the client's count too).
  * Not inlined: its walk's state would add to the verdict's own stack,
  * which with the placement's calls below it has no 100 bytes to spare.
  */
 static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 				   struct kvs_conn *conn, __u32 off, __u32 len)
 {
-	__u32 b = conn->backend;
-	struct run_walk w = {
-		.skb = skb,
-		.be = bpf_map_lookup_elem(&backends, &b),
-		.b = b,
-		.pos = off,
-		.end = off + len,
-	};
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct run_walk w = { .skb = skb, .st = st };
+	struct run_state *r;
 
+	if (!sc)
+		return SK_DROP;
+	r = &sc->run;
+	r->b = conn->backend;
+	r->pos = off;
+	r->end = off + len;
+	r->frames = r->ends = 0;
+	r->bad = 0;
+	w.be = bpf_map_lookup_elem(&backends, &r->b);
 	bpf_loop(KVS_RUN_FRAMES, run_step, &w, 0);
-	if (w.bad || w.pos != w.end || !w.frames) {
-		st->drop_bad_upstream++;
+	if (r->bad || r->pos != r->end || !r->frames) {
+		/* the requests whose ENDs it settled are no longer the client's */
+		client_ends(bpf_be64_to_cpu(r->gw_conn), r->ends);
+		w.st->drop_bad_upstream++;
 		return SK_DROP;
 	}
 	/* the backend's counts once for the run, not an atomic add a frame */
 	if (w.be) {
-		__sync_fetch_and_add(&w.be->resp_frames, w.frames);
+		__sync_fetch_and_add(&w.be->resp_frames, r->frames);
 		__sync_fetch_and_add(&w.be->resp_bytes, len);
 	}
-	conn->frames += w.frames - 1; /* the verdict counted the message as one */
-	return to_client(skb, st, w.gw_conn, 0, w.frames);
+	conn->frames += r->frames - 1; /* the verdict counted the message as one */
+	return to_client(w.skb, w.st, r->gw_conn, r->ends, r->frames);
 }
 
 #endif /* KVS_DP_RESPONSE_BPF_H */

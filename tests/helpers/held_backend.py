@@ -7,6 +7,7 @@
 # Each request held also writes the count held so far to tmp/held.
 import os
 import socket
+import struct
 import threading
 import time
 
@@ -21,10 +22,12 @@ def chunk(f, text, flags=0):
     return raw[:6] + flags.to_bytes(2, 'big') + raw[8:]
 
 
-def end(f):
-    """An END answering request frame f (a struct kvs_end of zeros)."""
-    return kvs1.frame(kvs1.END, bytes(32), req_id=f.req_id, gw_backend=f.gw_backend,
-                      gw_conn=f.gw_conn)
+def end(f, prompt=0, cached=0, output=0, queue_us=0, prefill_us=0):
+    """An END answering request frame f: a struct kvs_end with these
+    counts, the rest zeros."""
+    payload = struct.pack('>5I', prompt, cached, output, queue_us, prefill_us)
+    return kvs1.frame(kvs1.END, payload + bytes(32 - len(payload)), req_id=f.req_id,
+                      gw_backend=f.gw_backend, gw_conn=f.gw_conn)
 
 
 class HeldBackend:

@@ -8,14 +8,18 @@
 #  - A run cut anywhere across the backend's writes (inside a header, inside
 #    a payload, at a frame's end), each piece its own segment: every CHUNK
 #    arrives once and in order.
+#  - A backend's ERROR in a run, after 5 CHUNKs, all in one write: one
+#    redirect (two when ERRORs went alone), the client gets the CHUNKs and
+#    the ERROR, and the request is settled in the run (the backend's ENDs
+#    count one more, its outstanding requests and work back to 0).
 #  - A run for a client that has gone: every frame of it counted as dropped
 #    (drop_no_client, one per frame), none as a response, and the backend's
 #    outstanding count back to 0 after the END.
 #  - A run is never longer than the largest frame (--max-frame 4096 here):
 #    the strparser aborts a socket on a message longer than its receive
 #    buffer, which is sized and checked for the largest frame only. 20
-#    CHUNKs of 1,000 bytes and their END in one write take at least 8
-#    redirects (3 CHUNKs a run), not 2.
+#    CHUNKs of 1,000 bytes and their END in one write take at least 7
+#    redirects (3 CHUNKs a run, the END in the last), not 2.
 # The verdict's runs are counted by the kernel's BPF statistics
 # (kvs_verdict_runs).
 source "$(dirname "$0")/lib.sh"
@@ -27,6 +31,7 @@ kvs_bpf_stats_on
 # names a scenario, writes that scenario's answer (below).
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" <<'PY' 2>"$KVS_TMP/backend.log" &
 import sys, time
+import kvs1
 from held_backend import HeldBackend, chunk, end
 
 def answer(what, c, f):
@@ -50,6 +55,10 @@ def answer(what, c, f):
     elif what == 'cap':  # 20 CHUNKs of 1,000 bytes and the END, one write
         c.sendall(b''.join(chunk(f, b'c%d;' % i + b'x' * (996 - len(b'c%d;' % i)))
                            for i in range(20)) + end(f))
+    elif what == 'error':  # C0-C4, then the backend's ERROR (status 11), one write
+        c.sendall(b''.join(chunk(f, b'c%d;' % i) for i in range(5)) +
+                  kvs1.frame(kvs1.ERROR, b'engine failed', req_id=f.req_id, status=11,
+                             gw_backend=f.gw_backend, gw_conn=f.gw_conn))
     elif what == 'gone':  # 10 CHUNKs and the END for a client that has left
         c.sendall(b''.join(chunk(f, b'c%d;' % i) for i in range(10)) + end(f))
 
@@ -70,13 +79,13 @@ delta() { echo $(($(jget "$st" ".$1") - $(jget "$st0" ".$1"))); }
 
 # A client: one request, then every frame up to its END, checked against
 # the CHUNK texts expected (their first 4+ bytes: "cN;").
-client() { # WANT NCHUNKS
+client() { # WANT NCHUNKS [LAST: the frame type that ends it, 3 END (default) or 4 ERROR]
 	echo "$1" >"$KVS_TMP/want"
-	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$2" <<'PY'
+	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$2" "${3:-3}" <<'PY'
 import sys
 import kvs1
 s = kvs1.connect(int(sys.argv[1]))
-n = int(sys.argv[2])
+n, last = int(sys.argv[2]), int(sys.argv[3])
 s.sendall(kvs1.request(b'chunk run edges ' * 40, 7, max_tokens=n))
 r = kvs1.Reader(s)
 got = []
@@ -86,7 +95,7 @@ while True:
         break
     got.append(f.payload.split(b';')[0].decode())
 want = ['c%d' % i for i in range(n)]
-print('ok' if f.type == kvs1.END and got == want else
+print('ok' if f.type == last and got == want else
       'type %d after CHUNKs %s' % (f.type, got))
 PY
 }
@@ -113,7 +122,18 @@ runs0=$(kvs_verdict_runs)
 assert_eq "CHUNKs of a capped run" "$(client cap 20)" ok
 runs=$(($(kvs_verdict_runs) - runs0 - 1))
 echo "verdict runs for 20 CHUNKs of 1,000 bytes and an END: $runs"
-assert_ge "verdict runs for 20 CHUNKs of 1,000 bytes and an END (3 a run)" "$runs" 8
+assert_ge "verdict runs for 20 CHUNKs of 1,000 bytes and an END (3 a run)" "$runs" 7
+
+# --- an ERROR in a run ----------------------------------------------------------
+be() { jget "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)" ".[0].$1"; }
+ends0=$(be ends)
+runs0=$(kvs_verdict_runs)
+assert_eq "CHUNKs, then the backend's ERROR" "$(client error 5 4)" ok
+runs=$(($(kvs_verdict_runs) - runs0 - 1))
+assert_eq "verdict runs for 5 CHUNKs and an ERROR in one write" "$runs" 1
+assert_eq "the ERROR ends its request at the backend" $(($(be ends) - ends0)) 1
+assert_eq "outstanding requests after the ERROR" "$(be outstanding)" 0
+assert_eq "outstanding work after the ERROR" "$(be outstanding_work)" 0
 
 # --- a run for a client that has gone -----------------------------------------
 st0=$(kvs_stats)

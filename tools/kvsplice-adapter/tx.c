@@ -50,7 +50,7 @@ bool tx_pong(struct link *l, const struct kvs_msg *ping, uint32_t instance,
 }
 
 /* What a turn queued goes out in one write, each client's frames together
- * (kvs_frames_by_client): the gateway redirects a client's CHUNKs that
+ * (kvs_frames_by_client): the gateway redirects a client's frames that
  * arrive back to back at once. Not while a frame is part sent: its rest
  * must go first. */
 int tx_flush(struct link *l)

@@ -59,8 +59,8 @@ static void conn_put(struct sim_conn *c)
 
 /* What is queued goes out, each client's frames together
  * (kvs_frames_by_client): a step's answers are queued whole (in_step) and
- * so go in one write, a client's CHUNKs back to back, which the gateway's
- * kernel path redirects at once (bpf/datapath/response.bpf.h,
+ * so go in one write, a client's CHUNKs and ENDs back to back, which the
+ * gateway's kernel path redirects at once (bpf/datapath/response.bpf.h,
  * response_run), as an engine hands a step's outputs over together. Not
  * while a frame is part sent: its rest must go first. */
 static void conn_flush(struct sim *s, struct sim_conn *c)

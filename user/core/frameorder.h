@@ -13,7 +13,7 @@
  * Reorders the whole KVS1 frames in p[0..len) by their gw_conn, stably:
  * each client's frames back to back, in the order they were queued (so a
  * request's CHUNKs and its END keep theirs), the clients in gw_conn order.
- * The gateway's verdict redirects a client's CHUNKs that arrive back to
+ * The gateway's verdict redirects a client's frames that arrive back to
  * back in one message (bpf/datapath/response.bpf.h, response_run); frames
  * of different requests may go in any order. Returns how many frames
  * there are, -EINVAL (p untouched) when p[0..len) is not whole frames, or
