@@ -174,7 +174,7 @@ struct end_wire {
 };
 
 /* A run's walk (upstream_run, bpf/datapath/response.bpf.h): the frame
- * being read, an END's payload and the counts so far. Here, not on a
+ * being read, an END's payload and the counts so far. In a map, not on a
  * stack: the verdict's 352 bytes leave upstream_run and its bpf_loop
  * callback 160 of the 512, and a frame's header alone is 64. */
 struct run_state {
@@ -185,10 +185,33 @@ struct run_state {
 	int bad;
 };
 
+/*
+ * Per-CPU: the runs being walked, one a verdict that is walking one. Not
+ * one walk a CPU, as the placement's scratch: a verdict runs in process
+ * context too, in the strparser's worker (kstrp, do_strp_work: the bytes
+ * came while the socket was owned, as it is while its psock's backlog
+ * writes a request into it), with only migration disabled, and a verdict
+ * from softirq on the same CPU can interrupt it mid-walk. Sharing one
+ * run_state, the interrupted walk would redirect its frames to the other
+ * run's client and settle the wrong ENDs. kstrp is one thread and softirq
+ * does not nest, so two deep; depth says how many are in use, and a
+ * nested walk has finished before the one it interrupted goes on.
+ */
+#define KVS_RUN_NEST 3
+struct run_slots {
+	__u32 depth, pad;
+	struct run_state run[KVS_RUN_NEST];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct run_slots);
+} runs SEC(".maps");
+
 /* Per-CPU scratch: the report being written, and the placement's state
  * (too large for the verdict's stack). */
 struct scratch {
-	struct run_state run;
 	struct place_walk pw;
 	struct hot_walk hw;
 	struct kvs_report rep;

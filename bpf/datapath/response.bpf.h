@@ -309,23 +309,20 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 /* upstream_run's walk, a frame a bpf_loop step: as a loop in the verdict
  * its states multiplied past the verifier's limit. Its context holds only
  * what cannot go in a map (the skb) and the pointers looked up once; the
- * rest is the per-CPU scratch's (struct run_state). */
+ * rest is the walk's own run_state (struct run_slots). */
 struct run_walk {
 	struct __sk_buff *skb;
 	struct kvs_stats *st;
 	struct kvs_backend *be;
+	struct run_state *r;
 };
 
 static long run_step(__u64 i, void *data)
 {
 	struct run_walk *w = data;
-	struct run_state *r;
-	__u32 zero = 0, flen;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct run_state *r = w->r;
+	__u32 flen;
 
-	if (!sc)
-		return 1;
-	r = &sc->run;
 	if (r->pos >= r->end)
 		return 1;
 	if (r->end - r->pos < KVS_HDR_LEN ||
@@ -350,6 +347,26 @@ bad:
 	return 1;
 }
 
+/* The walk's verdict, once it has walked the run in r. */
+static __always_inline int run_verdict(struct run_walk *w, struct kvs_conn *conn, __u32 len)
+{
+	struct run_state *r = w->r;
+
+	if (r->bad || r->pos != r->end || !r->frames) {
+		/* the requests whose ENDs it settled are no longer the client's */
+		client_ends(bpf_be64_to_cpu(r->gw_conn), r->ends);
+		w->st->drop_bad_upstream++;
+		return SK_DROP;
+	}
+	/* the backend's counts once for the run, not an atomic add a frame */
+	if (w->be) {
+		__sync_fetch_and_add(&w->be->resp_frames, r->frames);
+		__sync_fetch_and_add(&w->be->resp_bytes, len);
+	}
+	conn->frames += r->frames - 1; /* the verdict counted the message as one */
+	return to_client(w->skb, w->st, r->gw_conn, r->ends, r->frames);
+}
+
 /*
  * A run of frames for one client (response_run) in one message of len
  * bytes from off: each counted as upstream_frame counts it (a CHUNK's
@@ -364,34 +381,38 @@ bad:
 static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 				   struct kvs_conn *conn, __u32 off, __u32 len)
 {
-	__u32 zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 zero = 0, depth;
+	struct run_slots *rs = bpf_map_lookup_elem(&runs, &zero);
 	struct run_walk w = { .skb = skb, .st = st };
 	struct run_state *r;
+	int v;
 
-	if (!sc)
+	if (!rs)
 		return SK_DROP;
-	r = &sc->run;
+	/* A verdict that interrupts this one takes the next slot and gives
+	 * it back before this one goes on, so a plain count will do; the
+	 * barrier keeps the slot's writes after it. */
+	depth = rs->depth;
+	if (depth >= KVS_RUN_NEST) {
+		st->drop_bad_upstream++;
+		return SK_DROP;
+	}
+	rs->depth = depth + 1;
+	asm volatile("" ::: "memory");
+	r = &rs->run[depth];
 	r->b = conn->backend;
 	r->pos = off;
 	r->end = off + len;
 	r->frames = r->ends = 0;
 	r->bad = 0;
+	r->gw_conn = 0;
 	w.be = bpf_map_lookup_elem(&backends, &r->b);
+	w.r = r;
 	bpf_loop(KVS_RUN_FRAMES, run_step, &w, 0);
-	if (r->bad || r->pos != r->end || !r->frames) {
-		/* the requests whose ENDs it settled are no longer the client's */
-		client_ends(bpf_be64_to_cpu(r->gw_conn), r->ends);
-		w.st->drop_bad_upstream++;
-		return SK_DROP;
-	}
-	/* the backend's counts once for the run, not an atomic add a frame */
-	if (w.be) {
-		__sync_fetch_and_add(&w.be->resp_frames, r->frames);
-		__sync_fetch_and_add(&w.be->resp_bytes, len);
-	}
-	conn->frames += r->frames - 1; /* the verdict counted the message as one */
-	return to_client(w.skb, w.st, r->gw_conn, r->ends, r->frames);
+	v = run_verdict(&w, conn, len);
+	asm volatile("" ::: "memory");
+	rs->depth = depth;
+	return v;
 }
 
 #endif /* KVS_DP_RESPONSE_BPF_H */
