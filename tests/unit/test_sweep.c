@@ -223,12 +223,31 @@ static void test_no_leak(void **state)
 	free(s);
 }
 
+/* --sweep-warmup: the percentiles of the requests after the first F by
+ * arrival, those never served (no TTFT) left out. */
+static void test_warmup(void **state)
+{
+	double t[100];
+	struct result r = { .anat.ttft = t, .ttft_p90 = -1 };
+
+	(void)state;
+	for (int i = 0; i < 100; i++)
+		t[i] = i < 25 ? 10000 : i - 24; /* a slow start, then 1..75 ms */
+	t[99] = 0;				/* one never served */
+	sim_sweep_after_warmup(&r, 100, 0.25);
+	assert_true(r.ttft_p90 < 75 && r.ttft_p90 > 60);
+	assert_true(r.ttft_p99 <= 74);
+	sim_sweep_after_warmup(&r, 100, 0);
+	assert_true(r.ttft_p90 == 10000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_verdict), cmocka_unit_test(test_served),
 		cmocka_unit_test(test_knee),	cmocka_unit_test(test_skip),
 		cmocka_unit_test(test_no_leak), cmocka_unit_test(test_repeat),
+		cmocka_unit_test(test_warmup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

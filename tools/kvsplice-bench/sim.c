@@ -216,6 +216,11 @@ static const struct kvs_opt rows[] = {
 		  "(default {default}) or --sweep-tolerance-ms" },
 	{ "sweep-tolerance-ms", 0, KVS_OPT_DOUBLE(O, sweep_tol_ms, 0, 1e6), .fmt = "%.0f",
 	  .arg = "MS", .help = "--sweep: the same in ms (default {default})" },
+	{ "sweep-warmup", 0, KVS_OPT_DOUBLE(O, sweep_warmup, 0, 0.9), .fmt = "%.2f", .arg = "F",
+	  .help = "--sweep: judge TTFT on the requests after the first\n"
+		  "F of each run by arrival (caches start empty: under\n"
+		  "load the first requests queue behind misses that a\n"
+		  "running fleet does not see; default {default}: all)" },
 	{ "sweep-repeat", 0, KVS_OPT_U32(O, sweep_repeat, 1, SIM_SWEEP_MAX_REPEAT), .arg = "N",
 	  .help = "--sweep: judge each load on the mean of N runs at\n"
 		  "loads 0.4% apart around it (near saturation the\n"

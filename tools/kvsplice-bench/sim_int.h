@@ -74,6 +74,9 @@ struct sim_opts {
 	uint32_t sweep_repeat;
 	double sweep_from, sweep_step, sweep_max, sweep_served, sweep_tol_pct, sweep_tol_ms,
 		sweep_knee_p90;
+	/* the first sweep_warmup of a run's requests, by arrival, left out of
+	 * the TTFT percentiles judged (0: none) */
+	double sweep_warmup;
 	const char *plot_dir;
 	const char *dump_path; /* --dump: every request's fate, CSV */
 	uint32_t npol;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "sim_int.h"
+#include "stats.h"
 
 /* The knee search stops once its bracket is this tight (hi / lo - 1). */
 #define KNEE_PRECISION 0.02
@@ -75,6 +76,26 @@ void sim_set_load(struct sim_opts *o, double load)
 		o->rate = load;
 }
 
+/* res->anat.ttft is by arrival; a request never served, with no TTFT, is
+ * left out as it is of the run's own percentiles. */
+void sim_sweep_after_warmup(struct result *res, uint32_t n, double warmup)
+{
+	uint32_t i, m = 0, from = (uint32_t)(warmup * n);
+	double *t = malloc(sizeof(double) * (n > from ? n - from : 1));
+
+	if (!t)
+		return;
+	for (i = from; i < n; i++)
+		if (res->anat.ttft[i] > 0)
+			t[m++] = res->anat.ttft[i];
+	if (m) {
+		res->ttft_p50 = kvs_percentile(t, m, 50);
+		res->ttft_p90 = kvs_percentile(t, m, 90);
+		res->ttft_p99 = kvs_percentile(t, m, 99);
+	}
+	free(t);
+}
+
 /* Policy p at load: its result (res->ttft freed) and served fraction. */
 static int run_at(const struct sim_opts *o, double load, enum pol p, struct result *res,
 		  double *served, double *offered_rps)
@@ -88,6 +109,8 @@ static int run_at(const struct sim_opts *o, double load, enum pol p, struct resu
 		return -1;
 	sim_run_policy(&q, &w, p, res);
 	*served = sim_served(&w, res);
+	if (o->sweep_warmup > 0)
+		sim_sweep_after_warmup(res, w.n, o->sweep_warmup);
 	if (offered_rps)
 		*offered_rps = w.n > 1 ? w.n / ((w.arrival_ms[w.n - 1] - w.arrival_ms[0]) / 1000) :
 					 0;

@@ -82,6 +82,10 @@ enum sweep_verdict sim_sweep_verdict(const double *v, uint32_t n, int k, double 
  */
 int sim_sweep_skip(const struct sweep_pol *prev);
 
+/* res's TTFT percentiles over its requests after the first warmup (a
+ * fraction) of the n by arrival (--sweep-warmup). */
+void sim_sweep_after_warmup(struct result *res, uint32_t n, double warmup);
+
 /* The workload's load (req/s, or a trace's speed), read and set. */
 double sim_load_of(const struct sim_opts *o);
 void sim_set_load(struct sim_opts *o, double load);

@@ -63,9 +63,10 @@ void sim_sweep_print(const struct sim_opts *o, const struct sweep *s)
 	printf("round robin's knee (serves under %.0f%% of what is offered%s): %.3f%s\n",
 	       100 * o->sweep_served, o->sweep_knee_p90 > 0 ? ", or TTFT p90 over the limit" : "",
 	       s->knee, o->trace ? "x speed" : " req/s");
-	printf("TTFT p90 / p99 ms and req/s served; kvsplice against the best other (tied: "
+	printf("TTFT p90 / p99 ms%s and req/s served; kvsplice against the best other (tied: "
 	       "within %.0f%% or %.0f ms)\n\n",
-	       o->sweep_tol_pct, o->sweep_tol_ms);
+	       o->sweep_warmup > 0 ? " (after each run's warm-up)" : "", o->sweep_tol_pct,
+	       o->sweep_tol_ms);
 	printf("%-6s %9s", "x knee", o->trace ? "speed" : "req/s");
 	for (j = 0; j < s->npol; j++)
 		printf(" %20s", s->load[0].pol[j].name);
@@ -104,11 +105,11 @@ void sim_sweep_json(const struct sim_opts *o, const struct sweep *s)
 	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"backends\":%u,\"kv_blocks\":%u,"
 	       "\"requests\":%u,\"seed\":%llu,\"load_unit\":\"%s\",\"served_threshold\":%.3f,"
 	       "\"tolerance_pct\":%.2f,\"tolerance_ms\":%.2f,\"knee_p90_ms\":%.1f,"
-	       "\"repeat\":%u,\"knee\":%.4f,\"knee_probes\":[",
+	       "\"repeat\":%u,\"warmup\":%.2f,\"knee\":%.4f,\"knee_probes\":[",
 	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->backends,
 	       o->kv_blocks, o->requests, (unsigned long long)o->seed, o->trace ? "speed" : "rps",
 	       o->sweep_served, o->sweep_tol_pct, o->sweep_tol_ms, o->sweep_knee_p90,
-	       o->sweep_repeat ? o->sweep_repeat : 1, s->knee);
+	       o->sweep_repeat ? o->sweep_repeat : 1, o->sweep_warmup, s->knee);
 	for (i = 0; i < s->nprobe; i++)
 		printf("%s{\"load\":%.4f,\"served\":%.4f,\"ttft_p90_ms\":%.2f,\"past\":%s}",
 		       i ? "," : "", s->probe[i].load, s->probe[i].served, s->probe[i].p90,
