@@ -41,14 +41,15 @@ assert_ge "hot prefix: cache hit rate %" "$hit" 40
 # computing it (as vLLM v1 does), two of the prefix's requests reaching a
 # new replica during one of its steps were admitted together at the next
 # and the second recomputed the prefix: 996 on one replica in about 1 run
-# of 6 at 618d37a; since, 1 run in 37 (two requests on the backend's two
-# pool connections read in the other order: the same backend then shows
-# the first one's prefix as cached unexpectedly, 960). Every new replica
-# missing is the old charge.
+# of 6 at 618d37a. Since, 1 run in 37 on a quiet machine, 5 in 30 beside a
+# test run: two requests on the backend's two pool connections read in
+# the other order, and the same backend shows the first one's prefix
+# cached unexpectedly (960); that one is not counted. Every new replica
+# missing with nothing unexpected is the old charge.
 bes=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)
 used=$(jq '[.[] | select(.requests > 0)] | length' <<<"$bes")
 assert_ge "hot prefix: backends that served requests" "$used" 3
-missed=$(jq '[.[] | select(.mispredicted >= 900)] | length' <<<"$bes")
+missed=$(jq '[.[] | select(.mispredicted >= 900 and .unexpected_cached < 900)] | length' <<<"$bes")
 assert_le "hot prefix: backends that missed a whole prefix expected cached" "$missed" $((used - 2))
 kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null || true
