@@ -22,6 +22,7 @@
 
 #include "ctl.h"
 #include "kvsplice/maps.h"
+#include "mapwalk.h"
 #include "netutil.h"
 #include "pins.h"
 
@@ -120,33 +121,51 @@ static int diag(struct rows *rs)
 	return err;
 }
 
+struct row_table {
+	struct rows *rs;
+	size_t cap;
+};
+
+static int add_conns(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	struct row_table *t = ctx;
+	struct rows *rs = t->rs;
+
+	if (rs->n + n > t->cap) {
+		size_t cap = t->cap ? t->cap : 256;
+		struct row *nr;
+
+		while (cap < rs->n + n)
+			cap *= 2;
+		nr = realloc(rs->r, sizeof(*nr) * cap);
+		if (!nr)
+			return -ENOMEM;
+		rs->r = nr;
+		t->cap = cap;
+	}
+	for (uint32_t i = 0; i < n; i++, rs->n++) {
+		memset(&rs->r[rs->n], 0, sizeof(rs->r[rs->n]));
+		memcpy(&rs->r[rs->n].cookie, (const __u64 *)keys + i, sizeof(__u64));
+		memcpy(&rs->r[rs->n].c, (const struct kvs_conn *)vals + i, sizeof(struct kvs_conn));
+	}
+	return 0;
+}
+
 int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 {
 	int fd = ctl_open_map(o, KVS_MAP_CONNS), err;
 	struct rows rs = { 0 };
-	size_t cap = 0;
-	__u64 key, next, *prev = NULL;
+	struct row_table t = { &rs, 0 };
 
 	if (fd < 0)
 		return 1;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (rs.n == cap) {
-			struct row *nr = realloc(rs.r, sizeof(*nr) * (cap ? cap * 2 : 256));
-
-			if (!nr) {
-				fprintf(stderr, PROG ": out of memory\n");
-				free(rs.r);
-				close(fd);
-				return 1;
-			}
-			rs.r = nr;
-			cap = cap ? cap * 2 : 256;
-		}
-		memset(&rs.r[rs.n], 0, sizeof(rs.r[rs.n]));
-		if (bpf_map_lookup_elem(fd, &key, &rs.r[rs.n].c) == 0)
-			rs.r[rs.n++].cookie = key;
+	/* by bucket (mapwalk.h) */
+	err = kvs_map_walk_batches(fd, sizeof(__u64), sizeof(struct kvs_conn), 1024, add_conns, &t);
+	if (err) {
+		fprintf(stderr, PROG ": cannot read the connections: %s\n", strerror(-err));
+		free(rs.r);
+		close(fd);
+		return 1;
 	}
 	close(fd);
 	err = diag(&rs);

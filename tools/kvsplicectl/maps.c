@@ -16,6 +16,7 @@
 #include "kvsplice/admission.h"
 #include "kvsplice/maps.h"
 #include "kvsplice/place.h"
+#include "mapwalk.h"
 #include "netutil.h"
 #include "pins.h"
 
@@ -130,18 +131,18 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(drop_not_allowed)                                                                        \
 	X(drop_syn_rate)
 
-static int count_entries(int fd, size_t key_size)
+static int count_batch(void *ctx, const void *keys, const void *vals, uint32_t n)
 {
-	unsigned char key[16], next[16];
-	void *prev = NULL;
+	*(int *)ctx += (int)n;
+	return 0;
+}
+
+/* Entries of a hash map, or -1: walked by bucket (mapwalk.h says why). */
+static int count_entries(int fd, size_t key_size, size_t value_size)
+{
 	int n = 0;
 
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, key_size);
-		prev = key;
-		n++;
-	}
-	return n;
+	return kvs_map_walk_batches(fd, key_size, value_size, 4096, count_batch, &n) ? -1 : n;
 }
 
 static uint64_t mono_ns(void)
@@ -345,9 +346,9 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	    other_build(o, KVS_MAP_BACKENDS, bfd))
 		goto cleanup;
 	if (rfd >= 0)
-		routes = count_entries(rfd, sizeof(__u64));
+		routes = count_entries(rfd, sizeof(__u64), sizeof(struct kvs_route));
 	if (nfd >= 0)
-		conns = count_entries(nfd, sizeof(__u64));
+		conns = count_entries(nfd, sizeof(__u64), sizeof(struct kvs_conn));
 	if (xfd >= 0)
 		have_xdp = kvs_read_percpu_sum(xfd, &x, sizeof(x)) == 0;
 	share = k.fast_path_frames + k.slow_path_frames ?
@@ -495,35 +496,56 @@ static int by_hits(const void *a, const void *b)
 	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
 }
 
+struct route_rows {
+	struct route_row *rows;
+	size_t n, cap;
+};
+
+static int add_routes(void *ctx, const void *keys, const void *vals, uint32_t n)
+{
+	struct route_rows *t = ctx;
+
+	if (t->n + n > t->cap) {
+		size_t cap = t->cap ? t->cap : 1024;
+		struct route_row *nr;
+
+		while (cap < t->n + n)
+			cap *= 2;
+		nr = realloc(t->rows, sizeof(*nr) * cap);
+		if (!nr)
+			return -ENOMEM;
+		t->rows = nr;
+		t->cap = cap;
+	}
+	for (uint32_t i = 0; i < n; i++, t->n++) {
+		memcpy(&t->rows[t->n].hash, (const __u64 *)keys + i, sizeof(__u64));
+		memcpy(&t->rows[t->n].r, (const struct kvs_route *)vals + i,
+		       sizeof(struct kvs_route));
+	}
+	return 0;
+}
+
 /* The routes with the most hits. A route is current while its backend's
  * route_gen is the one it was installed under (it is void otherwise: the
- * backend left after it was installed). */
+ * backend left after it was installed). Read by bucket (mapwalk.h). */
 static int list_routes(const struct ctl_opts *o)
 {
-	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS);
+	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS), err;
+	struct route_rows t = { 0 };
 	struct route_row *rows = NULL;
-	size_t n = 0, cap = 0, i;
-	__u64 key, next, *prev = NULL, now = mono_ns();
+	size_t n = 0, i;
+	__u64 now = mono_ns();
 	int rc = 1;
 
 	if (rfd < 0 || bfd < 0)
 		goto out;
-	while (bpf_map_get_next_key(rfd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (n == cap) {
-			struct route_row *nr =
-				realloc(rows, sizeof(*rows) * (cap ? cap * 2 : 1024));
-
-			if (!nr) {
-				fprintf(stderr, PROG ": out of memory\n");
-				goto out;
-			}
-			rows = nr;
-			cap = cap ? cap * 2 : 1024;
-		}
-		if (bpf_map_lookup_elem(rfd, &key, &rows[n].r) == 0)
-			rows[n++].hash = key;
+	err = kvs_map_walk_batches(rfd, sizeof(__u64), sizeof(struct kvs_route), 4096, add_routes,
+				   &t);
+	rows = t.rows;
+	n = t.n;
+	if (err) {
+		fprintf(stderr, PROG ": cannot read the routes: %s\n", strerror(-err));
+		goto out;
 	}
 	if (n)
 		qsort(rows, n, sizeof(*rows), by_hits);

@@ -43,8 +43,8 @@ int kvs_dp_fail_inflight(struct kvs_datapath *dp, uint32_t b, kvs_dp_fail_fn fai
 
 	/* Collected first, deleted after: deleting during the walk would lose
 	 * its place in the hash. */
-	kvs_dp_walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key),
-			    sizeof(struct kvs_inflight), 1024, collect_owed, &o);
+	kvs_map_walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key),
+			     sizeof(struct kvs_inflight), 1024, collect_owed, &o);
 	for (size_t i = 0; i < o.n; i++) {
 		if (bpf_map_delete_elem(dp->inflight_fd, &o.keys[i]))
 			continue; /* ended meanwhile */
@@ -80,8 +80,8 @@ static int each_inflight(void *ctx, const void *keys, const void *vals, uint32_t
 int kvs_dp_walk_inflight(struct kvs_datapath *dp, kvs_dp_inflight_fn fn, void *ctx)
 {
 	struct inflight_walk w = { fn, ctx, 0 };
-	int err = kvs_dp_walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key),
-				      sizeof(struct kvs_inflight), 1024, each_inflight, &w);
+	int err = kvs_map_walk_batches(dp->inflight_fd, sizeof(struct kvs_req_key),
+				       sizeof(struct kvs_inflight), 1024, each_inflight, &w);
 
 	return err ? err : w.n;
 }

@@ -29,8 +29,8 @@ long kvs_dp_kcount_routes(struct kvs_datapath *dp)
 long kvs_dp_count_routes(struct kvs_datapath *dp)
 {
 	long n = 0;
-	int err = kvs_dp_walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-				      count_batch, &n);
+	int err = kvs_map_walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+				       count_batch, &n);
 
 	return err ? err : n;
 }
@@ -180,8 +180,8 @@ int kvs_dp_walk_routes(struct kvs_datapath *dp, kvs_dp_route_fn fn, void *ctx)
 {
 	struct route_walk w = { fn, ctx };
 
-	return kvs_dp_walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
-				   walk_route_batch, &w);
+	return kvs_map_walk_batches(dp->routes_fd, sizeof(__u64), sizeof(struct kvs_route), 4096,
+				    walk_route_batch, &w);
 }
 
 uint32_t kvs_dp_del_routes(struct kvs_datapath *dp, struct kvs_withdraw_batch *b)

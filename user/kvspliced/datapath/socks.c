@@ -88,8 +88,8 @@ int kvs_dp_stale_partials(struct kvs_datapath *dp, uint64_t since_ns, kvs_dp_coo
 			  void *ctx)
 {
 	struct stale_scan sc = { since_ns, stale, ctx, 0 };
-	int err = kvs_dp_walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
-				      scan_partials, &sc);
+	int err = kvs_map_walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
+				       scan_partials, &sc);
 
 	return err ? err : sc.n;
 }
@@ -114,6 +114,6 @@ int kvs_dp_walk_clients(struct kvs_datapath *dp, kvs_dp_client_fn fn, void *ctx)
 {
 	struct client_walk w = { fn, ctx };
 
-	return kvs_dp_walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
-				   walk_client_batch, &w);
+	return kvs_map_walk_batches(dp->conns_fd, sizeof(__u64), sizeof(struct kvs_conn), 1024,
+				    walk_client_batch, &w);
 }

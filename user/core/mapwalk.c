@@ -1,18 +1,16 @@
 // SPDX-License-Identifier: MIT
-/* A map read in batches (bpf_map_lookup_batch). */
+/* A BPF map read in batches, by bucket (bpf_map_lookup_batch). */
 #include <bpf/bpf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "datapath.h"
-#include "datapath/dp_int.h"
+#include "mapwalk.h"
 
-/* Calls fn for each batch of (key, value) pairs of the map, read in
- * batches of up to batch; 0 or -errno (fn's, or the read's). */
-int kvs_dp_walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
-			int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
-			void *ctx)
+int kvs_map_walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
+			 int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
+			 void *ctx)
 {
 	uint8_t *keys = malloc(ksz * batch), *vals = malloc(vsz * batch);
 	uint8_t in[16], out[16]; /* batch cursors: a key's size suffices */

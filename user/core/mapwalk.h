@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* A BPF map read in batches, by bucket (bpf_map_lookup_batch). */
+#ifndef KVS_MAPWALK_H
+#define KVS_MAPWALK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Calls fn for each batch of (key, value) pairs of the map fd, read in
+ * batches of up to batch; 0 or -errno (fn's, or the read's). A walk by
+ * bpf_map_get_next_key starts over from the first key whenever the key it
+ * stands on cannot be looked up, so a key that is listed but cannot be
+ * looked up makes it loop for good (an LRU hash map held one on 6.18:
+ * tests/integration/test_request_nested.sh); a walk by bucket ends.
+ */
+int kvs_map_walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
+			 int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
+			 void *ctx);
+
+#endif
