@@ -166,8 +166,7 @@ int kvs_withdraw(struct kvs_withdraw_batch *b)
 	return deleted;
 }
 
-SEC("sk_skb/stream_verdict")
-int kvs_verdict(struct __sk_buff *skb)
+static __always_inline int frame_verdict(struct __sk_buff *skb)
 {
 	struct kvs_stats *st = stats_slot();
 	__u64 cookie = bpf_get_socket_cookie(skb);
@@ -217,4 +216,33 @@ int kvs_verdict(struct __sk_buff *skb)
 		return inject_frame(skb, st, &h, off, len);
 	st->drop_bad_upstream++;
 	return SK_DROP;
+}
+
+/*
+ * A verdict holds a scratch slot for its whole run (nest, in
+ * bpf/datapath/maps.bpf.h): the count goes up here and down as it
+ * returns, whichever way frame_verdict returns. Looked up again after it,
+ * not kept: a pointer kept across it would take a stack slot, and the
+ * deepest call chain's stack is at the verifier's 512 bytes.
+ */
+SEC("sk_skb/stream_verdict")
+int kvs_verdict(struct __sk_buff *skb)
+{
+	__u32 *n = bpf_map_lookup_elem(&nest, &slot_key[0]);
+	struct kvs_stats *st = stats_slot();
+	int v;
+
+	if (!n || !st)
+		return SK_DROP;
+	if (*n) {
+		st->verdict_nested++;
+		if (*n >= KVS_NEST)
+			st->verdict_nest_full++;
+	}
+	*n += 1;
+	v = frame_verdict(skb);
+	n = bpf_map_lookup_elem(&nest, &slot_key[0]);
+	if (n && *n)
+		*n -= 1;
+	return v;
 }

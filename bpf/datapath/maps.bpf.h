@@ -2,7 +2,8 @@
 /*
  * The data path's state: the skb fields read by CO-RE, the configuration
  * the controller sets before load (rodata), the maps (pinned by name), and
- * the per-CPU scratch of one verdict. The rest of bpf/datapath/ reads it.
+ * the per-CPU scratch of each verdict running. The rest of bpf/datapath/
+ * reads it.
  */
 #ifndef KVS_DP_MAPS_BPF_H
 #define KVS_DP_MAPS_BPF_H
@@ -173,6 +174,50 @@ struct end_wire {
 	__be32 prompt_tokens, cached_tokens, output_tokens, queue_us, prefill_us;
 };
 
+/*
+ * A verdict's scratch: its run's walk, its request's chain of block
+ * hashes, report and placement state. Per CPU, and a slot per verdict
+ * running on that CPU: a verdict runs in process context too, in the
+ * strparser's worker (kstrp, do_strp_work: the bytes came while the socket
+ * was owned, as it is while its psock's backlog writes into it), with only
+ * migration disabled, and a verdict from softirq on the same CPU can
+ * interrupt it anywhere. Sharing one scratch, the interrupted request
+ * would go on with the other's chain (and follow its route, learn routes
+ * to the wrong backend, report the other's prefixes), an interrupted run
+ * redirect its frames to the other run's client.
+ *
+ * nest counts the verdicts running on the CPU; the verdict (kvs_verdict)
+ * takes slot nest - 1 for its whole run and gives it back as it returns. A
+ * verdict that interrupts another returns before the other goes on (kstrp
+ * runs one work item at a time a CPU and softirq does not nest), so the
+ * count is a stack, and two deep in practice; past KVS_NEST slots a
+ * verdict has none (counted): its request goes to the controller, its run
+ * is dropped. (Not for PREEMPT_RT, where softirq runs in a thread that
+ * can be preempted.)
+ */
+#define KVS_NEST 3
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nest SEC(".maps");
+
+/* The slots' keys, and nest's: read-only data, so that a lookup's key
+ * takes no stack (the deepest call chain's is at the verifier's 512
+ * bytes). */
+static const __u32 slot_key[KVS_NEST + 1] = { 0, 1, 2, 3 };
+_Static_assert(KVS_NEST == 3, "slot_key holds a key per slot and one past");
+
+/* This verdict's slot's key: nest - 1, or KVS_NEST (no such slot) when
+ * it has none. */
+static __always_inline const __u32 *nest_slot(void)
+{
+	__u32 *n = bpf_map_lookup_elem(&nest, &slot_key[0]);
+
+	return &slot_key[n && *n && *n <= KVS_NEST ? *n - 1 : KVS_NEST];
+}
+
 /* A run's walk (upstream_run, bpf/datapath/response.bpf.h): the frame
  * being read, an END's payload and the counts so far. In a map, not on a
  * stack: the verdict's 352 bytes leave upstream_run and its bpf_loop
@@ -184,33 +229,15 @@ struct run_state {
 	__u32 b, pos, end, frames, ends;
 	int bad;
 };
-
-/*
- * Per-CPU: the runs being walked, one a verdict that is walking one. Not
- * one walk a CPU, as the placement's scratch: a verdict runs in process
- * context too, in the strparser's worker (kstrp, do_strp_work: the bytes
- * came while the socket was owned, as it is while its psock's backlog
- * writes a request into it), with only migration disabled, and a verdict
- * from softirq on the same CPU can interrupt it mid-walk. Sharing one
- * run_state, the interrupted walk would redirect its frames to the other
- * run's client and settle the wrong ENDs. kstrp is one thread and softirq
- * does not nest, so two deep; depth says how many are in use, and a
- * nested walk has finished before the one it interrupted goes on.
- */
-#define KVS_RUN_NEST 3
-struct run_slots {
-	__u32 depth, pad;
-	struct run_state run[KVS_RUN_NEST];
-};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, KVS_NEST);
 	__type(key, __u32);
-	__type(value, struct run_slots);
+	__type(value, struct run_state);
 } runs SEC(".maps");
 
-/* Per-CPU scratch: the report being written, and the placement's state
- * (too large for the verdict's stack). */
+/* A request's report, and the placement's state (too large for the
+ * verdict's stack). */
 struct scratch {
 	struct place_walk pw;
 	struct hot_walk hw;
@@ -223,18 +250,35 @@ struct scratch {
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, KVS_NEST);
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
-/* Per-CPU scratch: the chain of block hashes of the frame being routed. */
+/* A request's chain of block hashes. Pinned, so that a test can read back
+ * what the kernel computed (slot 0, where a verdict nothing interrupted
+ * leaves it). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, KVS_NEST);
 	__type(key, __u32);
 	__type(value, struct kvs_chain);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } chain SEC(".maps");
+
+static __always_inline struct run_state *run_slot(void)
+{
+	return bpf_map_lookup_elem(&runs, nest_slot());
+}
+
+static __always_inline struct scratch *scratch_slot(void)
+{
+	return bpf_map_lookup_elem(&scratch, nest_slot());
+}
+
+static __always_inline struct kvs_chain *chain_slot(void)
+{
+	return bpf_map_lookup_elem(&chain, nest_slot());
+}
 
 #endif /* KVS_DP_MAPS_BPF_H */

@@ -33,9 +33,9 @@ struct decision {
 __noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struct decision *d)
 {
 	struct kvs_stats *st = stats_slot();
-	__u32 zero = 0, ng;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct scratch *sc = scratch_slot();
 	struct kvs_report *rep;
+	__u32 ng;
 	__u64 size, flags;
 
 	if (!ch || !h || !d || !st || !sc)
@@ -88,8 +88,7 @@ __noinline int report(struct kvs_chain *ch, const struct kvs_hdr *h, const struc
  */
 static __always_inline void hot_replica_holds(__u32 b)
 {
-	__u32 zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct scratch *sc = scratch_slot();
 	struct kvs_route *r;
 
 	if (sc && sc->hot_first && (r = lookup_route(sc->hot_hash)))
@@ -109,8 +108,8 @@ __noinline int place_request(struct __sk_buff *skb, const struct kvs_hdr *h, str
 			     struct decision *d)
 {
 	struct kvs_stats *st = stats_slot();
-	__u32 b, n, k, hint, plen, zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 b, n, k, hint, plen;
+	struct scratch *sc = scratch_slot();
 	struct kvs_backend *be;
 	int rb, sent;
 
@@ -221,8 +220,8 @@ static __always_inline struct kvs_route *hot_count(__u64 hash, __u64 now)
 __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct decision *d,
 			 __u32 holder)
 {
-	__u32 zero = 0, j, cp, k, kd;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 j, cp, k, kd;
+	struct scratch *sc = scratch_slot();
 	struct kvs_route *r = NULL, *e;
 	struct kvs_backend *be;
 	__u64 now = bpf_ktime_get_ns(), hash = 0, rate, charge, members, key, share;
@@ -403,7 +402,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 					struct kvs_conn *conn)
 {
 	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->tenant };
-	__u32 b, zero = 0, plen = bpf_ntohl(h->payload_len);
+	__u32 b, plen = bpf_ntohl(h->payload_len);
 	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
 	__u32 holder = KVS_MAX_BACKENDS;
 	struct kvs_backend *be;
@@ -419,9 +418,9 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
 	if (conn_at_limit(conn))
 		return punt_client_request(skb, st, conn, off, cookie, ~0u);
-	ch = bpf_map_lookup_elem(&chain, &zero);
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!ch || !sc)
+	ch = chain_slot(); /* this verdict's (nest) */
+	sc = scratch_slot();
+	if (!ch || !sc) /* every slot taken: counted by the verdict */
 		goto slow;
 	sc->hot_first = 0; /* set by hot_route for this frame */
 

@@ -381,25 +381,13 @@ static __always_inline int run_verdict(struct run_walk *w, struct kvs_conn *conn
 static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 				   struct kvs_conn *conn, __u32 off, __u32 len)
 {
-	__u32 zero = 0, depth;
-	struct run_slots *rs = bpf_map_lookup_elem(&runs, &zero);
 	struct run_walk w = { .skb = skb, .st = st };
-	struct run_state *r;
-	int v;
+	struct run_state *r = run_slot(); /* this verdict's (nest) */
 
-	if (!rs)
-		return SK_DROP;
-	/* A verdict that interrupts this one takes the next slot and gives
-	 * it back before this one goes on, so a plain count will do; the
-	 * barrier keeps the slot's writes after it. */
-	depth = rs->depth;
-	if (depth >= KVS_RUN_NEST) {
+	if (!r) { /* every slot taken: counted by the verdict */
 		st->drop_bad_upstream++;
 		return SK_DROP;
 	}
-	rs->depth = depth + 1;
-	asm volatile("" ::: "memory");
-	r = &rs->run[depth];
 	r->b = conn->backend;
 	r->pos = off;
 	r->end = off + len;
@@ -409,10 +397,7 @@ static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 	w.be = bpf_map_lookup_elem(&backends, &r->b);
 	w.r = r;
 	bpf_loop(KVS_RUN_FRAMES, run_step, &w, 0);
-	v = run_verdict(&w, conn, len);
-	asm volatile("" ::: "memory");
-	rs->depth = depth;
-	return v;
+	return run_verdict(&w, conn, len);
 }
 
 #endif /* KVS_DP_RESPONSE_BPF_H */

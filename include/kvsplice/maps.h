@@ -464,6 +464,12 @@ struct kvs_stats {
 	/* A client over its controller budget (include/kvsplice/budget.h): */
 	__u64 drop_budget; /* its PINGs and CANCELs dropped */
 	__u64 pass_budget; /* its requests punted marked, answered busy */
+	/* Verdicts nested on one CPU: one run by the strparser's worker
+	 * (kstrp, process context) interrupted by one from softirq, each
+	 * with a scratch slot of its own (bpf/datapath/maps.bpf.h, nest): */
+	__u64 verdict_nested;	 /* verdicts begun while another ran */
+	__u64 verdict_nest_full; /* ... with no slot left: a REQUEST went to
+				  * the controller, a run of frames dropped */
 };
 
 /*

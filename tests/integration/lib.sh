@@ -88,6 +88,28 @@ kvs_cleanup() {
 	return 0
 }
 
+# kvs_rps_netns SCRIPT: runs SCRIPT again in a network namespace of its own
+# whose loopback spreads its packets over every CPU (RPS), and exits with
+# its status; returns at once when already there. A packet for another CPU
+# reaches it by an interrupt, and its softirq runs there on top of whatever
+# was running, as a NIC's does: how the nesting tests get a verdict from
+# softirq on top of one in process context. (ip netns exec for the sysfs
+# of the namespace's own lo; nsenter to keep the BPF file system's mount.)
+kvs_rps_netns() {
+	[ -n "${KVS_RPS_NS:-}" ] && return 0
+	[ "$(id -u)" -eq 0 ] || kvs_fail "needs root (a network namespace)"
+	local ns=kvs-rps-$$ rc=0
+	ip netns add "$ns" || exit 1
+	if ip netns exec "$ns" sh -c "ip link set lo up &&
+		printf %x $(((1 << $(nproc)) - 1)) >/sys/class/net/lo/queues/rx-0/rps_cpus"; then
+		KVS_RPS_NS=$ns nsenter --net="/run/netns/$ns" bash "$1" || rc=$?
+	else
+		rc=1
+	fi
+	ip netns del "$ns"
+	exit $rc
+}
+
 kvs_setup() {
 	[ "$(id -u)" -eq 0 ] || kvs_fail "integration tests need root (BPF, sockmap)"
 	KVS_TMP=$(mktemp -d /tmp/kvs-test.XXXXXX)

@@ -18,23 +18,10 @@
 # 0. With one walk state a CPU (83d6065) it failed in each of 4 runs on a
 # 2-core VM (CHUNKs lost, frames of another client), in 1 of 2 with
 # NCHUNKS=20000; with a state a walk in progress it passed 5 of 5.
-#
 # In a network namespace of its own whose loopback spreads its packets over
-# every CPU (RPS): a packet for another CPU reaches it by an interrupt, and
-# its softirq runs there on top of whatever was running, as a NIC's does.
-# (ip netns exec for the sysfs of the namespace's own lo; nsenter to keep
-# the BPF file system's mount.)
-if [ -z "$KVS_NESTED_NS" ]; then
-	[ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root" >&2; exit 1; }
-	NS=kvs-nested-$$
-	ip netns add "$NS" || exit 1
-	trap 'ip netns del "$NS"' EXIT
-	ip netns exec "$NS" sh -c "ip link set lo up &&
-		printf %x $(((1 << $(nproc)) - 1)) >/sys/class/net/lo/queues/rx-0/rps_cpus" || exit 1
-	KVS_NESTED_NS=$NS nsenter --net="/run/netns/$NS" bash "$0"
-	exit
-fi
+# every CPU (kvs_rps_netns).
 source "$(dirname "$0")/lib.sh"
+kvs_rps_netns "$0"
 kvs_setup
 
 NCLIENTS=${NCLIENTS:-8} # streams, over both backends
@@ -94,56 +81,15 @@ kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/owned.port")" \
 kvs_wait_for "the backends are up" \
 	'[ "$(kvs_wait_backend 0 up 0)" = up ] && [ "$(kvs_wait_backend 1 up 0)" = up ]'
 
-# The gateway's connections to "owned", held by two loops that take their socket
-# lock, until $KVS_TMP/stop exists.
-locker() { # N
-	python3 - "$GW_PID" "$(cat "$KVS_TMP/owned.port")" "$KVS_TMP" "$1" <<'PY' \
-		2>"$KVS_TMP/locker$1.log" &
-import ctypes, os, socket, struct, sys
-pid, port, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-inodes = set()
-with open('/proc/net/tcp') as t:
-    for line in t.readlines()[1:]:
-        f = line.split()
-        if int(f[2].split(':')[1], 16) == port and f[3] == '01':  # ESTABLISHED
-            inodes.add('socket:[%s]' % f[9])
-libc = ctypes.CDLL(None, use_errno=True)
-pidfd = os.pidfd_open(pid)
-socks = []
-for fd in os.listdir('/proc/%d/fd' % pid):
-    try:
-        link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
-    except OSError:
-        continue
-    if link in inodes:
-        got = libc.syscall(438, pidfd, int(fd), 0)  # pidfd_getfd
-        if got < 0:
-            sys.exit('pidfd_getfd: errno %d' % ctypes.get_errno())
-        socks.append(socket.socket(fileno=got))
-if not socks:
-    sys.exit('no connection to port %d' % port)
-open(tmp + '/locking' + sys.argv[4], 'w').close()
-# A classic BPF filter that keeps every packet, long enough that attaching
-# it (checked and translated under the socket lock) holds the lock most of
-# the time: a loop of cheap setsockopts held it too little to matter.
-SO_ATTACH_FILTER, SO_DETACH_FILTER, N = 26, 27, 4096
-prog = (ctypes.c_uint64 * N)()
-prog[N - 1] = 0x06 | (0xffffffff << 32)  # ret #-1 (BPF_RET|BPF_K); the rest ld #0
-fprog = struct.pack('HxxxxxxQ', N, ctypes.addressof(prog))
-while not os.path.exists(tmp + '/stop'):
-    for _ in range(100):
-        for s in socks:
-            s.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
-for s in socks:
-    s.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
-    s.detach()
-PY
+# The gateway's connections to "owned", held by two loops that take their
+# socket lock, until $KVS_TMP/stop exists.
+for k in 1 2; do
+	python3 "$(dirname "$0")/../helpers/sock_locker.py" "$GW_PID" "$KVS_TMP" "$k" \
+		--remote "$(cat "$KVS_TMP/owned.port")" 2>"$KVS_TMP/locker$k.log" &
 	KVS_PIDS+=($!)
-}
-locker 1
-locker 2
+done
 kvs_wait_for "the connections to owned are held" \
-	"[ -e '$KVS_TMP/locking1' ] && [ -e '$KVS_TMP/locking2' ]"
+	"[ -e '$KVS_TMP/locking.1' ] && [ -e '$KVS_TMP/locking.2' ]"
 
 be() { jget "$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" backends --json)" ".[$1].$2"; }
 ends0_0=$(be 0 ends)

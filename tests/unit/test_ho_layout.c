@@ -7,7 +7,8 @@
  * moved among others of its size is read as another, with no error. What
  * refuses such a take-over is KVS_HO_VERSION (user/kvspliced/handover_msg.h),
  * so each version must name one layout. This test fingerprints the layout
- * of the pinned maps' values, from the BTF of the gateway's own objects, and
+ * of the pinned maps' values, from the BTF of the gateway's own objects,
+ * and the maps' shapes (a pinned map of another size is not reused), and
  * fails when it differs from the one recorded for this version: bump the
  * version, say why there, and record the new fingerprint below (the
  * failure prints it; `test_ho_layout KVSPLICE.bpf.o ADMISSION.bpf.o`
@@ -44,6 +45,10 @@ static const struct {
 	 * before it have not, which their successor makes and they leave
 	 * alone (KVS_HO_BE_TTFT) */
 	{ 9, 0xabca527224c85610ULL },
+	/* the chain map a slot per verdict nested on a CPU (KVS_NEST
+	 * entries, not 1) and kvs_stats' counts of them; from this version
+	 * the fingerprint covers the pinned maps' shapes too */
+	{ 10, 0x8e376a745a799d9bULL },
 };
 
 /* The values of the maps a take-over reuses, by the object defining them. */
@@ -121,13 +126,34 @@ static uint64_t fingerprint(struct bpf_object *obj, const char *const *names, si
 	return h;
 }
 
+/* The pinned maps' shapes into h: libbpf reuses a pinned map only if its
+ * type, key and value sizes and entries match, and a controller that
+ * cannot reuse one fails to load. */
+static uint64_t shapes(struct bpf_object *obj, uint64_t h)
+{
+	struct bpf_map *m;
+
+	bpf_object__for_each_map(m, obj)
+	{
+		if (!bpf_map__pin_path(m))
+			continue;
+		h = mix_str(h, bpf_map__name(m));
+		h = mix_u64(h, bpf_map__type(m));
+		h = mix_u64(h, bpf_map__key_size(m));
+		h = mix_u64(h, bpf_map__value_size(m));
+		h = mix_u64(h, bpf_map__max_entries(m));
+	}
+	return h;
+}
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static uint64_t both(struct bpf_object *gw, struct bpf_object *adm)
 {
 	uint64_t h = fingerprint(gw, gateway_values, N(gateway_values), 0xcbf29ce484222325ULL);
 
-	return h ? fingerprint(adm, admission_values, N(admission_values), h) : 0;
+	h = h ? fingerprint(adm, admission_values, N(admission_values), h) : 0;
+	return h ? shapes(adm, shapes(gw, h)) : 0;
 }
 
 static void one_layout_per_version(void **state)

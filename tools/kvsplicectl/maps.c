@@ -82,7 +82,9 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	X(reports)                                                                                 \
 	X(reports_lost)                                                                            \
 	X(drop_budget)                                                                             \
-	X(pass_budget)
+	X(pass_budget)                                                                             \
+	X(verdict_nested)                                                                          \
+	X(verdict_nest_full)
 
 #define CSTAT_FIELDS(X)                                                                            \
 	X(slow_frames)                                                                             \

@@ -39,9 +39,11 @@
  * the same, so a take-over across it read health_held as user_path_frames
  * and each counter after it as the one before. 9: each route's hot
  * replicas (kvs_route.replicas, 2026-12-02): the routes map's value grew.
+ * 10: the chain map holds a slot per verdict nested on a CPU (its entries
+ * from 1 to KVS_NEST), the stats map's value counts them (2026-12-03).
  * tests/unit/test_ho_layout.c holds each version's layout of the maps'
- * values. */
-#define KVS_HO_VERSION 9
+ * values and, from 10, their shapes. */
+#define KVS_HO_VERSION 10
 #define KVS_HO_MSG_MAX 65536
 #define KVS_HO_BATCH 200 /* fds per message (the kernel allows 253) */
 

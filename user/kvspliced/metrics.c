@@ -236,6 +236,13 @@ size_t kvs_metrics_render(char *buf, size_t cap, const struct kvs_metrics_in *in
 	     "Client connections closed for staying over their budget of controller work "
 	     "(--ctl-close-after).");
 	put(&o, "kvsplice_ctl_budget_closed_total %llu\n", (unsigned long long)c->budget_closed);
+	head(&o, "kvsplice_kernel_verdicts_nested_total", "counter",
+	     "Verdicts that began while another ran on their CPU (the strparser's worker "
+	     "interrupted from softirq), each in a scratch slot of its own; with no slot "
+	     "left, their request went to the controller and their run was dropped.");
+	C("kvsplice_kernel_verdicts_nested_total", "slot=\"own\"",
+	  k->verdict_nested > k->verdict_nest_full ? k->verdict_nested - k->verdict_nest_full : 0);
+	C("kvsplice_kernel_verdicts_nested_total", "slot=\"none\"", k->verdict_nest_full);
 #undef C
 	head(&o, "kvsplice_cancels_total", "counter",
 	     "CANCELs sent to backends by path: the kernel's (clients' and the controller's own "

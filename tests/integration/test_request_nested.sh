@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Two requests routed on one CPU at once (bpf/datapath/request.bpf.h): a
+# verdict run by the strparser's worker (kstrp), in process context,
+# interrupted by one from softirq. Each must keep its own scratch (the
+# prompt's chain of block hashes, the placement's state, the report): a
+# request that read the other's chain would follow the other's route.
+#  - Four families of prompts, each a 128-block prefix of its own and a
+#    64-block tail unique to the request; one request of each first, so
+#    that every family has its routes (to either backend) before the rest.
+#  - Clients send requests of every family, pipelined. The gateway's
+#    sockets of half of them are held by loops that take their socket lock
+#    (copies of the gateway's sockets, pidfd_getfd; sock_locker.py): their
+#    bytes wait in the socket's backlog and kstrp runs their verdicts. The
+#    others' verdicts run in softirq, which RPS runs on either CPU by an
+#    interrupt, on top of whatever runs there.
+# Every request of a family must reach the backend that family's routes
+# name: the backends count what they get by family, and nothing may move a
+# family (no spill: a work limit of 10^8 tokens and no --max-outstanding, so no backend
+# is past its bound; no hot replica; no placement once routed). The kernel
+# must have seen verdicts nested (its verdict_nested count).
+# In a network namespace of its own whose loopback spreads its packets over
+# every CPU (kvs_rps_netns).
+source "$(dirname "$0")/lib.sh"
+kvs_rps_netns "$0"
+kvs_setup
+
+NCLIENTS=${NCLIENTS:-8}     # half of them held
+NREQ=${NREQ:-3000}          # requests each client sends
+FAMILIES=4
+
+# A backend answering each REQUEST with an END at once, counting what it
+# got by family (the prompt's first 8 bytes); writes the counts to
+# $KVS_TMP/NAME.counts once $KVS_TMP/stop exists.
+backend() { # NAME
+	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" "$1" <<'PY' \
+		2>"$KVS_TMP/backend-$1.log" &
+import collections, json, os, socket, sys, threading, time
+import kvs1
+from held_backend import end
+tmp, name = sys.argv[1], sys.argv[2]
+counts, lock = collections.Counter(), threading.Lock()
+
+def serve(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    r = kvs1.Reader(c)
+    while True:
+        try:
+            f = r.next()
+        except (EOFError, OSError):
+            return
+        if f.type == kvs1.PING:
+            c.sendall(kvs1.pong(f))
+        elif f.type == kvs1.REQUEST:
+            with lock:
+                counts[f.payload[:8].decode()] += 1
+            c.sendall(end(f, prompt=len(f.payload) // 4, output=1))
+
+ls = socket.socket()
+ls.bind(('127.0.0.1', 0))
+ls.listen(16)
+threading.Thread(target=lambda: [threading.Thread(target=serve, args=(ls.accept()[0],),
+                                                   daemon=True).start() for _ in iter(int, 1)],
+                 daemon=True).start()
+with open('%s/%s.port' % (tmp, name), 'w') as p:
+    p.write(str(ls.getsockname()[1]))
+while not os.path.exists(tmp + '/stop'):
+    time.sleep(0.05)
+time.sleep(0.5)  # the last ENDs' requests
+with lock, open('%s/%s.counts.tmp' % (tmp, name), 'w') as out:
+    json.dump(counts, out)
+os.rename('%s/%s.counts.tmp' % (tmp, name), '%s/%s.counts' % (tmp, name))
+PY
+	KVS_PIDS+=($!)
+	kvs_wait_file "$KVS_TMP/$1.port"
+}
+backend b0
+backend b1
+kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/b0.port")" \
+	--backend "127.0.0.1:$(cat "$KVS_TMP/b1.port")" --pool 1 --health-interval-ms 0 \
+	--kernel-slack-tokens 100000000 --max-outstanding 0
+kvs_wait_for "the backends are up" \
+	'[ "$(kvs_wait_backend 0 up 0)" = up ] && [ "$(kvs_wait_backend 1 up 0)" = up ]'
+
+# The clients: connect; client 0 sends one request of each family, one at
+# a time (the families' routes); they write their ports to
+# $KVS_TMP/ports.held and ports.free, wait for $KVS_TMP/go, then all send
+# NREQ requests, 16 in flight, and print what went wrong or "ok".
+PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$NCLIENTS" "$NREQ" "$FAMILIES" \
+	"$KVS_TMP" >"$KVS_TMP/clients.out" 2>"$KVS_TMP/clients.log" <<'PY' &
+import os, sys, threading, time
+import kvs1
+port, nclients, nreq, nfam, tmp = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                   int(sys.argv[4]), sys.argv[5])
+BLOCK = 64  # bytes: 16 tokens of 4
+
+def prompt(fam, k, tag):
+    head = ('fam%05d' % fam).encode()
+    prefix = (head + b' shared instructions of family %d. ' % fam * 400)[:128 * BLOCK]
+    tail = (b'request %d of client %s. ' % (k, tag) * 300)[:64 * BLOCK]
+    return prefix + tail
+
+socks = [kvs1.connect(port, timeout=60) for _ in range(nclients)]
+r0 = kvs1.Reader(socks[0])
+for fam in range(nfam):
+    socks[0].sendall(kvs1.request(prompt(fam, 0, b'warm'), 1 + fam))
+    f = r0.until_end()
+    assert f.type == kvs1.END, 'family %d: frame type %d' % (fam, f.type)
+for name, part in (('held', socks[:nclients // 2]), ('free', socks[nclients // 2:])):
+    with open('%s/ports.%s' % (tmp, name), 'w') as p:
+        p.write(','.join(str(s.getsockname()[1]) for s in part))
+while not os.path.exists(tmp + '/go'):
+    time.sleep(0.02)
+out = [None] * nclients
+
+def client(c):
+    s, r, sent, got, window = socks[c], kvs1.Reader(socks[c]), 0, 0, 16
+    try:
+        while got < nreq:
+            while sent < nreq and sent - got < window:
+                s.sendall(kvs1.request(prompt((sent + c) % nfam, sent, b'%d' % c), 100 + sent))
+                sent += 1
+            f = r.next()
+            if f.type != kvs1.END:
+                out[c] = 'request %d: frame type %d %r' % (f.req_id, f.type, f.payload[:60])
+                return
+            got += 1
+        out[c] = 'ok'
+    except (OSError, EOFError) as e:
+        out[c] = 'after %d ENDs: %s' % (got, e)
+
+ts = [threading.Thread(target=client, args=(c,)) for c in range(nclients)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print('\n'.join(out))
+PY
+CLIENTS_PID=$!
+kvs_wait_for "the families' routes are learnt" "[ -e '$KVS_TMP/ports.free' ]"
+python3 "$(dirname "$0")/../helpers/sock_locker.py" \
+	"$GW_PID" "$KVS_TMP" held --local "$GW_PORT" --remote "$(cat "$KVS_TMP/ports.held")" \
+	2>"$KVS_TMP/locker.log" &
+KVS_PIDS+=($!)
+kvs_wait_for "the held clients' sockets are held" "[ -e '$KVS_TMP/locking.held' ]"
+
+st0=$(kvs_stats)
+touch "$KVS_TMP/go"
+wait "$CLIENTS_PID"
+touch "$KVS_TMP/stop"
+cat "$KVS_TMP/clients.out"
+kvs_wait_for "the backends' counts" "[ -e '$KVS_TMP/b0.counts' ] && [ -e '$KVS_TMP/b1.counts' ]"
+st=$(kvs_stats)
+delta() { echo $(($(jget "$st" ".$1") - $(jget "$st0" ".$1"))); }
+echo "b0 $(cat "$KVS_TMP/b0.counts") b1 $(cat "$KVS_TMP/b1.counts")"
+echo "verdict_nested $(delta verdict_nested) verdict_nest_full $(delta verdict_nest_full)" \
+	"fast_path_frames $(delta fast_path_frames) slow_path_frames $(delta slow_path_frames)"
+
+assert_eq "clients that got an END for every request" \
+	"$(grep -c '^ok$' "$KVS_TMP/clients.out")" "$NCLIENTS"
+# A family's requests on the backend it did not go to first: its minority.
+moved=$(python3 - "$KVS_TMP" "$FAMILIES" <<'PY'
+import json, sys
+tmp, nfam = sys.argv[1], int(sys.argv[2])
+c0, c1 = (json.load(open('%s/%s.counts' % (tmp, b))) for b in ('b0', 'b1'))
+fams = ['fam%05d' % f for f in range(nfam)]
+print(sum(min(c0.get(f, 0), c1.get(f, 0)) for f in fams))
+PY
+)
+for c in placed_spill kept_holder hot_replica placed_cold placed_shallow placed_stale; do
+	assert_eq "requests $c while every family had its route" "$(delta $c)" 0
+done
+assert_eq "requests of a family on the other backend than its route's" "$moved" 0
+assert_ge "verdicts that began while another ran on their CPU" "$(delta verdict_nested)" 1
+echo "PASS test_request_nested"
