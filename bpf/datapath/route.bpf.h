@@ -206,6 +206,13 @@ static __always_inline void learn_routes(__u32 b, const struct kvs_backend *be, 
 		if (cp > n)
 			break;
 		r.depth_blocks = cp;
+		/* The key in place, in the chain: the kernel hashes it, then
+		 * copies it into the element, so it must not change in between.
+		 * It cannot, as the chain is this verdict's own slot (nest, in
+		 * maps.bpf.h). With one chain a CPU a nested verdict rewrote it
+		 * there: an element filed under one key's hash holding another
+		 * key, which no lookup finds and no eviction takes, and on which
+		 * a bpf_map_get_next_key walk cycles for good. */
 		if (bpf_map_update_elem(&routes, &ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], &r,
 					BPF_NOEXIST) == 0)
 			st->routes_learned++;

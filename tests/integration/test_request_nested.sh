@@ -15,9 +15,10 @@
 #    interrupt, on top of whatever runs there.
 # Every request of a family must reach the backend that family's routes
 # name: the backends count what they get by family, and nothing may move a
-# family (no spill: a work limit of 10^8 tokens and no --max-outstanding, so no backend
-# is past its bound; no hot replica; no placement once routed). The kernel
-# must have seen verdicts nested (its verdict_nested count).
+# family (no spill: a work limit of 10^8 tokens and no --max-outstanding,
+# so no backend is past its bound; no hot replica; no placement once
+# routed), and every route the map lists must be found by a lookup. The
+# kernel must have seen verdicts nested (its verdict_nested count).
 # In a network namespace of its own whose loopback spreads its packets over
 # every CPU (kvs_rps_netns).
 source "$(dirname "$0")/lib.sh"
@@ -170,5 +171,9 @@ for c in placed_spill kept_holder hot_replica placed_cold placed_shallow placed_
 	assert_eq "requests $c while every family had its route" "$(delta $c)" 0
 done
 assert_eq "requests of a family on the other backend than its route's" "$moved" 0
+# A route learnt while a nested verdict rewrote its key in place is filed
+# under the other key's hash (bpf/datapath/route.bpf.h, learn_routes).
+assert_eq "routes the map lists that no lookup finds" \
+	"$("$KVS_BUILD/tests/helpers/map_lost_keys" "$KVS_PIN/routes")" 0
 assert_ge "verdicts that began while another ran on their CPU" "$(delta verdict_nested)" 1
 echo "PASS test_request_nested"

@@ -11,8 +11,9 @@
  * batches of up to batch; 0 or -errno (fn's, or the read's). A walk by
  * bpf_map_get_next_key starts over from the first key whenever the key it
  * stands on cannot be looked up, so a key that is listed but cannot be
- * looked up makes it loop for good (an LRU hash map held one on 6.18:
- * tests/integration/test_request_nested.sh); a walk by bucket ends.
+ * looked up makes it loop for good (the routes map held such keys when a
+ * nested verdict rewrote a key the kernel was inserting:
+ * bpf/datapath/route.bpf.h, learn_routes); a walk by bucket ends.
  */
 int kvs_map_walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
 			 int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
