@@ -201,6 +201,11 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
+	/* Pinned: after a take-over, the sockets handed over keep the old
+	 * controller's verdict (a psock keeps the programs it was added
+	 * with) while new ones get the new one, on one CPU too, and both use
+	 * the pinned chain. With a count each, both would take chain slot 0. */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } nest SEC(".maps");
 
 /* The slots' keys, and nest's: read-only data, so that a lookup's key

@@ -52,11 +52,23 @@ r=$(bpftool map show pinned "$KVS_PIN/reports" -j)
 assert_eq "reports map type" "$(jq -r .type <<<"$r")" ringbuf
 assert_eq "reports ring bytes" "$(jq -r .max_entries <<<"$r")" $((8 << 20))
 
+# chain and nest: a slot per verdict running on a CPU, and their count
+# (bpf/datapath/maps.bpf.h), both pinned so that a controller taken over
+# and its successor share them.
+c=$(bpftool map show pinned "$KVS_PIN/chain" -j)
+assert_eq "chain map type" "$(jq -r .type <<<"$c")" percpu_array
+assert_eq "chain slots" "$(jq -r .max_entries <<<"$c")" 3
+n=$(bpftool map show pinned "$KVS_PIN/nest" -j)
+assert_eq "nest map type" "$(jq -r .type <<<"$n")" percpu_array
+assert_eq "nest entries" "$(jq -r .max_entries <<<"$n")" 1
+assert_eq "verdicts running now, on any CPU" \
+	"$(bpftool map lookup pinned "$KVS_PIN/nest" key 0 0 0 0 -j | jq '[.formatted.values[].value] | add')" 0
+
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do
 	case $(basename "$m") in
-	inflight | backends | conns | routes | stats | ctl_stats | chain | socks | reports | tenants | \
-		route_shares | backend_ttft) ;;
+	inflight | backends | conns | routes | stats | ctl_stats | chain | nest | socks | reports | \
+		tenants | route_shares | backend_ttft) ;;
 	*) kvs_fail "pinned map $(basename "$m") is not checked here" ;;
 	esac
 done

@@ -7,12 +7,18 @@
 #  - Four families of prompts, each a 128-block prefix of its own and a
 #    64-block tail unique to the request; one request of each first, so
 #    that every family has its routes (to either backend) before the rest.
-#  - Clients send requests of every family, pipelined. The gateway's
-#    sockets of half of them are held by loops that take their socket lock
-#    (copies of the gateway's sockets, pidfd_getfd; sock_locker.py): their
-#    bytes wait in the socket's backlog and kstrp runs their verdicts. The
-#    others' verdicts run in softirq, which RPS runs on either CPU by an
-#    interrupt, on top of whatever runs there.
+#  - Clients send requests of every family, pipelined, NREQ each at least
+#    and on until the kernel has counted NESTED verdicts nested. The
+#    gateway's sockets of half of them are held by loops that take their
+#    socket lock (copies of the gateway's sockets, pidfd_getfd;
+#    sock_locker.py): their bytes wait in the socket's backlog and kstrp
+#    runs their verdicts. The others' verdicts run in softirq, which RPS
+#    runs on either CPU by an interrupt, on top of whatever runs there.
+#  - With KVS_NESTED_TAKEOVER set (test_request_nested_takeover.sh) a
+#    successor takes the gateway over between the two halves' connecting:
+#    the held half's sockets keep the old controller's verdict, the other
+#    half's get the successor's, and the two programs share the pinned
+#    chain and nest maps.
 # Every request of a family must reach the backend that family's routes
 # name: the backends count what they get by family, and nothing may move a
 # family (no spill: a work limit of 10^8 tokens and no --max-outstanding,
@@ -26,12 +32,17 @@ kvs_rps_netns "$0"
 kvs_setup
 
 NCLIENTS=${NCLIENTS:-8}     # half of them held
-NREQ=${NREQ:-3000}          # requests each client sends
+NREQ=${NREQ:-3000}          # requests each client sends at least
+NESTED=${NESTED:-100}       # ... and until the kernel has nested that many verdicts
 FAMILIES=4
+TAKEOVER=${KVS_NESTED_TAKEOVER:-} # set: test_request_nested_takeover.sh
 
 # A backend answering each REQUEST with an END at once, counting what it
 # got by family (the prompt's first 8 bytes); writes the counts to
-# $KVS_TMP/NAME.counts once $KVS_TMP/stop exists.
+# $KVS_TMP/NAME.counts once $KVS_TMP/stop exists. Its ENDs say the family's
+# prefix was cached once it has seen the family, as an engine's would: ENDs
+# with less cached than the routes promise make the controller shrink its
+# index of the backend and withdraw routes, the families' among them.
 backend() { # NAME
 	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" "$1" <<'PY' \
 		2>"$KVS_TMP/backend-$1.log" &
@@ -40,6 +51,7 @@ import kvs1
 from held_backend import end
 tmp, name = sys.argv[1], sys.argv[2]
 counts, lock = collections.Counter(), threading.Lock()
+PREFIX_TOKENS = 128 * 16
 
 def serve(c):
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -52,9 +64,11 @@ def serve(c):
         if f.type == kvs1.PING:
             c.sendall(kvs1.pong(f))
         elif f.type == kvs1.REQUEST:
+            fam = f.payload[:8].decode()
             with lock:
-                counts[f.payload[:8].decode()] += 1
-            c.sendall(end(f, prompt=len(f.payload) // 4, output=1))
+                cached = PREFIX_TOKENS if counts[fam] else 0
+                counts[fam] += 1
+            c.sendall(end(f, prompt=len(f.payload) // 4, cached=cached, output=1))
 
 ls = socket.socket()
 ls.bind(('127.0.0.1', 0))
@@ -100,26 +114,37 @@ def prompt(fam, k, tag):
     tail = (b'request %d of client %s. ' % (k, tag) * 300)[:64 * BLOCK]
     return prefix + tail
 
-socks = [kvs1.connect(port, timeout=60) for _ in range(nclients)]
+def ports(name, part):
+    with open('%s/ports.%s.tmp' % (tmp, name), 'w') as p:
+        p.write(','.join(str(s.getsockname()[1]) for s in part))
+    os.rename('%s/ports.%s.tmp' % (tmp, name), '%s/ports.%s' % (tmp, name))
+
+def wait(name):
+    while not os.path.exists('%s/%s' % (tmp, name)):
+        time.sleep(0.02)
+
+socks = [kvs1.connect(port, timeout=60) for _ in range(nclients // 2)]
 r0 = kvs1.Reader(socks[0])
 for fam in range(nfam):
     socks[0].sendall(kvs1.request(prompt(fam, 0, b'warm'), 1 + fam))
     f = r0.until_end()
     assert f.type == kvs1.END, 'family %d: frame type %d' % (fam, f.type)
-for name, part in (('held', socks[:nclients // 2]), ('free', socks[nclients // 2:])):
-    with open('%s/ports.%s' % (tmp, name), 'w') as p:
-        p.write(','.join(str(s.getsockname()[1]) for s in part))
-while not os.path.exists(tmp + '/go'):
-    time.sleep(0.02)
+ports('held', socks)
+wait('taken')  # the take-over variant's: these keep the old verdict
+socks += [kvs1.connect(port, timeout=60) for _ in range(nclients - nclients // 2)]
+ports('free', socks[nclients // 2:])
+wait('go')
 out = [None] * nclients
 
 def client(c):
-    s, r, sent, got, window = socks[c], kvs1.Reader(socks[c]), 0, 0, 16
+    s, r, sent, got, window, more = socks[c], kvs1.Reader(socks[c]), 0, 0, 16, True
     try:
-        while got < nreq:
-            while sent < nreq and sent - got < window:
+        while got < sent or more:
+            while more and sent - got < window:
                 s.sendall(kvs1.request(prompt((sent + c) % nfam, sent, b'%d' % c), 100 + sent))
                 sent += 1
+                if sent >= nreq and sent % 64 == 0:
+                    more = not os.path.exists(tmp + '/enough')
             f = r.next()
             if f.type != kvs1.END:
                 out[c] = 'request %d: frame type %d %r' % (f.req_id, f.type, f.payload[:60])
@@ -137,7 +162,19 @@ for t in ts:
 print('\n'.join(out))
 PY
 CLIENTS_PID=$!
-kvs_wait_for "the families' routes are learnt" "[ -e '$KVS_TMP/ports.free' ]"
+kvs_wait_for "the families' routes are learnt" "[ -e '$KVS_TMP/ports.held' ]"
+if [ -n "$TAKEOVER" ]; then
+	# The held clients' sockets keep the old controller's verdict, the
+	# free ones' get the successor's: two programs on one CPU, sharing
+	# the pinned chain, counting on the pinned nest.
+	kvs_start_successor --backend "127.0.0.1:$(cat "$KVS_TMP/b0.port")" \
+		--backend "127.0.0.1:$(cat "$KVS_TMP/b1.port")" --pool 1 --health-interval-ms 0 \
+		--kernel-slack-tokens 100000000 --max-outstanding 0
+	wait "$GW_PID" || true
+	GW_PID=$GW2_PID
+fi
+touch "$KVS_TMP/taken"
+kvs_wait_for "the free clients are connected" "[ -e '$KVS_TMP/ports.free' ]"
 python3 "$(dirname "$0")/../helpers/sock_locker.py" \
 	"$GW_PID" "$KVS_TMP" held --local "$GW_PORT" --remote "$(cat "$KVS_TMP/ports.held")" \
 	2>"$KVS_TMP/locker.log" &
@@ -145,7 +182,11 @@ KVS_PIDS+=($!)
 kvs_wait_for "the held clients' sockets are held" "[ -e '$KVS_TMP/locking.held' ]"
 
 st0=$(kvs_stats)
+nested0=$(jget "$st0" .verdict_nested)
 touch "$KVS_TMP/go"
+kvs_wait_for "$NESTED verdicts nested" \
+	'[ $(($(jget "$(kvs_stats)" .verdict_nested) - nested0)) -ge "$NESTED" ]' 600
+touch "$KVS_TMP/enough"
 wait "$CLIENTS_PID"
 touch "$KVS_TMP/stop"
 cat "$KVS_TMP/clients.out"
@@ -175,5 +216,5 @@ assert_eq "requests of a family on the other backend than its route's" "$moved" 
 # under the other key's hash (bpf/datapath/route.bpf.h, learn_routes).
 assert_eq "routes the map lists that no lookup finds" \
 	"$("$KVS_BUILD/tests/helpers/map_lost_keys" "$KVS_PIN/routes")" 0
-assert_ge "verdicts that began while another ran on their CPU" "$(delta verdict_nested)" 1
-echo "PASS test_request_nested"
+assert_ge "verdicts that began while another ran on their CPU" "$(delta verdict_nested)" "$NESTED"
+echo "PASS test_request_nested${TAKEOVER:+_takeover}"

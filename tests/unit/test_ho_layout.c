@@ -46,9 +46,10 @@ static const struct {
 	 * alone (KVS_HO_BE_TTFT) */
 	{ 9, 0xabca527224c85610ULL },
 	/* the chain map a slot per verdict nested on a CPU (KVS_NEST
-	 * entries, not 1) and kvs_stats' counts of them; from this version
-	 * the fingerprint covers the pinned maps' shapes too */
-	{ 10, 0x8e376a745a799d9bULL },
+	 * entries, not 1), their count pinned (nest), and kvs_stats' counts
+	 * of them; from this version the fingerprint covers the pinned maps'
+	 * shapes too */
+	{ 10, 0xe751d9bada5c563eULL },
 };
 
 /* The values of the maps a take-over reuses, by the object defining them. */

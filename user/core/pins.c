@@ -25,7 +25,7 @@ static const char *const pinned_maps[] = {
 	KVS_MAP_STATS,	      KVS_MAP_CTL_STATS,    KVS_MAP_CHAIN,	 KVS_MAP_INFLIGHT,
 	KVS_MAP_REPORTS,      KVS_MAP_XDP_ALLOW_V4, KVS_MAP_XDP_DENY_V4, KVS_MAP_XDP_ALLOW_V6,
 	KVS_MAP_XDP_DENY_V6,  KVS_MAP_XDP_SYN,	    KVS_MAP_XDP_STATS,	 KVS_MAP_TENANTS,
-	KVS_MAP_ROUTE_SHARES, KVS_MAP_BACKEND_TTFT,
+	KVS_MAP_ROUTE_SHARES, KVS_MAP_BACKEND_TTFT, KVS_MAP_NEST,
 };
 
 int kvs_bpffs_ensure(void)
@@ -170,6 +170,7 @@ static const struct {
 	{ KVS_MAP_STATS, sizeof(struct kvs_stats) },
 	{ KVS_MAP_CTL_STATS, sizeof(struct kvs_ctl_stats) },
 	{ KVS_MAP_CHAIN, sizeof(struct kvs_chain) },
+	{ KVS_MAP_NEST, sizeof(__u32) },
 	{ KVS_MAP_XDP_STATS, sizeof(struct kvs_xdp_stats) },
 };
 

@@ -21,6 +21,7 @@
 #define KVS_MAP_STATS "stats"
 #define KVS_MAP_CTL_STATS "ctl_stats"
 #define KVS_MAP_CHAIN "chain"
+#define KVS_MAP_NEST "nest"
 #define KVS_MAP_INFLIGHT "inflight"
 #define KVS_MAP_REPORTS "reports"
 #define KVS_MAP_TENANTS "tenants"

@@ -40,7 +40,8 @@
  * and each counter after it as the one before. 9: each route's hot
  * replicas (kvs_route.replicas, 2026-12-02): the routes map's value grew.
  * 10: the chain map holds a slot per verdict nested on a CPU (its entries
- * from 1 to KVS_NEST), the stats map's value counts them (2026-12-03).
+ * from 1 to KVS_NEST), the nest map (pinned) counts the verdicts running,
+ * the stats map's value counts the nested ones (2026-12-03).
  * tests/unit/test_ho_layout.c holds each version's layout of the maps'
  * values and, from 10, their shapes. */
 #define KVS_HO_VERSION 10
