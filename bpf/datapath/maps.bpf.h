@@ -189,8 +189,8 @@ struct end_wire {
  * nest counts the verdicts running on the CPU; the verdict (kvs_verdict)
  * takes slot nest - 1 for its whole run and gives it back as it returns. A
  * verdict that interrupts another returns before the other goes on (kstrp
- * runs one work item at a time a CPU and softirq does not nest), so the
- * count is a stack, and two deep in practice; past KVS_NEST slots a
+ * is an ordered workqueue, one work item at a time, and softirq does not
+ * nest), so the count is a stack, and two deep in practice; past KVS_NEST slots a
  * verdict has none (counted): its request goes to the controller, its run
  * is dropped. (Not for PREEMPT_RT, where softirq runs in a thread that
  * can be preempted.)

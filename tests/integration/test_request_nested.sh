@@ -96,10 +96,12 @@ kvs_start_gw --backend "127.0.0.1:$(cat "$KVS_TMP/b0.port")" \
 kvs_wait_for "the backends are up" \
 	'[ "$(kvs_wait_backend 0 up 0)" = up ] && [ "$(kvs_wait_backend 1 up 0)" = up ]'
 
-# The clients: connect; client 0 sends one request of each family, one at
-# a time (the families' routes); they write their ports to
-# $KVS_TMP/ports.held and ports.free, wait for $KVS_TMP/go, then all send
-# NREQ requests, 16 in flight, and print what went wrong or "ok".
+# The clients: half connect (the held ones), client 0 sends one request of
+# each family, one at a time (the families' routes), they write their
+# ports to $KVS_TMP/ports.held and wait for $KVS_TMP/taken (the take-over,
+# if any); the other half connect and write ports.free; on $KVS_TMP/go
+# all send requests, 16 in flight, NREQ each at least and on until
+# $KVS_TMP/enough exists, then print what went wrong or "ok".
 PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$NCLIENTS" "$NREQ" "$FAMILIES" \
 	"$KVS_TMP" >"$KVS_TMP/clients.out" 2>"$KVS_TMP/clients.log" <<'PY' &
 import os, sys, threading, time
