@@ -121,46 +121,27 @@ static int diag(struct rows *rs)
 	return err;
 }
 
-struct row_table {
-	struct rows *rs;
-	size_t cap;
-};
-
-static int add_conns(void *ctx, const void *keys, const void *vals, uint32_t n)
-{
-	struct row_table *t = ctx;
-	struct rows *rs = t->rs;
-
-	if (rs->n + n > t->cap) {
-		size_t cap = t->cap ? t->cap : 256;
-		struct row *nr;
-
-		while (cap < rs->n + n)
-			cap *= 2;
-		nr = realloc(rs->r, sizeof(*nr) * cap);
-		if (!nr)
-			return -ENOMEM;
-		rs->r = nr;
-		t->cap = cap;
-	}
-	for (uint32_t i = 0; i < n; i++, rs->n++) {
-		memset(&rs->r[rs->n], 0, sizeof(rs->r[rs->n]));
-		memcpy(&rs->r[rs->n].cookie, (const __u64 *)keys + i, sizeof(__u64));
-		memcpy(&rs->r[rs->n].c, (const struct kvs_conn *)vals + i, sizeof(struct kvs_conn));
-	}
-	return 0;
-}
-
 int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 {
 	int fd = ctl_open_map(o, KVS_MAP_CONNS), err;
 	struct rows rs = { 0 };
-	struct row_table t = { &rs, 0 };
+	struct kvs_conn *vals;
+	__u64 *keys;
+	size_t n;
 
 	if (fd < 0)
 		return 1;
 	/* by bucket (mapwalk.h) */
-	err = kvs_map_walk_batches(fd, sizeof(__u64), sizeof(struct kvs_conn), 1024, add_conns, &t);
+	err = kvs_map_read_all(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals,
+			       &n);
+	if (!err && !(rs.r = calloc(n ? n : 1, sizeof(*rs.r))))
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < n; i++, rs.n++) {
+		rs.r[i].cookie = keys[i];
+		rs.r[i].c = vals[i];
+	}
+	free(keys);
+	free(vals);
 	if (err) {
 		fprintf(stderr, PROG ": cannot read the connections: %s\n", strerror(-err));
 		free(rs.r);

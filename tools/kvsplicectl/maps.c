@@ -498,53 +498,30 @@ static int by_hits(const void *a, const void *b)
 	return x->r.hits < y->r.hits ? 1 : x->r.hits > y->r.hits ? -1 : 0;
 }
 
-struct route_rows {
-	struct route_row *rows;
-	size_t n, cap;
-};
-
-static int add_routes(void *ctx, const void *keys, const void *vals, uint32_t n)
-{
-	struct route_rows *t = ctx;
-
-	if (t->n + n > t->cap) {
-		size_t cap = t->cap ? t->cap : 1024;
-		struct route_row *nr;
-
-		while (cap < t->n + n)
-			cap *= 2;
-		nr = realloc(t->rows, sizeof(*nr) * cap);
-		if (!nr)
-			return -ENOMEM;
-		t->rows = nr;
-		t->cap = cap;
-	}
-	for (uint32_t i = 0; i < n; i++, t->n++) {
-		memcpy(&t->rows[t->n].hash, (const __u64 *)keys + i, sizeof(__u64));
-		memcpy(&t->rows[t->n].r, (const struct kvs_route *)vals + i,
-		       sizeof(struct kvs_route));
-	}
-	return 0;
-}
-
 /* The routes with the most hits. A route is current while its backend's
  * route_gen is the one it was installed under (it is void otherwise: the
  * backend left after it was installed). Read by bucket (mapwalk.h). */
 static int list_routes(const struct ctl_opts *o)
 {
 	int rfd = ctl_open_map(o, KVS_MAP_ROUTES), bfd = ctl_open_map(o, KVS_MAP_BACKENDS), err;
-	struct route_rows t = { 0 };
 	struct route_row *rows = NULL;
+	struct kvs_route *vals = NULL;
+	__u64 *keys = NULL, now = mono_ns();
 	size_t n = 0, i;
-	__u64 now = mono_ns();
 	int rc = 1;
 
 	if (rfd < 0 || bfd < 0)
 		goto out;
-	err = kvs_map_walk_batches(rfd, sizeof(__u64), sizeof(struct kvs_route), 4096, add_routes,
-				   &t);
-	rows = t.rows;
-	n = t.n;
+	err = kvs_map_read_all(rfd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals,
+			       &n);
+	if (!err && !(rows = calloc(n ? n : 1, sizeof(*rows))))
+		err = -ENOMEM;
+	for (i = 0; !err && i < n; i++) {
+		rows[i].hash = keys[i];
+		rows[i].r = vals[i];
+	}
+	free(keys);
+	free(vals);
 	if (err) {
 		fprintf(stderr, PROG ": cannot read the routes: %s\n", strerror(-err));
 		goto out;

@@ -19,4 +19,9 @@ int kvs_map_walk_batches(int fd, size_t ksz, size_t vsz, uint32_t batch,
 			 int (*fn)(void *ctx, const void *keys, const void *vals, uint32_t n),
 			 void *ctx);
 
+/* Every (key, value) pair of the map fd, walked the same way, into two
+ * arrays the caller frees (*keys, *vals; NULL when empty or on error),
+ * *n pairs. 0 or -errno. */
+int kvs_map_read_all(int fd, size_t ksz, size_t vsz, void **keys, void **vals, size_t *n);
+
 #endif
