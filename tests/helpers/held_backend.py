@@ -1,7 +1,12 @@
-# A KVS1 backend a test scripts frame by frame (tests/integration/
-# test_chunk_runs*.sh): it answers PINGs and holds every REQUEST until the
-# test's own code writes the answer it wants, in the writes it wants.
-#   b = HeldBackend(tmp)   listens; writes tmp/backend.port once it does
+# KVS1 backends a test scripts (tests/integration/test_chunk_runs*.sh,
+# test_request_nested.sh):
+#   serve(port_file, on_request)  listens on loopback, writes its port to
+#                          port_file once it does, answers PINGs, and calls
+#                          on_request(socket, Frame, lock) for each REQUEST
+#                          (lock: the connection's, held for each write)
+#   b = HeldBackend(tmp)   one that holds every REQUEST until the test's own
+#                          code writes the answer it wants, in the writes it
+#                          wants; its port in tmp/backend.port
 #   b.want()               the next line the shell writes to tmp/want
 #   b.take(n)              the next n requests held: [(socket, Frame)]
 # Each request held also writes the count held so far to tmp/held.
@@ -30,40 +35,52 @@ def end(f, prompt=0, cached=0, output=0, queue_us=0, prefill_us=0):
                       gw_backend=f.gw_backend, gw_conn=f.gw_conn)
 
 
-class HeldBackend:
-    def __init__(self, tmp, nodelay=False):
-        self.tmp, self.nodelay = tmp, nodelay
-        self.held, self.cv = [], threading.Condition()
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
-        with open(tmp + '/backend.port', 'w') as p:
-            p.write(str(self.ls.getsockname()[1]))
-
-    def _accept(self):
-        while True:
-            c, _ = self.ls.accept()
-            if self.nodelay:
-                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        r = kvs1.Reader(c)
+def serve(port_file, on_request, nodelay=False):
+    """A backend on 127.0.0.1 (a thread a connection, PINGs answered);
+    returns its listening socket once port_file holds its port."""
+    def conn(c):
+        if nodelay:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lock, r = threading.Lock(), kvs1.Reader(c)
         while True:
             try:
                 f = r.next()
             except (EOFError, OSError):
                 return
             if f.type == kvs1.PING:
-                c.sendall(kvs1.pong(f))
+                with lock:
+                    c.sendall(kvs1.pong(f))
             elif f.type == kvs1.REQUEST:
-                with self.cv:
-                    self.held.append((c, f))
-                    n = len(self.held)
-                    self.cv.notify_all()
-                with open(self.tmp + '/held', 'w') as h:
-                    h.write(str(n))
+                on_request(c, f, lock)
+
+    def accept():
+        while True:
+            c, _ = ls.accept()
+            threading.Thread(target=conn, args=(c,), daemon=True).start()
+
+    ls = socket.socket()
+    ls.bind(('127.0.0.1', 0))
+    ls.listen(16)
+    threading.Thread(target=accept, daemon=True).start()
+    with open(port_file + '.tmp', 'w') as p:
+        p.write(str(ls.getsockname()[1]))
+    os.rename(port_file + '.tmp', port_file)
+    return ls
+
+
+class HeldBackend:
+    def __init__(self, tmp, nodelay=False):
+        self.tmp = tmp
+        self.held, self.cv = [], threading.Condition()
+        self.ls = serve(tmp + '/backend.port', self._hold, nodelay)
+
+    def _hold(self, c, f, lock):
+        with self.cv:
+            self.held.append((c, f))
+            n = len(self.held)
+            self.cv.notify_all()
+        with open(self.tmp + '/held', 'w') as h:
+            h.write(str(n))
 
     def want(self):
         path = self.tmp + '/want'

@@ -32,9 +32,8 @@ NCHUNKS=${NCHUNKS:-60000} # CHUNKs each client must get before its END
 backend() { # NAME CHUNKS_A_WRITE
 	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" "$1" "$2" <<'PY' \
 		2>"$KVS_TMP/backend-$1.log" &
-import os, socket, sys, threading
-import kvs1
-from held_backend import chunk, end
+import os, sys, threading
+from held_backend import chunk, end, serve
 tmp, name, per = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 def stream(c, f, lock):
@@ -48,28 +47,10 @@ def stream(c, f, lock):
     with lock:
         c.sendall(end(f, prompt=1, output=i))
 
-def serve(c):
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    lock, r = threading.Lock(), kvs1.Reader(c)
-    while True:
-        try:
-            f = r.next()
-        except (EOFError, OSError):
-            return
-        if f.type == kvs1.PING:
-            with lock:
-                c.sendall(kvs1.pong(f))
-        elif f.type == kvs1.REQUEST:
-            threading.Thread(target=stream, args=(c, f, lock), daemon=True).start()
-
-ls = socket.socket()
-ls.bind(('127.0.0.1', 0))
-ls.listen(16)
-with open('%s/%s.port' % (tmp, name), 'w') as p:
-    p.write(str(ls.getsockname()[1]))
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+serve('%s/%s.port' % (tmp, name),
+      lambda c, f, lock: threading.Thread(target=stream, args=(c, f, lock), daemon=True).start(),
+      nodelay=True)
+threading.Event().wait()
 PY
 	KVS_PIDS+=($!)
 	kvs_wait_file "$KVS_TMP/$1.port"

@@ -46,41 +46,25 @@ TAKEOVER=${KVS_NESTED_TAKEOVER:-} # set: test_request_nested_takeover.sh
 backend() { # NAME
 	PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$KVS_TMP" "$1" <<'PY' \
 		2>"$KVS_TMP/backend-$1.log" &
-import collections, json, os, socket, sys, threading, time
-import kvs1
-from held_backend import end
+import collections, json, os, sys, threading, time
+from held_backend import end, serve
 tmp, name = sys.argv[1], sys.argv[2]
 counts, lock = collections.Counter(), threading.Lock()
 PREFIX_TOKENS = 128 * 16
 
-def serve(c):
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    r = kvs1.Reader(c)
-    while True:
-        try:
-            f = r.next()
-        except (EOFError, OSError):
-            return
-        if f.type == kvs1.PING:
-            c.sendall(kvs1.pong(f))
-        elif f.type == kvs1.REQUEST:
-            fam = f.payload[:8].decode()
-            with lock:
-                cached = PREFIX_TOKENS if counts[fam] else 0
-                counts[fam] += 1
-            c.sendall(end(f, prompt=len(f.payload) // 4, cached=cached, output=1))
+def answer(c, f, clock):
+    fam = f.payload[:8].decode()
+    with lock:
+        cached = PREFIX_TOKENS if counts[fam] else 0
+        counts[fam] += 1
+    with clock:
+        c.sendall(end(f, prompt=len(f.payload) // 4, cached=cached, output=1))
 
-ls = socket.socket()
-ls.bind(('127.0.0.1', 0))
-ls.listen(16)
-threading.Thread(target=lambda: [threading.Thread(target=serve, args=(ls.accept()[0],),
-                                                   daemon=True).start() for _ in iter(int, 1)],
-                 daemon=True).start()
-with open('%s/%s.port' % (tmp, name), 'w') as p:
-    p.write(str(ls.getsockname()[1]))
+serve('%s/%s.port' % (tmp, name), answer, nodelay=True)
+# Every request is counted before its END goes out, and the clients have
+# all their ENDs once stop exists: the counts are whole.
 while not os.path.exists(tmp + '/stop'):
     time.sleep(0.05)
-time.sleep(0.5)  # the last ENDs' requests
 with lock, open('%s/%s.counts.tmp' % (tmp, name), 'w') as out:
     json.dump(counts, out)
 os.rename('%s/%s.counts.tmp' % (tmp, name), '%s/%s.counts' % (tmp, name))
