@@ -309,7 +309,7 @@ static __always_inline int upstream_frame(struct __sk_buff *skb, struct kvs_stat
 /* upstream_run's walk, a frame a bpf_loop step: as a loop in the verdict
  * its states multiplied past the verifier's limit. Its context holds only
  * what cannot go in a map (the skb) and the pointers looked up once; the
- * rest is the walk's own run_state (struct run_slots). */
+ * rest is the walk's run_state, this verdict's slot of runs. */
 struct run_walk {
 	struct __sk_buff *skb;
 	struct kvs_stats *st;
