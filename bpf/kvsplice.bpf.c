@@ -166,17 +166,14 @@ int kvs_withdraw(struct kvs_withdraw_batch *b)
 	return deleted;
 }
 
-static __always_inline int frame_verdict(struct __sk_buff *skb)
+static __always_inline int frame_verdict(struct __sk_buff *skb, struct kvs_stats *st)
 {
-	struct kvs_stats *st = stats_slot();
 	__u64 cookie = bpf_get_socket_cookie(skb);
 	struct kvs_conn *conn;
 	struct kvs_hdr h;
 	__u32 off, len;
 	int bad;
 
-	if (!st)
-		return SK_DROP;
 	frame_pos(skb, &off, &len);
 	if (off)
 		st->frames_at_offset++;
@@ -240,7 +237,7 @@ int kvs_verdict(struct __sk_buff *skb)
 			st->verdict_nest_full++;
 	}
 	*n += 1;
-	v = frame_verdict(skb);
+	v = frame_verdict(skb, st);
 	n = bpf_map_lookup_elem(&nest, &slot_key[0]);
 	if (n && *n)
 		*n -= 1;
