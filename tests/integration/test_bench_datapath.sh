@@ -10,10 +10,14 @@
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.5 --sizes 1024,32768 --conns 4 --depth 16 \
-	--stream-chunks 32 --stream-gap-us 50 --configs direct,kernel,user --json \
-	2>"$KVS_TMP/bench.log") ||
+# Its gateways' logs go to a directory under TMPDIR, removed after a run
+# that succeeded (each run used to leave one in /tmp).
+mkdir -p "$KVS_TMP/tmpdir"
+out=$(TMPDIR="$KVS_TMP/tmpdir" "$KVS_BUILD/kvsplice-bench" datapath --seconds 0.5 \
+	--sizes 1024,32768 --conns 4 --depth 16 --stream-chunks 32 --stream-gap-us 50 \
+	--configs direct,kernel,user --json 2>"$KVS_TMP/bench.log") ||
 	kvs_fail "datapath bench failed: $(tail -5 "$KVS_TMP/bench.log")"
+assert_eq "directories left in TMPDIR by a run that succeeded" "$(ls -A "$KVS_TMP/tmpdir")" ""
 assert_eq "runs (3 configs x (2 sizes x 2 modes + 1 stream))" "$(jq '.configs | length' <<<"$out")" 15
 assert_eq "runs that failed" "$(jq '[.configs[] | select(.ok | not)] | length' <<<"$out")" 0
 assert_eq "runs that moved nothing" "$(jq '[.configs[] | select(.rps <= 0)] | length' <<<"$out")" 0
@@ -65,6 +69,16 @@ out=$("$KVS_BUILD/kvsplice-bench" datapath --seconds 0.2 --sizes 1024 --modes rr
 grep -q "make bench-datapath" <<<"$(jq -r .left_out.haproxy <<<"$out")" ||
 	kvs_fail "JSON left_out: $(jq -c .left_out <<<"$out")"
 assert_eq "runs without HAProxy" "$(jq '.configs | length' <<<"$out")" 1
+# A gateway that does not start: the run fails and keeps its logs, saying
+# where.
+if TMPDIR="$KVS_TMP/tmpdir" "$KVS_BUILD/kvsplice-bench" datapath --seconds 0.2 --sizes 1024 \
+	--modes rr --configs kernel --kvspliced /bin/false >/dev/null 2>"$KVS_TMP/err.log"; then
+	kvs_fail "a run whose gateway did not start succeeded"
+fi
+kept=$(sed -n 's/^kvsplice-bench datapath: logs kept in //p' "$KVS_TMP/err.log")
+[ -n "$kept" ] && [ -f "$kept/kernel.log" ] || kvs_fail "no logs kept: $(cat "$KVS_TMP/err.log")"
+# under TMPDIR: so the empty TMPDIR above means the successful run removed its own
+[[ $kept == "$KVS_TMP/tmpdir/"* ]] || kvs_fail "logs kept in $kept, not under TMPDIR"
 # A mode or config it does not know is refused, naming what it knows.
 if "$KVS_BUILD/kvsplice-bench" datapath --modes rr,streaming >/dev/null 2>"$KVS_TMP/err.log"; then
 	kvs_fail "--modes rr,streaming accepted"

@@ -379,7 +379,7 @@ int bench_datapath(int argc, char **argv)
 	struct dp_opts o = defaults;
 	struct result rs[NCFG * (MAX_SIZES * 2 + 1)];
 	left_out_t left_out = { NULL };
-	char tmp[] = "/tmp/kvs-dpbench.XXXXXX";
+	char tmp[512];
 	struct kvs_addr la;
 	struct echo el;
 	pthread_t et;
@@ -419,8 +419,11 @@ int bench_datapath(int argc, char **argv)
 					      "--haproxy PATH";
 		o.on[C_HAPROXY] = o.on[C_HAPROXY_SPLICE] = false;
 	}
+	/* the gateways' logs and port files: under $TMPDIR, as mktemp's */
+	snprintf(tmp, sizeof(tmp), "%s/kvs-dpbench.XXXXXX",
+		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(tmp)) {
-		perror(PROG ": mkdtemp");
+		fprintf(stderr, PROG ": cannot create %s: %s\n", tmp, strerror(errno));
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -436,6 +439,7 @@ int bench_datapath(int argc, char **argv)
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	if (echo < 0 || pthread_create(&et, NULL, dp_echo_accept, &el)) {
 		fprintf(stderr, PROG ": cannot start the echo backend\n");
+		dp_remove_tmp(tmp, cfg_names);
 		return 1;
 	}
 	for (int cfg = 0; cfg < NCFG; cfg++) {
@@ -486,5 +490,11 @@ int bench_datapath(int argc, char **argv)
 	else
 		print_table(rs, n, left_out);
 	close(lfd);
+	/* The gateways' logs are kept only when something failed (the
+	 * messages above name the directory): every run used to leave one. */
+	if (rc)
+		fprintf(stderr, PROG ": logs kept in %s\n", tmp);
+	else
+		dp_remove_tmp(tmp, cfg_names);
 	return rc;
 }

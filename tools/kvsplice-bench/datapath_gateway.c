@@ -143,3 +143,18 @@ void dp_stop_gateway(pid_t pid)
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/kvs-dpbench-%d", (int)getpid());
 	rmdir(pin);
 }
+
+void dp_remove_tmp(const char *tmp, const char *const *names)
+{
+	char path[600];
+
+	for (; *names; names++) {
+		snprintf(path, sizeof(path), "%s/%s.log", tmp, *names);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%s.port", tmp, *names);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/haproxy.cfg", tmp);
+	unlink(path);
+	rmdir(tmp);
+}

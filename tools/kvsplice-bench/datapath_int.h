@@ -67,5 +67,9 @@ int dp_run_load(const struct dp_opts *o, const char *name, uint16_t port, uint32
 pid_t dp_start_gateway(const struct dp_opts *o, int cfg, const char *name, uint16_t echo,
 		       const char *tmp, int *port);
 void dp_stop_gateway(pid_t pid);
+/* The files dp_start_gateway wrote in tmp for the gateways named in
+ * names (NULL-terminated), then tmp itself: removed. Only those, so a
+ * directory that holds anything else stays. */
+void dp_remove_tmp(const char *tmp, const char *const *names);
 
 #endif
