@@ -247,6 +247,8 @@ struct scratch {
 	struct place_walk pw;
 	struct hot_walk hw;
 	struct kvs_report rep;
+	/* the prompt's bytes being hashed, a batch of blocks (hash_prompt) */
+	__u64 blocks[KVS_HASH_BATCH * KVS_BLOCK_BYTES / 8];
 	/* The frame's hot route (hot_route): its hash, and whether its pick
 	 * is a replica the route has not sent its prefix to yet. Here, not
 	 * in struct decision: the verdict's stack is at its 512 bytes. */

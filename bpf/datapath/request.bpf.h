@@ -427,7 +427,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 	seed = kvs_seed(bpf_ntohl(h->model_id), bpf_be64_to_cpu(h->cache_salt));
 	d.cache_key = key ? kvs_key_hash(seed, key) : 0;
 	d.seed = seed;
-	rb = route_request(skb, h, off, st, ch, sc->rep.g, seed, &d.depth, &d.why);
+	rb = route_request(skb, h, off, st, ch, sc, seed, &d.depth, &d.why);
 	if (rb >= 0 || d.why == KVS_WHY_SHALLOW) {
 		holder = rb >= 0 ? (__u32)rb : KVS_MAX_BACKENDS;
 		hb = hot_route(ch, h, &d, holder);

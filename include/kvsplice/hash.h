@@ -35,6 +35,10 @@
 #define KVS_BYTES_PER_TOKEN 4
 #define KVS_BLOCK_TOKENS 16
 #define KVS_BLOCK_BYTES (KVS_BLOCK_TOKENS * KVS_BYTES_PER_TOKEN)
+/* Blocks the verdict reads with one bpf_skb_load_bytes (bpf/datapath/
+ * route.bpf.h, hash_batch); tests/helpers/hash_check.c tries the lengths
+ * either side of a batch. */
+#define KVS_HASH_BATCH 16
 
 /* Prompt tokens the gateway assumes for a prompt of len bytes (rounded up):
  * the kernel charges and the controller decides by the same count. */
@@ -112,21 +116,36 @@ static __always_inline __u64 kvs_round(__u64 acc, __u64 w)
 /*
  * Block i's own digest, independent of the blocks before it: four lanes of
  * two words each (word j to lane j % 4), merged with distinct rotations so
- * that moving a word to another lane or position changes the digest.
+ * that moving a word to another lane or position changes the digest. Of
+ * its words as 8-byte loads read them, for a caller whose bytes are 8-byte
+ * aligned: the BPF verdict reads a batch of blocks into __u64s (a memcpy
+ * from bytes of unknown alignment compiles to eight byte loads a word).
  */
-static __always_inline __u64 kvs_block_digest(const unsigned char *blk)
+static __always_inline __u64 kvs_block_digest_words(const __u64 *w)
 {
 	__u64 v0 = KVS_P1 + KVS_P2, v1 = KVS_P2, v2 = 0, v3 = 0 - KVS_P1;
 	int i;
 
 	KVS_UNROLL
 	for (i = 0; i < KVS_BLOCK_BYTES / 32; i++) {
-		v0 = kvs_round(v0, kvs_load64(blk + 32 * i));
-		v1 = kvs_round(v1, kvs_load64(blk + 32 * i + 8));
-		v2 = kvs_round(v2, kvs_load64(blk + 32 * i + 16));
-		v3 = kvs_round(v3, kvs_load64(blk + 32 * i + 24));
+		v0 = kvs_round(v0, w[4 * i]);
+		v1 = kvs_round(v1, w[4 * i + 1]);
+		v2 = kvs_round(v2, w[4 * i + 2]);
+		v3 = kvs_round(v3, w[4 * i + 3]);
 	}
 	return kvs_rotl64(v0, 1) + kvs_rotl64(v1, 7) + kvs_rotl64(v2, 12) + kvs_rotl64(v3, 18);
+}
+
+/* The same of a block's bytes, at any alignment. */
+static __always_inline __u64 kvs_block_digest(const unsigned char *blk)
+{
+	__u64 w[KVS_BLOCK_BYTES / 8];
+	int i;
+
+	KVS_UNROLL
+	for (i = 0; i < KVS_BLOCK_BYTES / 8; i++)
+		w[i] = kvs_load64(blk + 8 * i);
+	return kvs_block_digest_words(w);
 }
 
 /* h[i] from h[i-1] and the KVS_BLOCK_BYTES bytes of block i: the serial
@@ -135,6 +154,12 @@ static __always_inline __u64 kvs_block_digest(const unsigned char *blk)
 static __always_inline __u64 kvs_block_hash(__u64 prev, const unsigned char *blk)
 {
 	return kvs_nonzero(kvs_fmix64(prev ^ kvs_block_digest(blk)));
+}
+
+/* kvs_block_hash of a block's words (kvs_block_digest_words). */
+static __always_inline __u64 kvs_block_hash_words(__u64 prev, const __u64 *w)
+{
+	return kvs_nonzero(kvs_fmix64(prev ^ kvs_block_digest_words(w)));
 }
 
 /* Route-map key for a client's explicit cache key (docs/PROTOCOL.md,

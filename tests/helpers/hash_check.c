@@ -25,7 +25,8 @@
 #include "prompt.h"
 
 /* Lengths that matter: empty, sub-block, exact blocks, one byte either side
- * of a block and of the window, and beyond the window. */
+ * of a block, of the kernel's read batch and of the window, and beyond the
+ * window. */
 static size_t pick_len(uint64_t *rng)
 {
 	static const size_t edges[] = {
@@ -39,6 +40,11 @@ static size_t pick_len(uint64_t *rng)
 		4096,
 		4095,
 		4097,
+		KVS_HASH_BATCH * 64 - 1, /* the kernel reads a batch of blocks at once */
+		KVS_HASH_BATCH * 64,
+		KVS_HASH_BATCH * 64 + 1,
+		(KVS_HASH_BATCH + 1) * 64,
+		(2 * KVS_HASH_BATCH - 1) * 64,
 		KVS_MAX_WINDOW_BLOCKS * 64 - 1,
 		KVS_MAX_WINDOW_BLOCKS * 64,
 		KVS_MAX_WINDOW_BLOCKS * 64 + 1,
