@@ -416,8 +416,10 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 		return client_cancel(skb, st, h, off, cookie, conn);
 	if (h->type != KVS_T_REQUEST)
 		return punt_error(skb, st, h, off, len, cookie, KVS_E_BAD_TYPE);
-	if (conn_at_limit(conn))
+	if (conn_at_limit(conn)) { /* the controller answers busy */
+		st->slow_path_frames++;
 		return punt_client_request(skb, st, conn, off, cookie, ~0u);
+	}
 	ch = chain_slot(); /* this verdict's (nest) */
 	sc = scratch_slot();
 	if (!ch || !sc) /* every slot taken: counted by the verdict */

@@ -79,6 +79,11 @@ kvs_wait_for "all 300 requests are placed or refused" \
 	'st=$(kvs_stats); [ $(($(jget "$st" ".backends[0].requests") + $(jget "$st" .controller.busy_client))) -ge 300 ]'
 st=$(kvs_stats)
 echo "kernel: $(jget "$st" '{fast_path_frames, slow_path_frames, pass_client_limit, inject_frames} | tostring')"
+# A request over the client's limit goes to the controller, which answers
+# busy: a slow-path frame (the RUNBOOK's counter table; the kernel once
+# counted only those it found over the limit after routing them).
+assert_ge "slow_path_frames, at least the requests over the client's limit" \
+	"$(jget "$st" .slow_path_frames)" "$(jget "$st" .pass_client_limit)"
 # It does stop reading: 268 busy answers (~30 KB) do not fit its buffer, so
 # the gateway's socket to it holds what it cannot send yet.
 unsent=$(ss -tnH "( sport = :$GW_PORT )" | awk '{ q += $3 } END { print q + 0 }')
