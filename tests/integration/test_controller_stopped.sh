@@ -6,6 +6,8 @@
 # them, to the same backend. The kernel's reports wait in their ring; once
 # the controller runs again it reads every one, nothing lost, and it never
 # read a byte of any prompt (its slow-path counters stay at 0).
+# Meanwhile kvsplicectl status says the controller runs but does not
+# answer, and counts the connections the kernel still splices.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -70,6 +72,20 @@ assert_eq "controller state when the client is done" "$(state)" T
 out=$(tail -1 "$KVS_TMP/client.out")
 echo "client: $out"
 s1=$(kvs_stats)
+# kvsplicectl status against the stopped controller (it once said "not
+# running" and that the connections "closed with the controller"): alive,
+# holding its pin dir, not answering, its connections still in the map.
+rc=0
+txt=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status 2>&1) || rc=$?
+echo "$txt"
+assert_eq "status exit code, no answer" "$rc" 3
+grep -q "^controller  running (pid $GW_PID holds the pin dir) but not answering (.*no answer within 10 s)" \
+	<<<"$txt" || kvs_fail "status does not say the controller runs but does not answer"
+grep -q "^spliced     1 client and [0-9]* backend connections still in the socket map" <<<"$txt" ||
+	kvs_fail "status does not count the client still spliced"
+js=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --json status 2>/dev/null) || true
+assert_eq "status --json: controller, pid, clients" \
+	"$(jq -c '[.controller, .pid, .spliced.clients]' <<<"$js")" "[\"not answering\",$GW_PID,1]"
 kill -CONT "$GW_PID"
 
 n=$(jget "$out" .requests)

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -107,11 +109,51 @@ static void not_running(const char *path, int err)
 	if (err == -EACCES || err == -EPERM)
 		fprintf(stderr, PROG ": %s: %s (the control socket is root's: run as root)\n", path,
 			strerror(-err));
+	else if (err == -EAGAIN || err == -EWOULDBLOCK)
+		fprintf(stderr,
+			PROG ": the controller at %s took the command but sent no answer within "
+			     "10 s (stopped, or busy: its log says which)\n",
+			path);
 	else
 		fprintf(stderr,
 			PROG ": no controller answers at %s (%s): is kvspliced running with this "
 			     "--pin-dir (or --control-socket)?\n",
 			path, strerror(-err));
+}
+
+/*
+ * The pid of the process holding the pin directory's lock (the controller
+ * flocks it for as long as it runs: user/core/pins.c), 0 for none, from
+ * /proc/locks: taking the lock to find out would refuse a controller
+ * starting at that moment.
+ */
+static pid_t pin_dir_holder(const char *dir)
+{
+	char line[256], kind[16];
+	unsigned int maj, min;
+	unsigned long long ino;
+	struct stat st;
+	pid_t pid = 0;
+	FILE *f;
+	int p;
+
+	if (stat(dir, &st) || !(f = fopen("/proc/locks", "re")))
+		return 0;
+	while (!pid && fgets(line, sizeof(line), f))
+		/* "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" */
+		if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%llu", kind, &p, &maj, &min, &ino) ==
+			    5 &&
+		    !strcmp(kind, "FLOCK") && ino == (unsigned long long)st.st_ino &&
+		    makedev(maj, min) == st.st_dev)
+			pid = p;
+	fclose(f);
+	return pid;
+}
+
+/* Why ask() failed, for a person: a socket that took no answer timed out. */
+static const char *ask_error(int err)
+{
+	return err == -EAGAIN || err == -EWOULDBLOCK ? "no answer within 10 s" : strerror(-err);
 }
 
 /* A command that needs the controller: sent as is, its reply shown. */
@@ -139,45 +181,57 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 	uint32_t n[KVS_BE_STATES] = { 0 };
 	struct ctl_spliced sp;
 	int err = ask(p, o->json ? "status --json\n" : "status\n", &reply), rc;
+	pid_t holder;
 
 	if (!err) {
 		rc = show(reply);
 		free(reply);
 		return rc;
 	}
-	/* No controller: what the maps still hold. The kernel splices the
-	 * sockets still in its SOCKHASH, and only those: a controller that
-	 * died without a descriptor store took them all with it. */
+	/* No answer: what the maps still hold. The kernel splices the sockets
+	 * still in its SOCKHASH, and only those: a controller that died
+	 * without a descriptor store took them all with it; one that holds
+	 * the pin directory's lock is alive, only not answering (stopped, or
+	 * stuck), and its connections are all still there. */
+	holder = pin_dir_holder(o->pin_dir);
 	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0 || ctl_count_spliced(o, &sp) < 0) {
 		not_running(p, err);
 		return 3;
 	}
 	if (o->json) {
-		printf("{\"controller\":\"not running\",\"error\":\"%s\",\"pin_dir\":\"%s\","
+		printf("{\"controller\":\"%s\",\"pid\":%d,\"error\":\"%s\",\"pin_dir\":\"%s\","
 		       "\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
 		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
 		       "\"probation\":%u,\"not_ready\":%u}}\n",
-		       strerror(-err), o->pin_dir, sp.clients, sp.upstreams, sp.punt, n[KVS_BE_UP],
+		       holder ? "not answering" : "not running", (int)holder, ask_error(err),
+		       o->pin_dir, sp.clients, sp.upstreams, sp.punt, n[KVS_BE_UP],
 		       n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION],
 		       n[KVS_BE_NOT_READY]);
-	} else {
-		printf("controller  not running (%s: %s)\n", p, strerror(-err));
-		printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
-		if (sp.clients && sp.upstreams)
-			printf("spliced     %u client and %u backend connections still in the "
-			       "socket map: the kernel goes on splicing their requests%s\n",
-			       sp.clients, sp.upstreams,
-			       sp.punt ? "; what needs the controller waits for its restart" :
-					 "; what needs the controller is dropped");
-		else
-			printf("spliced     nothing: %u client and %u backend connections in the "
-			       "socket map (they closed with the controller)\n",
-			       sp.clients, sp.upstreams);
-		printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
-		       "probation, %u not ready\n",
-		       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
-		       n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
+		return 3;
 	}
+	if (holder)
+		printf("controller  running (pid %d holds the pin dir) but not answering (%s: %s)\n",
+		       (int)holder, p, ask_error(err));
+	else
+		printf("controller  not running (%s: %s)\n", p, ask_error(err));
+	printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
+	if (sp.clients && sp.upstreams)
+		printf("spliced     %u client and %u backend connections still in the socket map: the "
+		       "kernel goes on splicing their requests%s\n",
+		       sp.clients, sp.upstreams,
+		       sp.punt ? "; what needs the controller waits for it" :
+				 "; what needs the controller is dropped");
+	else if (sp.clients || sp.upstreams || holder)
+		printf("spliced     nothing: %u client and %u backend connections in the socket "
+		       "map\n",
+		       sp.clients, sp.upstreams);
+	else
+		printf("spliced     nothing: no connections in the socket map (they closed with the "
+		       "controller)\n");
+	printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
+	       "probation, %u not ready\n",
+	       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
+	       n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 	return 3;
 }
 
