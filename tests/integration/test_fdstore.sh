@@ -13,7 +13,8 @@
 # followed by a restart with a bigger --pool; kept sockets whose maps are
 # gone are shut down for a fresh start. Without the store, `status`
 # after a SIGKILL says the socket map is empty (it used to claim that
-# established connections were still spliced).
+# established connections were still spliced), and with a store that
+# refuses the sockets it does not say a crash is covered.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -202,4 +203,26 @@ assert_eq "status after a SIGKILL without the store: clients" "$(jget "$status" 
 assert_eq "status after a SIGKILL without the store: pool" "$(jget "$status" .spliced.upstreams)" 0
 text=$("${CTL[@]}" status || true)
 grep -q "spliced     nothing" <<<"$text" || kvs_fail "status text: $text"
+
+# A store that refuses every socket (here a relative NOTIFY_SOCKET, which
+# libsystemd rejects): status must not say a crash is covered (it did,
+# with 0 sockets handed in).
+PIN2=${KVS_PIN}-failing
+rm -f "$KVS_TMP/gw2.port"
+(cd "$KVS_TMP" && exec "$KVS_BUILD/tests/helpers/fdstore_harness" --state store2 -- \
+	"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/gw2.port" \
+	--pin-dir "$PIN2" "${BACKENDS[@]}" 2>"$KVS_TMP/gw2.log") &
+HARNESS2=$!
+KVS_PIDS+=($HARNESS2)
+kvs_wait_file "$KVS_TMP/gw2.port"
+kvs_wait_for "the store refused the sockets" 'grep -q event=fd_store_failed "$KVS_TMP/gw2.log"'
+text=$("$KVS_BUILD/kvsplicectl" --pin-dir "$PIN2" status)
+grep -q "^crash       drops the connections not handed in: handing sockets to systemd's descriptor store fails" \
+	<<<"$text" || kvs_fail "status with a failing store: $text"
+assert_eq "status --json with a failing store" \
+	"$("$KVS_BUILD/kvsplicectl" --pin-dir "$PIN2" --json status | jq -c .fd_store)" \
+	'{"on":true,"failing":true,"fds":0}'
+kill "$HARNESS2"
+wait "$HARNESS2" 2>/dev/null || true
+rm -rf "$PIN2"
 echo "PASS test_fdstore"

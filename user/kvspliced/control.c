@@ -158,7 +158,7 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"\"down\":%u,\"probation\":%u,\"not_ready\":%u},\"clients\":%u,"
 			"\"clients_by_path\":{\"kernel\":%u,\"user\":%u},"
 			"\"requests\":{\"kernel\":%llu,\"controller\":%llu,\"user\":%llu},"
-			"\"routes\":%ld,\"routes_age_s\":%.1f,\"fd_store\":{\"on\":%s,\"fds\":%llu},"
+			"\"routes\":%ld,\"routes_age_s\":%.1f,\"fd_store\":{\"on\":%s,\"failing\":%s,\"fds\":%llu},"
 			"\"ctl_budget\":{\"rate\":%u,\"burst\":%u,\"close_after\":%u,"
 			"\"dropped\":%llu,\"busy\":%llu,\"closed\":%llu},"
 			"\"upgrade\":",
@@ -167,8 +167,9 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			uclients, (unsigned long long)k.fast_path_frames,
 			(unsigned long long)g->ctl.slow_frames,
 			(unsigned long long)g->ctl.user_path_frames, routes, routes_age,
-			g->fdstore.on ? "true" : "false", (unsigned long long)g->fdstore.fds,
-			g->cfg->ctl_rate, g->cfg->ctl_burst, g->cfg->ctl_close_after,
+			g->fdstore.on ? "true" : "false", g->fdstore.failing ? "true" : "false",
+			(unsigned long long)g->fdstore.fds, g->cfg->ctl_rate, g->cfg->ctl_burst,
+			g->cfg->ctl_close_after,
 			(unsigned long long)(k.drop_budget + g->ctl.budget_dropped),
 			(unsigned long long)g->ctl.busy_budget,
 			(unsigned long long)g->ctl.budget_closed);
@@ -208,7 +209,15 @@ static void cmd_status(struct gw *g, FILE *out, bool json)
 			"the map, walked at most every %llu s)\n",
 			routes, routes_age,
 			(unsigned long long)(GW_ROUTES_COUNT_AGE_NS / 1000000000ull));
-	if (g->fdstore.on)
+	if (g->fdstore.on && g->fdstore.failing)
+		/* The sockets it could not hand in would close with it: the
+		 * store is on, but it does not cover a crash. */
+		fprintf(out,
+			"crash       drops the connections not handed in: handing sockets to "
+			"systemd's descriptor store fails (%llu handed in before; the log's "
+			"fd_store_failed says why)\n",
+			(unsigned long long)g->fdstore.fds);
+	else if (g->fdstore.on)
 		fprintf(out,
 			"crash       connections survive it: sockets in systemd's descriptor "
 			"store (%llu handed in)\n",
