@@ -101,6 +101,11 @@ assert_eq "conns: client state" "$(jget "$row" .state)" ESTABLISHED
 assert_eq "conns: client local" "$(jget "$row" .local)" "127.0.0.1:$GW_PORT"
 path=${KVS_DATAPATH:-kernel}
 assert_eq "conns: client path" "$(jget "$row" .path)" "$path"
+# frames, bytes, in flight: the verdict's counts; the userspace path keeps
+# none in the map, and says so (null, not a 0 that reads as idle)
+if [ "$path" = user ]; then want='[null,null,null]'; else want='[0,0,0]'; fi
+assert_eq "conns: this (silent) client's frames, bytes, in flight" \
+	"$(jq -c '[.frames, .bytes, .inflight]' <<<"$row")" "$want"
 ups=$(jq --arg a "$a" --arg c "$c" --arg p "$path" '[.[] | select(.role == "upstream" and .path == $p and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
 assert_eq "conns: upstream connections (2 backends x pool 2)" "$ups" 4
 exec {fd}>&-
