@@ -359,6 +359,10 @@ struct gw {
 	 * ENDs (kvs_expect_output), and the counts it was last updated from. */
 	uint64_t expect_output, seen_output, seen_ends;
 	struct gw_fdstore fdstore;
+	/* The successor of the last upgrade (upgrade_pid): when it was
+	 * started, and when it is killed if it has not begun taking over by
+	 * then (0: never - it has begun, or none runs). upgrade.c */
+	uint64_t upgrade_started_ns, upgrade_deadline_ns;
 };
 
 #endif

@@ -26,6 +26,7 @@
 #include "pins.h"
 #include "sdnotify.h"
 #include "sendq.h"
+#include "upgrade.h"
 
 static int arm_handover(struct gw *g)
 {
@@ -250,6 +251,7 @@ static void give_over(struct gw *g, int s)
 		return;
 	}
 	pr_info("event=handover_start conns=%u", g->conns_cap);
+	gw_upgrade_began(g, s);
 	err = quiesce(g);
 	if (!err)
 		err = give_state(g, s);
