@@ -4,7 +4,9 @@
 # root, and is not made. One the controller made is removed at a clean
 # exit once its pins are gone, so that empty pin dirs do not pile up; one
 # with pins left (--keep-pins), one the operator made, and one handed over
-# to a new controller by an upgrade are left where they are.
+# to a new controller by an upgrade are left where they are. A nested one
+# (DIR/a/b): exactly the levels the controller made are removed, after a
+# clean exit and after a refused take-over, never one that was there.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -40,6 +42,24 @@ stop_gw
 [ -e "$KVS_PIN" ] && kvs_fail "$KVS_PIN left after a clean exit: $(ls -a "$KVS_PIN")"
 echo "ok: the pin dir it made is gone after a clean exit"
 
+# Nested, none of it there: every level it made goes (the test's own
+# KVS_PIN is the top one, so that the cleanup removes what a failure
+# leaves).
+start_gw "${be[@]}" --pin-dir "$KVS_PIN/a/b"
+[ -e "$KVS_PIN/a/b/routes" ] || kvs_fail "no pins in $KVS_PIN/a/b"
+stop_gw
+[ -e "$KVS_PIN" ] && kvs_fail "nested: left after a clean exit: $(find "$KVS_PIN")"
+echo "ok: a nested pin dir it made is gone after a clean exit, with the levels above it"
+
+# Nested under a directory the operator made: that one stays.
+mkdir -m 0700 "$KVS_PIN"
+start_gw "${be[@]}" --pin-dir "$KVS_PIN/a/b"
+stop_gw
+[ -d "$KVS_PIN" ] || kvs_fail "nested: the operator's $KVS_PIN was removed"
+[ -e "$KVS_PIN/a" ] && kvs_fail "nested: left after a clean exit: $(find "$KVS_PIN")"
+echo "ok: a nested pin dir under the operator's: only the levels it made are gone"
+rmdir "$KVS_PIN"
+
 # --keep-pins: the pins and their directory stay.
 start_gw "${be[@]}" --keep-pins
 stop_gw
@@ -74,4 +94,24 @@ kvs_wait_for "the old controller exits" "! kill -0 $OLD 2>/dev/null"
 [ -e "$KVS_PIN/routes" ] || kvs_fail "pins gone after the upgrade: $(ls -A "$KVS_PIN" 2>&1)"
 out=$(kvs_bench -n 20 -k 2 --prefixes 4 --json) || kvs_fail "after the upgrade: $out"
 assert_eq "requests after the upgrade" "$(jget "$out" .ok)" 20
+
+# A take-over refused (another, nested pin-dir: no maps there) after the
+# successor made the levels: it removes them as it exits, the running
+# controller carries on.
+nest=$KVS_PIN-nest
+trap 'rm -rf "$nest"; kvs_cleanup' EXIT
+set +e
+timeout 60 "$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --pin-dir "$nest/a/b" "${be[@]}" --takeover \
+	--handover-socket "/run/kvsplice/$(basename "$KVS_PIN").handover" 2>"$KVS_TMP/refused.log"
+rc=$?
+set -e
+assert_eq "exit status of a refused take-over" "$rc" 1
+grep -q "event=takeover_refused reason=\"no maps pinned at $nest/a/b\"" "$KVS_TMP/refused.log" ||
+	kvs_fail "not refused for its pin dir: $(tail -3 "$KVS_TMP/refused.log")"
+[ -e "$nest" ] && kvs_fail "nested: left after a refused take-over: $(find "$nest")"
+echo "ok: a refused take-over removes the nested levels it made"
+kvs_wait_for "the running controller answers again" \
+	"[ \"\$(\"$KVS_BUILD/kvsplicectl\" --pin-dir \"$KVS_PIN\" status --json | jq .pid)\" = $NEW ]"
+out=$(kvs_bench -n 20 -k 2 --prefixes 4 --json) || kvs_fail "after the refused take-over: $out"
+assert_eq "requests after the refused take-over" "$(jget "$out" .ok)" 20
 echo "PASS test_pin_dir"

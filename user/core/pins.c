@@ -40,25 +40,64 @@ int kvs_bpffs_ensure(void)
 	return 0;
 }
 
-static int mkdir_p(const char *dir)
+/* The directory levels the last kvs_pin_lock_made made (and only those:
+ * a level that was there already, or that someone else made meanwhile, is
+ * not ours to remove), as the lengths of their paths, deepest last: what
+ * kvs_pin_dir_remove takes away again. One pin directory a process. */
+static struct {
+	char dir[4096];
+	size_t len[64];
+	unsigned int n;
+} made_levels;
+
+/* Records that the prefix of dir of length len was made here. */
+static void note_made(const char *dir, size_t len)
+{
+	if (strcmp(made_levels.dir, dir)) {
+		snprintf(made_levels.dir, sizeof(made_levels.dir), "%s", dir);
+		made_levels.n = 0;
+	}
+	for (unsigned int i = 0; i < made_levels.n; i++)
+		if (made_levels.len[i] == len)
+			return; /* (made again after a retry) */
+	if (made_levels.n < sizeof(made_levels.len) / sizeof(made_levels.len[0]))
+		made_levels.len[made_levels.n++] = len;
+}
+
+/* mkdir of one level; *made true if this call made it. 0 or -errno. */
+static int mkdir_level(const char *path, bool *made)
+{
+	*made = !mkdir(path, 0700);
+	return *made || errno == EEXIST ? 0 : -errno;
+}
+
+/* Makes dir and every level above it that is missing; with record, the
+ * levels made are noted for kvs_pin_dir_remove. */
+static int mkdir_p(const char *dir, bool record)
 {
 	char tmp[4096];
+	bool made;
 	size_t i;
+	int err;
 
 	if (strlen(dir) >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	strcpy(tmp, dir);
 	for (i = 1; tmp[i]; i++) {
-		if (tmp[i] != '/')
+		if (tmp[i] != '/' || tmp[i - 1] == '/')
 			continue;
 		tmp[i] = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return -errno;
+		err = mkdir_level(tmp, &made);
+		if (err)
+			return err;
+		if (made && record)
+			note_made(dir, i);
 		tmp[i] = '/';
 	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
+	err = mkdir_level(tmp, &made);
+	if (!err && made && record)
+		note_made(dir, i);
+	return err;
 }
 
 int kvs_pin_dir_fs(const char *dir, long *fs_type)
@@ -93,7 +132,7 @@ static int pin_lock_once(const char *dir, bool *made)
 
 	if (made && access(dir, F_OK) && errno == ENOENT)
 		*made = true;
-	err = mkdir_p(dir);
+	err = mkdir_p(dir, made != NULL);
 	if (err)
 		return err;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -125,6 +164,12 @@ int kvs_pin_lock_made(const char *dir, bool *made)
 {
 	int fd = -EAGAIN;
 
+	/* (a relock, kvs_pin_lock, keeps what the first lock made) */
+	if (made) {
+		made_levels.dir[0] = '\0';
+		made_levels.n = 0;
+	}
+
 	for (int i = 0; i < 10 && fd == -EAGAIN; i++)
 		fd = pin_lock_once(dir, made);
 	return fd == -EAGAIN ? -EBUSY : fd;
@@ -135,14 +180,42 @@ int kvs_pin_lock(const char *dir)
 	return kvs_pin_lock_made(dir, NULL);
 }
 
-int kvs_pin_dir_remove(const char *dir)
+/* rmdir removes only an empty directory: one with pins left (the maps
+ * kept for inspection, a map of something else) stays, and so does a mount
+ * point. 0 (removed, or not empty) or -errno; *gone whether it went. */
+static int rmdir_empty(const char *dir, bool *gone)
 {
-	/* rmdir removes only an empty directory: one with pins left (the
-	 * maps kept for inspection, a map of something else) stays, and so
-	 * does a mount point. */
-	if (rmdir(dir) && errno != ENOTEMPTY && errno != EEXIST && errno != EBUSY)
+	*gone = !rmdir(dir);
+	if (!*gone && errno != ENOTEMPTY && errno != EEXIST && errno != EBUSY)
 		return -errno;
 	return 0;
+}
+
+int kvs_pin_dir_remove(const char *dir)
+{
+	size_t len = strlen(dir);
+	char tmp[4096];
+	bool gone;
+	int err = rmdir_empty(dir, &gone);
+	unsigned int i;
+
+	if (err || !gone || strcmp(made_levels.dir, dir))
+		return err;
+	while (len > 1 && dir[len - 1] == '/')
+		len--; /* dir/ is dir */
+	/* The levels above it this process made, deepest first; the first
+	 * one not empty (something else made there since) ends it. */
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (i = made_levels.n; i-- > 0;) {
+		if (made_levels.len[i] >= len)
+			continue; /* dir itself: gone above */
+		tmp[made_levels.len[i]] = '\0';
+		err = rmdir_empty(tmp, &gone);
+		if (err || !gone)
+			break;
+	}
+	made_levels.n = 0;
+	return err;
 }
 
 void kvs_pin_clear(const char *dir)

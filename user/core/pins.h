@@ -62,11 +62,15 @@ int kvs_bpffs_ensure(void);
 int kvs_pin_lock(const char *dir);
 
 /* The same; *made set to true when dir did not exist and was made here
- * (left alone otherwise), so that its maker can remove it at exit. */
+ * (left alone otherwise), so that its maker can remove it at exit. The
+ * levels above dir that it made (a nested --pin-dir) are remembered too,
+ * for kvs_pin_dir_remove: one pin directory a process. */
 int kvs_pin_lock_made(const char *dir, bool *made);
 /* Removes dir if it is empty (called holding its lock: a controller that
- * locks it meanwhile sees it gone and makes it anew). 0 (removed, or not
- * empty) or -errno. */
+ * locks it meanwhile sees it gone and makes it anew), then each level
+ * above it that kvs_pin_lock_made made, deepest first, while they are
+ * empty; never a level that was there before. 0 (removed, or not empty)
+ * or -errno. */
 int kvs_pin_dir_remove(const char *dir);
 /* Is dir on a bpf file system, where maps can be pinned? 0, -ENOTSUP (not
  * bpffs: *fs_type is its f_type), or -errno. A dir that does not exist yet
