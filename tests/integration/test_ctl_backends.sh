@@ -74,6 +74,12 @@ grep -q "is not a backend" <<<"$out" || kvs_fail "drain unknown: $out"
 out=$(ctl backend add nonsense 2>&1) && kvs_fail "added 'nonsense'"
 grep -q "ADDR:PORT" <<<"$out" || kvs_fail "add nonsense: $out"
 out=$(ctl backend frobnicate "$a" 2>&1) && kvs_fail "frobnicate accepted"
+# A malformed address is a usage error (exit 2), as the other ones are,
+# said before the controller is asked.
+rc=0
+out=$(ctl backend drain notanaddr 2>&1) || rc=$?
+assert_eq "backend drain notanaddr: exit status" "$rc" 2
+grep -q "backend drain: 'notanaddr' is not ADDR:PORT" <<<"$out" || kvs_fail "drain notanaddr: $out"
 
 wait "$load" || kvs_fail "load generator failed: $(cat "$KVS_TMP/load.json")"
 res=$(cat "$KVS_TMP/load.json")

@@ -48,6 +48,21 @@ assert_eq "requests ok after a flush" "$(jget "$out" .ok)" 60
 assert_ge "routes installed again" "$(jget "$(ctl routes --json)" .routes)" 6
 if ctl routes bogus 2>/dev/null; then kvs_fail "'routes bogus' accepted"; fi
 if ctl routes --limit 0 2>/dev/null; then kvs_fail "--limit 0 accepted"; fi
+# Usage errors exit 2 and name the word that is wrong: the first past those
+# the command takes, or the command itself when there is none such.
+# ctl_usage WHAT WANT_TEXT ARGS...
+ctl_usage() {
+	local what=$1 want=$2 out rc=0
+	shift 2
+	out=$(ctl "$@" 2>&1) || rc=$?
+	assert_eq "$what: exit status" "$rc" 2
+	grep -qF -- "$want" <<<"$out" || kvs_fail "$what: $out"
+}
+before=$(jget "$(ctl routes --json)" .routes)
+ctl_usage "routes flush extra" "unexpected argument 'extra'" routes flush extra
+assert_eq "routes after 'routes flush extra' (not flushed)" "$(jget "$(ctl routes --json)" .routes)" "$before"
+ctl_usage "bogus extra" "unknown command 'bogus'" bogus extra
+ctl_usage "stats extra" "unexpected argument 'extra'" stats extra
 
 # make install into a staging directory.
 dest=$KVS_TMP/dest

@@ -14,6 +14,7 @@
 
 #include "ctl.h"
 #include "kvsplice/maps.h"
+#include "netutil.h"
 #include "opts.h"
 #include "pins.h"
 
@@ -23,38 +24,63 @@ struct cmd {
 	const char *name;
 	int (*fn)(const struct ctl_opts *o, int argc, char **argv);
 	int max_args; /* words after the name it takes; -1: it checks them itself */
+	/* Checks the words before anything is asked of the controller, whose
+	 * refusal would exit 1: a usage error exits 2. NULL: none. */
+	int (*check)(int argc, char **argv);
 	enum cmd_source source;
 	const char *help; /* its lines of --help, as printed */
 };
 
+/* backend VERB ADDR:PORT: an address the controller could not parse is a
+ * usage error (its own check, kvs_parse_addr, made here first). A wrong
+ * verb or count is ctl_backend's to say. */
+static int check_backend(int argc, char **argv)
+{
+	static const char *const verbs[] = { "add", "remove", "drain", "undrain" };
+	struct kvs_addr a;
+
+	if (argc != 2)
+		return 0;
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		if (strcmp(argv[0], verbs[i]))
+			continue;
+		if (!kvs_parse_addr(argv[1], &a))
+			return 0;
+		fprintf(stderr, PROG ": backend %s: '%s' is not ADDR:PORT (see --help)\n", argv[0],
+			argv[1]);
+		return 2;
+	}
+	return 0;
+}
+
 static const struct cmd cmds[] = {
-	{ "stats", ctl_stats, 0, FROM_MAPS,
+	{ "stats", ctl_stats, 0, NULL, FROM_MAPS,
 	  "  stats      kernel and controller counters: frames routed by the kernel\n"
 	  "             (fast path) and by the controller (slow path), responses,\n"
 	  "             drops, routes, connections, the controller's decisions by\n"
 	  "             reason, and (with --json) each backend's outstanding work\n" },
-	{ "backends", ctl_backends, 0, FROM_MAPS,
+	{ "backends", ctl_backends, 0, NULL, FROM_MAPS,
 	  "  backends   per backend: address, state (up, draining, removing, down,\n"
 	  "             probation, not-ready), outstanding requests and work, requests,\n"
 	  "             bytes each way, hit rate and mean time to first token (its own\n"
 	  "             END reports), running/waiting from its last PONG (--json adds\n"
 	  "             prediction counters, index size, TTFT's queue and prefill\n"
 	  "             parts)\n" },
-	{ "routes", ctl_routes, 1, FROM_MAPS,
+	{ "routes", ctl_routes, 1, NULL, FROM_MAPS,
 	  "  routes     the routes map: how many, and the --limit N (default 20) with the\n"
 	  "             most hits: prefix hash, backend, depth in 64-byte blocks (0: an\n"
 	  "             explicit cache key), age, hits, whether still current\n"
 	  "  routes flush  delete every route (the controller re-learns them as the\n"
 	  "             prompts come again; the kernel's fast path restarts cold), and\n"
 	  "             take them off their tenants' route counts (route_shares)\n" },
-	{ "conns", ctl_conns, 0, FROM_MAPS,
+	{ "conns", ctl_conns, 0, NULL, FROM_MAPS,
 	  "  conns      every client and upstream connection (and the controller's two\n"
 	  "             pairs): addresses, TCP state, RTT, queues (inet_diag), frames,\n"
 	  "             bytes, requests in flight\n" },
-	{ "status", ctl_status, 0, FROM_CONTROLLER,
+	{ "status", ctl_status, 0, NULL, FROM_CONTROLLER,
 	  "  status     controller, listener, backends by state, clients, requests,\n"
 	  "             routes (without a controller: what the maps still say)\n" },
-	{ "backend", ctl_backend, -1, FROM_CONTROLLER,
+	{ "backend", ctl_backend, -1, check_backend, FROM_CONTROLLER,
 	  "  backend add ADDR:PORT      a new backend, connected at once; exit 1, and\n"
 	  "             not added, if it cannot be reached (list a backend that\n"
 	  "             should wait for its server in the config file and reload)\n"
@@ -62,15 +88,15 @@ static const struct cmd cmds[] = {
 	  "  backend undrain ADDR:PORT  back in service (calls off a removal)\n"
 	  "  backend remove ADDR:PORT   drain, then remove once nothing is in flight\n"
 	  "             (or after kvspliced's --drain-timeout-ms)\n" },
-	{ "reload", ctl_reload, 0, FROM_CONTROLLER,
+	{ "reload", ctl_reload, 0, NULL, FROM_CONTROLLER,
 	  "  reload     re-read kvspliced's --config file now (as SIGHUP does)\n" },
-	{ "datapath", ctl_datapath, 1, FROM_CONTROLLER,
+	{ "datapath", ctl_datapath, 1, NULL, FROM_CONTROLLER,
 	  "  datapath [kernel|user]  which data path new clients take: the kernel's\n"
 	  "             (BPF splicing) or the userspace one (the controller copies\n"
 	  "             every frame; the kill switch if BPF misbehaves). Clients\n"
 	  "             connected stay on theirs until they close. Without an\n"
 	  "             argument: which one, and how many clients are on each\n" },
-	{ "upgrade", ctl_upgrade, 0, FROM_CONTROLLER,
+	{ "upgrade", ctl_upgrade, 0, NULL, FROM_CONTROLLER,
 	  "  upgrade    start kvspliced's program file anew (install the new binary\n"
 	  "             first): it takes every connection over, the old one exits;\n"
 	  "             waits (30 s at most) until the new one answers\n" },
@@ -174,15 +200,18 @@ int main(int argc, char **argv)
 	}
 	c = find_cmd(argv[optind]);
 	nargs = argc - optind - 1;
-	/* Too many words, even after a command that does not exist: the
-	 * first of them is the one reported. */
-	if (nargs > 0 && (!c || (c->max_args >= 0 && nargs > c->max_args))) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind + 1]);
-		return 2;
-	}
 	if (!c) {
 		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
+	/* Too many words: the first past those the command takes is the one
+	 * reported (routes flush EXTRA names EXTRA). */
+	if (c->max_args >= 0 && nargs > c->max_args) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",
+			argv[optind + 1 + c->max_args]);
+		return 2;
+	}
+	if (c->check && (rc = c->check(nargs, argv + optind + 1)))
+		return rc;
 	return c->fn(&o, nargs, argv + optind + 1);
 }
