@@ -41,7 +41,7 @@ HUNG=$(started 1)
 [ -n "$HUNG" ] || kvs_fail "no upgrade_started in the log"
 KVS_PIDS+=($HUNG) # (killed by the cleanup, should it live)
 assert_eq "exit status of an upgrade whose successor hangs" "$rc" 1
-grep -q "the new controller (pid $HUNG) exited with 137; pid $OLD carries on" <<<"$out" ||
+grep -q "the new controller (pid $HUNG) exited with 137 (killed: it had not begun taking over within the running controller.s deadline); pid $OLD carries on" <<<"$out" ||
 	kvs_fail "kvsplicectl upgrade of a hung successor: $out"
 echo "ok: kvsplicectl: $out"
 line=$(grep "event=upgrade_timed_out pid=$HUNG " "$KVS_TMP/gw.log") ||

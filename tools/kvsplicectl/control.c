@@ -321,11 +321,19 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 			return 0;
 		}
 		if (strstr(reply, "\"state\":\"failed\"")) {
+			int st = json_int(reply, "status");
+
+			/* 137: the running controller's SIGKILL at its deadline
+			 * (user/kvspliced/upgrade.c) */
 			fprintf(stderr,
 				PROG
-				": upgrade failed: the new controller (pid %d) exited with %d; "
+				": upgrade failed: the new controller (pid %d) exited with %d%s; "
 				"pid %d carries on (see its log)\n",
-				pid, json_int(reply, "status"), old);
+				pid, st,
+				st == 137 ? " (killed: it had not begun taking over within the "
+					    "running controller's deadline)" :
+					    "",
+				old);
 			free(reply);
 			return 1;
 		}
