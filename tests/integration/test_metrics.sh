@@ -5,7 +5,8 @@
 # of their END reports, by either data path), errors by kind, routes, the
 # decision-latency histogram - checked against what was sent and against
 # kvsplicectl; a
-# wrong path gets 404; a scraper that sends nothing is dropped.
+# wrong path gets 404, HEAD the head alone, another method 405; a scraper
+# that sends nothing is dropped.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -111,6 +112,31 @@ assert_eq "malformed sample lines" "$bad" 0
 
 nope=$(scrape /nope)
 assert_eq "a wrong path" "${nope%%$'\n'*}" "HTTP/1.1 404 Not Found"
+# HEAD: the head a GET gets, no body; another method: 405, saying which
+# (both were 404, which reads as "no metrics here")
+raw() { # method -> the answer's head, then its body's length
+	python3 - "$MPORT" "$1" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(f"{sys.argv[2]} /metrics HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.decode().replace("\r", ""))
+print("body bytes", len(body))
+PY
+}
+head=$(raw HEAD)
+assert_eq "HEAD /metrics" "${head%%$'\n'*}" "HTTP/1.1 200 OK"
+grep -q "^Content-Length: [1-9]" <<<"$head" || kvs_fail "HEAD: no Content-Length: $head"
+assert_eq "HEAD /metrics: no body" "$(tail -1 <<<"$head")" "body bytes 0"
+post=$(raw POST)
+assert_eq "POST /metrics" "${post%%$'\n'*}" "HTTP/1.1 405 Method Not Allowed"
+grep -q "^Allow: GET, HEAD" <<<"$post" || kvs_fail "POST: no Allow: $post"
 # A scraper that connects and sends nothing is closed within ~2 s.
 python3 - "$MPORT" <<'PY' || kvs_fail "an idle scraper was kept open"
 import socket, sys, time

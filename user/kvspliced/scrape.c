@@ -103,11 +103,34 @@ static char *render_metrics(struct gw *g, size_t *len)
 	return buf;
 }
 
+enum scrape_req { SCRAPE_GET, SCRAPE_HEAD, SCRAPE_OTHER_METHOD, SCRAPE_OTHER_PATH };
+
+/* What the request line asks: GET or HEAD of /metrics (a query string
+ * ignored), another method on it, or another path. */
+static enum scrape_req scrape_method(const char *req, size_t len)
+{
+	const char *sp = memchr(req, ' ', len < 16 ? len : 16);
+	size_t at;
+
+	if (!sp)
+		return SCRAPE_OTHER_PATH;
+	at = (size_t)(sp - req) + 1;
+	if (len < at + 9 || memcmp(req + at, "/metrics", 8) ||
+	    (req[at + 8] != ' ' && req[at + 8] != '?'))
+		return SCRAPE_OTHER_PATH;
+	if (at == 4 && !memcmp(req, "GET", 3))
+		return SCRAPE_GET;
+	if (at == 5 && !memcmp(req, "HEAD", 4))
+		return SCRAPE_HEAD;
+	return SCRAPE_OTHER_METHOD;
+}
+
 /* One scrape: answered once the request's head is in, then closed. */
 static void on_scrape(struct gw *g, struct gw_conn *c)
 {
 	const char *req = (const char *)kvs_buf_head(&c->rx);
-	char hdr[192];
+	enum scrape_req m;
+	char hdr[256];
 	size_t blen = 0;
 	char *body = NULL;
 	int n;
@@ -117,18 +140,26 @@ static void on_scrape(struct gw *g, struct gw_conn *c)
 			gw_conn_close(g, c);
 		return;
 	}
-	if (c->rx.len >= 13 && !memcmp(req, "GET /metrics", 12) &&
-	    (req[12] == ' ' || req[12] == '?'))
+	m = scrape_method(req, c->rx.len);
+	if (m == SCRAPE_GET || m == SCRAPE_HEAD)
 		body = render_metrics(g, &blen);
 	if (body)
 		n = snprintf(hdr, sizeof(hdr),
 			     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
 			     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
 			     blen);
+	else if (m == SCRAPE_OTHER_METHOD)
+		n = snprintf(hdr, sizeof(hdr),
+			     "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n"
+			     "Content-Length: 19\r\nConnection: close\r\n\r\ntry GET /metrics\r\n");
 	else
 		n = snprintf(hdr, sizeof(hdr),
 			     "HTTP/1.1 404 Not Found\r\nContent-Length: 19\r\n"
 			     "Connection: close\r\n\r\ntry GET /metrics\r\n");
+	if (m == SCRAPE_HEAD) { /* the same head, no body */
+		free(body);
+		body = NULL;
+	}
 	/* A fresh socket's buffer takes a scrape whole; a peer that does not
 	 * read it gets what fitted. */
 	(void)!send(c->fd, hdr, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
