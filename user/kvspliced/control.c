@@ -411,8 +411,13 @@ static void control_run(struct gw *g, char *line, FILE *out)
 		reply_error(out, "%s", "empty command");
 		return;
 	}
-	pr_info("event=control_command command=\"%s%s%s\"", w[0], n > 1 ? " " : "",
-		n > 1 ? w[1] : "");
+	/* status changes nothing, and kvsplicectl upgrade asks for it ten
+	 * times a second while it waits: at debug, or it floods the log */
+	if (!strcmp(w[0], "status"))
+		pr_debug("event=control_command command=\"status\"");
+	else
+		pr_info("event=control_command command=\"%s%s%s\"", w[0], n > 1 ? " " : "",
+			n > 1 ? w[1] : "");
 	if (!strcmp(w[0], "status") && n == 1)
 		cmd_status(g, out, json);
 	else if (!strcmp(w[0], "backend") && n >= 2 && n <= 3)

@@ -660,7 +660,7 @@ int gw_run(const struct gw_config *cfg, const struct gw_hooks *hooks)
 	publish_ctl(&g);
 	if (!g.handed_over)
 		kvs_sd_notify("STOPPING=1");
-	pr_info("event=stopping slow_frames=%llu clients=%llu",
+	pr_info("event=stopping slow_frames=%llu clients_accepted=%llu",
 		(unsigned long long)g.ctl.slow_frames, (unsigned long long)g.ctl.clients_accepted);
 out:
 	gw_teardown(&g);

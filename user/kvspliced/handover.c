@@ -250,7 +250,7 @@ static void give_over(struct gw *g, int s)
 		kvs_ho_send(s, &no, sizeof(no), NULL, 0);
 		return;
 	}
-	pr_info("event=handover_start conns=%u", g->conns_cap);
+	pr_info("event=handover_start conns_cap=%u", g->conns_cap);
 	gw_upgrade_began(g, s);
 	err = quiesce(g);
 	if (!err)
