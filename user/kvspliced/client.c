@@ -67,7 +67,8 @@ int gw_clients_accept(struct gw *g)
 {
 	int err;
 
-	if (g->accepting || g->acc.waiting) /* the wait arms it when it ends */
+	/* the wait arms it when it ends; a stop accepts no one (gw.c) */
+	if (g->accepting || g->acc.waiting || g->stopping)
 		return 0;
 	err = gw_arm_accept(g, g->listen_fd, OP_ACCEPT);
 	g->accepting = err == 0;
@@ -263,7 +264,7 @@ void gw_client_on_accept(struct gw *g, struct io_uring_cqe *cqe)
 
 	if (ended)
 		g->accepting = false;
-	if (cqe->res == -ECANCELED) /* handing over */
+	if (cqe->res == -ECANCELED || g->stopping) /* handing over; stopping */
 		return;
 	if (cqe->res < 0) {
 		accept_failed(g, -cqe->res);

@@ -53,6 +53,7 @@ static const struct settings defaults = {
 		.drain_timeout_ms = KVS_DEFAULT_DRAIN_TIMEOUT_MS,
 		.max_source_conns = KVS_DEFAULT_MAX_SOURCE_CONNS,
 		.idle_timeout_ms = KVS_DEFAULT_IDLE_TIMEOUT_MS,
+		.stop_drain_ms = KVS_DEFAULT_STOP_DRAIN_MS,
 		.tenant_routes = GW_TENANT_ROUTES_AUTO,
 		.ctl_rate = KVS_DEFAULT_CTL_RATE,
 		.ctl_burst = KVS_DEFAULT_CTL_BURST,
@@ -265,6 +266,12 @@ static const struct kvs_opt rows[] = {
 		  "has sent nothing for MS (to MS + 2 s) is answered\n"
 		  "timeout and closed (default {default}, 5 min; 0:\n"
 		  "never). Not --front-source clients" },
+	{ "stop-drain-ms", 0, KVS_OPT_U32(S, cfg.stop_drain_ms, 0, 3600000), .arg = "MS",
+	  .help = "on SIGTERM or SIGINT, stop accepting, answer new\n"
+		  "requests busy, and wait up to MS for the requests in\n"
+		  "flight to end before closing (default {default}; 0:\n"
+		  "close at once; a second signal: at once). Keep it under\n"
+		  "systemd's TimeoutStopSec" },
 	{ "ctl-rate", 0, KVS_OPT_U32(S, cfg.ctl_rate, 0, 10000000), .arg = "N",
 	  .help = "frames a second one client connection may have the\n"
 		  "controller handle: PINGs, requests the kernel passes\n"

@@ -255,7 +255,9 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	gw_withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
-		gw_send_error(g, c->cookie, m->req_id, why,
+		/* stopping, every backend is drained: busy, to try elsewhere */
+		gw_send_error(g, c->cookie, m->req_id, g->stopping ? KVS_E_BUSY : why,
+			      g->stopping	? "kvsplice: the gateway is stopping" :
 			      why == KVS_E_BUSY ? "kvsplice: every backend is at its limit" :
 						  "kvsplice: no backend is up");
 		return -1;

@@ -26,6 +26,8 @@
  * (docs/RUNBOOK.md, "Descriptors and idle clients"). */
 #define KVS_DEFAULT_MAX_SOURCE_CONNS 1024u
 #define KVS_DEFAULT_IDLE_TIMEOUT_MS 300000u
+/* How long a stop waits for the requests in flight (--stop-drain-ms). */
+#define KVS_DEFAULT_STOP_DRAIN_MS 10000u
 /* What one client connection may make the controller do (frames a second,
  * at once, and over that in a row before it is closed): far above what a
  * client sends (docs/RUNBOOK.md, "One client and the controller"). */
@@ -82,6 +84,7 @@ struct gw_config {
 	int fd_store;		   /* hand sockets to systemd's descriptor store */
 	uint32_t max_source_conns; /* client connections per source; 0 = no limit */
 	uint32_t idle_timeout_ms;  /* an idle client is closed; 0 = never */
+	uint32_t stop_drain_ms;	   /* a stop waits this long for requests in flight */
 	/* A client connection's budget of controller work (kvsplice/budget.h);
 	 * fronts have none. Rate 0: no limit. */
 	uint32_t ctl_rate, ctl_burst, ctl_close_after;
@@ -94,7 +97,7 @@ void gw_config_defaults(struct gw_config *c);
  * valid until the next call) and returns 0, or -errno with a message for
  * the operator in msg. */
 struct gw_hooks {
-	volatile sig_atomic_t *stop;
+	volatile sig_atomic_t *stop;	/* SIGTERM, SIGINT: counted (a second: at once) */
 	volatile sig_atomic_t *reload;	/* SIGHUP: re-read the backend list */
 	volatile sig_atomic_t *upgrade; /* SIGUSR2: start a successor (gw_upgrade) */
 	int argc;			/* the command line, for the successor */

@@ -473,9 +473,85 @@ static int open_services(struct gw *g)
  * between batches a pending hand-over (never from inside a batch: it reaps
  * completions itself), a reload or an upgrade asked for by a signal, and
  * the counters published. */
+/* Requests sent to a backend and not ended, on either path (the backends
+ * map's counts, which the controller's sends count too). */
+static uint64_t in_flight(const struct gw *g)
+{
+	uint64_t n = 0;
+
+	for (uint32_t b = 0; b < g->nslots; b++)
+		if (g->be[b].present)
+			n += kvs_dp_outstanding(&g->dp, b);
+	return n;
+}
+
+/*
+ * A stop's first signal: no new client is accepted and every backend is
+ * drained, so that the kernel passes new requests up and the controller
+ * answers them busy, while the requests in flight run to their END (the
+ * kernel splices them; the userspace path goes on too). Then the loop
+ * ends when none is left or --stop-drain-ms has passed. Without it a
+ * stop closed every connection at once: a client with a request in flight
+ * saw its connection close and no answer.
+ */
+static void stop_drain(struct gw *g)
+{
+	struct io_uring_sqe *sqe;
+
+	g->stopping = true;
+	g->stop_until_ns = kvs_now_ns() + (uint64_t)g->cfg->stop_drain_ms * 1000000ull;
+	if (g->accepting && (sqe = gw_get_sqe(g))) {
+		io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, NULL));
+	}
+	/* Not listening any more (the socket itself, whoever else holds it,
+	 * systemd's descriptor store too): a client connecting now is refused
+	 * at once and tries elsewhere, rather than waiting in the backlog for
+	 * an accept that never comes; those in the backlog are reset. */
+	if (g->listen_fd >= 0)
+		shutdown(g->listen_fd, SHUT_RDWR);
+	for (uint32_t b = 0; b < g->nslots; b++)
+		if (g->be[b].present && !g->be[b].draining)
+			gw_backend_drain(g, b, true);
+	pr_info("event=stop_draining in_flight=%llu timeout_ms=%u",
+		(unsigned long long)in_flight(g), g->cfg->stop_drain_ms);
+}
+
+/* Whether the loop should end for a stop: at once, or once drained. */
+static bool stop_now(struct gw *g, const struct gw_hooks *hooks)
+{
+	uint64_t left, now = kvs_now_ns();
+
+	if (!*hooks->stop)
+		return false;
+	if (*hooks->stop > 1 || !g->cfg->stop_drain_ms)
+		return true;
+	if (!g->stopping) {
+		stop_drain(g);
+		return false;
+	}
+	/* Drained: the last ENDs are counted as they go out (the kernel's
+	 * redirect, the userspace path's send queue), not once sent; they get
+	 * ERROR_GRACE_MS to leave before the sockets close. */
+	if (g->stop_drained_ns)
+		return now >= g->stop_drained_ns + ERROR_GRACE_MS * 1000000ull;
+	left = in_flight(g);
+	if (!left) {
+		pr_info("event=stop_drained");
+		g->stop_drained_ns = now;
+		return false;
+	}
+	if (now < g->stop_until_ns)
+		return false;
+	pr_warn("event=stop_drain_timed_out in_flight=%llu timeout_ms=%u hint=\"their clients "
+		"see the connection close: a longer --stop-drain-ms\"",
+		(unsigned long long)left, g->cfg->stop_drain_ms);
+	return true;
+}
+
 static int run_loop(struct gw *g, const struct gw_hooks *hooks)
 {
-	while (!*hooks->stop && !g->handed_over) {
+	while (!stop_now(g, hooks) && !g->handed_over) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 		int err = io_uring_submit_and_wait(&g->ring, 1);

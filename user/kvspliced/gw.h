@@ -346,8 +346,12 @@ struct gw {
 	int upgrade_status;	       /* its exit status if it failed; -1 while it runs */
 	struct kvs_decide_hist decide; /* slow-path decision latency */
 	bool quiescing;		       /* handing over: arm no recv, re-arm no accept */
-	bool accepting;		       /* the multishot accept is armed */
-	bool handed_over;	       /* done: leave the loop, touch no socket or map */
+	/* Stopping: accepting no client, backends drained, waiting until
+	 * stop_until_ns for the requests in flight (gw.c, stop_drain). */
+	bool stopping;
+	uint64_t stop_until_ns, stop_drained_ns; /* the limit; when none was left */
+	bool accepting;				 /* the multishot accept is armed */
+	bool handed_over;			 /* done: leave the loop, touch no socket or map */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;

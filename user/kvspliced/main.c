@@ -21,8 +21,8 @@ static void on_signal(int sig)
 		reload_flag = 1;
 	else if (sig == SIGUSR2)
 		upgrade_flag = 1;
-	else
-		stop_flag = 1;
+	else if (stop_flag < 2)
+		stop_flag++; /* the first drains (--stop-drain-ms), the second ends it */
 }
 
 /* The command line, kept to read the configuration again on a reload. */

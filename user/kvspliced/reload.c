@@ -40,6 +40,7 @@ static void reload_settings(struct gw *g, const struct gw_config *n, char *msg, 
 	c->frame_timeout_ms = n->frame_timeout_ms;
 	c->max_source_conns = n->max_source_conns; /* for the clients that come next */
 	c->idle_timeout_ms = n->idle_timeout_ms;
+	c->stop_drain_ms = n->stop_drain_ms; /* read when a stop comes */
 	g->policy.p.balance = n->balance;
 	g->policy.balance_fp = kvs_policy_balance_fp(n->balance);
 	g->policy.p.keep_balance = n->keep_balance > n->balance ? n->keep_balance : n->balance;
