@@ -30,7 +30,9 @@
  *              takes 100 KB) after its Content-Type
  *   manyheaders  a stream with 400 KB of header lines of 1 KB (libcurl
  *              takes 300 KB in all) before its Content-Type
- * GET /health answers 200 while HEALTH_FILE exists, else 503; /metrics
+ * GET /health answers 200 while HEALTH_FILE exists, else 503, or nothing
+ * while HEALTH_FILE.stall-health exists (counted in STALL_FILE.health when
+ * its client gives up: a busy server answering late); /metrics
  * serves vLLM-style gauges (running 2, waiting 1, KV 50%), or nothing
  * while HEALTH_FILE.stall-metrics exists (a server whose loop is stuck),
  * with process_start_time_seconds read from HEALTH_FILE.start while that
@@ -168,12 +170,18 @@ static void big_headers(int fd, bool one_line)
 		"\"completion_tokens\":1}}\n\ndata: [DONE]\n\n");
 }
 
-static bool metrics_stalled(void)
+/* Whether HEALTH_FILE SUFFIX exists. */
+static bool flag(const char *suffix)
 {
 	char path[512];
 
-	snprintf(path, sizeof(path), "%s.stall-metrics", health_file);
+	snprintf(path, sizeof(path), "%s%s", health_file, suffix);
 	return !access(path, F_OK);
+}
+
+static bool metrics_stalled(void)
+{
+	return flag(".stall-metrics");
 }
 
 /* The first line of HEALTH_FILE SUFFIX into buf; empty if none. */
@@ -384,7 +392,10 @@ static void serve(int fd)
 		if ((size_t)(end + 4 - req) + (size_t)clen <= n || n == sizeof(req) - 1)
 			break;
 	}
-	if (!strncmp(req, "GET /health", 11))
+	if (!strncmp(req, "GET /health", 11) && flag(".stall-health")) {
+		stall_until_closed(fd);
+		count_left(stall_file, ".health");
+	} else if (!strncmp(req, "GET /health", 11))
 		respond(fd, access(health_file, F_OK) ? 503 : 200, "application/json",
 			access(health_file, F_OK) ? "{\"error\":{\"message\":\"Loading model\"}}" :
 						    "{\"status\":\"ok\"}");

@@ -65,6 +65,7 @@ struct server_state {
 	uint32_t slots;		    /* llama.cpp's slots (its /slots), 0: not known */
 	uint64_t polls, poll_failures;
 	uint64_t last_not_ready_log_ns; /* 0: not said since it was last ready */
+	uint64_t silent_since_ns;	/* /health's first unanswered poll in a row, or 0 */
 	struct server_life life;	/* its instance, for PONGs (life.h) */
 	/* Said already (state.c, note()): a counter typed as a gauge; a
 	 * counter, or the start time (last), that did not read. */

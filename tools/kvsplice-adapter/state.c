@@ -79,7 +79,7 @@ static int start(struct adapter *a, struct state_poll *sp, int i)
 	curl_easy_setopt(x->h, CURLOPT_PRIVATE, NULL);
 	curl_easy_setopt(x->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, (long)a->cfg.connect_ms);
-	/* A poll never outlives the next: a hung server reads as not ready. */
+	/* A poll never outlives the next (a timeout says nothing: finish()). */
 	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS,
 			 (long)(a->cfg.poll_ms > 2000 ? a->cfg.poll_ms : 2000));
 	if (curl_multi_add_handle(a->multi, x->h) != CURLM_OK)
@@ -402,6 +402,32 @@ static struct life_reading reading(struct adapter *a, const struct state_poll *s
 	return r;
 }
 
+/*
+ * GET /health got no answer in time. That says nothing: a busy server
+ * answers late (llama-server's few HTTP threads all serving, a machine
+ * loaded), and one read as not ready was ejected by the gateway with its
+ * requests, cut while the server went on generating for nobody. The last
+ * state stays, until silence has lasted --stall-timeout: a server silent
+ * that long is stuck, as a stream silent that long is (job.c).
+ */
+static void silent(struct adapter *a, const char *why)
+{
+	struct server_state *st = &a->st;
+	uint64_t now = kvs_now_ns();
+	char msg[200];
+
+	if (!st->silent_since_ns) {
+		st->silent_since_ns = now;
+		pr_info("event=server_poll_silent server=%s why=\"%s\" hint=\"no answer in time: "
+			"the last state kept (ready=%d)\"",
+			a->cfg.server, why, st->ready);
+	}
+	if (now - st->silent_since_ns < (uint64_t)a->cfg.stall_s * 1000000000ull)
+		return;
+	snprintf(msg, sizeof(msg), "%s, for %u s (--stall-timeout)", why, a->cfg.stall_s);
+	not_ready(a, msg);
+}
+
 static void finish(struct adapter *a, struct state_poll *sp)
 {
 	struct server_state *st = &a->st;
@@ -423,9 +449,13 @@ static void finish(struct adapter *a, struct state_poll *sp)
 		/* refused or answered: down; no answer says nothing (life.h) */
 		seen_down(a, hx->res == CURLE_OK || hx->res == CURLE_COULDNT_CONNECT ? LIFE_DOWN :
 										       LIFE_SILENT);
-		not_ready(a, why);
+		if (hx->res == CURLE_OPERATION_TIMEDOUT)
+			silent(a, why);
+		else /* it said so, or refused, reset, closed the connection */
+			not_ready(a, why);
 		return;
 	}
+	st->silent_since_ns = 0;
 	k = a->cfg.kind ? a->cfg.kind : kind_of(sp);
 	if (k == OAI_AUTO)
 		k = st->kind;
