@@ -30,6 +30,14 @@
  *              takes 100 KB) after its Content-Type
  *   manyheaders  a stream with 400 KB of header lines of 1 KB (libcurl
  *              takes 300 KB in all) before its Content-Type
+ *   slowjson   a whole JSON response (a request that asked for no stream)
+ *              after 3 s of silence: a long generation
+ *   holdjson   as llama.cpp answers a request that asked for no stream: it
+ *              "generates" until HEALTH_FILE.release exists, whether its
+ *              client has gone or not, then writes the whole JSON response
+ *              (counted in STALL_FILE.held when it begins, and in
+ *              STALL_FILE.held-done when it is over)
+ * Every POST /v1/completions is counted in STALL_FILE.posts as it arrives.
  * GET /health answers 200 while HEALTH_FILE exists, else 503, or nothing
  * while HEALTH_FILE.stall-health exists (counted in STALL_FILE.health when
  * its client gives up: a busy server answering late); /metrics
@@ -184,6 +192,26 @@ static bool metrics_stalled(void)
 	return flag(".stall-metrics");
 }
 
+static const char whole_json[] =
+	"{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,"
+	"\"text\":\"whole at last\",\"finish_reason\":\"length\"}],\"usage\":{"
+	"\"prompt_tokens\":9,\"completion_tokens\":3,\"prompt_tokens_details\":"
+	"{\"cached_tokens\":4}}}";
+
+/* llama.cpp's way with a request that asked for no stream: generated to
+ * the end whether its client is there or not (bounded at 60 s so that a
+ * test that failed leaves nothing behind). */
+static void hold_json(int fd)
+{
+	int i;
+
+	count_left(stall_file, ".held");
+	for (i = 0; i < 3000 && !flag(".release"); i++)
+		usleep(20000);
+	respond(fd, 200, "application/json", whole_json);
+	count_left(stall_file, ".held-done");
+}
+
 /* The first line of HEALTH_FILE SUFFIX into buf; empty if none. */
 static void read_line(const char *suffix, char *buf, size_t size)
 {
@@ -298,6 +326,11 @@ static void serve_completion(int fd, const char *req)
 		respond(fd, 503, "text/plain", "");
 	} else if (!strcmp(mode, "e400")) {
 		respond(fd, 400, "text/plain", "");
+	} else if (!strcmp(mode, "slowjson")) {
+		sleep(3);
+		respond(fd, 200, "application/json", whole_json);
+	} else if (!strcmp(mode, "holdjson")) {
+		hold_json(fd);
 	} else if (!strcmp(mode, "json200")) {
 		respond(fd, 200, "application/json", "{\"choices\":[{\"text\":\"all at once\"}]}");
 	} else if (!strcmp(mode, "errflood") || !strcmp(mode, "jsonflood")) {
@@ -406,9 +439,10 @@ static void serve(int fd)
 		serve_metrics(fd);
 	else if (!strncmp(req, "GET /v1/models", 14))
 		respond(fd, 200, "application/json", "{\"data\":[{\"id\":\"fake\"}]}");
-	else if (!strncmp(req, "POST /v1/completions", 20))
+	else if (!strncmp(req, "POST /v1/completions", 20)) {
+		count_left(stall_file, ".posts");
 		serve_completion(fd, req);
-	else
+	} else
 		respond(fd, 404, "text/plain", "not found\n");
 }
 

@@ -47,7 +47,8 @@ struct adapter_config {
 	uint32_t max_payload;
 	uint32_t max_conns;  /* HTTP connections to the server */
 	uint32_t poll_ms;    /* how often the server's state is read */
-	uint32_t stall_s;    /* a stream silent this long fails with timeout */
+	uint32_t stall_s;    /* a stream silent this long fails with timeout (not a
+			      * whole answer: job_check_stalls) */
 	uint32_t connect_ms; /* to the server */
 	uint64_t kv_tokens;  /* the server's KV capacity; 0: what it says */
 	enum kvs_log_level level;
@@ -92,6 +93,7 @@ struct link {
 struct adapter_stats {
 	uint64_t requests, ends, cancels, retries, duplicates, errors[KVS_E_MAX + 1];
 	uint64_t held_after_done; /* transfers the server held open after [DONE] */
+	uint64_t parked;	  /* cancelled whole answers kept until the server ended them */
 	uint64_t chunks, chunk_bytes, links;
 };
 
@@ -106,7 +108,11 @@ struct adapter {
 	uint32_t active;			  /* jobs in the multi handle: at most max_conns */
 	uint32_t queued;			  /* jobs waiting for one of those */
 	struct job *queue_head, *queue_tail;	  /* in arrival order */
-	uint64_t accept_paused_until_ns;	  /* out of descriptors: the listener rests */
+	/* Jobs whose client has gone but whose server goes on (job.c,
+	 * park_or_free): in a->active until the server ends them. */
+	struct job *parked;
+	uint32_t nparked;
+	uint64_t accept_paused_until_ns; /* out of descriptors: the listener rests */
 	uint64_t accept_failures;
 	uint64_t next_stall_check_ns; /* job_check_stalls' next walk */
 	struct server_state st;
@@ -146,18 +152,22 @@ int tx_flush(struct link *l);
 /* Starts REQUEST m (prompt p) from link l; answers an ERROR itself when it
  * cannot. */
 void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const uint8_t *p);
-/* CANCEL: the job's transfer aborted, ERROR cancelled sent; unknown ids are
- * ignored. */
+/* CANCEL: ERROR cancelled sent, the job's transfer aborted (or, for a whole
+ * answer that a closed connection would not stop, kept until the server
+ * ends it, counted in active); unknown ids are ignored. */
 void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m);
 /* A transfer finished (curl_multi_info_read): the END or the ERROR. */
 void job_done(struct adapter *a, CURL *h, CURLcode res);
 /* The link is closing: its jobs stop without an answer. */
 void job_drop_link(struct adapter *a, struct link *l);
+/* At exit: the transfers kept after their client left end too. */
+void job_stop_all(struct adapter *a);
 /* The link drained: its paused transfers resume. */
 void job_resume_link(struct adapter *a, struct link *l);
 /* Fails (ERROR timeout) the streams that brought no event for
- * --stall-timeout, and ends the transfers still open a moment after their
- * [DONE]; call outside curl's callbacks. */
+ * --stall-timeout (not whole answers, which come at the end), and ends the
+ * transfers still open a moment after their [DONE]; call outside curl's
+ * callbacks. */
 void job_check_stalls(struct adapter *a, uint64_t now_ns);
 
 /* state.c */

@@ -54,6 +54,21 @@ struct job {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
+/* A request that asked for no stream: the server's answer comes whole, at
+ * the end of its generation, and nothing before it. */
+static bool whole(const struct job *j)
+{
+	return j->json && !j->stream;
+}
+
+/* Its client has gone (CANCEL, or its link closed) but its transfer is
+ * kept until the server ends it (park_or_free()): l is NULL, and link_next and
+ * link_prev are its place in a->parked. */
+static bool parked(const struct job *j)
+{
+	return !j->l;
+}
+
 /*
  * Requests are found by who asked and the client's req_id, whichever link
  * carries the frame: a gateway's pooled connections are shared, and a
@@ -128,7 +143,9 @@ static void dispatch(struct adapter *a)
 	}
 }
 
-static void job_free(struct job *j)
+/* Out of a->buckets (no frame finds it) and out of its link's jobs, or
+ * of a->parked. */
+static void unlink_job(struct job *j)
 {
 	struct adapter *a = j->a;
 	struct job **pp;
@@ -138,13 +155,27 @@ static void job_free(struct job *j)
 			*pp = j->hnext;
 			break;
 		}
+	j->hnext = NULL;
 	if (j->link_prev)
 		j->link_prev->link_next = j->link_next;
+	else if (parked(j))
+		a->parked = j->link_next;
 	else
 		j->l->jobs = j->link_next;
 	if (j->link_next)
 		j->link_next->link_prev = j->link_prev;
-	j->l->njobs--;
+	j->link_next = j->link_prev = NULL;
+	if (parked(j))
+		a->nparked--;
+	else
+		j->l->njobs--;
+}
+
+static void job_free(struct job *j)
+{
+	struct adapter *a = j->a;
+
+	unlink_job(j);
 	if (j->active) {
 		curl_multi_remove_handle(a->multi, j->h);
 		a->active--;
@@ -404,6 +435,11 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 	int r;
 
 	j->body_began = true;
+	/* A parked job's answer is nobody's: its first byte says the server
+	 * is done with it (a whole answer comes at the end), and ending the
+	 * transfer there frees its connection for the next request. */
+	if (parked(j))
+		return 0;
 	if (j->l->tx.len > ADAPTER_TX_HIGH) {
 		/* The gateway is behind: leave the bytes with curl (and the
 		 * server's socket) until the link drains. */
@@ -415,9 +451,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
 	if (j->answered)
 		return 0;
 	read_status(j);
-	if ((j->json && !j->stream) || j->http_status >= 300 || j->not_stream)
+	if (whole(j) || j->http_status >= 300 || j->not_stream)
 		j->t_event = kvs_now_ns(); /* not a stream: every byte is news */
-	if (j->json && !j->stream && j->http_status < 300) {
+	if (whole(j) && j->http_status < 300) {
 		/* The response, whole, for the END: sent at the transfer's end. */
 		if (kvs_buf_append(&j->errbody, p, n)) {
 			fail(j, KVS_E_INTERNAL,
@@ -531,9 +567,12 @@ void job_start(struct adapter *a, struct link *l, const struct kvs_msg *m, const
 	/* A stream silent for about stall_s fails (curl averages the rate
 	 * over the window, so it may take a few seconds more): a server that
 	 * stalls must not hold a request, and the gateway's load count, for
-	 * ever. */
-	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_TIME, (long)a->cfg.stall_s);
+	 * ever. Not a whole answer: the server sends nothing until its
+	 * generation is over, however long that takes (job_check_stalls). */
+	if (!whole(j)) {
+		curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(j->h, CURLOPT_LOW_SPEED_TIME, (long)a->cfg.stall_s);
+	}
 	j->t_start = kvs_now_ns();
 	if (a->queue_tail) {
 		a->queue_tail->qnext = j;
@@ -607,6 +646,13 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 	char msg[400];
 
 	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&j);
+	if (j && parked(j)) {
+		/* The server ended it: its connection, one of the cap, is free.
+		 * Nothing is owed (cancelled already), nor sent again. */
+		job_free(j);
+		dispatch(a);
+		return;
+	}
 	if (!j || (!j->answered && retry(a, j, res)))
 		return;
 	read_status(j);
@@ -628,8 +674,7 @@ void job_done(struct adapter *a, CURL *h, CURLcode res)
 			 "all; libcurl said: %.200s)",
 			 j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
 		send_error(j, KVS_E_INTERNAL, msg);
-	} else if (res == CURLE_OK && j->json && !j->stream && j->http_status >= 200 &&
-		   j->http_status < 300) {
+	} else if (res == CURLE_OK && whole(j) && j->http_status >= 200 && j->http_status < 300) {
 		send_response(j);
 	} else if (res != CURLE_OK && res != CURLE_WRITE_ERROR && !j->http_status) {
 		const char *why = j->errbuf[0] ? j->errbuf : curl_easy_strerror(res);
@@ -713,6 +758,11 @@ static bool held_after_done(struct job *j, uint64_t now_ns)
  * sends bytes: its request was held for ever, its client's and the
  * gateway's count with it. (The loop wakes at least once a second while a
  * transfer runs: curl's own speed check.)
+ * Not a whole answer (a request that asked for no stream): the server
+ * sends nothing until it has generated all of it, and silence is not a
+ * stall; a long answer failed with timeout (504 at the front) while the
+ * server was working, and the openai clients asked for it twice more.
+ * The client's own timeout bounds it (its CANCEL: job_cancel).
  */
 void job_check_stalls(struct adapter *a, uint64_t now_ns)
 {
@@ -728,7 +778,7 @@ void job_check_stalls(struct adapter *a, uint64_t now_ns)
 		for (j = a->links[i]->jobs; j; j = next) {
 			next = j->link_next;
 			if (!j->active || held_after_done(j, now_ns) || j->answered || j->paused ||
-			    now_ns - j->t_event < max)
+			    whole(j) || now_ns - j->t_event < max)
 				continue;
 			snprintf(msg, sizeof(msg),
 				 "kvsplice-adapter: the inference server sent nothing for %u s "
@@ -740,6 +790,53 @@ void job_check_stalls(struct adapter *a, uint64_t now_ns)
 	dispatch(a);
 }
 
+/*
+ * Whether closing a request's connection stops its generation. vLLM and
+ * SGLang abort any request whose client disconnects. llama.cpp's server
+ * stops a stream (its next write fails) but not a whole answer: it
+ * generates it to the end for nobody (seen with curl alone), and a
+ * request sent in its place waited for it, beyond the slots the adapter
+ * counts (state_conn_cap). Another server is not known to stop either.
+ */
+static bool close_stops(const struct job *j)
+{
+	return !whole(j) || j->a->st.kind == OAI_VLLM || j->a->st.kind == OAI_SGLANG;
+}
+
+/*
+ * Its client is gone. A job at the server whose generation a close would
+ * not stop is parked, not freed: its transfer (its connection, counted in
+ * a->active) stays until the server answers or closes (job_done), so the
+ * server never has more requests from the adapter than its cap. Its
+ * answer is dropped (on_body). Anything else is freed (the connection
+ * closed). Only the job's client side is undone here: the caller has sent
+ * whatever was owed.
+ */
+static void park_or_free(struct job *j)
+{
+	struct adapter *a = j->a;
+
+	/* Its body begun (or paused, the link behind), the server has
+	 * answered already: nothing goes on at the server to wait for. */
+	if (!j->active || j->body_began || close_stops(j)) {
+		job_free(j);
+		return;
+	}
+	unlink_job(j);
+	j->l = NULL;
+	j->link_next = a->parked;
+	if (a->parked)
+		a->parked->link_prev = j;
+	a->parked = j;
+	a->nparked++;
+	a->stats.parked++;
+	if (a->stats.parked == 1 || !(a->stats.parked % 1000))
+		pr_info("event=cancel_kept server=%s count=%llu hint=\"a request that asked for no "
+			"stream was cancelled; the server does not stop one when its connection "
+			"closes: kept, and counted, until it answers\"",
+			a->cfg.server, (unsigned long long)a->stats.parked);
+}
+
 void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m)
 {
 	struct job *j = find(a, l, m);
@@ -747,19 +844,25 @@ void job_cancel(struct adapter *a, struct link *l, const struct kvs_msg *m)
 	if (!j) /* finished already, or never ours: nothing to stop */
 		return;
 	a->stats.cancels++;
-	/* Removing the handle closes its connection: llama.cpp and vLLM stop
-	 * generating when the client goes. */
+	/* Removing the handle closes its connection: vLLM and SGLang stop
+	 * generating when the client goes, llama.cpp a stream (close_stops). */
 	if (!j->answered)
 		send_error(j, KVS_E_CANCELLED, "kvsplice-adapter: cancelled");
-	job_free(j);
+	park_or_free(j);
 	dispatch(a);
 }
 
 void job_drop_link(struct adapter *a, struct link *l)
 {
 	while (l->jobs)
-		job_free(l->jobs);
+		park_or_free(l->jobs);
 	dispatch(a);
+}
+
+void job_stop_all(struct adapter *a)
+{
+	while (a->parked)
+		job_free(a->parked);
 }
 
 void job_resume_link(struct adapter *a, struct link *l)

@@ -83,7 +83,9 @@ static const struct kvs_opt rows[] = {
 	{ "stall-timeout", 0, KVS_OPT_U32(S, stall_s, 1, 86400), .arg = "S",
 	  .help = "a stream that sends no event for S seconds\n"
 		  "(keep-alive comments are none) fails with\n"
-		  "ERROR timeout (default {default})" },
+		  "ERROR timeout (default {default}). Not a\n"
+		  "request that asked for no stream: its answer\n"
+		  "comes whole at the end, however long it takes" },
 	{ "kv-tokens", 0, KVS_OPT_U64(S, kv_tokens, 1, 1ull << 40), .arg = "N",
 	  .help = "the server's KV cache in tokens, said to the\n"
 		  "gateway, which sizes its index of the server by\n"
@@ -384,17 +386,18 @@ int main(int argc, char **argv)
 	rc = serve(a);
 	while (a->nlinks)
 		link_close(a, a->links[0]);
+	job_stop_all(a);
 	for (r = 0, errors = 0; r <= KVS_E_MAX; r++)
 		errors += a->stats.errors[r];
 	pr_info("event=stopped requests=%llu ends=%llu errors=%llu cancels=%llu retries=%llu "
-		"duplicates=%llu chunks=%llu chunk_bytes=%llu links=%llu polls=%llu "
-		"poll_failures=%llu",
+		"duplicates=%llu cancels_kept=%llu chunks=%llu chunk_bytes=%llu links=%llu "
+		"polls=%llu poll_failures=%llu",
 		(unsigned long long)a->stats.requests, (unsigned long long)a->stats.ends,
 		(unsigned long long)errors, (unsigned long long)a->stats.cancels,
 		(unsigned long long)a->stats.retries, (unsigned long long)a->stats.duplicates,
-		(unsigned long long)a->stats.chunks, (unsigned long long)a->stats.chunk_bytes,
-		(unsigned long long)a->stats.links, (unsigned long long)a->st.polls,
-		(unsigned long long)a->st.poll_failures);
+		(unsigned long long)a->stats.parked, (unsigned long long)a->stats.chunks,
+		(unsigned long long)a->stats.chunk_bytes, (unsigned long long)a->stats.links,
+		(unsigned long long)a->st.polls, (unsigned long long)a->st.poll_failures);
 out:
 	if (a->lfd > 0)
 		close(a->lfd);
