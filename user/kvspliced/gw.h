@@ -223,12 +223,13 @@ struct gw_backend {
 	 * replied to (0: its last answer was ready). Three intervals of that
 	 * and it is ejected, as if it had not answered. */
 	uint64_t unready_since_ns;
-	bool said_not_ready; /* logged; logged again only after a ready answer */
-	bool said_probation; /* its probation since the last ejection logged */
-	bool pong_held;	     /* this check's PONG waited unread past its deadline */
-	uint32_t probing;    /* its new connections not through their probe yet */
-	bool said_not_kvs1;  /* logged that it does not speak KVS1 (once) */
-	bool said_down;	     /* logged down or unreachable; again once it was up */
+	bool said_not_ready;	/* logged; logged again only after a ready answer */
+	bool said_unready_wait; /* logged its ejection waiting for its requests */
+	bool said_probation;	/* its probation since the last ejection logged */
+	bool pong_held;		/* this check's PONG waited unread past its deadline */
+	uint32_t probing;	/* its new connections not through their probe yet */
+	bool said_not_kvs1;	/* logged that it does not speak KVS1 (once) */
+	bool said_down;		/* logged down or unreachable; again once it was up */
 	/* Its routes and index (backend.c, "silent"): routes_live while the
 	 * map may hold current routes of it; silent_since_ns, when it went
 	 * down without its cache known lost (kept until then plus

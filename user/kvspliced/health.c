@@ -87,6 +87,7 @@ void gw_health_on_pong(struct gw *g, const struct kvs_msg *m, const uint8_t *pay
 	}
 	gw_backend_readiness(g, b, true);
 	be->unready_since_ns = 0;
+	be->said_unready_wait = false;
 	{
 		/* The last report, as operators see it in the backends map. */
 		const struct kvs_be_report *rep = &g->dp.backends[b].report;
@@ -109,6 +110,7 @@ static void eject(struct gw *g, uint32_t b, const char *why, bool silent)
 	g->ctl.health_failures++;
 	be->ping_sent_ns = 0;
 	be->unready_since_ns = 0;
+	be->said_unready_wait = false;
 	be->probation = true;
 	/* its probation said once this ejection (backend.c), not once ever:
 	 * a readmission clears no flag the dial would see */
@@ -117,6 +119,34 @@ static void eject(struct gw *g, uint32_t b, const char *why, bool silent)
 		gw_backend_silent(g, b, why);
 	else
 		gw_backend_down(g, b, why);
+}
+
+/*
+ * A backend that has said it is not ready for three intervals is ejected,
+ * which fails its requests in flight (backend_gone) - but not while it
+ * still has some, for --drain-timeout-ms at most, as a removed backend's
+ * are let finish: it takes no new work from its first not-ready answer,
+ * and one that says so while it still streams (a server whose health
+ * check fails under load; an adapter whose /health poll timed out, before
+ * it learnt better) had every stream cut 3 s on, and its load went to the
+ * others at once. A server that cannot serve them any more fails them
+ * itself (its adapter answers them). Its PINGs go on meanwhile: a ready
+ * answer readmits it.
+ */
+static bool unready_waits(struct gw *g, uint32_t b, uint64_t now, uint64_t interval)
+{
+	struct gw_backend *be = &g->be[b];
+	uint64_t left = kvs_dp_outstanding(&g->dp, b);
+
+	if (!left || now - be->unready_since_ns >
+			     3 * interval + (uint64_t)g->cfg->drain_timeout_ms * 1000000ull)
+		return false;
+	if (!be->said_unready_wait)
+		pr_info("event=backend_not_ready_draining backend=%s index=%u in_flight=%llu "
+			"timeout_ms=%u hint=\"ejected once they end\"",
+			be->name, b, (unsigned long long)left, g->cfg->drain_timeout_ms);
+	be->said_unready_wait = true;
+	return true;
 }
 
 /* Bytes waiting unread in the controller's end of the punt socket. */
@@ -204,10 +234,12 @@ void gw_health_tick(struct gw *g, uint64_t now)
 			/* the answer waiting may say it is ready */
 			if (pong_queued(g, b, now))
 				continue;
-			snprintf(why, sizeof(why), "reported not ready for %llu ms",
-				 (unsigned long long)(3 * interval / 1000000));
-			eject(g, b, why, false);
-			continue;
+			if (!unready_waits(g, b, now, interval)) {
+				snprintf(why, sizeof(why), "reported not ready for %llu ms",
+					 (unsigned long long)(3 * interval / 1000000));
+				eject(g, b, why, false);
+				continue;
+			}
 		}
 		if (!be->ping_sent_ns && now >= be->next_ping_ns) {
 			ping_backend(g, b, now);
