@@ -40,28 +40,14 @@ int kvs_bpffs_ensure(void)
 	return 0;
 }
 
-/* The directory levels the last kvs_pin_lock_made made (and only those:
- * a level that was there already, or that someone else made meanwhile, is
- * not ours to remove), as the lengths of their paths, deepest last: what
- * kvs_pin_dir_remove takes away again. One pin directory a process. */
-static struct {
-	char dir[4096];
-	size_t len[64];
-	unsigned int n;
-} made_levels;
-
-/* Records that the prefix of dir of length len was made here. */
-static void note_made(const char *dir, size_t len)
+/* Records in m that the prefix of dir of length len was made here. */
+static void note_made(struct kvs_pin_made *m, size_t len)
 {
-	if (strcmp(made_levels.dir, dir)) {
-		snprintf(made_levels.dir, sizeof(made_levels.dir), "%s", dir);
-		made_levels.n = 0;
-	}
-	for (unsigned int i = 0; i < made_levels.n; i++)
-		if (made_levels.len[i] == len)
+	for (unsigned int i = 0; i < m->n; i++)
+		if (m->len[i] == len)
 			return; /* (made again after a retry) */
-	if (made_levels.n < sizeof(made_levels.len) / sizeof(made_levels.len[0]))
-		made_levels.len[made_levels.n++] = len;
+	if (m->n < sizeof(m->len) / sizeof(m->len[0]))
+		m->len[m->n++] = len;
 }
 
 /* mkdir of one level; *made true if this call made it. 0 or -errno. */
@@ -71,9 +57,9 @@ static int mkdir_level(const char *path, bool *made)
 	return *made || errno == EEXIST ? 0 : -errno;
 }
 
-/* Makes dir and every level above it that is missing; with record, the
- * levels made are noted for kvs_pin_dir_remove. */
-static int mkdir_p(const char *dir, bool record)
+/* Makes dir and every level above it that is missing; the levels made
+ * are noted in m (if not NULL) for kvs_pin_dir_remove. */
+static int mkdir_p(const char *dir, struct kvs_pin_made *m)
 {
 	char tmp[4096];
 	bool made;
@@ -90,13 +76,13 @@ static int mkdir_p(const char *dir, bool record)
 		err = mkdir_level(tmp, &made);
 		if (err)
 			return err;
-		if (made && record)
-			note_made(dir, i);
+		if (made && m)
+			note_made(m, i);
 		tmp[i] = '/';
 	}
 	err = mkdir_level(tmp, &made);
-	if (!err && made && record)
-		note_made(dir, i);
+	if (!err && made && m)
+		note_made(m, i);
 	return err;
 }
 
@@ -125,14 +111,14 @@ int kvs_pin_dir_fs(const char *dir, long *fs_type)
 	return st.f_type == BPF_FS_MAGIC ? 0 : -ENOTSUP;
 }
 
-static int pin_lock_once(const char *dir, bool *made)
+static int pin_lock_once(const char *dir, struct kvs_pin_made *made)
 {
 	int fd, err;
 	struct stat st, now;
 
 	if (made && access(dir, F_OK) && errno == ENOENT)
-		*made = true;
-	err = mkdir_p(dir, made != NULL);
+		made->dir = true;
+	err = mkdir_p(dir, made);
 	if (err)
 		return err;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -160,15 +146,12 @@ static int pin_lock_once(const char *dir, bool *made)
 	return fd;
 }
 
-int kvs_pin_lock_made(const char *dir, bool *made)
+int kvs_pin_lock_made(const char *dir, struct kvs_pin_made *made)
 {
 	int fd = -EAGAIN;
 
-	/* (a relock, kvs_pin_lock, keeps what the first lock made) */
-	if (made) {
-		made_levels.dir[0] = '\0';
-		made_levels.n = 0;
-	}
+	if (made)
+		*made = (struct kvs_pin_made){ 0 };
 
 	for (int i = 0; i < 10 && fd == -EAGAIN; i++)
 		fd = pin_lock_once(dir, made);
@@ -191,7 +174,7 @@ static int rmdir_empty(const char *dir, bool *gone)
 	return 0;
 }
 
-int kvs_pin_dir_remove(const char *dir)
+int kvs_pin_dir_remove(const char *dir, const struct kvs_pin_made *made)
 {
 	size_t len = strlen(dir);
 	char tmp[4096];
@@ -199,22 +182,21 @@ int kvs_pin_dir_remove(const char *dir)
 	int err = rmdir_empty(dir, &gone);
 	unsigned int i;
 
-	if (err || !gone || strcmp(made_levels.dir, dir))
+	if (err || !gone || !made)
 		return err;
 	while (len > 1 && dir[len - 1] == '/')
 		len--; /* dir/ is dir */
 	/* The levels above it this process made, deepest first; the first
 	 * one not empty (something else made there since) ends it. */
 	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (i = made_levels.n; i-- > 0;) {
-		if (made_levels.len[i] >= len)
+	for (i = made->n; i-- > 0;) {
+		if (made->len[i] >= len)
 			continue; /* dir itself: gone above */
-		tmp[made_levels.len[i]] = '\0';
+		tmp[made->len[i]] = '\0';
 		err = rmdir_empty(tmp, &gone);
 		if (err || !gone)
 			break;
 	}
-	made_levels.n = 0;
 	return err;
 }
 

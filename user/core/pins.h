@@ -61,17 +61,22 @@ int kvs_bpffs_ensure(void);
  */
 int kvs_pin_lock(const char *dir);
 
-/* The same; *made set to true when dir did not exist and was made here
- * (left alone otherwise), so that its maker can remove it at exit. The
- * levels above dir that it made (a nested --pin-dir) are remembered too,
- * for kvs_pin_dir_remove: one pin directory a process. */
-int kvs_pin_lock_made(const char *dir, bool *made);
+/* What kvs_pin_lock_made made, for kvs_pin_dir_remove to take away at
+ * exit: dir itself, and the levels above it (a nested --pin-dir) as the
+ * lengths of their paths, deepest last; never a level that was there. */
+struct kvs_pin_made {
+	bool dir;
+	unsigned int n;
+	size_t len[64];
+};
+
+/* The same, *made filled in (dir made here, and each level made). */
+int kvs_pin_lock_made(const char *dir, struct kvs_pin_made *made);
 /* Removes dir if it is empty (called holding its lock: a controller that
  * locks it meanwhile sees it gone and makes it anew), then each level
- * above it that kvs_pin_lock_made made, deepest first, while they are
- * empty; never a level that was there before. 0 (removed, or not empty)
- * or -errno. */
-int kvs_pin_dir_remove(const char *dir);
+ * above it in made (kvs_pin_lock_made's; NULL: none), deepest first, while
+ * they are empty. 0 (removed, or not empty) or -errno. */
+int kvs_pin_dir_remove(const char *dir, const struct kvs_pin_made *made);
 /* Is dir on a bpf file system, where maps can be pinned? 0, -ENOTSUP (not
  * bpffs: *fs_type is its f_type), or -errno. A dir that does not exist yet
  * is judged by the directory it would be made in. */

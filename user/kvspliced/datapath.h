@@ -13,6 +13,7 @@
 #include "codec.h"
 #include "kvsplice/maps.h"
 #include "datapath/route_count.h"
+#include "pins.h"
 
 struct kvsplice_bpf;
 
@@ -33,7 +34,7 @@ struct kvs_datapath {
 	struct kvsplice_bpf *skel;
 	char pin_dir[256];
 	int lock_fd;
-	bool made_pin_dir; /* made by this process: removed at exit if empty */
+	struct kvs_pin_made made_pin; /* made by this process: removed at exit if empty */
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd, tenants_fd;
 	uint32_t keep_balance_fp;	/* the kernel's keep bound, fixed at load */
 	struct kvs_backend *backends;	/* mmap of the backends map */

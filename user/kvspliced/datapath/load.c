@@ -81,7 +81,7 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 			o->pin_dir, fs_type);
 		return err;
 	}
-	dp->lock_fd = kvs_pin_lock_made(o->pin_dir, &dp->made_pin_dir);
+	dp->lock_fd = kvs_pin_lock_made(o->pin_dir, &dp->made_pin);
 	/* Taking over: the old controller lets go of the lock once it has
 	 * handed everything over; wait for that, a little. */
 	for (int i = 0; o->takeover && dp->lock_fd == -EBUSY && i < 100; i++) {
@@ -260,8 +260,8 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 	 * over waits for the lock, which a hand-over has let go of already).
 	 * Left empty (unpinned, or a take-over refused), pin dirs would pile
 	 * up; with pins left, rmdir leaves it. */
-	if (dp->made_pin_dir && dp->lock_fd >= 0) {
-		int err = kvs_pin_dir_remove(dp->pin_dir);
+	if (dp->made_pin.dir && dp->lock_fd >= 0) {
+		int err = kvs_pin_dir_remove(dp->pin_dir, &dp->made_pin);
 
 		if (err)
 			pr_warn("event=pin_dir_not_removed dir=%s err=\"%s\"", dp->pin_dir,
