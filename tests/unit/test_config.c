@@ -99,6 +99,10 @@ static void mistakes_refused(void **state)
 		"backend = 10.0.0.1:8000\nconfig = /etc/other\n",     /* no nesting */
 		"backend = 10.0.0.1:8000\nallow = 10.0.0.0/8\n",      /* needs xdp-iface */
 		"backend = 10.0.0.1:8000\nkeep-balance = 0.5\n",      /* under the mean */
+		"backend = 10.0.0.1:0\n",			      /* no port */
+		"[gateway\nbackend = 10.0.0.1:8000\n",		      /* unterminated section */
+		"backend = 10.0.0.1:8000\nlisten = 127.0.0.1:7480\nmetrics = 127.0.0.1:7480\n",
+		/* metrics on listen's address */
 	};
 	struct gw_config cfg;
 	struct kvs_config_store st;

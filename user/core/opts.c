@@ -374,8 +374,17 @@ int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini 
 			*save++ = '\0';
 		lineno++;
 		line = trim(line);
-		if (!*line || *line == '#' || *line == ';' || *line == '[')
+		if (!*line || *line == '#' || *line == ';')
 			continue;
+		/* a section's name groups, nothing more; but "[limits" or a
+		 * key with a stray '[' is a typo that would pass for one */
+		if (*line == '[') {
+			if (line[strlen(line) - 1] == ']')
+				continue;
+			fprintf(stderr, "%s: %s:%d: '%s': a section is [NAME]\n", set->prog, path,
+				lineno, line);
+			return -1;
+		}
 		if (ini_line(set, path, lineno, line, ini))
 			return -1;
 	}

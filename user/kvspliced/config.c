@@ -418,8 +418,21 @@ static int validate(struct settings *s)
 			}
 		}
 	}
+	for (uint32_t i = 0; i < cfg->nbackends; i++)
+		if (!kvs_addr_port(&cfg->backends[i])) {
+			fprintf(stderr, PROG ": backend %s: port 0 is no port to connect to\n",
+				kvs_addr_str(&cfg->backends[i], a, sizeof(a)));
+			return -1;
+		}
 	if (kvs_parse_addr(s->listen, &cfg->listen)) {
 		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", s->listen);
+		return -1;
+	}
+	/* (--check passed this; the start then failed to bind the second) */
+	if (cfg->metrics_set && kvs_addr_port(&cfg->listen) &&
+	    !strcmp(kvs_addr_str(&cfg->metrics, a, sizeof(a)),
+		    kvs_addr_str(&cfg->listen, b, sizeof(b)))) {
+		fprintf(stderr, PROG ": --metrics %s is --listen's address too\n", a);
 		return -1;
 	}
 	if (!cfg->adm.ifname && (cfg->adm.nallow || cfg->adm.ndeny || cfg->adm.syn_rate)) {
