@@ -162,7 +162,6 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 	for (size_t i = 0; i < rs.n; i++) {
 		const struct row *r = &rs.r[i];
 		char l[80], p[80], be[16] = "-", fr[24] = "-", by[24] = "-", in[16] = "-";
-		char jfr[24] = "null", jby[24] = "null", jin[16] = "null";
 
 		kvs_endpoint_str(&r->c.local, l, sizeof(l));
 		kvs_endpoint_str(&r->c.remote, p, sizeof(p));
@@ -175,9 +174,6 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 			snprintf(fr, sizeof(fr), "%llu", (unsigned long long)r->c.frames);
 			snprintf(by, sizeof(by), "%llu", (unsigned long long)r->c.bytes);
 			snprintf(in, sizeof(in), "%u", r->c.inflight);
-			memcpy(jfr, fr, sizeof(fr));
-			memcpy(jby, by, sizeof(by));
-			memcpy(jin, in, sizeof(in));
 		}
 		if (o->json)
 			printf("%s{\"cookie\":%llu,\"role\":\"%s\",\"path\":\"%s\",\"backend\":%d,"
@@ -190,7 +186,8 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.backend : -1,
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
 			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
-			       r->rttvar_us, r->rqueue, r->wqueue, jfr, jby, jin,
+			       r->rttvar_us, r->rqueue, r->wqueue, r->c.path ? "null" : fr,
+			       r->c.path ? "null" : by, r->c.path ? "null" : in,
 			       (unsigned long long)r->c.ctl.over);
 		else
 			printf("%-8s %-6s %-7s %-22s %-22s %-11s %8.3f %8.3f %8u %8u %10s %12s "

@@ -520,9 +520,9 @@ static void stop_drain(struct gw *g)
 /* Whether the loop should end for a stop: at once, or once drained. */
 static bool stop_now(struct gw *g, const struct gw_hooks *hooks)
 {
-	uint64_t left, now = kvs_now_ns();
+	uint64_t left, now;
 
-	if (!*hooks->stop)
+	if (!*hooks->stop) /* every turn of the loop: nothing more */
 		return false;
 	if (*hooks->stop > 1 || !g->cfg->stop_drain_ms)
 		return true;
@@ -530,6 +530,7 @@ static bool stop_now(struct gw *g, const struct gw_hooks *hooks)
 		stop_drain(g);
 		return false;
 	}
+	now = kvs_now_ns();
 	/* Drained: the last ENDs are counted as they go out (the kernel's
 	 * redirect, the userspace path's send queue), not once sent; they get
 	 * ERROR_GRACE_MS to leave before the sockets close. */
