@@ -189,8 +189,8 @@ struct kvs_conn {
 	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
 			 * a client that sent FIN is closed once it is 0 */
 	__u32 path;	/* 0: the kernel's data path; 1: the userspace one (the
-			* controller reads and writes the socket; frames, bytes
-			* and inflight are not counted here) */
+			* controller reads and writes the socket, and counts
+			* frames, bytes and inflight here on its 100 ms tick) */
 	__u32 limit;	/* CLIENT: its own in-flight limit (a front, kvspliced
 		       * --front-source); 0: the gateway's --max-client-inflight */
 	__u64 frames;	/* frames the verdict saw from this socket */

@@ -10,8 +10,10 @@ source "$(dirname "$0")/lib.sh"
 kvs_setup
 
 kvs_start_sim A --time-scale 0.005
+sim_a=${KVS_PIDS[-1]}
 kvs_start_sim B --time-scale 0.005
 kvs_start_sim C --time-scale 0.005
+sim_c=${KVS_PIDS[-1]}
 a=127.0.0.1:$SIM_PORT_A b=127.0.0.1:$SIM_PORT_B c=127.0.0.1:$SIM_PORT_C
 conf=$KVS_TMP/kvspliced.conf
 cat >"$conf" <<CONF
@@ -96,25 +98,72 @@ for x in "$a" "$c"; do
 done
 grep -q " ttft_ms " <<<"$(ctl backends)" || kvs_fail "backends text: no ttft_ms column"
 
-# conns: this test's own connection, and the upstream pools, with TCP state.
-exec {fd}<>"/dev/tcp/127.0.0.1/$GW_PORT"
-mine=$(ss -Htn state established "( dport = :$GW_PORT )" | awk '{print $3}' | head -1)
+# conns: this test's own client, and the upstream pools, with TCP state.
+# The client sends 5 REQUESTs of 300 bytes and 2 PINGs, each answered, then
+# (on the go file) one more REQUEST, which the test holds in flight by
+# stopping both backends; it closes on the bye file. Its frames, bytes and
+# requests in flight are the same on both paths: the verdict's counts on
+# the kernel's, the controller's (written on its tick) on the userspace one.
+PYTHONPATH="$(dirname "$0")/../helpers" python3 - "$GW_PORT" "$KVS_TMP" <<'PY' &
+import os, sys, time
+import kvs1
+port, tmp = int(sys.argv[1]), sys.argv[2]
+s = kvs1.connect(port)
+r, got = kvs1.Reader(s), 0
+def say(name, text):
+    with open(os.path.join(tmp, name + '.tmp'), 'w') as f:
+        f.write(text)
+    os.rename(os.path.join(tmp, name + '.tmp'), os.path.join(tmp, name))
+def wait(name):
+    while not os.path.exists(os.path.join(tmp, name)):
+        time.sleep(0.02)
+for i in range(5):
+    s.sendall(kvs1.request(((b'conns test %d ' % i) * 30)[:300], i + 1, max_tokens=4))
+    while True:
+        f = r.next()
+        got += 1
+        if f.type in (kvs1.END, kvs1.ERROR):
+            break
+for rid in (101, 102):
+    s.sendall(kvs1.ping(rid))
+    while r.next().type != kvs1.PONG:
+        got += 1
+say('me', '127.0.0.1:%d %d\n' % (s.getsockname()[1], got))
+wait('go')
+s.sendall(kvs1.request(b'held in flight ' * 20, 6, max_tokens=4))
+say('held', str(r.until_end().type))
+wait('bye')
+PY
+client=$!
+kvs_wait_file "$KVS_TMP/me"
+read -r mine answers <"$KVS_TMP/me"
 my_row() { ctl conns --json | jq -c --arg m "$mine" '[.[] | select(.role == "client" and .remote == $m)][0]'; }
-kvs_wait_for "conns lists this test's connection" '[ "$(my_row)" != null ]'
+counts() { jq -c '[.frames, .bytes, .inflight]' <<<"$(my_row)"; }
+kvs_wait_for "conns counts this test's client" '[ "$(counts)" = "[7,1948,0]" ]'
 cj=$(ctl conns --json)
 row=$(my_row)
 assert_eq "conns: client state" "$(jget "$row" .state)" ESTABLISHED
 assert_eq "conns: client local" "$(jget "$row" .local)" "127.0.0.1:$GW_PORT"
 path=${KVS_DATAPATH:-kernel}
 assert_eq "conns: client path" "$(jget "$row" .path)" "$path"
-# frames, bytes, in flight: the verdict's counts; the userspace path keeps
-# none in the map, and says so (null, not a 0 that reads as idle)
-if [ "$path" = user ]; then want='[null,null,null]'; else want='[0,0,0]'; fi
-assert_eq "conns: this (silent) client's frames, bytes, in flight" \
-	"$(jq -c '[.frames, .bytes, .inflight]' <<<"$row")" "$want"
+# 5 x (64 + 300) + 2 x 64 bytes, nothing in flight once answered
+assert_eq "conns: client frames, bytes, in flight" "$(counts)" "[7,1948,0]"
+assert_eq "conns: client over budget" "$(jget "$row" .over_budget)" 0
 ups=$(jq --arg a "$a" --arg c "$c" --arg p "$path" '[.[] | select(.role == "upstream" and .path == $p and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
 assert_eq "conns: upstream connections (2 backends x pool 2)" "$ups" 4
-exec {fd}>&-
+# What the backends sent the client (its answers less the PONGs, which
+# are the gateway's) passed their upstream connections, and was counted.
+up_frames=$(jq --arg p "$path" '[.[] | select(.role == "upstream" and .path == $p) | .frames] | add' <<<"$cj")
+assert_ge "conns: upstream frames on the $path path" "$up_frames" "$answers"
+kill -STOP "$sim_a" "$sim_c"
+touch "$KVS_TMP/go"
+kvs_wait_for "conns shows the request held in flight" '[ "$(counts)" = "[8,2312,1]" ]'
+kill -CONT "$sim_a" "$sim_c"
+kvs_wait_file "$KVS_TMP/held"
+assert_eq "the held request's answer (END)" "$(cat "$KVS_TMP/held")" 3
+kvs_wait_for "conns: the held request ended" '[ "$(counts)" = "[8,2312,0]" ]'
+touch "$KVS_TMP/bye"
+wait "$client" || kvs_fail "conns test client failed"
 grep -q "^role " <<<"$(ctl conns)" || kvs_fail "conns text header"
 
 # Reload: the file now lists A and B. C (added at run time) goes, B comes.

@@ -161,41 +161,34 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 		       "recv_q", "send_q", "frames", "bytes", "inflight", "over");
 	for (size_t i = 0; i < rs.n; i++) {
 		const struct row *r = &rs.r[i];
-		char l[80], p[80], be[16] = "-", fr[24] = "-", by[24] = "-", in[16] = "-";
+		char l[80], p[80], be[16] = "-";
 
 		kvs_endpoint_str(&r->c.local, l, sizeof(l));
 		kvs_endpoint_str(&r->c.remote, p, sizeof(p));
 		if (r->c.role == KVS_ROLE_UPSTREAM)
 			snprintf(be, sizeof(be), "%u/%u", r->c.backend, r->c.slot);
-		/* The verdict counts a connection's frames, bytes and requests
-		 * in flight; the userspace path keeps no such count in the map:
-		 * "-" (null), not a 0 that reads as an idle connection. */
-		if (!r->c.path) {
-			snprintf(fr, sizeof(fr), "%llu", (unsigned long long)r->c.frames);
-			snprintf(by, sizeof(by), "%llu", (unsigned long long)r->c.bytes);
-			snprintf(in, sizeof(in), "%u", r->c.inflight);
-		}
 		if (o->json)
 			printf("%s{\"cookie\":%llu,\"role\":\"%s\",\"path\":\"%s\",\"backend\":%d,"
 			       "\"slot\":%d,"
 			       "\"local\":\"%s\",\"remote\":\"%s\",\"state\":\"%s\",\"rtt_us\":%u,"
-			       "\"rttvar_us\":%u,\"recv_q\":%u,\"send_q\":%u,\"frames\":%s,"
-			       "\"bytes\":%s,\"inflight\":%s,\"over_budget\":%llu}",
+			       "\"rttvar_us\":%u,\"recv_q\":%u,\"send_q\":%u,\"frames\":%llu,"
+			       "\"bytes\":%llu,\"inflight\":%u,\"over_budget\":%llu}",
 			       i ? "," : "", (unsigned long long)r->cookie, role_name(r->c.role),
 			       r->c.path ? "user" : "kernel",
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.backend : -1,
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
 			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
-			       r->rttvar_us, r->rqueue, r->wqueue, r->c.path ? "null" : fr,
-			       r->c.path ? "null" : by, r->c.path ? "null" : in,
+			       r->rttvar_us, r->rqueue, r->wqueue, (unsigned long long)r->c.frames,
+			       (unsigned long long)r->c.bytes, r->c.inflight,
 			       (unsigned long long)r->c.ctl.over);
 		else
-			printf("%-8s %-6s %-7s %-22s %-22s %-11s %8.3f %8.3f %8u %8u %10s %12s "
-			       "%8s %10llu\n",
+			printf("%-8s %-6s %-7s %-22s %-22s %-11s %8.3f %8.3f %8u %8u %10llu %12llu "
+			       "%8u %10llu\n",
 			       role_name(r->c.role), r->c.path ? "user" : "kernel", be, l, p,
 			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us / 1000.0,
-			       r->rttvar_us / 1000.0, r->rqueue, r->wqueue, fr, by, in,
-			       (unsigned long long)r->c.ctl.over);
+			       r->rttvar_us / 1000.0, r->rqueue, r->wqueue,
+			       (unsigned long long)r->c.frames, (unsigned long long)r->c.bytes,
+			       r->c.inflight, (unsigned long long)r->c.ctl.over);
 	}
 	if (o->json)
 		printf("]\n");

@@ -84,7 +84,7 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	gw_shares_tick(g, now);
 	gw_conns_tick(g, now);
 	gw_kpath_kick(g);
-	gw_up_kick_all(g);
+	gw_up_tick(g);
 	gw_publish_limits(g);
 	arm_tick(g);
 }

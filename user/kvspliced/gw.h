@@ -82,6 +82,11 @@ struct gw_upath {
 	/* A client's requests in flight (at most --max-client-inflight). */
 	struct gw_ureq *reqs;
 	uint32_t nreqs, capreqs;
+	/* Its conns map entry (kvsplicectl conns), counted here as frames
+	 * pass and written on the tick once they moved: the verdict's
+	 * counts for a kernel-path socket, at a map write a tick at most. */
+	struct kvs_conn shown;
+	bool shown_moved;
 };
 
 struct gw;

@@ -66,16 +66,6 @@ static void kick(struct gw *g, struct gw_conn *c)
 		gw_sendq_kick(&g->ring, &c->up->q, c->fd, ud(OP_CSEND, c));
 }
 
-void gw_up_kick_all(struct gw *g)
-{
-	for (uint32_t i = 0; i < g->conns_cap; i++) {
-		struct gw_conn *c = g->conns[i];
-
-		if (c && c->up && !c->closing)
-			kick(g, c);
-	}
-}
-
 void gw_up_on_send(struct gw *g, struct io_uring_cqe *cqe)
 {
 	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
@@ -130,17 +120,60 @@ static int put_raw(struct gw *g, struct gw_conn *c, const uint8_t *frame, size_t
 	return err;
 }
 
-/* In the conns map, for kvsplicectl conns (path 1: never the verdict's). */
+/* In the conns map, for kvsplicectl conns (path 1: never the verdict's),
+ * with the counts the verdict keeps for a kernel-path socket: kept in
+ * c->up->shown as frames pass, written by show_counts on the tick. */
 static void show_conn(struct gw *g, struct gw_conn *c)
 {
-	struct kvs_conn kc = { .role = c->role == ROLE_UP_USER ? KVS_ROLE_UPSTREAM :
-								 KVS_ROLE_CLIENT,
-			       .backend = c->backend,
-			       .slot = c->slot,
-			       .path = 1 };
+	struct kvs_conn *kc = &c->up->shown;
 
-	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
-	c->in_conns = kvs_dp_add_conn(&g->dp, c->cookie, &kc) == 0;
+	kc->path = 1;
+	if (c->role == ROLE_UP_USER) {
+		kc->role = KVS_ROLE_UPSTREAM;
+		kc->backend = c->backend;
+		kc->slot = c->slot;
+	} else {
+		kc->role = KVS_ROLE_CLIENT;
+		kc->tenant = c->tenant;
+		kc->limit = c->max_inflight;
+		kc->ctl = c->budget;
+	}
+	kvs_sock_endpoints(c->fd, &kc->local, &kc->remote);
+	c->in_conns = kvs_dp_add_conn(&g->dp, c->cookie, kc) == 0;
+}
+
+/* A frame of len bytes read from c, counted as the verdict counts it. */
+static void count_frame(struct gw_conn *c, size_t len)
+{
+	c->up->shown.frames++;
+	c->up->shown.bytes += len;
+	c->up->shown_moved = true;
+}
+
+/* c's conns entry rewritten if its counts moved since the last time. */
+static void show_counts(struct gw *g, struct gw_conn *c)
+{
+	struct gw_upath *up = c->up;
+
+	if (!c->in_conns || !up->shown_moved)
+		return;
+	up->shown.inflight = up->nreqs;
+	if (c->role == KVS_ROLE_CLIENT)
+		up->shown.ctl = c->budget;
+	up->shown_moved = false;
+	kvs_dp_add_conn(&g->dp, c->cookie, &up->shown);
+}
+
+void gw_up_tick(struct gw *g)
+{
+	for (uint32_t i = 0; i < g->conns_cap; i++) {
+		struct gw_conn *c = g->conns[i];
+
+		if (c && c->up && !c->closing) {
+			kick(g, c);
+			show_counts(g, c);
+		}
+	}
 }
 
 void gw_up_stale(struct gw *g, uint64_t since_ns)
@@ -172,6 +205,7 @@ static struct gw_ureq *find_req(struct gw_conn *c, uint64_t req_id, uint32_t b)
 static void drop_req(struct gw_conn *c, struct gw_ureq *r)
 {
 	*r = c->up->reqs[--c->up->nreqs];
+	c->up->shown_moved = true;
 }
 
 static int add_req(struct gw_conn *c, const struct gw_ureq *r)
@@ -188,6 +222,7 @@ static int add_req(struct gw_conn *c, const struct gw_ureq *r)
 		up->capreqs = ncap;
 	}
 	up->reqs[up->nreqs++] = *r;
+	up->shown_moved = true;
 	return 0;
 }
 
@@ -327,6 +362,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 
 	while (!c->close_at_ns &&
 	       (r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) > 0) {
+		count_frame(c, KVS_HDR_LEN + (size_t)m.payload_len);
 		if (m.type == KVS_T_REQUEST) {
 			route(g, c, &m, frame);
 		} else if (m.type == KVS_T_PING || m.type == KVS_T_CANCEL) {
@@ -362,6 +398,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 		snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(-r));
 		gw_send_error(g, c->cookie, m.req_id, -r, msg);
 		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
+		count_frame(c, c->rx.len); /* the verdict counts a bad frame too */
 		kvs_buf_consume(&c->rx, c->rx.len);
 	}
 }
@@ -399,6 +436,7 @@ static void upstream_frames(struct gw *g, struct gw_conn *u)
 		struct gw_ureq *rec = NULL;
 		uint64_t release = 0;
 
+		count_frame(u, len);
 		if (m.type != KVS_T_CHUNK && !ends) {
 			g->ctl.bad_frames++; /* a backend speaking out of turn */
 			kvs_buf_consume(&u->rx, len);

@@ -18,8 +18,9 @@ int gw_up_client(struct gw *g, struct gw_conn *c);
  * connected stay on theirs until they close. Switching to user connects
  * the userspace path's upstream pools. 0 or -errno. */
 int gw_set_datapath(struct gw *g, bool user);
-/* Sends queued while the submission ring was full: retried on the tick. */
-void gw_up_kick_all(struct gw *g);
+/* On the tick: sends queued while the submission ring was full retried,
+ * and the conns entries whose counts moved rewritten. */
+void gw_up_tick(struct gw *g);
 /* Clients of the userspace path whose frame began before since_ns and is
  * not complete: answered ERROR timeout and closed. */
 void gw_up_stale(struct gw *g, uint64_t since_ns);
