@@ -4,6 +4,8 @@
 # and `routes flush`
 # empties it - the kernel then sends each prompt to the controller once
 # more, which installs its routes again, and the answers stay right.
+# kvsplicectl's usage errors, and its failures with --json (an object on
+# stdout).
 # Also: `make install` lays out the programs, docs, the systemd units
 # (where PREFIX says) and the configuration file the unit reads.
 source "$(dirname "$0")/lib.sh"
@@ -63,6 +65,32 @@ ctl_usage "routes flush extra" "unexpected argument 'extra'" routes flush extra
 assert_eq "routes after 'routes flush extra' (not flushed)" "$(jget "$(ctl routes --json)" .routes)" "$before"
 ctl_usage "bogus extra" "unknown command 'bogus'" bogus extra
 ctl_usage "stats extra" "unexpected argument 'extra'" stats extra
+# With --json, a failure is JSON on stdout as well, one object: what stderr
+# says and the exit status, which is unchanged.
+# ctl_json_error WHAT WANT_EXIT WANT_TEXT ARGS...
+ctl_json_error() {
+	local what=$1 want_rc=$2 want=$3 out rc=0
+	shift 3
+	out=$(ctl "$@" 2>"$KVS_TMP/err") || rc=$?
+	assert_eq "$what: exit status" "$rc" "$want_rc"
+	assert_eq "$what: JSON documents on stdout" "$(jq -s length <<<"$out" 2>&1)" 1
+	assert_eq "$what: JSON exit" "$(jq .exit <<<"$out")" "$want_rc"
+	jq -e --arg w "$want" '.error | contains($w)' <<<"$out" >/dev/null ||
+		kvs_fail "$what: stdout: $out"
+	grep -qF -- "$want" "$KVS_TMP/err" || kvs_fail "$what: stderr: $(cat "$KVS_TMP/err")"
+}
+ctl_json_error "--json bogus" 2 "unknown command 'bogus'" --json bogus extra
+ctl_json_error "--json routes flush extra" 2 "unexpected argument 'extra'" routes flush extra --json
+ctl_json_error "--json --limit 0" 2 "--limit: '0' is not 1..1000000" --json routes --limit 0
+ctl_json_error "--json --frobnicate" 2 "unrecognized option '--frobnicate'" --frobnicate --json stats
+ctl_json_error "--json backend drain (not a backend)" 1 "is not a backend" --json backend drain 127.0.0.1:9
+ctl_json_error "--json, no maps" 1 "cannot open" --json --pin-dir "$KVS_PIN-none" stats
+ctl_json_error "--json, no controller" 3 "no controller answers" --json --pin-dir "$KVS_PIN-none" reload
+assert_eq "--json '\"' in the error (escaped)" \
+	"$(ctl --json 'bo"gus' 2>/dev/null | jq -r .error)" "unknown command 'bo\"gus' (see --help)"
+# What prints its JSON before it fails prints no second object.
+out=$(ctl --json --pin-dir "$KVS_PIN-none" status 2>/dev/null) || true
+assert_eq "--json status, no controller: JSON documents" "$(jq -s length <<<"$out")" 1
 
 # make install into a staging directory.
 dest=$KVS_TMP/dest

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PROG "kvsplicectl"
 
@@ -19,6 +20,24 @@ struct ctl_opts {
 	int json;
 	uint32_t limit; /* routes: how many to list */
 };
+
+/*
+ * With --json, a failure as JSON on stdout too (jsonerr.c): begun before
+ * the options are parsed, ended with the exit status, which it returns.
+ * Between the two, stderr and stdout are streams of its own that write
+ * through to the real ones.
+ */
+struct ctl_jsonerr {
+	FILE *err, *out; /* the real stderr and stdout; NULL: not --json */
+	FILE *text;	 /* a copy of what was said on stderr, into buf */
+	char *buf;
+	size_t len;
+	bool printed; /* something went to stdout */
+};
+void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv);
+int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc);
+/* s (at most max bytes of it) as a JSON string, quotes included. */
+void ctl_json_str(FILE *f, const char *s, size_t max);
 
 /* fd of the pinned map, or -errno (and a message saying why). */
 int ctl_open_map(const struct ctl_opts *o, const char *name);

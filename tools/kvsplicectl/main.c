@@ -145,7 +145,9 @@ static const struct kvs_opt rows[] = {
 	{ "socket", 's', KVS_OPT_STR(O, socket), .short_unlisted = true, .arg = "PATH",
 	  .help = "the controller's control socket (default\n" KVS_CONTROL_DIR
 		  "/<last part of the pin dir>.sock)" },
-	{ "json", 'j', KVS_OPT_FLAG(O, json), .help = "machine-readable output" },
+	{ "json", 'j', KVS_OPT_FLAG(O, json),
+	  .help = "machine-readable output; a command that fails with nothing\n"
+		  "else to print prints {\"error\":\"...\",\"exit\":N}" },
 	{ "limit", 'l', KVS_OPT_FUNC(O, limit, parse_limit), .short_unlisted = true, .arg = "N",
 	  .help = "routes: how many to list" },
 	KVS_OPT_ROW_HELP,
@@ -185,16 +187,14 @@ static void usage(FILE *f)
 	kvs_opts_usage(&optset, f);
 }
 
-int main(int argc, char **argv)
+/* The command line after the options: the command's exit status. */
+static int dispatch(const struct ctl_opts *o, int argc, char **argv)
 {
-	struct ctl_opts o = defaults;
 	const struct cmd *c;
 	int rc, nargs;
 
-	rc = kvs_opts_argv(&optset, argc, argv, &o);
-	if (rc)
-		return rc > 0 ? 0 : 2;
 	if (optind >= argc) {
+		fprintf(stderr, PROG ": no command given\n");
 		usage(stderr);
 		return 2;
 	}
@@ -213,5 +213,20 @@ int main(int argc, char **argv)
 	}
 	if (c->check && (rc = c->check(nargs, argv + optind + 1)))
 		return rc;
-	return c->fn(&o, nargs, argv + optind + 1);
+	return c->fn(o, nargs, argv + optind + 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl_opts o = defaults;
+	struct ctl_jsonerr je;
+	int rc;
+
+	ctl_jsonerr_begin(&je, argc, argv);
+	rc = kvs_opts_argv(&optset, argc, argv, &o);
+	if (rc)
+		rc = rc > 0 ? 0 : 2;
+	else
+		rc = dispatch(&o, argc, argv);
+	return ctl_jsonerr_end(&je, rc);
 }

@@ -226,22 +226,6 @@ int ctl_count_spliced(const struct ctl_opts *o, struct ctl_spliced *n)
 	return 0;
 }
 
-/* s as a JSON string, quotes included (a backend's answer, escaped for the
- * log, may hold quotes and backslashes). */
-static void json_str(const char *s, size_t max)
-{
-	putchar('"');
-	for (size_t i = 0; i < max && s[i]; i++) {
-		if (s[i] == '"' || s[i] == '\\')
-			printf("\\%c", s[i]);
-		else if ((unsigned char)s[i] < 0x20)
-			printf("\\u%04x", (unsigned char)s[i]);
-		else
-			putchar(s[i]);
-	}
-	putchar('"');
-}
-
 /* Backend i's first-token counts (backend_ttft), zeros where the map is
  * not there (tfd < 0: a gateway from before it). */
 static struct kvs_ttft ttft_of(int tfd, __u32 i)
@@ -301,7 +285,7 @@ static void print_backends_json(int fd, int tfd)
 		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
 		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
 		       be.report.kv_total_blocks, report_age_s(&be.report));
-		json_str(be.reason, sizeof(be.reason));
+		ctl_json_str(stdout, be.reason, sizeof(be.reason)); /* may hold quotes */
 		/* since the backend took the slot (or the controller started
 		 * counting): /metrics has them as a histogram */
 		t = ttft_of(tfd, i);

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+/*
+ * With --json, a command that fails says so on stdout too: a script that
+ * reads stdout as JSON gets {"error":"...","exit":N} rather than nothing.
+ * Errors are said in many places (the commands, the option parser, getopt
+ * itself), each on stderr: stderr is passed through a stream that keeps a
+ * copy, and stdout through one that notes whether anything was printed. A
+ * command that printed its JSON before it failed (status without a
+ * controller, conns without inet_diag) is left as it is: one document on
+ * stdout.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+/* A copy of what went to the real stderr. */
+static ssize_t err_write(void *cookie, const char *buf, size_t len)
+{
+	struct ctl_jsonerr *j = cookie;
+
+	fwrite(buf, 1, len, j->text);
+	return (ssize_t)fwrite(buf, 1, len, j->err);
+}
+
+static ssize_t out_write(void *cookie, const char *buf, size_t len)
+{
+	struct ctl_jsonerr *j = cookie;
+
+	j->printed |= len > 0;
+	return (ssize_t)fwrite(buf, 1, len, j->out);
+}
+
+/* Whether argv asks for --json (or a prefix of it getopt would take, or
+ * -j): looked for before the options are parsed, so that their errors
+ * are caught too. */
+static bool wants_json(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		size_t n = strlen(argv[i]);
+
+		if (!strcmp(argv[i], "-j") || (n >= 3 && !strncmp(argv[i], "--json", n)))
+			return true;
+	}
+	return false;
+}
+
+void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv)
+{
+	static const cookie_io_functions_t err_io = { .write = err_write };
+	static const cookie_io_functions_t out_io = { .write = out_write };
+	FILE *e, *o;
+
+	memset(j, 0, sizeof(*j));
+	if (!wants_json(argc, argv))
+		return;
+	j->text = open_memstream(&j->buf, &j->len);
+	e = fopencookie(j, "w", err_io);
+	o = fopencookie(j, "w", out_io);
+	if (!j->text || !e || !o) { /* out of memory: plain errors only */
+		if (j->text)
+			fclose(j->text);
+		if (e)
+			fclose(e);
+		if (o)
+			fclose(o);
+		free(j->buf);
+		memset(j, 0, sizeof(*j));
+		return;
+	}
+	setvbuf(e, NULL, _IONBF, 0); /* in order with what others write on fd 2 */
+	j->err = stderr;
+	j->out = stdout;
+	stderr = e;
+	stdout = o;
+}
+
+/* The line that says what failed: the first one of ours, "kvsplicectl: "
+ * (getopt's begin with the path it was run as), not a usage text printed
+ * after it; else the first. */
+static void error_line(const char *text, const char **line, int *len)
+{
+	const char *p = text;
+
+	*line = text;
+	while (p && *p) {
+		const char *colon = strstr(p, ": ");
+		size_t n = strlen(PROG);
+
+		if (colon && colon - p >= (long)n && !strncmp(colon - n, PROG, n) &&
+		    !memchr(p, '\n', (size_t)(colon - p))) {
+			*line = colon + 2;
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	*len = (int)strcspn(*line, "\n");
+}
+
+int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc)
+{
+	const char *line;
+	int len;
+
+	if (!j->err)
+		return rc;
+	fclose(stderr);
+	fclose(stdout); /* flushed through out_write */
+	stderr = j->err;
+	stdout = j->out;
+	fclose(j->text);
+	if (rc && !j->printed) {
+		error_line(j->buf ? j->buf : "", &line, &len);
+		fputs("{\"error\":", stdout);
+		if (len)
+			ctl_json_str(stdout, line, (size_t)len);
+		else
+			fputs("\"failed\"", stdout);
+		printf(",\"exit\":%d}\n", rc);
+	}
+	free(j->buf);
+	return rc;
+}
+
+void ctl_json_str(FILE *f, const char *s, size_t max)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < max && s[i]; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			fprintf(f, "\\%c", s[i]);
+		else if ((unsigned char)s[i] < 0x20)
+			fprintf(f, "\\u%04x", (unsigned char)s[i]);
+		else
+			fputc(s[i], f);
+	}
+	fputc('"', f);
+}
