@@ -3,8 +3,8 @@
 # file), it is logged once (event=backend_unreachable, with the reason), not
 # at every retry, and kept: it comes up once something listens there.
 # `kvsplicectl backend add` of one fails (exit 1, "cannot be reached ...:
-# not added") and leaves the backend list as it was; of one that answers,
-# it succeeds (exit 0, up).
+# not added"), logs only that, and leaves the backend list as it was; of
+# one that answers, it succeeds (exit 0, up, logged added).
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -56,10 +56,16 @@ grep -q "$e cannot be reached (Connection refused): not added" <<<"$out" ||
 	kvs_fail "backend add of $e: $out"
 assert_eq "$e in the backend list" "$(be "$e")" null
 assert_eq "backends after the refused add" "$(ctl backends --json | jq length)" 2
-grep -q "event=backend_add_refused backend=$e " "$KVS_TMP/gw.log" || kvs_fail "no backend_add_refused log"
+# The log says so in one line, the refusal with why: not the lines of a
+# backend it keeps (added, unreachable and retried, removed).
+grep -q "level=warn prog=kvspliced event=backend_add_refused backend=$e reason=\"Connection refused\"" \
+	"$KVS_TMP/gw.log" || kvs_fail "no backend_add_refused log: $(grep "backend=$e " "$KVS_TMP/gw.log")"
+assert_eq "log lines naming $e" "$(grep -c "backend=$e " "$KVS_TMP/gw.log")" 1
 # ... and its slot is free again: the next add takes it, and works.
 r=$(ctl backend add "$b" --json) || kvs_fail "backend add of $b: $r"
 assert_eq "backend add of a live backend: state" "$(jget "$r" .state)" up
+grep -q "event=backend_added backend=$b index=[0-9]* state=up" "$KVS_TMP/gw.log" ||
+	kvs_fail "no backend_added log: $(grep "backend=$b " "$KVS_TMP/gw.log")"
 out=$(kvs_bench -n 40 -k 4 --prefixes 8 --json) || kvs_fail "requests with $d down: $out"
 assert_eq "requests with $d down" "$(jget "$out" .ok)" 40
 

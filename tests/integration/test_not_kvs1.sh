@@ -8,7 +8,7 @@
 # HTTP/0.9, an HTML page alone), which is logged once (escaped) with the
 # advice to put kvsplice-adapter in front of it, and
 # `kvsplicectl backends` (and --json) shows why each is down; `backend
-# add` of one says why and does not add it. No request is ever sent to them: all go to the simulator beside
+# add` of one says why and does not add it (logged once, as refused). No request is ever sent to them: all go to the simulator beside
 # them, and none fails.
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
@@ -118,5 +118,9 @@ out=$(ctl backend add "$H2" 2>&1) && kvs_fail "backend add of an HTTP server suc
 grep -q "$H2 does not speak KVS1 (not KVS1, put kvsplice-adapter in front of it" <<<"$out" ||
 	kvs_fail "backend add: $out"
 assert_eq "HTTP server after its add" "$(be "$H2")" null
-grep -q "event=backend_not_kvs1 backend=$H2 " "$KVS_TMP/gw.log" || kvs_fail "no not-KVS1 line for $H2"
+# The log has the refusal, with why, and nothing else of it: no not-KVS1
+# line (that is for a backend kept and retried).
+grep -q "event=backend_add_refused backend=$H2 reason=\"not KVS1, put kvsplice-adapter in front of it" \
+	"$KVS_TMP/gw.log" || kvs_fail "no backend_add_refused line for $H2"
+assert_eq "log lines naming $H2" "$(grep -c "backend=$H2 " "$KVS_TMP/gw.log")" 1
 echo "PASS test_not_kvs1"

@@ -33,6 +33,25 @@ int kvs_log_enabled(enum kvs_log_level level)
 	return level <= log_level;
 }
 
+const char *kvs_log_quote(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (; *s && o + 5 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			o += (size_t)snprintf(buf + o, len - o, "\\%c", ch);
+		else if (ch < 0x20)
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+		else
+			buf[o++] = (char)ch;
+	}
+	if (len)
+		buf[o] = '\0';
+	return buf;
+}
+
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)
 {
 	char ts[32], line[1024];

@@ -8,6 +8,8 @@
 #ifndef KVS_LOG_H
 #define KVS_LOG_H
 
+#include <stddef.h>
+
 enum kvs_log_level {
 	KVS_LOG_WARN = 0,
 	KVS_LOG_INFO = 1,
@@ -18,6 +20,9 @@ void kvs_log_init(const char *prog, enum kvs_log_level level);
 /* Parses "warn", "info" or "debug"; returns -1 for anything else. */
 int kvs_log_parse_level(const char *s);
 int kvs_log_enabled(enum kvs_log_level level);
+/* s for a quoted logfmt value (key="..."): quotes, backslashes and
+ * control characters escaped, cut to fit buf. Returns buf. */
+const char *kvs_log_quote(const char *s, char *buf, size_t len);
 void kvs_log(enum kvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pr_warn(...) kvs_log(KVS_LOG_WARN, __VA_ARGS__)

@@ -181,7 +181,7 @@ static void backend_down(struct gw *g, uint32_t b, const char *why, bool silent)
 		gw_cancel_ended(g, b, f.ended, f.n);
 		free(f.ended);
 		be->said_down = true;
-	} else if (!be->said_down && !be->said_not_kvs1 && !be->said_not_ready) {
+	} else if (!be->said_down && !be->said_not_kvs1 && !be->said_not_ready && !be->on_trial) {
 		/* Never up (given at start, added, listed by a reload), or its
 		 * first retry after backend_down: said once, not at every
 		 * retry; said again only after it has been up. */
@@ -275,7 +275,7 @@ void gw_backend_probed(struct gw *g, uint32_t b, int err, const char *why)
 	if (err == -EPROTO) {
 		/* An HTTP server, a TLS port, something else: said once, with
 		 * what it answered; retried quietly (it may be replaced). */
-		if (!be->said_not_kvs1)
+		if (!be->said_not_kvs1 && !be->on_trial)
 			pr_warn("event=backend_not_kvs1 backend=%s index=%u answer=\"%s\" "
 				"hint=\"this is not a KVS1 backend (an inference server's HTTP "
 				"port?): run kvsplice-adapter next to the server "
@@ -381,7 +381,7 @@ void gw_slot_fill(struct gw *g, uint32_t b, const struct kvs_addr *a)
 	kvs_dp_set_expect_output(&g->dp, b, g->expect_output);
 }
 
-int gw_backend_add(struct gw *g, const struct kvs_addr *a)
+static int backend_add(struct gw *g, const struct kvs_addr *a, bool on_trial)
 {
 	char name[64];
 	uint32_t b, n;
@@ -403,9 +403,28 @@ int gw_backend_add(struct gw *g, const struct kvs_addr *a)
 		return err;
 	gw_slot_fill(g, b, a);
 	g->nslots = n;
-	pr_info("event=backend_added backend=%s index=%u", name, b);
+	g->be[b].on_trial = on_trial;
+	if (!on_trial)
+		pr_info("event=backend_added backend=%s index=%u", name, b);
 	gw_backend_connect(g, b, GW_PROBE_WAIT_MS);
 	return (int)b;
+}
+
+int gw_backend_add(struct gw *g, const struct kvs_addr *a)
+{
+	return backend_add(g, a, false);
+}
+
+int gw_backend_try(struct gw *g, const struct kvs_addr *a)
+{
+	return backend_add(g, a, true);
+}
+
+void gw_backend_admit(struct gw *g, uint32_t b)
+{
+	g->be[b].on_trial = false;
+	pr_info("event=backend_added backend=%s index=%u state=%s", g->be[b].name, b,
+		kvs_backend_state_name(gw_backend_state(g, b)));
 }
 
 void gw_backend_drain(struct gw *g, uint32_t b, bool on)
@@ -441,6 +460,7 @@ static void backend_removed(struct gw *g, uint32_t b)
 {
 	struct gw_backend *be = &g->be[b];
 	char name[64];
+	bool on_trial = be->on_trial; /* refused: its caller says so */
 	long purged;
 
 	snprintf(name, sizeof(name), "%s", be->name);
@@ -455,7 +475,9 @@ static void backend_removed(struct gw *g, uint32_t b)
 	if (sync_ring(g, g->nslots))
 		pr_warn("event=ring_rebuild_failed hint=\"cold prefixes may still go to %s\"",
 			name);
-	pr_info("event=backend_removed backend=%s index=%u routes_removed=%ld", name, b, purged);
+	if (!on_trial)
+		pr_info("event=backend_removed backend=%s index=%u routes_removed=%ld", name, b,
+			purged);
 }
 
 int gw_backends_apply(struct gw *g, const struct kvs_addr *addrs, uint32_t n, uint32_t *added,

@@ -81,13 +81,19 @@ int gw_backend_find(const struct gw *g, const char *name);
  * retried with back-off, like one given at start). Slot or -errno:
  * -EEXIST (already there), -ENOSPC (KVS_MAX_BACKENDS in use). */
 int gw_backend_add(struct gw *g, const struct kvs_addr *a);
+/* The same on trial (kvsplicectl backend add): nothing is logged of it
+ * until the caller answers, with gw_backend_admit (event=backend_added,
+ * with its state) or gw_backend_withdraw (nothing: the caller says why it
+ * refused). */
+int gw_backend_try(struct gw *g, const struct kvs_addr *a);
+void gw_backend_admit(struct gw *g, uint32_t b);
 /* b is down and neither connecting nor answering: refused, timed out,
  * not KVS1 (one whose probes are still out, or that answers not ready, is
  * not: it is there). */
 bool gw_backend_unreachable(const struct gw *g, uint32_t b);
 /* Removes b at once, with nothing in flight there: for a backend just
  * added that never came up (kvsplicectl backend add of one that cannot be
- * reached). */
+ * reached). Logs nothing of a backend on trial (gw_backend_try). */
 void gw_backend_withdraw(struct gw *g, uint32_t b);
 /* Drain on: no new requests; in-flight ones finish. Off: back in service
  * (and a pending removal is called off). */

@@ -265,18 +265,38 @@ static void backend_reply(struct gw *g, FILE *out, bool json, uint32_t b, const 
  * retried. */
 static void add_refused(struct gw *g, FILE *out, uint32_t b)
 {
-	char name[64], why[sizeof(g->dp.backends[b].reason)];
+	char name[64], why[sizeof(g->dp.backends[b].reason)], q[2 * sizeof(why)];
 	const char *what = g->be[b].said_not_kvs1 ? "does not speak KVS1" : "cannot be reached";
 
 	snprintf(name, sizeof(name), "%s", g->be[b].name);
 	snprintf(why, sizeof(why), "%s", g->dp.backends[b].reason);
 	gw_backend_withdraw(g, b);
-	pr_warn("event=backend_add_refused backend=%s reason=\"%s\"", name, why);
+	pr_warn("event=backend_add_refused backend=%s reason=\"%s\"", name,
+		kvs_log_quote(why, q, sizeof(q)));
 	reply_error(out,
 		    "%s %s (%s): not added. Start it and add it again, or list it in the "
 		    "configuration file and reload (a listed backend is kept and retried "
 		    "until it answers)",
 		    name, what, why);
+}
+
+static void cmd_add(struct gw *g, FILE *out, bool json, const struct kvs_addr *a, const char *name)
+{
+	int b = gw_backend_try(g, a);
+
+	if (b == -EEXIST) {
+		reply_error(out, "%s is a backend already", name);
+	} else if (b == -ENOSPC) {
+		reply_error(out, "no room: all %d backend slots are in use", KVS_MAX_BACKENDS);
+	} else if (b < 0) {
+		reply_error(out, "add failed: %s", strerror(-b));
+	} else if (gw_backend_unreachable(g, (uint32_t)b)) {
+		add_refused(g, out, (uint32_t)b);
+	} else {
+		gw_backend_admit(g, (uint32_t)b);
+		backend_reply(g, out, json, (uint32_t)b,
+			      g->be[b].probing ? "added (its probe not answered yet)" : "added");
+	}
 }
 
 static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, const char *arg)
@@ -291,20 +311,7 @@ static void cmd_backend(struct gw *g, FILE *out, bool json, const char *verb, co
 	}
 	kvs_addr_str(&a, name, sizeof(name));
 	if (!strcmp(verb, "add")) {
-		b = gw_backend_add(g, &a);
-		if (b == -EEXIST)
-			reply_error(out, "%s is a backend already", name);
-		else if (b == -ENOSPC)
-			reply_error(out, "no room: all %d backend slots are in use",
-				    KVS_MAX_BACKENDS);
-		else if (b < 0)
-			reply_error(out, "add failed: %s", strerror(-b));
-		else if (gw_backend_unreachable(g, (uint32_t)b))
-			add_refused(g, out, (uint32_t)b);
-		else
-			backend_reply(g, out, json, (uint32_t)b,
-				      g->be[b].probing ? "added (its probe not answered yet)" :
-							 "added");
+		cmd_add(g, out, json, &a, name);
 		return;
 	}
 	b = gw_backend_find(g, name);

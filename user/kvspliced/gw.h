@@ -235,6 +235,10 @@ struct gw_backend {
 	uint32_t probing;	/* its new connections not through their probe yet */
 	bool said_not_kvs1;	/* logged that it does not speak KVS1 (once) */
 	bool said_down;		/* logged down or unreachable; again once it was up */
+	/* Added by kvsplicectl and not yet answered for: what it meets is
+	 * the command's answer, logged once with it (added or refused), not
+	 * as a listed backend's unreachable, retried, removed. */
+	bool on_trial;
 	/* Its routes and index (backend.c, "silent"): routes_live while the
 	 * map may hold current routes of it; silent_since_ns, when it went
 	 * down without its cache known lost (kept until then plus
