@@ -182,7 +182,12 @@ assert_eq "requests after the reload" "$(jget "$out" .ok)" 100
 echo "max-outstanding = lots" >>"$conf"
 out=$(ctl reload 2>&1) && kvs_fail "reload of a broken file succeeded"
 grep -q "errors" <<<"$out" || kvs_fail "reload error: $out"
-grep -q "conf:[0-9]*: --max-outstanding: 'lots'" "$KVS_TMP/gw.log" || kvs_fail "no line number in the log"
+grep -q "conf:[0-9]*: --max-outstanding: 'lots'" <<<"$out" || kvs_fail "reload error, where: $out"
+# The log says it as it says the rest, in logfmt: a line of its own, with
+# the file, line and problem.
+grep -q "^ts=[^ ]* level=warn prog=kvspliced event=reload_failed config=$conf err=\".*conf:[0-9]*: --max-outstanding: 'lots'" \
+	"$KVS_TMP/gw.log" || kvs_fail "no reload_failed line with the error: $(grep reload "$KVS_TMP/gw.log")"
+assert_eq "log lines that are not logfmt" "$(grep -cv '^ts=' "$KVS_TMP/gw.log" || true)" 0
 assert_eq "backends after a failed reload" "$(ctl backends --json | jq length)" 2
 sed -i '$d' "$conf"
 r=$(ctl reload --json) || kvs_fail "reload: $r"

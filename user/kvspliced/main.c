@@ -32,21 +32,53 @@ struct reloader {
 	struct kvs_config_store store; /* the last reload's */
 };
 
-/* gw_hooks.load: the configuration as it is now. Messages go to stderr
- * (the log) and, in short, to msg. */
+/* What the parser said (lines of "kvspliced: FILE:LINE: ..."), in msg:
+ * one line, each without the program's name. */
+static void parse_errors(const char *said, char *msg, size_t len)
+{
+	size_t off = (size_t)snprintf(msg, len, "the configuration has errors, nothing changed");
+	const char *sep = ": ";
+
+	for (const char *p = said; p && *p && off < len;) {
+		size_t n = strcspn(p, "\n");
+
+		if (!strncmp(p, PROG ": ", strlen(PROG ": "))) {
+			p += strlen(PROG ": ");
+			n -= strlen(PROG ": ");
+		}
+		off += (size_t)snprintf(msg + off, len - off, "%s%.*s", sep, (int)n, p);
+		sep = "; ";
+		p += n;
+		p += *p == '\n';
+	}
+}
+
+/* gw_hooks.load: the configuration as it is now. The parser says what is
+ * wrong on stderr, as at start; here stderr is the log, whose lines are
+ * logfmt: its words are caught and put in msg instead, which the reload
+ * logs (event=reload_failed) and kvsplicectl reload answers. */
 static int reload(void *ctx, struct gw_config *cfg, char *msg, size_t len)
 {
 	struct reloader *r = ctx;
 	enum kvs_log_level level;
+	FILE *log = stderr, *said;
+	char *text = NULL;
+	size_t n = 0;
 	int err;
 
 	kvs_config_store_free(&r->store);
+	said = open_memstream(&text, &n);
+	if (said)
+		stderr = said;
 	err = kvs_config_parse(r->argc, r->argv, cfg, &level, &r->store);
-	if (err) {
-		snprintf(msg, len, "the configuration has errors (see the log); nothing changed");
-		return -EINVAL;
+	if (said) {
+		stderr = log;
+		fclose(said);
 	}
-	return 0;
+	if (err)
+		parse_errors(text, msg, len);
+	free(text);
+	return err ? -EINVAL : 0;
 }
 
 int main(int argc, char **argv)

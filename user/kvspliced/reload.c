@@ -112,7 +112,10 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 	}
 	err = g->hooks->load(g->hooks->ctx, &n, msg, len);
 	if (err) {
-		pr_warn("event=reload_failed config=%s err=\"%s\"", g->cfg->config_path, msg);
+		char q[1024];
+
+		pr_warn("event=reload_failed config=%s err=\"%s\"", g->cfg->config_path,
+			kvs_log_quote(msg, q, sizeof(q)));
 		return err;
 	}
 	err = gw_backends_apply(g, n.backends, n.nbackends, &added, &removed);
