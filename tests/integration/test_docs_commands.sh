@@ -5,7 +5,8 @@
 #    in the repository, and every request of it is answered, no busy line;
 #  - no command signals gateways by process name (`kill -HUP $(pidof
 #    kvspliced)` reloads every gateway on the host); the RUNBOOK's way to
-#    signal one gateway reloads that one alone;
+#    signal one gateway reloads that one alone, and one started without
+#    --config logs that it has nothing to reload;
 #  - a live bench against real servers declares the true length.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -71,4 +72,9 @@ kvs_wait_for "the gateway of $pin2 reloads" "grep -q event=reloaded '$KVS_TMP/gw
 "$KVS_BUILD/kvsplicectl" --pin-dir "$pin3" status >/dev/null || kvs_fail "third gateway gone"
 grep -q "event=reloaded" "$KVS_TMP/gw3.log" && kvs_fail "the other gateway reloaded too"
 echo "ok: the RUNBOOK's signal reaches one gateway"
+# The first gateway has no --config: a SIGHUP has nothing to reload, and
+# the log says so.
+kill -HUP "$GW_PID"
+kvs_wait_for "the gateway without --config says it has nothing to reload" \
+	"grep -q 'level=info prog=kvspliced event=reload_skipped reason=\"started without --config FILE: nothing to reload\"' '$KVS_TMP/gw.log'"
 echo "PASS test_docs_commands"

@@ -108,6 +108,7 @@ int gw_reload(struct gw *g, char *msg, size_t len)
 
 	if (!g->hooks || !g->hooks->load || !g->cfg->config_path) {
 		snprintf(msg, len, "started without --config FILE: nothing to reload");
+		pr_info("event=reload_skipped reason=\"%s\"", msg);
 		return -ENOENT;
 	}
 	err = g->hooks->load(g->hooks->ctx, &n, msg, len);
