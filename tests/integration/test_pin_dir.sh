@@ -2,11 +2,14 @@
 # The pin directory. One not on bpffs is refused with what is wrong
 # (event=pin_dir_not_bpffs and how to mount one), not with a hint about
 # root, and is not made. One the controller made is removed at a clean
-# exit once its pins are gone, so that empty pin dirs do not pile up; one
-# with pins left (--keep-pins), one the operator made, and one handed over
-# to a new controller by an upgrade are left where they are. A nested one
-# (DIR/a/b): exactly the levels the controller made are removed, after a
-# clean exit and after a refused take-over, never one that was there.
+# exit once its pins are gone, so that empty pin dirs do not pile up, and
+# so is one it found holding a kvspliced's pins: left by a controller
+# killed before its clean exit, or handed over by an upgrade (the old
+# controller leaves it to the new one, which removes it at its own clean
+# exit). One with pins left (--keep-pins) and one the operator made (found
+# empty) are left where they are. A nested one (DIR/a/b): exactly the
+# levels the controller made are removed, after a clean exit and after a
+# refused take-over, never one that was there.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
@@ -41,6 +44,18 @@ start_gw "${be[@]}"
 stop_gw
 [ -e "$KVS_PIN" ] && kvs_fail "$KVS_PIN left after a clean exit: $(ls -a "$KVS_PIN")"
 echo "ok: the pin dir it made is gone after a clean exit"
+
+# Left by a controller killed with SIGKILL (its pins stay): the next one
+# clears the stale pins, and at its clean exit removes the directory as if
+# it had made it, rather than leave it empty for good.
+start_gw "${be[@]}"
+kill -KILL "$GW_PID"
+wait "$GW_PID" 2>/dev/null || true
+[ -e "$KVS_PIN/routes" ] || kvs_fail "SIGKILL: no pins left behind to adopt"
+start_gw "${be[@]}"
+stop_gw
+[ -e "$KVS_PIN" ] && kvs_fail "a killed controller's pin dir, reused, is left after a clean exit: $(ls -a "$KVS_PIN")"
+echo "ok: a pin dir left by a killed controller is gone after the next one's clean exit"
 
 # Nested, none of it there: every level it made goes (the test's own
 # KVS_PIN is the top one, so that the cleanup removes what a failure
@@ -114,4 +129,11 @@ kvs_wait_for "the running controller answers again" \
 	"[ \"\$(\"$KVS_BUILD/kvsplicectl\" --pin-dir \"$KVS_PIN\" status --json | jq .pid)\" = $NEW ]"
 out=$(kvs_bench -n 20 -k 2 --prefixes 4 --json) || kvs_fail "after the refused take-over: $out"
 assert_eq "requests after the refused take-over" "$(jget "$out" .ok)" 20
+
+# The upgraded controller's clean exit: the directory its predecessor made
+# and handed over goes with it.
+kill "$NEW"
+kvs_wait_for "the upgraded controller exits" "! kill -0 $NEW 2>/dev/null"
+[ -e "$KVS_PIN" ] && kvs_fail "left after the upgraded controller's clean exit: $(ls -a "$KVS_PIN")"
+echo "ok: a pin dir handed over by an upgrade is gone after the new controller's clean exit"
 echo "PASS test_pin_dir"

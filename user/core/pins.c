@@ -211,6 +211,19 @@ void kvs_pin_clear(const char *dir)
 	}
 }
 
+bool kvs_pin_dir_used(const char *dir)
+{
+	char path[4096];
+	size_t i;
+
+	for (i = 0; i < sizeof(pinned_maps) / sizeof(pinned_maps[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, pinned_maps[i]);
+		if (!access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
 /* The value each pinned map holds, as this build reads it. */
 static const struct {
 	const char *name;

@@ -84,6 +84,9 @@ int kvs_pin_dir_fs(const char *dir, long *fs_type);
 
 /* Removes kvsplice's pinned maps from dir (stale pins of a dead run). */
 void kvs_pin_clear(const char *dir);
+/* Whether dir holds any of kvsplice's pinned maps (a kvspliced's pin
+ * directory, whoever made it). */
+bool kvs_pin_dir_used(const char *dir);
 
 /* fd of the pinned map dir/name, or -errno: -EPROTO when its values are
  * not the size this build reads them as (a kvspliced of another build

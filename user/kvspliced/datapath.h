@@ -35,6 +35,10 @@ struct kvs_datapath {
 	char pin_dir[256];
 	int lock_fd;
 	struct kvs_pin_made made_pin; /* made by this process: removed at exit if empty */
+	/* Found holding a kvspliced's pins (one killed before its clean exit,
+	 * or one that handed them over): removed at exit if empty, as if
+	 * made here. One found empty is the operator's, and kept. */
+	bool adopted_pin;
 	int socks_fd, conns_fd, routes_fd, ctl_fd, stats_fd, inflight_fd, reports_fd, tenants_fd;
 	uint32_t keep_balance_fp;	/* the kernel's keep bound, fixed at load */
 	struct kvs_backend *backends;	/* mmap of the backends map */

@@ -103,7 +103,9 @@ int kvs_dp_open(struct kvs_datapath *dp, const struct kvs_dp_opts *o)
 	/* We hold the lock, so pins left here belong to a run that is gone.
 	 * Their routes name backends by index in that run's list: start clean.
 	 * Unless we take over: then they are the live state we go on with
-	 * (libbpf reuses every pinned map of the same definition). */
+	 * (libbpf reuses every pinned map of the same definition). Either way
+	 * the directory is a kvspliced's, and no other will remove it. */
+	dp->adopted_pin = !dp->made_pin.dir && kvs_pin_dir_used(o->pin_dir);
 	if (!o->takeover)
 		kvs_pin_clear(o->pin_dir);
 	/* Taking over with another --pin-dir (changed with an upgrade): the
@@ -260,7 +262,7 @@ void kvs_dp_close(struct kvs_datapath *dp, bool unpin)
 	 * over waits for the lock, which a hand-over has let go of already).
 	 * Left empty (unpinned, or a take-over refused), pin dirs would pile
 	 * up; with pins left, rmdir leaves it. */
-	if (dp->made_pin.dir && dp->lock_fd >= 0) {
+	if ((dp->made_pin.dir || dp->adopted_pin) && dp->lock_fd >= 0) {
 		int err = kvs_pin_dir_remove(dp->pin_dir, &dp->made_pin);
 
 		if (err)
