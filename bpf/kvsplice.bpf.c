@@ -198,8 +198,8 @@ static __always_inline int frame_verdict(struct __sk_buff *skb, struct kvs_stats
 	if (conn->role == KVS_ROLE_CLIENT) {
 		if (bad)
 			return punt_error(skb, st, &h, off, len, cookie, bad);
-		if (conn->tenant && h.type == KVS_T_REQUEST &&
-		    bind_tenant(skb, &h, off, conn->tenant))
+		if (conn->by_role.tenant && h.type == KVS_T_REQUEST &&
+		    bind_tenant(skb, &h, off, conn->by_role.tenant))
 			return SK_DROP;
 		return client_frame(skb, st, &h, off, len, cookie, conn);
 	}
@@ -208,7 +208,7 @@ static __always_inline int frame_verdict(struct __sk_buff *skb, struct kvs_stats
 		return SK_DROP;
 	}
 	if (conn->role == KVS_ROLE_UPSTREAM)
-		return upstream_frame(skb, st, &h, conn->backend, off, len);
+		return upstream_frame(skb, st, &h, conn->by_role.backend, off, len);
 	if (conn->role == KVS_ROLE_INJECT)
 		return inject_frame(skb, st, &h, off, len);
 	st->drop_bad_upstream++;

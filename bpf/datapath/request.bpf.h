@@ -401,7 +401,7 @@ static __always_inline int client_frame(struct __sk_buff *skb, struct kvs_stats 
 					const struct kvs_hdr *h, __u32 off, __u32 len, __u64 cookie,
 					struct kvs_conn *conn)
 {
-	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->tenant };
+	struct decision d = { .why = KVS_WHY_COLD, .tenant = conn->by_role.tenant };
 	__u32 b, plen = bpf_ntohl(h->payload_len);
 	__u64 seed, key = bpf_be64_to_cpu(h->cache_key);
 	__u32 holder = KVS_MAX_BACKENDS;

@@ -388,7 +388,7 @@ static __noinline int upstream_run(struct __sk_buff *skb, struct kvs_stats *st,
 		st->drop_bad_upstream++;
 		return SK_DROP;
 	}
-	r->b = conn->backend;
+	r->b = conn->by_role.backend;
 	r->pos = off;
 	r->end = off + len;
 	r->frames = r->ends = 0;

@@ -180,11 +180,13 @@ struct kvs_endpoint {
 };
 struct kvs_conn {
 	__u32 role; /* enum kvs_role */
+	/* Named, not anonymous: BTF names an anonymous member "", and
+	 * bpftool's JSON dump printed it as the key "". */
 	union {
 		__u32 backend; /* UPSTREAM: backend index */
 		__u32 tenant;  /* CLIENT: its tenant's index in the tenants
 				* map (kvspliced --tenant-source); 0: none */
-	};
+	} by_role;
 	__u32 slot;	/* UPSTREAM: pool slot */
 	__u32 inflight; /* CLIENT: requests sent to a backend, not yet ended;
 			 * a client that sent FIN is closed once it is 0 */

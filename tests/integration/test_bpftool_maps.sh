@@ -24,6 +24,7 @@ kvs_btf_named inflight kvs_req_key req_id .key.conn
 kvs_btf_named backends kvs_backend outstanding_work .value.outstanding_work
 kvs_btf_named backends kvs_backend addr .value.addr.port
 kvs_btf_named conns kvs_conn role .value.remote.port
+kvs_btf_named conns kvs_conn by_role .value.by_role.backend
 kvs_btf_named routes kvs_route depth_blocks .value.depth_blocks
 kvs_btf_named stats kvs_stats fast_path_frames .values[0].value.fast_path_frames
 kvs_btf_named ctl_stats kvs_ctl_stats slow_frames .value.slow_frames
@@ -63,6 +64,13 @@ assert_eq "nest map type" "$(jq -r .type <<<"$n")" percpu_array
 assert_eq "nest entries" "$(jq -r .max_entries <<<"$n")" 1
 assert_eq "verdicts running now, on any CPU" \
 	"$(bpftool map lookup pinned "$KVS_PIN/nest" key 0 0 0 0 -j | jq '[.formatted.values[].value] | add')" 0
+
+# No field without a name: bpftool prints an anonymous member (a union
+# in a struct, say) as the key "", which jq and operators cannot address.
+for m in inflight backends conns routes stats ctl_stats chain nest tenants route_shares backend_ttft; do
+	assert_eq "$m: fields bpftool names \"\"" \
+		"$(bpftool map dump pinned "$KVS_PIN/$m" -j | jq '[.. | objects | keys[] | select(. == "")] | length')" 0
+done
 
 # Every pinned map is one this test or test_admission checks.
 for m in "$KVS_PIN"/*; do

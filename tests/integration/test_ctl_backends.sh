@@ -149,6 +149,8 @@ assert_eq "conns: client path" "$(jget "$row" .path)" "$path"
 # 5 x (64 + 300) + 2 x 64 bytes, nothing in flight once answered
 assert_eq "conns: client frames, bytes, in flight" "$(counts)" "[7,1948,0]"
 assert_eq "conns: client over budget" "$(jget "$row" .over_budget)" 0
+assert_eq "conns --json: keys or values that are \"\"" \
+	"$(jq '[.. | objects | to_entries[] | select(.key == "" or .value == "")] | length' <<<"$cj")" 0
 ups=$(jq --arg a "$a" --arg c "$c" --arg p "$path" '[.[] | select(.role == "upstream" and .path == $p and (.remote == $a or .remote == $c) and .state == "ESTABLISHED")] | length' <<<"$cj")
 assert_eq "conns: upstream connections (2 backends x pool 2)" "$ups" 4
 # What the backends sent the client (its answers less the PONGs, which

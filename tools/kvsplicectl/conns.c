@@ -166,7 +166,7 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 		kvs_endpoint_str(&r->c.local, l, sizeof(l));
 		kvs_endpoint_str(&r->c.remote, p, sizeof(p));
 		if (r->c.role == KVS_ROLE_UPSTREAM)
-			snprintf(be, sizeof(be), "%u/%u", r->c.backend, r->c.slot);
+			snprintf(be, sizeof(be), "%u/%u", r->c.by_role.backend, r->c.slot);
 		if (o->json)
 			printf("%s{\"cookie\":%llu,\"role\":\"%s\",\"path\":\"%s\",\"backend\":%d,"
 			       "\"slot\":%d,"
@@ -175,7 +175,7 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 			       "\"bytes\":%llu,\"inflight\":%u,\"over_budget\":%llu}",
 			       i ? "," : "", (unsigned long long)r->cookie, role_name(r->c.role),
 			       r->c.path ? "user" : "kernel",
-			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.backend : -1,
+			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.by_role.backend : -1,
 			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
 			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
 			       r->rttvar_us, r->rqueue, r->wqueue, (unsigned long long)r->c.frames,

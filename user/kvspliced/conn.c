@@ -228,7 +228,7 @@ int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backe
 {
 	struct kvs_conn kc = {
 		.role = c->role,
-		.backend = backend,
+		.by_role.backend = backend,
 		.slot = slot,
 		.limit = c->max_inflight,
 		.ctl = c->budget,
@@ -251,8 +251,9 @@ int gw_conn_splice(struct gw *g, struct gw_conn *c, uint64_t key, uint32_t backe
 		return -errno;
 	kvs_set_nodelay(c->fd);
 	kvs_sock_endpoints(c->fd, &kc.local, &kc.remote);
+	/* (backend, by_role's other half, is an upstream's) */
 	if (c->role == KVS_ROLE_CLIENT)
-		kc.tenant = c->tenant; /* (backend, its union's other half, is an upstream's) */
+		kc.by_role.tenant = c->tenant;
 	c->key = key;
 	c->backend = backend;
 	c->slot = slot;

@@ -353,14 +353,16 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 		return true;
 	}
 	if (!strcmp(name, KVS_FDN_UPSTREAM) && kc.role == KVS_ROLE_UPSTREAM) {
-		if (kc.backend >= t->nslots || !(t->be[kc.backend].flags & KVS_HO_BE_PRESENT) ||
-		    kc.slot >= KVS_MAX_POOL || (used[kc.backend] & (1u << kc.slot)))
+		uint32_t b = kc.by_role.backend;
+
+		if (b >= t->nslots || !(t->be[b].flags & KVS_HO_BE_PRESENT) ||
+		    kc.slot >= KVS_MAX_POOL || (used[b] & (1u << kc.slot)))
 			return false;
-		used[kc.backend] |= 1u << kc.slot;
+		used[b] |= 1u << kc.slot;
 		r->role = KVS_ROLE_UPSTREAM;
-		r->backend = kc.backend;
+		r->backend = b;
 		r->slot = kc.slot;
-		r->key = kvs_upstream_key(kc.backend, kc.slot);
+		r->key = kvs_upstream_key(b, kc.slot);
 		return true;
 	}
 	if (punt_ok && !strcmp(name, KVS_FDN_PUNT) && kc.role == KVS_ROLE_PUNT) {

@@ -453,12 +453,12 @@ static uint32_t stage_moving(struct gw *g)
 	for (i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = kclient(g, i);
 
-		if (!c || bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) || !kc.tenant ||
-		    kc.tenant == c->tenant)
+		if (!c || bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) ||
+		    !kc.by_role.tenant || kc.by_role.tenant == c->tenant)
 			continue;
 		moving++;
-		if (kc.tenant > base)
-			base = kc.tenant;
+		if (kc.by_role.tenant > base)
+			base = kc.by_role.tenant;
 	}
 	if (!moving)
 		return KVS_MAX_TENANTS;
@@ -473,8 +473,8 @@ static uint32_t stage_moving(struct gw *g)
 	for (i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = kclient(g, i);
 
-		if (c && !bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) && kc.tenant &&
-		    kc.tenant != c->tenant)
+		if (c && !bpf_map_lookup_elem(g->dp.conns_fd, &c->cookie, &kc) &&
+		    kc.by_role.tenant && kc.by_role.tenant != c->tenant)
 			kvs_dp_client_bind(&g->dp, c->cookie, kc.limit,
 					   c->tenant ? base + c->tenant : 0);
 	}

@@ -130,11 +130,11 @@ static void show_conn(struct gw *g, struct gw_conn *c)
 	kc->path = 1;
 	if (c->role == ROLE_UP_USER) {
 		kc->role = KVS_ROLE_UPSTREAM;
-		kc->backend = c->backend;
+		kc->by_role.backend = c->backend;
 		kc->slot = c->slot;
 	} else {
 		kc->role = KVS_ROLE_CLIENT;
-		kc->tenant = c->tenant;
+		kc->by_role.tenant = c->tenant;
 		kc->limit = c->max_inflight;
 		kc->ctl = c->budget;
 	}

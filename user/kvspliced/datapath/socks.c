@@ -43,10 +43,10 @@ int kvs_dp_client_bind(struct kvs_datapath *dp, uint64_t cookie, uint32_t limit,
 		return -errno;
 	if (c.role != KVS_ROLE_CLIENT)
 		return -EINVAL;
-	if (c.limit == limit && c.tenant == tenant)
+	if (c.limit == limit && c.by_role.tenant == tenant)
 		return 0;
 	c.limit = limit;
-	c.tenant = tenant;
+	c.by_role.tenant = tenant;
 	return bpf_map_update_elem(dp->conns_fd, &cookie, &c, BPF_EXIST) ? -errno : 0;
 }
 
