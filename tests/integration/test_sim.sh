@@ -17,6 +17,19 @@ c=$("$B/kvsplice-bench" "${args[@]}" --seed 8)
 echo "ok: seed 7 twice gives the same report"
 [ "$a" != "$c" ] || fail "seeds 7 and 8 gave the same report"
 echo "ok: seed 8 gives another"
+# Any 64-bit seed, and the JSON says it exactly, to any reader: as a
+# string (a number past 2^63 was refused by jansson, "too big integer",
+# and past 2^53 jq read it rounded). --sweep's report too.
+for s in 9223372036854775808 18446744073709551615; do
+	for mode in "" --sweep; do
+		r=$("$B/kvsplice-bench" sim $mode --requests 200 --backends 2 --policies rr,kvsplice \
+			--seed "$s" --json 2>/dev/null) || fail "--seed $s $mode refused"
+		[ "$(jq -r .seed <<<"$r")" = "$s" ] || fail "--seed $s $mode: JSON says $(jq .seed <<<"$r")"
+		python3 -c 'import json, sys; assert json.loads(sys.argv[1])["seed"] == sys.argv[2]' \
+			"$r" "$s" || fail "--seed $s $mode: python reads another seed"
+	done
+done
+echo "ok: seeds up to 2^64-1, said exactly in the JSON (sim and --sweep)"
 
 [ "$(jq '.policies | length' <<<"$a")" = 6 ] || fail "want 6 policies"
 [ "$(jq '[.policies[].requests] | unique' <<<"$a")" = "[

@@ -112,7 +112,9 @@ static const struct kvs_opt rows[] = {
 	{ "contexts", 0, KVS_OPT_U32(O, contexts, 1, 10000000), .arg = "N",
 	  .help = "number of contexts (default: from --occupancy)" },
 	{ "seed", 0, KVS_OPT_U64(O, seed, 0, UINT64_MAX), .arg = "S",
-	  .help = "(default {default})" },
+	  .help = "the workload's random numbers, 0 to 2^64-1 (default\n"
+		  "{default}); --json says it as a string (\"seed\":\"S\"):\n"
+		  "past 2^53 a number would not read back exactly" },
 	{ "workload", 0, .type = KVS_OPT_T_ENUM, .off = offsetof(O, kind), .words = workload_names,
 	  .arg = "W",
 	  .help = "contexts (default: the brief's scenario, above),\n"

@@ -126,7 +126,7 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->speed);
 	printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
 	       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
-	       "\"seed\":%llu,\"fleet_lru_hit_rate\":%.4f,\"baseline\":\"%s\",\"policies\":[",
+	       "\"seed\":\"%llu\",\"fleet_lru_hit_rate\":%.4f,\"baseline\":\"%s\",\"policies\":[",
 	       o->backends, o->kv_blocks, w->n, o->rate, o->contexts, o->context_tokens,
 	       o->own_tokens, o->max_tokens, (unsigned long long)o->seed, ceiling, r0->name);
 	for (i = 0; i < o->npol; i++) {

@@ -103,7 +103,7 @@ void sim_sweep_json(const struct sim_opts *o, const struct sweep *s)
 	uint32_t i, j, judged, ok90, ok99;
 
 	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"backends\":%u,\"kv_blocks\":%u,"
-	       "\"requests\":%u,\"seed\":%llu,\"load_unit\":\"%s\",\"served_threshold\":%.3f,"
+	       "\"requests\":%u,\"seed\":\"%llu\",\"load_unit\":\"%s\",\"served_threshold\":%.3f,"
 	       "\"tolerance_pct\":%.2f,\"tolerance_ms\":%.2f,\"knee_p90_ms\":%.1f,"
 	       "\"repeat\":%u,\"warmup\":%.2f,\"knee\":%.4f,\"knee_probes\":[",
 	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->backends,
