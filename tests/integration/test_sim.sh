@@ -78,6 +78,18 @@ hit=$(jq '.policies[0].hit_rate' <<<"$r")
 awk -v h="$hit" 'BEGIN { d = h - 3056 / 5224; exit !(d < 0.0001 && d > -0.0001) }' ||
 	fail "trace: hit rate $hit, want 3056/5224"
 echo "ok: a 4-request trace replays with the sharing its block ids describe (hit $hit)"
+# A trace's path is said in the JSON as it is, whatever it holds (it was
+# printed unescaped: a quote or a backslash broke the document).
+qd=$(mktemp -d)
+q="$qd/a \"quoted\" \\ path.jsonl"
+cp "$(dirname "$0")/../fixtures/trace4.jsonl" "$q"
+for mode in "" --sweep; do
+	r=$("$B/kvsplice-bench" sim $mode --trace "$q" --backends 1 --policies rr --json 2>/dev/null) ||
+		fail "sim $mode --trace with a quote in its path failed"
+	[ "$(jq -r .trace <<<"$r")" = "$q" ] || fail "sim $mode: the JSON's trace is $(jq .trace <<<"$r")"
+done
+rm -rf "$qd"
+echo "ok: a trace path with quotes and a backslash is said exactly in the JSON (sim and --sweep)"
 echo '{"timestamp": 0, "input_length": 10}' >"$t"
 if out=$("$B/kvsplice-bench" sim --trace "$t" 2>&1); then fail "a malformed trace was accepted"; fi
 grep -q ":1: not a trace record" <<<"$out" || fail "unexpected error: $out"

@@ -6,10 +6,12 @@
  * per request, and plotted. The figures are the server's own (END's tokens
  * and backend id), so they mean the same under either --verify.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonstr.h"
 #include "live_int.h"
 #include "plot.h"
 #include "stats.h"
@@ -257,7 +259,10 @@ void live_print_summary(const struct run *r, const struct summary *s)
 	uint32_t i;
 
 	if (r->o->json) {
-		printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,\"trace\":\"%s\",\"speed\":%.3f,"
+		printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,\"trace\":",
+		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate);
+		kvs_json_str(stdout, r->o->trace ? r->o->trace : "", SIZE_MAX);
+		printf(",\"speed\":%.3f,"
 		       "\"requests\":%u,\"ok\":%u,\"errors\":%u,\"mismatches\":%u,\"lost\":%u,"
 		       "\"wall_s\":%.3f,\"throughput_rps\":%.2f,\"output_tok_s\":%.1f,"
 		       "\"ttft_p50_ms\":%.3f,"
@@ -267,14 +272,12 @@ void live_print_summary(const struct run *r, const struct summary *s)
 		       "\"groups_split\":%u,"
 		       "\"later_turns\":%u,\"turn_moves\":%u,\"prompt_tokens\":%llu,"
 		       "\"cached_tokens\":%llu,\"output_tokens\":%llu,",
-		       r->o->rate > 0 || r->o->trace ? "open" : "closed", r->o->rate,
-		       r->o->trace ? r->o->trace : "", r->o->trace ? r->o->speed : 0, r->n, s->ok,
-		       s->errors, s->mismatches, s->lost, s->wall_s, s->rps, s->tok_s, s->ttft_p50,
-		       s->ttft_p90, s->ttft_p99, s->e2e_p50, s->e2e_p90, s->hit_rate,
-		       s->load_max_over_mean, s->load_max_over_mean_work, s->load_cv,
-		       live_groups(r), s->groups_split, s->later_turns, s->turn_moves,
-		       (unsigned long long)s->prompt_tokens, (unsigned long long)s->cached_tokens,
-		       (unsigned long long)s->output_tokens);
+		       r->o->trace ? r->o->speed : 0, r->n, s->ok, s->errors, s->mismatches,
+		       s->lost, s->wall_s, s->rps, s->tok_s, s->ttft_p50, s->ttft_p90, s->ttft_p99,
+		       s->e2e_p50, s->e2e_p90, s->hit_rate, s->load_max_over_mean,
+		       s->load_max_over_mean_work, s->load_cv, live_groups(r), s->groups_split,
+		       s->later_turns, s->turn_moves, (unsigned long long)s->prompt_tokens,
+		       (unsigned long long)s->cached_tokens, (unsigned long long)s->output_tokens);
 		json_checks(r, s);
 		json_fleet(r, s);
 		printf("\"backends\":[");

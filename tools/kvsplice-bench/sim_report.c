@@ -4,10 +4,12 @@
  * against the baseline, as a table or JSON.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonstr.h"
 #include "sim_int.h"
 #include "stats.h"
 
@@ -122,8 +124,9 @@ void sim_print_json(const struct sim_opts *o, const struct workload *w, double c
 	const struct result *r0 = &res[base];
 	uint32_t i, b;
 
-	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"speed\":%.3f,",
-	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->speed);
+	printf("{\"workload\":\"%s\",\"trace\":", o->trace ? "trace" : workload_names[o->kind]);
+	kvs_json_str(stdout, o->trace ? o->trace : "", SIZE_MAX);
+	printf(",\"speed\":%.3f,", o->speed);
 	printf("\"backends\":%u,\"kv_blocks\":%u,\"requests\":%u,\"rate\":%.3f,"
 	       "\"contexts\":%u,\"context_tokens\":%u,\"own_tokens\":%u,\"max_tokens\":%u,"
 	       "\"seed\":\"%llu\",\"fleet_lru_hit_rate\":%.4f,\"baseline\":\"%s\",\"policies\":[",

@@ -5,8 +5,10 @@
  * table or JSON.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "jsonstr.h"
 #include "sim_sweep.h"
 
 /* (here, with what prints them: the sweep calls the report, not back) */
@@ -102,14 +104,15 @@ void sim_sweep_json(const struct sim_opts *o, const struct sweep *s)
 {
 	uint32_t i, j, judged, ok90, ok99;
 
-	printf("{\"workload\":\"%s\",\"trace\":\"%s\",\"backends\":%u,\"kv_blocks\":%u,"
+	printf("{\"workload\":\"%s\",\"trace\":", o->trace ? "trace" : workload_names[o->kind]);
+	kvs_json_str(stdout, o->trace ? o->trace : "", SIZE_MAX);
+	printf(",\"backends\":%u,\"kv_blocks\":%u,"
 	       "\"requests\":%u,\"seed\":\"%llu\",\"load_unit\":\"%s\",\"served_threshold\":%.3f,"
 	       "\"tolerance_pct\":%.2f,\"tolerance_ms\":%.2f,\"knee_p90_ms\":%.1f,"
 	       "\"repeat\":%u,\"warmup\":%.2f,\"knee\":%.4f,\"knee_probes\":[",
-	       o->trace ? "trace" : workload_names[o->kind], o->trace ? o->trace : "", o->backends,
-	       o->kv_blocks, o->requests, (unsigned long long)o->seed, o->trace ? "speed" : "rps",
-	       o->sweep_served, o->sweep_tol_pct, o->sweep_tol_ms, o->sweep_knee_p90,
-	       o->sweep_repeat ? o->sweep_repeat : 1, o->sweep_warmup, s->knee);
+	       o->backends, o->kv_blocks, o->requests, (unsigned long long)o->seed,
+	       o->trace ? "speed" : "rps", o->sweep_served, o->sweep_tol_pct, o->sweep_tol_ms,
+	       o->sweep_knee_p90, o->sweep_repeat ? o->sweep_repeat : 1, o->sweep_warmup, s->knee);
 	for (i = 0; i < s->nprobe; i++)
 		printf("%s{\"load\":%.4f,\"served\":%.4f,\"ttft_p90_ms\":%.2f,\"past\":%s}",
 		       i ? "," : "", s->probe[i].load, s->probe[i].served, s->probe[i].p90,

@@ -36,8 +36,6 @@ struct ctl_jsonerr {
 };
 void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv);
 int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc);
-/* s (at most max bytes of it) as a JSON string, quotes included. */
-void ctl_json_str(FILE *f, const char *s, size_t max);
 
 /* fd of the pinned map, or -errno (and a message saying why). */
 int ctl_open_map(const struct ctl_opts *o, const char *name);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "jsonstr.h"
 
 /* A copy of what went to the real stderr. */
 static ssize_t err_write(void *cookie, const char *buf, size_t len)
@@ -115,25 +116,11 @@ int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc)
 		error_line(j->buf ? j->buf : "", &line, &len);
 		fputs("{\"error\":", stdout);
 		if (len)
-			ctl_json_str(stdout, line, (size_t)len);
+			kvs_json_str(stdout, line, (size_t)len);
 		else
 			fputs("\"failed\"", stdout);
 		printf(",\"exit\":%d}\n", rc);
 	}
 	free(j->buf);
 	return rc;
-}
-
-void ctl_json_str(FILE *f, const char *s, size_t max)
-{
-	fputc('"', f);
-	for (size_t i = 0; i < max && s[i]; i++) {
-		if (s[i] == '"' || s[i] == '\\')
-			fprintf(f, "\\%c", s[i]);
-		else if ((unsigned char)s[i] < 0x20)
-			fprintf(f, "\\u%04x", (unsigned char)s[i]);
-		else
-			fputc(s[i], f);
-	}
-	fputc('"', f);
 }

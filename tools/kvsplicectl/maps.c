@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "jsonstr.h"
 #include "kvsplice/admission.h"
 #include "kvsplice/maps.h"
 #include "kvsplice/place.h"
@@ -285,7 +286,7 @@ static void print_backends_json(int fd, int tfd)
 		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
 		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
 		       be.report.kv_total_blocks, report_age_s(&be.report));
-		ctl_json_str(stdout, be.reason, sizeof(be.reason)); /* may hold quotes */
+		kvs_json_str(stdout, be.reason, sizeof(be.reason)); /* may hold quotes */
 		/* since the backend took the slot (or the controller started
 		 * counting): /metrics has them as a histogram */
 		t = ttft_of(tfd, i);
