@@ -158,6 +158,9 @@ static void test_refused(void **state)
 {
 	(void)state;
 	bad(CANON_CHAT, "{\"messages\":", "", "not valid JSON");
+	/* valid JSON, but past what jansson holds: said as such, not "not valid" */
+	bad(CANON_CHAT, "{\"messages\":[{\"role\":\"user\"}],\"seed\":18446744073709551615}", "",
+	    "outside the signed 64-bit range (at line 1, column");
 	bad(CANON_CHAT, "[1,2]", "", "must be a JSON object");
 	bad(CANON_CHAT, "{\"model\":\"m\"}", "messages", "required");
 	bad(CANON_CHAT, "{\"messages\":[]}", "messages", "non-empty array");

@@ -216,8 +216,20 @@ int canon_request(enum canon_endpoint ep, const char *body, size_t len, struct c
 	param[0] = '\0';
 	o = json_loadb(body, len, JSON_ALLOW_NUL, &je);
 	if (!o) {
-		snprintf(err, errlen, "the body is not valid JSON: %s (at line %d, column %d)",
-			 je.text, je.line, je.column);
+		/* jansson keeps integers as int64: a larger one (a seed past
+		 * 2^63) is valid JSON it cannot carry exactly, and vLLM would
+		 * refuse it too (its seed is bounded to int64) */
+		if (je.position && strstr(je.text, "too big integer"))
+			snprintf(
+				err, errlen,
+				"an integer in the body is outside the signed 64-bit range (at line "
+				"%d, column %d): kvsplice-http carries integers exactly, up to "
+				"9223372036854775807",
+				je.line, je.column);
+		else
+			snprintf(err, errlen,
+				 "the body is not valid JSON: %s (at line %d, column %d)", je.text,
+				 je.line, je.column);
 		return -EINVAL;
 	}
 	if (!json_is_object(o)) {
