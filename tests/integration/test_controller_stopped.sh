@@ -75,17 +75,19 @@ s1=$(kvs_stats)
 # kvsplicectl status against the stopped controller (it once said "not
 # running" and that the connections "closed with the controller"): alive,
 # holding its pin dir, not answering, its connections still in the map.
+# (--timeout: the wait for an answer, 10 s by default.)
 rc=0
-txt=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" status 2>&1) || rc=$?
+txt=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --timeout 1500 status 2>&1) || rc=$?
 echo "$txt"
 assert_eq "status exit code, no answer" "$rc" 3
-grep -q "^controller  running (pid $GW_PID holds the pin dir) but not answering (.*no answer within 10 s)" \
+grep -q "^controller  running (pid $GW_PID holds the pin dir) but not answering (.*no answer within 1500 ms)" \
 	<<<"$txt" || kvs_fail "status does not say the controller runs but does not answer"
 grep -q "^spliced     1 client and [0-9]* backend connections still in the socket map" <<<"$txt" ||
 	kvs_fail "status does not count the client still spliced"
-js=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --json status 2>/dev/null) || true
-assert_eq "status --json: controller, pid, clients" \
-	"$(jq -c '[.controller, .pid, .spliced.clients]' <<<"$js")" "[\"not answering\",$GW_PID,1]"
+js=$("$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" --json --timeout 1000 status 2>/dev/null) || true
+assert_eq "status --json: controller, pid, clients, why" \
+	"$(jq -c '[.controller, .pid, .spliced.clients, .error]' <<<"$js")" \
+	"[\"not answering\",$GW_PID,1,\"no answer within 1 s\"]"
 kill -CONT "$GW_PID"
 
 n=$(jget "$out" .requests)

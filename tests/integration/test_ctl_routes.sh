@@ -65,6 +65,7 @@ ctl_usage "routes flush extra" "unexpected argument 'extra'" routes flush extra
 assert_eq "routes after 'routes flush extra' (not flushed)" "$(jget "$(ctl routes --json)" .routes)" "$before"
 ctl_usage "bogus extra" "unknown command 'bogus'" bogus extra
 ctl_usage "stats extra" "unexpected argument 'extra'" stats extra
+ctl_usage "--timeout 0" "--timeout" --timeout 0 status
 # With --json, a failure is JSON on stdout as well, one object: what stderr
 # says and the exit status, which is unchanged.
 # ctl_json_error WHAT WANT_EXIT WANT_TEXT ARGS...

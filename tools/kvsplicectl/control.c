@@ -28,10 +28,10 @@ static const char *socket_path(const struct ctl_opts *o, char *buf, size_t len)
 
 /* Sends line; *reply (malloc'd, NUL-terminated) is the whole answer.
  * 0 or -errno (-ENOENT, -ECONNREFUSED: no controller there). */
-static int ask(const char *path, const char *line, char **reply)
+static int ask(const char *path, uint32_t timeout_ms, const char *line, char **reply)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = 10 };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000 };
 	size_t len = 0, cap = 4096;
 	char *buf;
 	int fd, err = 0;
@@ -104,16 +104,28 @@ static int show(const char *reply)
 	return 1;
 }
 
-static void not_running(const char *path, int err)
+/* "10 s", "1500 ms": a --timeout as given. */
+static const char *span(uint32_t ms, char *buf, size_t len)
 {
+	if (ms % 1000)
+		snprintf(buf, len, "%u ms", ms);
+	else
+		snprintf(buf, len, "%u s", ms / 1000);
+	return buf;
+}
+
+static void not_running(const char *path, int err, uint32_t timeout_ms)
+{
+	char t[32];
+
 	if (err == -EACCES || err == -EPERM)
 		fprintf(stderr, PROG ": %s: %s (the control socket is root's: run as root)\n", path,
 			strerror(-err));
 	else if (err == -EAGAIN || err == -EWOULDBLOCK)
 		fprintf(stderr,
 			PROG ": the controller at %s took the command but sent no answer within "
-			     "10 s (stopped, or busy: its log says which)\n",
-			path);
+			     "%s (stopped, or busy: its log says which)\n",
+			path, span(timeout_ms, t, sizeof(t)));
 	else
 		fprintf(stderr,
 			PROG ": no controller answers at %s (%s): is kvspliced running with this "
@@ -151,9 +163,14 @@ static pid_t pin_dir_holder(const char *dir)
 }
 
 /* Why ask() failed, for a person: a socket that took no answer timed out. */
-static const char *ask_error(int err)
+static const char *ask_error(int err, uint32_t timeout_ms, char *buf, size_t len)
 {
-	return err == -EAGAIN || err == -EWOULDBLOCK ? "no answer within 10 s" : strerror(-err);
+	char t[32];
+
+	if (err != -EAGAIN && err != -EWOULDBLOCK)
+		return strerror(-err);
+	snprintf(buf, len, "no answer within %s", span(timeout_ms, t, sizeof(t)));
+	return buf;
 }
 
 /* A command that needs the controller: sent as is, its reply shown. */
@@ -164,9 +181,9 @@ static int run(const struct ctl_opts *o, const char *line)
 	int err, rc;
 
 	snprintf(req, sizeof(req), "%s%s\n", line, o->json ? " --json" : "");
-	err = ask(p, req, &reply);
+	err = ask(p, o->timeout_ms, req, &reply);
 	if (err) {
-		not_running(p, err);
+		not_running(p, err, o->timeout_ms);
 		return 3;
 	}
 	rc = show(reply);
@@ -176,11 +193,11 @@ static int run(const struct ctl_opts *o, const char *line)
 
 int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 {
-	char path[256], *reply = NULL;
+	char path[256], why[64], *reply = NULL;
 	const char *p = socket_path(o, path, sizeof(path));
 	uint32_t n[KVS_BE_STATES] = { 0 };
 	struct ctl_spliced sp;
-	int err = ask(p, o->json ? "status --json\n" : "status\n", &reply), rc;
+	int err = ask(p, o->timeout_ms, o->json ? "status --json\n" : "status\n", &reply), rc;
 	pid_t holder;
 
 	if (!err) {
@@ -195,7 +212,7 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 	 * stuck), and its connections are all still there. */
 	holder = pin_dir_holder(o->pin_dir);
 	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0 || ctl_count_spliced(o, &sp) < 0) {
-		not_running(p, err);
+		not_running(p, err, o->timeout_ms);
 		return 3;
 	}
 	if (o->json) {
@@ -203,17 +220,18 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 		       "\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
 		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
 		       "\"probation\":%u,\"not_ready\":%u}}\n",
-		       holder ? "not answering" : "not running", (int)holder, ask_error(err),
-		       o->pin_dir, sp.clients, sp.upstreams, sp.punt, n[KVS_BE_UP],
-		       n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN], n[KVS_BE_PROBATION],
-		       n[KVS_BE_NOT_READY]);
+		       holder ? "not answering" : "not running", (int)holder,
+		       ask_error(err, o->timeout_ms, why, sizeof(why)), o->pin_dir, sp.clients,
+		       sp.upstreams, sp.punt, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING],
+		       n[KVS_BE_DOWN], n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 		return 3;
 	}
 	if (holder)
 		printf("controller  running (pid %d holds the pin dir) but not answering (%s: %s)\n",
-		       (int)holder, p, ask_error(err));
+		       (int)holder, p, ask_error(err, o->timeout_ms, why, sizeof(why)));
 	else
-		printf("controller  not running (%s: %s)\n", p, ask_error(err));
+		printf("controller  not running (%s: %s)\n", p,
+		       ask_error(err, o->timeout_ms, why, sizeof(why)));
 	printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
 	if (sp.clients && sp.upstreams)
 		printf("spliced     %u client and %u backend connections still in the socket map: the "
@@ -291,10 +309,10 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 {
 	char path[256], *reply = NULL;
 	const char *p = socket_path(o, path, sizeof(path));
-	int err = ask(p, "upgrade --json\n", &reply), pid, old, i;
+	int err = ask(p, o->timeout_ms, "upgrade --json\n", &reply), pid, old, i;
 
 	if (err) {
-		not_running(p, err);
+		not_running(p, err, o->timeout_ms);
 		return 3;
 	}
 	if (strncmp(reply, "ok\n", 3)) {
@@ -309,7 +327,7 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 	/* Done when the successor answers on the control socket. */
 	for (i = 0; i < timeout_s * 10; i++) {
 		usleep(100000);
-		if (ask(p, "status --json\n", &reply))
+		if (ask(p, o->timeout_ms, "status --json\n", &reply))
 			continue; /* between the two: the socket changes hands */
 		if (json_int(reply, "pid") == pid) {
 			free(reply);

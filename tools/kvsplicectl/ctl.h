@@ -18,7 +18,8 @@ struct ctl_opts {
 	const char *pin_dir;
 	const char *socket; /* control socket; NULL: the pin dir's default */
 	int json;
-	uint32_t limit; /* routes: how many to list */
+	uint32_t limit;	     /* routes: how many to list */
+	uint32_t timeout_ms; /* how long the controller has to answer */
 };
 
 /*

@@ -135,7 +135,9 @@ static int parse_limit(const char *who, const struct kvs_opt *row, const char *v
 	return 0;
 }
 
-static const struct ctl_opts defaults = { .pin_dir = KVS_DEFAULT_PIN_DIR, .limit = 20 };
+static const struct ctl_opts defaults = { .pin_dir = KVS_DEFAULT_PIN_DIR,
+					  .limit = 20,
+					  .timeout_ms = 10000 };
 
 /* -p, -s and -l work too; --help does not say so. */
 #define O struct ctl_opts
@@ -150,6 +152,9 @@ static const struct kvs_opt rows[] = {
 		  "else to print prints {\"error\":\"...\",\"exit\":N}" },
 	{ "limit", 'l', KVS_OPT_FUNC(O, limit, parse_limit), .short_unlisted = true, .arg = "N",
 	  .help = "routes: how many to list" },
+	{ "timeout", 0, KVS_OPT_U32(O, timeout_ms, 1, 3600000), .arg = "MS",
+	  .help = "how long the controller has to answer a command\n"
+		  "(default {default}; a monitor may want less)" },
 	KVS_OPT_ROW_HELP,
 };
 #undef O
