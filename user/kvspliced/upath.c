@@ -357,7 +357,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 {
 	const uint8_t *frame;
 	struct kvs_msg m = { 0 };
-	bool progress = false;
+	bool progress = false, counted = false;
 	int r = 0;
 
 	while (!c->close_at_ns &&
@@ -379,6 +379,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 				client_cancel(g, c, &m);
 		} else {
 			r = -KVS_E_BAD_TYPE;
+			counted = true; /* a whole frame, counted above */
 			break;
 		}
 		kvs_buf_consume(&c->rx, KVS_HDR_LEN + (size_t)m.payload_len);
@@ -398,7 +399,8 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 		snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(-r));
 		gw_send_error(g, c->cookie, m.req_id, -r, msg);
 		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
-		count_frame(c, c->rx.len); /* the verdict counts a bad frame too */
+		if (!counted) /* a bad header: what is left, as the verdict counts it */
+			count_frame(c, c->rx.len);
 		kvs_buf_consume(&c->rx, c->rx.len);
 	}
 }
