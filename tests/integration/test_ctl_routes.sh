@@ -89,9 +89,21 @@ ctl_json_error "--json, no maps" 1 "cannot open" --json --pin-dir "$KVS_PIN-none
 ctl_json_error "--json, no controller" 3 "no controller answers" --json --pin-dir "$KVS_PIN-none" reload
 assert_eq "--json '\"' in the error (escaped)" \
 	"$(ctl --json 'bo"gus' 2>/dev/null | jq -r .error)" "unknown command 'bo\"gus' (see --help)"
-# What prints its JSON before it fails prints no second object.
-out=$(ctl --json --pin-dir "$KVS_PIN-none" status 2>/dev/null) || true
-assert_eq "--json status, no controller: JSON documents" "$(jq -s length <<<"$out")" 1
+# -j in a cluster of short options, --json= (getopt refuses it), and
+# getopt's own words without the path kvsplicectl was run as.
+ctl_json_error "-jp DIR" 1 "cannot open" -jp "$KVS_PIN-none" stats
+ctl_json_error "--json=1" 2 "doesn't allow an argument" --json=1 stats
+ln -s "$KVS_BUILD/kvsplicectl" "$KVS_TMP/kctl"
+assert_eq "--json, run as another path: getopt's error" \
+	"$("$KVS_TMP/kctl" --json --frobnicate stats 2>/dev/null | jq -r .error)" \
+	"unrecognized option '--frobnicate'"
+# What prints its JSON before it fails (status with the maps pinned and no
+# answer on the socket) prints no second object.
+rc=0
+out=$(ctl --json --socket "$KVS_TMP/none.sock" status 2>/dev/null) || rc=$?
+assert_eq "--json status, no answer: exit status" "$rc" 3
+assert_eq "--json status, no answer: JSON documents" "$(jq -s length <<<"$out")" 1
+assert_eq "--json status, no answer: its own object" "$(jq -r .controller <<<"$out")" "not answering"
 
 # make install into a staging directory.
 dest=$KVS_TMP/dest

@@ -33,9 +33,13 @@ struct ctl_jsonerr {
 	FILE *text;	 /* a copy of what was said on stderr, into buf */
 	char *buf;
 	size_t len;
-	bool printed; /* something went to stdout */
+	bool printed;	   /* something went to stdout */
+	const char *argv0; /* getopt's errors begin with it */
 };
-void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv);
+/* The short options that take an argument (main.c's table): -jp DIR. */
+#define CTL_SHORT_WITH_ARG "psl"
+bool ctl_jsonerr_wanted(int argc, char **argv);
+void ctl_jsonerr_begin(struct ctl_jsonerr *j, bool json, const char *argv0);
 int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc);
 
 /* fd of the pinned map, or -errno (and a message saying why). */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "jsonstr.h"
@@ -33,28 +34,41 @@ static ssize_t out_write(void *cookie, const char *buf, size_t len)
 	return (ssize_t)fwrite(buf, 1, len, j->out);
 }
 
-/* Whether argv asks for --json (or a prefix of it getopt would take, or
- * -j): looked for before the options are parsed, so that their errors
- * are caught too. */
-static bool wants_json(int argc, char **argv)
+/* Whether argv asks for --json, looked for before the options are parsed
+ * so that their errors are caught too: --json or a prefix of it getopt
+ * would take, --json=... (which getopt refuses), or -j alone or in a
+ * cluster of short options before one that takes an argument (-jp DIR).
+ * main() checks again with what getopt made of them. */
+bool ctl_jsonerr_wanted(int argc, char **argv)
 {
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		size_t n = strlen(argv[i]);
+		const char *a = argv[i];
+		size_t n = strcspn(a, "=");
 
-		if (!strcmp(argv[i], "-j") || (n >= 3 && !strncmp(argv[i], "--json", n)))
-			return true;
+		if (a[0] == '-' && a[1] == '-') {
+			if (n >= 3 && !strncmp(a, "--json", n))
+				return true;
+			continue;
+		}
+		for (size_t k = 1; a[0] == '-' && a[k]; k++) {
+			if (a[k] == 'j')
+				return true;
+			if (strchr(CTL_SHORT_WITH_ARG, a[k]))
+				break;
+		}
 	}
 	return false;
 }
 
-void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv)
+void ctl_jsonerr_begin(struct ctl_jsonerr *j, bool json, const char *argv0)
 {
 	static const cookie_io_functions_t err_io = { .write = err_write };
 	static const cookie_io_functions_t out_io = { .write = out_write };
 	FILE *e, *o;
 
 	memset(j, 0, sizeof(*j));
-	if (!wants_json(argc, argv))
+	j->argv0 = argv0;
+	if (!json)
 		return;
 	j->text = open_memstream(&j->buf, &j->len);
 	e = fopencookie(j, "w", err_io);
@@ -71,20 +85,25 @@ void ctl_jsonerr_begin(struct ctl_jsonerr *j, int argc, char **argv)
 		return;
 	}
 	setvbuf(e, NULL, _IONBF, 0); /* in order with what others write on fd 2 */
+	if (isatty(fileno(stdout)))  /* as a terminal's stdout would be */
+		setvbuf(o, NULL, _IOLBF, 0);
 	j->err = stderr;
 	j->out = stdout;
 	stderr = e;
 	stdout = o;
 }
 
-/* The line that says what failed: the first one of ours, "kvsplicectl: "
- * (getopt's begin with the path it was run as), not a usage text printed
- * after it; else the first. */
-static void error_line(const char *text, const char **line, int *len)
+/* The line that says what failed: the first one of ours, "kvsplicectl: ",
+ * not a usage text printed after it; else the first, less the path it was
+ * run as, with which getopt begins its own. */
+static void error_line(const char *text, const char *argv0, const char **line, int *len)
 {
 	const char *p = text;
+	size_t a = argv0 ? strlen(argv0) : 0;
 
 	*line = text;
+	if (a && !strncmp(text, argv0, a) && !strncmp(text + a, ": ", 2))
+		*line = text + a + 2;
 	while (p && *p) {
 		const char *colon = strstr(p, ": ");
 		size_t n = strlen(PROG);
@@ -111,9 +130,10 @@ int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc)
 	fclose(stdout); /* flushed through out_write */
 	stderr = j->err;
 	stdout = j->out;
+	j->err = j->out = NULL; /* ended: a second end does nothing */
 	fclose(j->text);
 	if (rc && !j->printed) {
-		error_line(j->buf ? j->buf : "", &line, &len);
+		error_line(j->buf ? j->buf : "", j->argv0, &line, &len);
 		fputs("{\"error\":", stdout);
 		if (len)
 			kvs_json_str(stdout, line, (size_t)len);

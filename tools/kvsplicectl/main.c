@@ -227,11 +227,14 @@ int main(int argc, char **argv)
 	struct ctl_jsonerr je;
 	int rc;
 
-	ctl_jsonerr_begin(&je, argc, argv);
+	ctl_jsonerr_begin(&je, ctl_jsonerr_wanted(argc, argv), argv[0]);
 	rc = kvs_opts_argv(&optset, argc, argv, &o);
 	if (rc)
-		rc = rc > 0 ? 0 : 2;
-	else
-		rc = dispatch(&o, argc, argv);
-	return ctl_jsonerr_end(&je, rc);
+		return ctl_jsonerr_end(&je, rc > 0 ? 0 : 2);
+	/* The options parsed: --json is what getopt made of them. */
+	if (o.json != (je.err != NULL)) {
+		ctl_jsonerr_end(&je, 0);
+		ctl_jsonerr_begin(&je, o.json, argv[0]);
+	}
+	return ctl_jsonerr_end(&je, dispatch(&o, argc, argv));
 }
