@@ -195,7 +195,7 @@ struct kvs_conn {
 			* frames, bytes and inflight here on its 100 ms tick) */
 	__u32 limit;	/* CLIENT: its own in-flight limit (a front, kvspliced
 		       * --front-source); 0: the gateway's --max-client-inflight */
-	__u64 frames;	/* frames the verdict saw from this socket */
+	__u64 frames;	/* frames read from this socket (path 0: by the verdict) */
 	__u64 bytes;
 	__u64 partial_since_ns;		   /* CLIENT: a frame began then (CLOCK_MONOTONIC)
 				 * and has not completed; 0: none */
