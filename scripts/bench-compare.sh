@@ -75,7 +75,9 @@ jq -r '.configs[] | select(.name != "direct") | "\(.name) \(.mode) \(.frame_byte
 	done
 done
 echo
-if cmp -s "$OUT/sim-A.json" "$OUT/sim-B.json"; then
+# (the seed read as a string from both: older builds wrote it as a number)
+same_sim() { cmp -s <(jq -S '.seed |= tostring' "$1") <(jq -S '.seed |= tostring' "$2"); }
+if same_sim "$OUT/sim-A.json" "$OUT/sim-B.json"; then
 	echo "sim (the fleet in virtual time, seed 1): identical output"
 else
 	echo "sim (the fleet in virtual time, seed 1): outputs differ (see $OUT/sim-*.json)"
