@@ -33,23 +33,35 @@ int kvs_log_enabled(enum kvs_log_level level)
 	return level <= log_level;
 }
 
-const char *kvs_log_quote(const char *s, char *buf, size_t len)
+const char *kvs_log_quote_mem(const void *p, size_t n, char *buf, size_t len)
 {
+	const unsigned char *s = p;
 	size_t o = 0;
 
-	for (; *s && o + 5 < len; s++) {
-		unsigned char ch = (unsigned char)*s;
+	if (!len)
+		return buf;
+	for (size_t i = 0; i < n && o + 5 < len; i++) {
+		unsigned char ch = s[i];
 
-		if (ch == '"' || ch == '\\')
+		if (ch == '\r' || ch == '\n' || ch == '\t')
+			o += (size_t)snprintf(buf + o, len - o, "\\%c",
+					      ch == '\r' ? 'r' :
+					      ch == '\n' ? 'n' :
+							   't');
+		else if (ch == '"' || ch == '\\')
 			o += (size_t)snprintf(buf + o, len - o, "\\%c", ch);
-		else if (ch < 0x20)
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
-		else
+		else if (ch >= 0x20 && ch < 0x7f)
 			buf[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
 	}
-	if (len)
-		buf[o] = '\0';
+	buf[o] = '\0';
 	return buf;
+}
+
+const char *kvs_log_quote(const char *s, char *buf, size_t len)
+{
+	return kvs_log_quote_mem(s, strlen(s), buf, len);
 }
 
 void kvs_log(enum kvs_log_level level, const char *fmt, ...)

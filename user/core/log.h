@@ -20,8 +20,11 @@ void kvs_log_init(const char *prog, enum kvs_log_level level);
 /* Parses "warn", "info" or "debug"; returns -1 for anything else. */
 int kvs_log_parse_level(const char *s);
 int kvs_log_enabled(enum kvs_log_level level);
-/* s for a quoted logfmt value (key="..."): quotes, backslashes and
- * control characters escaped, cut to fit buf. Returns buf. */
+/* n bytes of p for a quoted logfmt value (key="..."), cut to fit buf:
+ * printable ASCII as it is (quotes and backslashes escaped), CR LF TAB
+ * as \r \n \t, any other byte as \xNN. Returns buf. */
+const char *kvs_log_quote_mem(const void *p, size_t n, char *buf, size_t len);
+/* kvs_log_quote_mem of the string s. */
 const char *kvs_log_quote(const char *s, char *buf, size_t len);
 void kvs_log(enum kvs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

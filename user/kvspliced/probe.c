@@ -38,30 +38,6 @@ uint32_t gw_probe_timeout_ms(const struct gw *g)
 	return g->cfg->health_interval_ms ? 3 * g->cfg->health_interval_ms : 3000;
 }
 
-/* The first bytes of an answer, escaped: printable ASCII as it is (quotes
- * and backslashes escaped), CR LF TAB as \r \n \t, the rest as \xNN. */
-static void escape_seen(const uint8_t *p, size_t n, char *out, size_t len)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n && i < SEEN_BYTES && o + 5 < len; i++) {
-		uint8_t ch = p[i];
-
-		if (ch == '\r' || ch == '\n' || ch == '\t')
-			o += (size_t)snprintf(out + o, len - o, "\\%c",
-					      ch == '\r' ? 'r' :
-					      ch == '\n' ? 'n' :
-							   't');
-		else if (ch == '"' || ch == '\\')
-			o += (size_t)snprintf(out + o, len - o, "\\%c", ch);
-		else if (ch >= 0x20 && ch < 0x7f)
-			out[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(out + o, len - o, "\\x%02x", ch);
-	}
-	out[o] = '\0';
-}
-
 /* The probe is over: its owner hears how (and may close c). */
 static void finish(struct gw *g, struct gw_conn *c, int err, const char *why)
 {
@@ -86,7 +62,7 @@ static int judge(struct gw *g, struct gw_conn *c)
 
 	if (memcmp(p, start, n < sizeof(start) ? n : sizeof(start)) ||
 	    (r = kvs_next_frame(&c->rx, g->cfg->max_payload, &m, &frame)) < 0) {
-		escape_seen(p, n, seen, sizeof(seen));
+		kvs_log_quote_mem(p, n < SEEN_BYTES ? n : SEEN_BYTES, seen, sizeof(seen));
 		finish(g, c, -EPROTO, seen);
 		return 1;
 	}
