@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The openai npm package, unmodified, against kvsplice-http: a streamed
-// chat completion, a streamed completion and a whole chat completion;
+// chat completion, a streamed completion (of one prompt and of two) and a
+// whole chat completion;
 // the models listed and retrieved one by one.
 // Prints one JSON line of what came back; exits 1 on any error.
 //   NODE_PATH=DIR/node_modules node openai_client.cjs BASE_URL MODEL
@@ -37,6 +38,23 @@ async function main() {
 		out.completion.chunks++;
 		out.completion.text += ev.choices[0]?.text ?? '';
 		out.completion.finish = ev.choices[0]?.finish_reason ?? out.completion.finish;
+	}
+
+	// A prompt array, streamed: one completion a prompt (llama.cpp writes
+	// `data: null` between them, which the client yields as null).
+	stream = await client.completions.create({
+		model, prompt: ['Once upon a time', 'The river'], max_tokens: 4, temperature: 0,
+		stream: true,
+	});
+	out.array = { finished: [], nulls: 0 };
+	for await (const ev of stream) {
+		if (ev === null) {
+			out.array.nulls++;
+			continue;
+		}
+		for (const c of ev.choices ?? [])
+			if (c.finish_reason)
+				out.array.finished.push(c.index);
 	}
 
 	const whole = await client.chat.completions.create({ model, messages, max_tokens: 12 });

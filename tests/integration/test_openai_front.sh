@@ -2,12 +2,13 @@
 # OpenAI clients through kvsplice: kvsplice-http -> kvspliced (kernel path)
 # -> kvsplice-adapter -> llama.cpp's llama-server (two of them).
 #  - the openai npm package (pinned, installed here from the npm registry)
-#    streams a chat completion and a completion, gets a whole one, and
-#    gets a 400 it understands for a bad body, lists the models and
-#    retrieves each (models.retrieve), and a 404 for an unknown one;
+#    streams a chat completion and a completion (of one prompt and of two),
+#    gets a whole one, and a 400 it understands for a bad body, lists the
+#    models and retrieves each (models.retrieve), and a 404 for an unknown
+#    one;
 #  - curl streams through the front, and the front's SSE is byte for byte
-#    what llama-server sends for the same request, apart from ids,
-#    timestamps, timings and usage;
+#    what llama-server sends for the same request (a chat, and a prompt
+#    array's completions), apart from ids, timestamps, timings and usage;
 #  - a conversation's second turn lands on the server that served its
 #    first, and that server's own cached_tokens shows the history reused;
 #  - a prompt over the server's context: HTTP 400 context_length_exceeded.
@@ -47,6 +48,7 @@ assert_ge "chat stream: text" "$(jget "$out" '.chat.text | length')" 1
 assert_eq "chat stream: finish_reason" "$(jget "$out" .chat.finish)" length
 assert_ge "completion stream: text" "$(jget "$out" '.completion.text | length')" 1
 assert_eq "completion stream: finish_reason" "$(jget "$out" .completion.finish)" length
+assert_eq "prompt array stream: both prompts finished" "$(jget "$out" '.array.finished | join(" ")')" "0 1"
 assert_eq "whole chat: completion_tokens" "$(jget "$out" .whole.completion_tokens)" 12
 assert_eq "bad body: status" "$(jget "$out" .bad.status)" 400
 assert_eq "models listed" "$(jget "$out" '.models | join(" ")')" "tiny org/tiny-2"
@@ -75,6 +77,18 @@ if ! diff <(norm "$KVS_TMP/direct.sse") <(norm "$KVS_TMP/front.sse") >"$KVS_TMP/
 	kvs_fail "the front's stream differs from llama-server's"
 fi
 echo "ok: the front's SSE is llama-server's, byte for byte ($(wc -c <"$KVS_TMP/front.sse") bytes)"
+# A prompt array streamed: llama-server's streams of both prompts, with the
+# `data: null` it writes between them.
+req='{"model":"tiny","prompt":["Compare me.","And me."],"max_tokens":4,"temperature":0,"seed":7,"stream":true,"cache_prompt":false,"grammar":"root ::= [ -~]*"}'
+curl -sSN "$HTTP_URL/v1/completions" -H 'Content-Type: application/json' -d "$req" \
+	>"$KVS_TMP/front.sse"
+curl -sSN "http://127.0.0.1:$LLAMA_PORT_A/v1/completions" -H 'Content-Type: application/json' \
+	-d "$req" >"$KVS_TMP/direct.sse"
+assert_eq "prompt array stream: separators" "$(grep -c '^data: null$' "$KVS_TMP/front.sse")" 1
+if ! diff <(norm "$KVS_TMP/direct.sse") <(norm "$KVS_TMP/front.sse") >"$KVS_TMP/sse.diff"; then
+	cat "$KVS_TMP/sse.diff"
+	kvs_fail "the front's prompt array stream differs from llama-server's"
+fi
 out=$(curl -sSN "$HTTP_URL/v1/completions" -d '{"prompt":"The river","max_tokens":8,"stream":true}')
 assert_eq "curl completion stream ends with [DONE]" "$(grep '^data: ' <<<"$out" | tail -n 1)" "data: [DONE]"
 

@@ -173,6 +173,14 @@ static void test_event_llama(void **state)
 	assert_int_equal(oai_parse_event("[DONE]", 6, &ev), 0);
 	assert_true(ev.done);
 	oai_event_free(&ev);
+	/* What llama.cpp writes between a prompt array's streams: no text,
+	 * no usage, and not malformed. */
+	assert_int_equal(oai_parse_event("null", 4, &ev), 0);
+	assert_true(ev.separator && !ev.done && !ev.has_usage && !ev.is_error);
+	assert_int_equal(ev.text_len, 0);
+	oai_event_free(&ev);
+	assert_int_equal(oai_parse_event("nul", 3, &ev), -EINVAL);
+	oai_event_free(&ev);
 }
 
 /* vLLM: usage with prompt_tokens_details null when the server was started

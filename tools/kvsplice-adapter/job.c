@@ -35,12 +35,13 @@ struct job {
 	uint64_t t_start, t_sent, t_first, t_last;
 	uint64_t t_event; /* the last event (or byte of a body that is not a stream) */
 	uint32_t chunks;
-	struct oai_event usage; /* the figures seen so far (root unused) */
-	bool active;		/* in the multi handle; else queued */
-	bool answered;		/* the END went at [DONE]; the transfer may still run,
-				 * t_event when it came */
-	bool not_stream;	/* a 2xx that is not text/event-stream */
-	bool body_began;	/* on_body ran: curl had the whole header block */
+	struct oai_event usage;	     /* the figures seen so far (root unused) */
+	struct oai_event usage_base; /* of them, the ended prompts' (an array's) */
+
+	bool active;	 /* in the multi handle; else queued */
+	bool answered;	 /* the END went at [DONE] (t_event then); the transfer may run on */
+	bool not_stream; /* a 2xx that is not text/event-stream */
+	bool body_began; /* on_body ran: curl had the whole header block */
 	long http_status;
 	struct kvs_buf errbody;
 	struct kvs_buf ev; /* relay_event's, reused from event to event */
@@ -322,6 +323,35 @@ static void send_end(struct job *j)
 	j->answered = true;
 }
 
+/* An event's usage and timings: the current prompt's so far, on top of
+ * those of the prompts before it (a server may repeat them as they grow:
+ * the last one stands). */
+static void add_usage(struct job *j, const struct oai_event *ev)
+{
+	const struct oai_event *b = &j->usage_base;
+	struct oai_event *u = &j->usage;
+
+	if (ev->separator) {
+		j->usage_base = *u;
+		return;
+	}
+	if (ev->has_usage) {
+		u->has_usage = true;
+		u->prompt_tokens = b->prompt_tokens + ev->prompt_tokens;
+		u->completion_tokens = b->completion_tokens + ev->completion_tokens;
+		if (ev->has_cached) {
+			u->has_cached = true;
+			u->cached_tokens = b->cached_tokens + ev->cached_tokens;
+		}
+	}
+	if (ev->has_timings) {
+		u->has_timings = true;
+		u->prompt_ms = b->prompt_ms + ev->prompt_ms;
+		u->predicted_ms = b->predicted_ms + ev->predicted_ms;
+		u->cache_n = b->cache_n + ev->cache_n;
+	}
+}
+
 static int on_event(void *ctx, const char *event, const char *data, size_t len)
 {
 	struct job *j = ctx;
@@ -357,21 +387,7 @@ static int on_event(void *ctx, const char *event, const char *data, size_t len)
 	} else if (ev.text_len) {
 		send_text(j, ev.text, ev.text_len);
 	}
-	if (ev.has_usage) {
-		j->usage.has_usage = true;
-		j->usage.prompt_tokens = ev.prompt_tokens;
-		j->usage.completion_tokens = ev.completion_tokens;
-		if (ev.has_cached) {
-			j->usage.has_cached = true;
-			j->usage.cached_tokens = ev.cached_tokens;
-		}
-	}
-	if (ev.has_timings) {
-		j->usage.has_timings = true;
-		j->usage.prompt_ms = ev.prompt_ms;
-		j->usage.predicted_ms = ev.predicted_ms;
-		j->usage.cache_n = ev.cache_n;
-	}
+	add_usage(j, &ev);
 	/* [DONE] is the end of the answer: the END goes now, whatever the
 	 * server then does with the connection. */
 	if (ev.done)

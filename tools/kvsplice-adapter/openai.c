@@ -188,6 +188,10 @@ int oai_parse_event(const char *data, size_t len, struct oai_event *ev)
 		ev->done = true;
 		return 0;
 	}
+	if (len == 4 && !memcmp(data, "null", 4)) {
+		ev->separator = true;
+		return 0;
+	}
 	/* A NUL is a character a model may generate (\u0000 in JSON). */
 	ev->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
 	if (!json_is_object(ev->root))

@@ -56,6 +56,8 @@ char *oai_client_body(const void *payload, size_t len, bool stream, enum oai_kin
 /* One stream event ("data: ..."), parsed. */
 struct oai_event {
 	bool done;	  /* "[DONE]" */
+	bool separator;	  /* "null": llama.cpp's mark between the streams of a
+			   * prompt array's prompts (its own usage each) */
 	const char *text; /* choices[0].text (or delta.content); in root */
 	size_t text_len;
 	bool has_usage; /* usage: */
@@ -74,8 +76,8 @@ struct oai_event {
 /* True for the event include_usage adds: usage, and no choices. */
 bool oai_usage_only(const struct oai_event *ev);
 
-/* 0, or -EINVAL for data that is not a JSON object (or [DONE]); free the
- * event with oai_event_free either way. */
+/* 0, or -EINVAL for data that is not a JSON object (or [DONE] or null);
+ * free the event with oai_event_free either way. */
 int oai_parse_event(const char *data, size_t len, struct oai_event *ev);
 void oai_event_free(struct oai_event *ev);
 
