@@ -3,8 +3,9 @@
 # kvsplice-sim: streamed and whole requests, bad bodies, clients that leave
 # before and during their answer, many at once, connections refused at
 # --max-connections and cut at --request-timeout, the gateway killed
-# mid-stream and back, then a stop with requests in flight: no invalid
-# read or write, nothing definitely or indirectly lost.
+# mid-stream and back, then a stop with requests in flight; beside it a
+# second gateway with no backend up, whose refusals are retried on the
+# first: no invalid read or write, nothing definitely or indirectly lost.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 command -v valgrind >/dev/null || kvs_fail "valgrind is not installed (make deps)"
@@ -20,10 +21,16 @@ start_gw() {
 }
 start_gw
 GW=$GW_PORT
+# The second gateway: its only backend a port nobody listens on.
+dead=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$KVS_BUILD/kvspliced" --listen 127.0.0.1:0 --port-file "$KVS_TMP/bad.port" --pin-dir "$KVS_PIN-bad" \
+	--datapath user --backend "127.0.0.1:$dead" 2>"$KVS_TMP/bad.log" &
+KVS_PIDS+=($!)
+kvs_wait_file "$KVS_TMP/bad.port"
 valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --error-exitcode=3 \
 	"$KVS_BUILD/kvsplice-http" --listen 127.0.0.1:0 --port-file "$KVS_TMP/http.port" \
-	--gateway "127.0.0.1:$GW" --links 2 --max-body 4096 --max-connections 40 \
+	--gateway "127.0.0.1:$GW" --gateway "127.0.0.1:$(cat "$KVS_TMP/bad.port")" --links 2 --max-body 4096 --max-connections 40 \
 	--request-timeout 5 2>"$KVS_TMP/valgrind.log" &
 VG=$!
 KVS_PIDS+=($VG) # cleaned up on every path
@@ -91,6 +98,7 @@ assert_eq "held connections closed; pipelined answers" "$got" "45 2"
 h=$(curl -sS "$U/health")
 assert_ge "connections refused" "$(jq .connections_refused <<<"$h")" 1
 assert_ge "requests cut at the deadline" "$(jq .request_timeouts <<<"$h")" 1
+assert_ge "requests the second gateway refused, retried" "$(jq .retried <<<"$h")" 1
 # The gateway goes away mid-stream, and comes back.
 curl -sS -N "$U/v1/chat/completions" -d "$(chat 20000 true)" >"$KVS_TMP/cut" 2>/dev/null &
 cut=$!
@@ -100,7 +108,7 @@ wait "$cut" || true
 grep -q '"error"' "$KVS_TMP/cut" || kvs_fail "no error event when the gateway went away"
 rm -f "$KVS_TMP/gw.port"
 start_gw --listen "127.0.0.1:$GW"
-kvs_wait_for "the front reconnects" '[ "$(curl -s "$U/health" | jq -r .status)" = ok ]' 120
+kvs_wait_for "the front reconnects" '[ "$(curl -s "$U/health" | jq -r .gateway_links_up)" = 4 ]' 120
 # A stop with requests in flight.
 left=()
 for i in 1 2 3; do

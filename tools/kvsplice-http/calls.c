@@ -24,14 +24,30 @@
 #include "netutil.h"
 #include "oaierr.h"
 
+/* A refusal later than this after the request went is not retried (it came
+ * from past the gateway, a server's): bodies are kept no longer for it. */
+#define RETRY_WINDOW_NS 1000000000ull
+#define SWEEP_MS 250
+
 struct call {
 	struct calls *cs;
 	struct evhttp_request *req; /* the client's; NULL once it has left */
 	struct link *l;		    /* the link it went on; NULL while waiting */
 	uint64_t id;		    /* its req_id */
-	struct canon_req body;	    /* until it is sent */
+	/* Until it is sent; with several gateways, until its first answer or
+	 * RETRY_WINDOW_NS (to send it again: retry()) */
+	struct canon_req body;
+	uint64_t sent_ns; /* when it went on l */
 	uint64_t salt;
 	bool stream, started;
+	bool answered; /* a CHUNK or END came */
+	/* Refused at once by a gateway and sent again, to another (retry()):
+	 * that gateway's link, and its refusal, the answer if no other can
+	 * take it after all. */
+	bool retried;
+	const struct link *avoid;
+	int refused_status;
+	char refused_msg[200];
 	struct evbuffer *acc;	    /* not streamed: the response so far */
 	struct event *watch;	    /* the client's socket, for its leaving early */
 	struct call *qnext, *qprev; /* waiting for a link */
@@ -47,7 +63,27 @@ struct calls {
 	struct call *qhead, *qtail;
 	uint64_t next_id;
 	struct evbuffer *chunk; /* a CHUNK on its way out: one, reused */
+	struct event *sweep;	/* lets go of bodies kept RETRY_WINDOW_NS */
 };
+
+/* Bodies kept for a retry that can no longer come: a walk of every call
+ * each SWEEP_MS (a few thousand slots at most). */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct calls *cs = arg;
+	uint64_t now = kvs_now_ns();
+	uint32_t i;
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i <= cs->byid.mask && cs->byid.slots; i++) {
+		struct call *c = cs->byid.slots[i].val;
+
+		if (cs->byid.slots[i].id && c->l && c->body.body &&
+		    now - c->sent_ns > RETRY_WINDOW_NS)
+			canon_free(&c->body);
+	}
+}
 
 struct calls *calls_new(struct event_base *base, const struct front_config *cfg, struct links *ls,
 			struct clients *cl, struct front_stats *st)
@@ -62,9 +98,19 @@ struct calls *calls_new(struct event_base *base, const struct front_config *cfg,
 	cs->cl = cl;
 	cs->st = st;
 	cs->chunk = evbuffer_new();
-	if (!cs->chunk || kvs_idmap_init(&cs->byid, 1024)) {
+	/* With one gateway there is nowhere to retry: bodies go once sent. */
+	if (cfg->ngateways > 1) {
+		struct timeval tv = { 0, SWEEP_MS * 1000 };
+
+		cs->sweep = event_new(base, -1, EV_PERSIST, on_sweep, cs);
+		if (cs->sweep)
+			evtimer_add(cs->sweep, &tv);
+	}
+	if (!cs->chunk || (cfg->ngateways > 1 && !cs->sweep) || kvs_idmap_init(&cs->byid, 1024)) {
 		if (cs->chunk)
 			evbuffer_free(cs->chunk);
+		if (cs->sweep)
+			event_free(cs->sweep);
 		free(cs);
 		return NULL;
 	}
@@ -217,9 +263,11 @@ static void fail_kvs(struct call *c, int kvs_status, const char *message)
  * fail at once (503: clients retry), rather than wait without bound. */
 static void dispatch(struct calls *cs)
 {
+	uint64_t now = kvs_now_ns();
+
 	while (cs->qhead) {
 		struct call *c = cs->qhead;
-		struct link *l = links_pick(cs->ls);
+		struct link *l = links_pick(cs->ls, c->avoid, now);
 		struct kvs_msg m = {
 			.type = KVS_T_REQUEST,
 			.flags = c->body.flags,
@@ -231,6 +279,11 @@ static void dispatch(struct calls *cs)
 		};
 
 		if (!l) {
+			if (c->avoid && !links_other_live(cs->ls, c->avoid)) {
+				queue_remove(cs, c);
+				fail_kvs(c, c->refused_status, c->refused_msg);
+				continue;
+			}
 			if (links_up(cs->ls) || links_connecting(cs->ls))
 				return; /* all full, or coming up: an END or on_ready */
 			queue_remove(cs, c);
@@ -245,8 +298,47 @@ static void dispatch(struct calls *cs)
 			continue;
 		}
 		c->l = l;
-		canon_free(&c->body);
+		c->sent_ns = now;
+		if (!cs->sweep)
+			canon_free(&c->body);
 	}
+}
+
+static void queue_front(struct calls *cs, struct call *c)
+{
+	c->qprev = NULL;
+	c->qnext = cs->qhead;
+	if (cs->qhead)
+		cs->qhead->qprev = c;
+	else
+		cs->qtail = c;
+	cs->qhead = c;
+}
+
+/*
+ * A request the gateway on l failed before any answer, for a reason of its
+ * own: no backend up there, or it is stopping or full. It reached no
+ * server, so it goes once more, to another gateway, if one has a link up
+ * or coming up (the front has not answered the client yet). False: it
+ * fails as it is.
+ */
+static bool retry(struct call *c, struct link *l, int status, const char *msg)
+{
+	struct calls *cs = c->cs;
+
+	if (c->retried || !c->body.body || (status != KVS_E_NO_BACKEND && status != KVS_E_BUSY) ||
+	    !links_other_live(cs->ls, l))
+		return false;
+	c->retried = true;
+	c->avoid = l;
+	c->l = NULL;
+	c->refused_status = status;
+	snprintf(c->refused_msg, sizeof(c->refused_msg), "%.199s", msg);
+	cs->st->retried++;
+	pr_info("event=request_retried req=%llu status=%s", (unsigned long long)c->id,
+		kvs_status_name(status));
+	queue_front(cs, c);
+	return true;
 }
 
 void calls_on_ready(void *ctx)
@@ -342,6 +434,7 @@ static void on_chunk(struct call *c, const uint8_t *p, uint32_t len)
 
 	c->cs->st->chunks++;
 	c->cs->st->chunk_bytes += len;
+	canon_free(&c->body); /* served: it will not be sent again */
 	if (!c->stream) {
 		if (evbuffer_add(c->acc, p, len) ||
 		    evbuffer_get_length(c->acc) > c->cs->cfg->max_buffered * 4ull) {
@@ -409,9 +502,14 @@ void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const ui
 		return;
 	switch (m->type) {
 	case KVS_T_CHUNK:
+		if (!c->answered) /* its first answer */
+			links_served(cs->ls, l, c->sent_ns);
+		c->answered = true;
 		on_chunk(c, payload, m->payload_len);
 		break;
 	case KVS_T_END:
+		if (!c->answered)
+			links_served(cs->ls, l, c->sent_ns);
 		on_end(c, payload, m->payload_len);
 		break;
 	case KVS_T_ERROR:
@@ -420,7 +518,10 @@ void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const ui
 			 (const char *)payload);
 		if (m->status == KVS_E_BUSY)
 			cs->st->rejected_busy++;
-		fail_kvs(c, m->status, msg);
+		if (c->body.body && (m->status == KVS_E_NO_BACKEND || m->status == KVS_E_BUSY))
+			links_refused(cs->ls, l, kvs_now_ns());
+		if (!retry(c, l, m->status, msg))
+			fail_kvs(c, m->status, msg);
 		break;
 	default:
 		break;
@@ -498,9 +599,10 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 	}
 	r = canon_request(ep, (const char *)evbuffer_pullup(in, -1), len, &c->body, err,
 			  sizeof(err), param, sizeof(param));
-	/* The body is read (into its canonical copy, itself freed once sent):
-	 * libevent would keep it until the response ends, minutes for a
-	 * stream, --max-inflight bodies of up to --max-body each. */
+	/* The body is read (into its canonical copy, itself freed at the
+	 * first answer, kept until then for a retry): libevent would keep it
+	 * until the response ends, minutes for a stream, --max-inflight
+	 * bodies of up to --max-body each. */
 	evbuffer_drain(in, len);
 	if (r) {
 		free(c);
@@ -618,11 +720,11 @@ static void get_health(struct calls *cs, struct evhttp_request *req)
 		 "{\"status\":\"%s\",\"gateway_links_up\":%u,\"gateway_links\":%u,"
 		 "\"in_flight\":%u,\"connections\":%u,\"connections_refused\":%llu,"
 		 "\"sources\":%u,\"connections_refused_source\":%llu,"
-		 "\"request_timeouts\":%llu}",
+		 "\"request_timeouts\":%llu,\"retried\":%llu}",
 		 up ? "ok" : "no_gateway", up, cs->ls->n, cs->byid.count, clients_open(cs->cl),
 		 (unsigned long long)cs->st->connections_refused, clients_sources(cs->cl),
 		 (unsigned long long)cs->st->connections_refused_source,
-		 (unsigned long long)cs->st->request_timeouts);
+		 (unsigned long long)cs->st->request_timeouts, (unsigned long long)cs->st->retried);
 	reply_json(req, up ? 200 : 503, body);
 }
 
@@ -700,5 +802,7 @@ void calls_free(struct calls *cs)
 		}
 	kvs_idmap_free(&cs->byid);
 	evbuffer_free(cs->chunk);
+	if (cs->sweep)
+		event_free(cs->sweep);
 	free(cs);
 }

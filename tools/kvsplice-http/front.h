@@ -69,6 +69,7 @@ struct front_stats {
 	uint64_t bad_requests, link_failures, chunks, chunk_bytes;
 	uint64_t connections_refused, request_timeouts;
 	uint64_t connections_refused_source; /* over --max-source-conns */
+	uint64_t retried;		     /* refused at once by a gateway, sent to another */
 };
 
 struct link;
@@ -82,10 +83,19 @@ typedef void (*link_lost_fn)(void *ctx, struct link *l);
 /* A link (re)connected: requests waiting for one can go. */
 typedef void (*link_ready_fn)(void *ctx);
 
+/* A gateway's record of refusing requests at once (links_refused). */
+struct gw_health {
+	uint32_t refused;    /* in a row, since it last served one */
+	uint64_t refused_ns; /* the last refusal (kvs_now_ns) */
+	uint64_t until_ns;   /* shunned until then */
+};
+
 struct links {
 	struct event_base *base;
 	struct link **all;
 	uint32_t n;
+	struct gw_health *gws; /* one per --gateway */
+	uint32_t ngws;
 	uint32_t max_frame, inflight_cap;
 	link_frame_fn on_frame;
 	link_lost_fn on_lost;
@@ -102,8 +112,19 @@ struct links {
 int links_open(struct links *ls, struct event_base *base, const struct front_config *cfg);
 void links_close(struct links *ls);
 /* The connected link with the fewest requests in flight below the cap, or
- * NULL. */
-struct link *links_pick(struct links *ls);
+ * NULL: not one of avoid's gateway (avoid may be NULL), nor of a gateway
+ * shunned at now while another has a link up. */
+struct link *links_pick(struct links *ls, const struct link *avoid, uint64_t now);
+/* Whether a gateway other than avoid's has a link up or connecting. */
+bool links_other_live(const struct links *ls, const struct link *avoid);
+/* l's gateway failed a request before any answer (it has no backend up,
+ * or is stopping): shunned from now, longer at each refusal in a row.
+ * Nothing with a single gateway. */
+void links_refused(struct links *ls, const struct link *l, uint64_t now);
+/* l's gateway began to answer a request sent at sent_ns: no longer
+ * shunned, if it was sent after the last refusal (a gateway that stops
+ * refuses new requests while it still serves those it took before). */
+void links_served(struct links *ls, const struct link *l, uint64_t sent_ns);
 uint32_t links_up(const struct links *ls);
 /* Links whose connect is under way. */
 uint32_t links_connecting(const struct links *ls);

@@ -23,11 +23,16 @@
 
 #define RETRY_MS 500
 #define CONNECT_MS 2000
+/* A gateway that refuses requests at once is passed over for 250 ms, then
+ * twice as long at each refusal in a row, up to 8 s. */
+#define SHUN_FIRST_MS 250
+#define SHUN_MAX_SHIFT 5
 
 struct link {
 	struct links *ls;
 	struct kvs_addr addr;
 	const char *name; /* the --gateway it goes to */
+	uint32_t gw;	  /* its index in --gateway's order */
 	uint32_t slot;
 	struct bufferevent *bev; /* NULL while down */
 	bool up;		 /* connected (else connecting, while bev is set) */
@@ -191,8 +196,10 @@ int links_open(struct links *ls, struct event_base *base, const struct front_con
 	ls->inflight_cap = cfg->link_inflight;
 	ls->n = 0;
 	ls->all = calloc((size_t)cfg->ngateways * cfg->links_per_gateway, sizeof(*ls->all));
+	ls->gws = calloc(cfg->ngateways, sizeof(*ls->gws));
+	ls->ngws = cfg->ngateways;
 	ls->retry = evtimer_new(base, on_retry, ls);
-	if (!ls->all || !ls->retry)
+	if (!ls->all || !ls->gws || !ls->retry)
 		return -ENOMEM;
 	for (g = 0; g < cfg->ngateways; g++) {
 		struct kvs_addr addr;
@@ -209,6 +216,7 @@ int links_open(struct links *ls, struct event_base *base, const struct front_con
 			l->ls = ls;
 			l->addr = addr;
 			l->name = cfg->gateways[g];
+			l->gw = g;
 			l->slot = k;
 			ls->all[ls->n++] = l;
 		}
@@ -227,24 +235,85 @@ void links_close(struct links *ls)
 		free(ls->all[i]);
 	}
 	free(ls->all);
+	free(ls->gws);
 	if (ls->retry)
 		event_free(ls->retry);
 	memset(ls, 0, sizeof(*ls));
 }
 
-struct link *links_pick(struct links *ls)
+static bool shunned(const struct links *ls, const struct link *l, uint64_t now)
+{
+	return ls->gws[l->gw].until_ns > now;
+}
+
+/*
+ * The fewest in flight is the wrong measure for a gateway that fails what
+ * it gets at once (every backend down, or draining for a stop): it always
+ * has the fewest, so it would get most requests. So its links are passed
+ * over while it is shunned, as long as another gateway has a link up (full
+ * or not: better to wait for room there than to fail here).
+ */
+struct link *links_pick(struct links *ls, const struct link *avoid, uint64_t now)
 {
 	struct link *best = NULL;
+	bool trusted_up = false;
 	uint32_t i;
 
 	for (i = 0; i < ls->n; i++) {
+		const struct link *l = ls->all[i];
+
+		if (l->up && (!avoid || l->gw != avoid->gw) && !shunned(ls, l, now))
+			trusted_up = true;
+	}
+	for (i = 0; i < ls->n; i++) {
 		struct link *l = ls->all[i];
 
-		if (l->up && (!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
+		if (!l->up || (avoid && l->gw == avoid->gw) || (trusted_up && shunned(ls, l, now)))
+			continue;
+		if ((!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
 		    (!best || l->inflight < best->inflight))
 			best = l;
 	}
 	return best;
+}
+
+bool links_other_live(const struct links *ls, const struct link *avoid)
+{
+	uint32_t i;
+
+	for (i = 0; i < ls->n; i++)
+		if (ls->all[i]->bev && ls->all[i]->gw != avoid->gw)
+			return true;
+	return false;
+}
+
+void links_refused(struct links *ls, const struct link *l, uint64_t now)
+{
+	struct gw_health *h = &ls->gws[l->gw];
+	uint64_t ms = (uint64_t)SHUN_FIRST_MS
+		      << (h->refused < SHUN_MAX_SHIFT ? h->refused : SHUN_MAX_SHIFT);
+
+	if (ls->ngws < 2)
+		return; /* nowhere else to send them */
+	h->refused_ns = now;
+	if (h->until_ns > now)
+		return; /* refusals of requests sent before it was shunned */
+	h->refused++;
+	h->until_ns = now + ms * 1000000ull;
+	pr_warn("event=gateway_shunned gateway=%s refused_in_a_row=%u for_ms=%llu "
+		"hint=\"it failed a request at once; new requests go to the other gateways\"",
+		l->name, h->refused, (unsigned long long)ms);
+}
+
+void links_served(struct links *ls, const struct link *l, uint64_t sent_ns)
+{
+	struct gw_health *h = &ls->gws[l->gw];
+
+	if (!h->refused || sent_ns <= h->refused_ns)
+		return;
+	pr_info("event=gateway_serving gateway=%s after_refused=%u", l->name, h->refused);
+	h->refused = 0;
+	h->until_ns = 0;
 }
 
 uint32_t links_up(const struct links *ls)

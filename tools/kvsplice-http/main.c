@@ -71,7 +71,9 @@ static const struct kvs_opt rows[] = {
 	{ "gateway", 'g', KVS_OPT_LIST(S, gateways, ngateways, FRONT_MAX_GATEWAYS, parse_gateway),
 	  .arg = "ADDR:PORT",
 	  .help = "a kvspliced listener, KVS1 (required;\n"
-		  "repeat for several gateways)" },
+		  "repeat for several gateways: one that\n"
+		  "refuses requests at once is shunned, and\n"
+		  "what it refused sent to another)" },
 	{ "links", 0, KVS_OPT_U32(S, links_per_gateway, 1, 64), .arg = "N",
 	  .help = "KVS1 connections to each gateway (default\n"
 		  "{default}); requests are multiplexed on them" },
@@ -359,7 +361,7 @@ int main(int argc, char **argv)
 	pr_info("event=exit requests=%llu streamed=%llu completed=%llu errors=%llu "
 		"cancelled=%llu busy=%llu bad_requests=%llu link_failures=%llu chunks=%llu "
 		"chunk_bytes=%llu connections_refused=%llu connections_refused_source=%llu "
-		"request_timeouts=%llu",
+		"request_timeouts=%llu retried=%llu",
 		(unsigned long long)st.requests, (unsigned long long)st.streamed,
 		(unsigned long long)st.completed, (unsigned long long)st.errors,
 		(unsigned long long)st.cancelled, (unsigned long long)st.rejected_busy,
@@ -367,7 +369,7 @@ int main(int argc, char **argv)
 		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes,
 		(unsigned long long)st.connections_refused,
 		(unsigned long long)st.connections_refused_source,
-		(unsigned long long)st.request_timeouts);
+		(unsigned long long)st.request_timeouts, (unsigned long long)st.retried);
 cleanup:
 	if (rest.timer)
 		event_free(rest.timer);
