@@ -52,6 +52,7 @@ assert_eq "whole completion: status" "$(status "$out")" 200
 assert_eq "whole completion: object" "$(body "$out" | jq -r .object)" text_completion
 assert_eq "whole completion: usage" "$(body "$out" | jq -r .usage.completion_tokens)" 3
 assert_eq "/v1/models" "$(curl -sf "$HTTP_URL/v1/models" | jq -r '.data[0].id')" sim-model
+assert_eq "/v1/models/ (a trailing slash)" "$(curl -sf "$HTTP_URL/v1/models/" | jq -r '.data[0].id')" sim-model
 assert_eq "/health" "$(curl -sf "$HTTP_URL/health" | jq -r .status)" ok
 if [ "${KVS_DATAPATH:-kernel}" = kernel ]; then
 	s=$(kvs_stats)

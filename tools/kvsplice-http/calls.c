@@ -765,7 +765,7 @@ void calls_on_http(struct evhttp_request *req, void *arg)
 		post_completion(cs, req, CANON_CHAT);
 	} else if (!strcmp(path, "/v1/completions") && post) {
 		post_completion(cs, req, CANON_COMPLETIONS);
-	} else if (!strcmp(path, "/v1/models") && get) {
+	} else if ((!strcmp(path, "/v1/models") || !strcmp(path, "/v1/models/")) && get) {
 		get_models(cs, req);
 	} else if (!strncmp(path, "/v1/models/", 11) && path[11] && get) {
 		get_model(cs, req, path + 11);
