@@ -90,7 +90,8 @@ static void test_turns_share_prefix(void **state)
 }
 
 /* Completions: the prompt first (string or array), no hint; two system
- * messages both count for the hint; model_id is stable and never 0. */
+ * messages both count for the hint, and without one the first message is
+ * the hint; model_id is stable and never 0. */
 static void test_completion_and_model(void **state)
 {
 	struct canon_req c = canon_ok(
@@ -114,6 +115,13 @@ static void test_completion_and_model(void **state)
 	assert_int_not_equal(canon_model_id("llama"), canon_model_id("llama2"));
 	assert_int_not_equal(canon_model_id(""), 0);
 	assert_int_equal(d.prefix_len, strlen(two));
+	canon_free(&c);
+	/* No system message: the first message, which later turns repeat. */
+	c = canon_ok(CANON_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"Q1\"},"
+				 "{\"role\":\"assistant\",\"content\":\"A1\"},{\"role\":"
+				 "\"user\",\"content\":\"Q2\"}]}");
+	assert_int_equal(c.prefix_len,
+			 strlen("{\"messages\":[{\"role\":\"user\",\"content\":\"Q1\"}"));
 	/* a content part: type first, the rest sorted */
 	assert_non_null(strstr(d.body, "\"content\":[{\"type\":\"text\",\"text\":\"x\"}]"));
 	canon_free(&c);

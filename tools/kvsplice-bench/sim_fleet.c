@@ -200,8 +200,8 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, uint32
 	case P_KVSPLICE:
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].work;
-		kvs_policy_decide(pol, r->eng.hashes, n, last, r->eng.prompt_tokens, load, ok, NULL,
-				  &d);
+		kvs_policy_decide(pol, r->eng.hashes, n, last, 0, r->eng.prompt_tokens, load, ok,
+				  NULL, &d);
 		*cached_blocks = d.cached_blocks;
 		*why = (uint8_t)(16 + d.reason);
 		return d.backend;

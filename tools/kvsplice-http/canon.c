@@ -261,8 +261,13 @@ int canon_request(enum canon_endpoint ep, const char *body, size_t len, struct c
 			if (r || (i && (r = kvs_buf_append(&b, ",", 1))) ||
 			    (r = put_message(&b, m)))
 				break;
-			if (i == nlead && is_system(m)) {
-				nlead++;
+			/* Without system messages, the first message: every later
+			 * turn of its conversation repeats it, and a hint is
+			 * followed however much of the prompt it covers (a turn
+			 * 2 whose deepest match with turn 1 was too shallow a
+			 * part of it was placed anew, on any server). */
+			if ((i == nlead && is_system(m)) || (i == 0 && !is_system(m))) {
+				nlead += is_system(m);
 				out->prefix_len = (uint32_t)b.len;
 			}
 		}

@@ -178,8 +178,8 @@ static int place_new(struct kvs_policy *pol, uint64_t key, const uint64_t *load,
 }
 
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
-		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
-		       const uint32_t *known, struct kvs_decision *d)
+		       uint32_t hint_blocks, uint32_t prompt_tokens, const uint64_t *load,
+		       const uint8_t *eligible, const uint32_t *known, struct kvs_decision *d)
 {
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint32_t ng = group_hashes(pol, h, n);
@@ -209,8 +209,9 @@ void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, ui
 
 	/* Only a prefix too short to matter is cached anywhere (a system
 	 * prompt every request shares): a new prefix all the same, placed as
-	 * the kernel places one. */
-	shared = best > 0 &&
+	 * the kernel places one. Unless it covers what the client hinted is
+	 * the reusable part (its conversation's first messages). */
+	shared = best > 0 && !(hint_blocks && best >= hint_blocks) &&
 		 (double)best * KVS_BLOCK_TOKENS < pol->p.min_match_share * prompt_tokens;
 	members = best ? hot_members(pol, h, best, prompt_tokens, cached, load, eligible, n_ok) : 0;
 	if (best == 0 || shared) {

@@ -155,7 +155,10 @@ void kvs_policy_free(struct kvs_policy *pol);
 /*
  * Decide for a prompt with block hashes h[0..n) and prompt_tokens tokens.
  * place_key is the hash that places it when nobody holds it (its hinted or
- * deepest checkpoint prefix). load[b] is backend b's outstanding work in
+ * deepest checkpoint prefix). hint_blocks is the client's prefix hint
+ * (kvs_hint_blocks, 0: none): a cached prefix that covers it is decisive
+ * however short a part of the prompt, as the kernel follows a hint's
+ * route. load[b] is backend b's outstanding work in
  * tokens; eligible[b] != 0 for backends that may take work. known[b], if
  * not NULL, is other evidence that backend b holds at least that many of
  * the prompt's blocks (the gateway passes the kernel's routes, which learn
@@ -163,8 +166,8 @@ void kvs_policy_free(struct kvs_policy *pol);
  * chosen backend's index.
  */
 void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
-		       uint32_t prompt_tokens, const uint64_t *load, const uint8_t *eligible,
-		       const uint32_t *known, struct kvs_decision *d);
+		       uint32_t hint_blocks, uint32_t prompt_tokens, const uint64_t *load,
+		       const uint8_t *eligible, const uint32_t *known, struct kvs_decision *d);
 
 /*
  * What hot prefixes need where the controller decides (include/kvsplice/

@@ -250,8 +250,9 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	else if (kernel)
 		routed_depths(g, g->hashes, n, known);
 	kvs_policy_decide(&g->policy, g->hashes, n,
-			  placement_key(m, seed, g->hashes, n, g->cfg->window_blocks), tokens, load,
-			  ok, kernel ? known : NULL, &d);
+			  placement_key(m, seed, g->hashes, n, g->cfg->window_blocks),
+			  kvs_hint_blocks(m->prefix_len), tokens, load, ok, kernel ? known : NULL,
+			  &d);
 	gw_withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;

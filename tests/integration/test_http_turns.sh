@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Conversations without a system message stay on their server: turn 2
+# (turn 1's user message, the answer, a new question) goes where turn 1
+# went. The front hints the first message as the conversation's reusable
+# part, as it hints the system messages when there are some. Without the
+# hint, a ~450-byte first message and a ~200-token answer left turn 2's
+# deepest match with turn 1 (4 blocks of its ~20) under --min-match-pct,
+# and the request was placed anew: on 2 servers, about half the
+# conversations moved at turn 2 and recomputed their history.
+# datapath: both (tests/run.sh runs it on the userspace data path too)
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sims "A B" --time-scale 0.05
+kvs_start_gw "${KVS_BACKENDS[@]}" --front-source 127.0.0.0/8
+for i in 0 1; do
+	[ "$(kvs_wait_backend $i up)" = up ] || kvs_fail "backend $i not up"
+done
+kvs_start_http --model sim-model
+
+ask() { # BODY: the response, its headers in $KVS_TMP/h
+	curl -sS -D "$KVS_TMP/h" "$HTTP_URL/v1/chat/completions" -d "$1"
+}
+served_by() { tr -d '\r' <"$KVS_TMP/h" | awk -F': ' 'tolower($1) == "x-kvsplice-backend" { print $2 }'; }
+
+moved=0
+for c in $(seq 1 12); do
+	q=$(awk -v c="$c" 'BEGIN { printf "Conversation %d opens with a question of some length. ", c
+		for (i = 0; i < 7; i++) printf "Detail %d of conversation %d matters here. ", i, c }')
+	t1=$(jq -n --arg q "$q" '{model:"sim-model",max_tokens:200,messages:[{role:"user",content:$q}]}')
+	r1=$(ask "$t1")
+	b1=$(served_by)
+	a1=$(jget "$r1" .choices[0].message.content)
+	t2=$(jq --arg a "$a1" '.messages += [{role:"assistant",content:$a},{role:"user",content:"And then?"}]' <<<"$t1")
+	r2=$(ask "$t2")
+	b2=$(served_by)
+	echo "conversation $c: first message ${#q} bytes, answer ${#a1} bytes; turn 1 on $b1, turn 2 on $b2"
+	[ -n "$b1" ] && [ -n "$b2" ] || kvs_fail "conversation $c: no X-Kvsplice-Backend header"
+	[ "$b1" = "$b2" ] || moved=$((moved + 1))
+done
+assert_eq "conversations that moved at turn 2" "$moved" 0
+echo "PASS test_http_turns"
