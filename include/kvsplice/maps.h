@@ -589,8 +589,9 @@ struct kvs_ctl_stats {
 	__u64 budget_closed;  /* connections closed for staying over it */
 	__u64 decided_hot;    /* slow-path decisions: a hot prefix placed among
 			       * its replicas (include/kvsplice/place.h) */
-	__u64 health_held;    /* checks past their deadline whose PONG the
-			       * kernel had passed up, unread: not ejected */
+	__u64 health_held;    /* checks past their deadline not ejected: the
+			       * PONG passed up unread, responses still
+			       * coming, or a direct PING answered */
 };
 
 #endif /* KVSPLICE_MAPS_H */

@@ -232,9 +232,18 @@ struct gw_backend {
 	bool said_unready_wait; /* logged its ejection waiting for its requests */
 	bool said_probation;	/* its probation since the last ejection logged */
 	bool pong_held;		/* this check's PONG waited unread past its deadline */
-	uint32_t probing;	/* its new connections not through their probe yet */
-	bool said_not_kvs1;	/* logged that it does not speak KVS1 (once) */
-	bool said_down;		/* logged down or unreachable; again once it was up */
+	/* What else says it is alive while a check waits (health.c): its
+	 * response frames (the backends map's resp_frames, as last read)
+	 * and when they last moved (or the PING went); its direct PING (on
+	 * a connection of its own: its id and gen while it runs) and when
+	 * one last answered ready (0: none for this check); whether each
+	 * kept the check (logged once). */
+	uint64_t heard_frames, heard_ns, answered_ns;
+	bool said_heard, direct_running, said_direct;
+	uint32_t direct_id, direct_gen;
+	uint32_t probing;   /* its new connections not through their probe yet */
+	bool said_not_kvs1; /* logged that it does not speak KVS1 (once) */
+	bool said_down;	    /* logged down or unreachable; again once it was up */
 	/* Added by kvsplicectl and not yet answered for: what it meets is
 	 * the command's answer, logged once with it (added or refused), not
 	 * as a listed backend's unreachable, retried, removed. */

@@ -4,13 +4,30 @@
  * reconnections are probed, probe.c: readmitted once they answer ready). */
 #include "health.h"
 
+#include <errno.h>
 #include <linux/sockios.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 
 #include "backend.h"
+#include "conn.h"
 #include "kpath.h"
 #include "log.h"
+
+/* Intervals without an answer that fail a check; and at most how many
+ * since its PING it may be held past that while other evidence says the
+ * backend is alive (its responses, a direct PING): a PING that never
+ * comes back through the kernel path means that path to it is broken,
+ * and its connections are made anew. */
+#define HEALTH_MISSES 3
+#define HEALTH_HOLD_MAX 10
+
+/* Response frames backend b has sent, as the data path counted them. */
+static uint64_t resp_frames(const struct gw *g, uint32_t b)
+{
+	return __atomic_load_n(&g->dp.backends[b].resp_frames, __ATOMIC_RELAXED);
+}
 
 /* A PING to backend b through the kernel (its pool slot 0): req_id names
  * the backend and the check, gw_conn 0 marks it as the controller's. */
@@ -31,6 +48,12 @@ static void ping_backend(struct gw *g, uint32_t b, uint64_t now)
 	be->ping_sent_ns = now;
 	be->ping_known = be->instance;
 	be->pong_held = false;
+	be->heard_ns = now;
+	be->heard_frames = resp_frames(g, b);
+	be->said_heard = false;
+	be->answered_ns = 0;
+	be->said_direct = false;
+	be->direct_running = false; /* one of an earlier check: not this one's */
 }
 
 /*
@@ -115,10 +138,69 @@ static void eject(struct gw *g, uint32_t b, const char *why, bool silent)
 	/* its probation said once this ejection (backend.c), not once ever:
 	 * a readmission clears no flag the dial would see */
 	be->said_probation = false;
+	be->direct_running = false;
 	if (silent)
 		gw_backend_silent(g, b, why);
 	else
 		gw_backend_down(g, b, why);
+}
+
+/* A check failed: no PONG, nothing else heard, for HEALTH_MISSES intervals
+ * (or held for HEALTH_HOLD_MAX). */
+static void eject_silent(struct gw *g, uint32_t b, uint64_t now, uint64_t interval)
+{
+	uint64_t waited = now - g->be[b].ping_sent_ns;
+	char why[64];
+
+	snprintf(why, sizeof(why), "no PONG in %llu ms",
+		 (unsigned long long)((waited > HEALTH_HOLD_MAX * interval ? HEALTH_HOLD_MAX :
+									     HEALTH_MISSES) *
+				      interval / 1000000));
+	eject(g, b, why, true);
+}
+
+/*
+ * The outcome of b's direct PING (ask_directly), if it still belongs to
+ * the check that is waiting. Ready: b is alive, and it is the check's
+ * PING or PONG that waits in the kernel (still_heard() says why), so the
+ * check is held three more intervals, when b is asked again; its PONG
+ * still answers it when it comes. Not ready: taken as a not-ready PONG
+ * is. Anything else (no answer within the interval, a close, a wrong
+ * frame): b is silent, ejected.
+ */
+static void answered_directly(struct gw *g, struct gw_conn *c, int err, const char *why)
+{
+	uint32_t b = c->backend, instance = c->probe_instance, known = c->probe_known;
+	struct gw_backend *be = &g->be[b];
+	bool ours = be->direct_running && be->direct_id == c->id && be->direct_gen == c->gen;
+	uint64_t now = kvs_now_ns();
+
+	gw_conn_close(g, c);
+	if (!ours)
+		return;
+	be->direct_running = false;
+	if (!be->present || !be->up || !be->ping_sent_ns)
+		return;
+	pr_debug("event=health_direct_pong backend=%s err=%d why=\"%s\"", be->name, err, why);
+	if (err && err != -EAGAIN) {
+		eject_silent(g, b, now, (uint64_t)g->cfg->health_interval_ms * 1000000ull);
+		return;
+	}
+	gw_backend_instance(g, b, instance, known);
+	if (err) {
+		not_ready(g, b);
+		return;
+	}
+	be->answered_ns = now;
+	if (!be->said_direct) {
+		be->said_direct = true;
+		g->ctl.health_held++;
+		pr_warn("event=health_answered_directly backend=%s waited_ms=%llu "
+			"hint=\"no PONG through the kernel, but it answered a PING on a connection of "
+			"its own: kept; its PING or PONG waits in the kernel's queues for a redirect "
+			"worker (short of CPU)\"",
+			be->name, (unsigned long long)((now - be->ping_sent_ns) / 1000000));
+	}
 }
 
 /*
@@ -164,31 +246,132 @@ static int punt_unread(const struct gw *g)
  * passed its PONG up to the controller (the backends map's pong_seen names
  * this check) and the controller has not read it yet: the backend
  * answered; its answer waits in the punt socket behind the frames clients
- * had punted before it (and in the kernel's queue into that socket, which
- * no ioctl counts), and the controller, starved of CPU or flooded, reads
- * slower than they come. It is held until read, as the controller reads
+ * had punted before it, or before it, in the kernel's queue into that
+ * socket (each redirected frame waits there for a kernel worker, which
+ * can go unscheduled for seconds on a loaded machine: docs/RUNBOOK.md, "A
+ * backend goes down"). It is held until read, as the controller reads
  * that socket in order; the reading then goes on as for any answer
  * (ready or not). It ends without the answer only if the punt pair is
  * lost or its stream discarded as corrupt (kpath.c forgets the notes):
- * then the check fails as before. Held once per check: counted, logged.
+ * then the check fails as before. Held once per check: counted, logged,
+ * the hint naming the queue it waits in (an empty socket: the kernel's).
  */
 static bool pong_queued(struct gw *g, uint32_t b, uint64_t now)
 {
 	struct gw_backend *be = &g->be[b];
 	uint64_t seen = __atomic_load_n(&g->dp.backends[b].pong_seen, __ATOMIC_RELAXED);
+	int unread;
 
 	if (!g->punt || !be->ping_sent_ns || seen != ((uint64_t)b << 32 | be->ping_seq))
 		return false;
 	if (!be->pong_held) {
 		be->pong_held = true;
 		g->ctl.health_held++;
+		unread = punt_unread(g);
 		pr_warn("event=health_pong_queued backend=%s waited_ms=%llu punt_unread_bytes=%d "
-			"hint=\"its PONG came in time and waits unread in the controller's punt "
-			"socket: the controller is behind (starved of CPU, or flooded)\"",
-			be->name, (unsigned long long)((now - be->ping_sent_ns) / 1000000),
-			punt_unread(g));
+			"hint=\"%s\"",
+			be->name, (unsigned long long)((now - be->ping_sent_ns) / 1000000), unread,
+			unread == 0 ? "its PONG came in time and waits in the kernel's queue into "
+				      "the controller's punt socket: a kernel redirect worker has "
+				      "not run (short of CPU)" :
+				      "its PONG came in time and waits unread in the controller's "
+				      "punt socket: the controller is behind (starved of CPU, or "
+				      "flooded)");
 	}
 	return true;
+}
+
+/* b's response frames moved since they were last read: heard now. */
+static void listen_for(struct gw *g, uint32_t b, uint64_t now)
+{
+	struct gw_backend *be = &g->be[b];
+	uint64_t n = resp_frames(g, b);
+
+	if (n != be->heard_frames) {
+		be->heard_frames = n;
+		be->heard_ns = now;
+	}
+}
+
+/*
+ * Past its deadline with no PONG, b's check is held while b's response
+ * frames (CHUNKs, ENDs, ERRORs, counted by the data path as they pass)
+ * came within the last three intervals: a backend that streams is not
+ * hung, whatever became of its PING. The PING and the PONG each take an
+ * egress redirect and wait in the target socket's queue for a kernel
+ * worker, which a loaded machine can leave unscheduled for seconds while
+ * the streams' redirects run on another CPU's worker: every backend's
+ * PING, redirected from the controller's CPU in one go, then waits, and
+ * every backend was ejected with its requests (docs/RUNBOOK.md, "A
+ * backend goes down"). Logged once per check, counted as held.
+ */
+static bool still_heard(struct gw *g, uint32_t b, uint64_t now, uint64_t interval)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (now - be->heard_ns > HEALTH_MISSES * interval)
+		return false;
+	if (!be->said_heard) {
+		be->said_heard = true;
+		g->ctl.health_held++;
+		pr_warn("event=health_pong_late backend=%s waited_ms=%llu "
+			"hint=\"no PONG yet, but its responses still come: kept; its PING or PONG "
+			"may wait in the kernel's queues for a redirect worker (short of CPU)\"",
+			be->name, (unsigned long long)((now - be->ping_sent_ns) / 1000000));
+	}
+	return true;
+}
+
+static void answered_directly(struct gw *g, struct gw_conn *c, int err, const char *why);
+
+/*
+ * Past its deadline with no PONG and nothing else heard, b is asked
+ * directly before it is ejected: a PING on a connection of its own, which
+ * the controller writes and reads itself, through no redirect and so no
+ * kernel worker, answered within an interval (a backend that answers at
+ * all answers at once). Held while that runs; its outcome is taken in
+ * answered_directly(). A hung backend (its kernel still completes the
+ * handshake) does not answer it either: ejected an interval later than
+ * the missing PONG alone would have. One that cannot be asked (refused,
+ * no room) is ejected at once.
+ */
+static bool ask_directly(struct gw *g, uint32_t b, uint64_t interval)
+{
+	struct gw_backend *be = &g->be[b];
+	struct gw_conn *c;
+	int err;
+
+	if (be->direct_running)
+		return true;
+	err = gw_kpath_dial_direct(g, b, (uint32_t)(interval / 1000000), answered_directly, &c);
+	if (err) {
+		pr_debug("event=health_direct_ping_failed backend=%s err=\"%s\"", be->name,
+			 strerror(-err));
+		return false;
+	}
+	be->direct_running = true;
+	be->direct_id = c->id;
+	be->direct_gen = c->gen;
+	return true;
+}
+
+/* What a check past its deadline with no PONG comes to: held (true) or
+ * failed. Held at most HEALTH_HOLD_MAX intervals from its PING, but for
+ * a PONG the kernel passed up (pong_queued: the answer is there). */
+static bool check_held(struct gw *g, uint32_t b, uint64_t now, uint64_t interval)
+{
+	struct gw_backend *be = &g->be[b];
+
+	if (pong_queued(g, b, now))
+		return true;
+	if (now - be->ping_sent_ns > HEALTH_HOLD_MAX * interval)
+		return false;
+	if (still_heard(g, b, now, interval))
+		return true;
+	/* a direct answer holds the check as long as a PONG would have */
+	if (be->answered_ns && now - be->answered_ns <= HEALTH_MISSES * interval)
+		return true;
+	return ask_directly(g, b, interval);
 }
 
 /* On the tick: check every backend that is up; eject one that has not
@@ -216,27 +399,29 @@ void gw_health_tick(struct gw *g, uint64_t now)
 		if (!be->present || !be->up) {
 			be->ping_sent_ns = 0;
 			be->unready_since_ns = 0;
+			be->direct_running = false;
 			continue;
 		}
 		if (paused && be->ping_sent_ns)
-			be->ping_sent_ns = now;
+			be->ping_sent_ns = be->heard_ns = now;
+		if (paused && be->answered_ns)
+			be->answered_ns = now;
 		if (paused && be->unready_since_ns)
 			be->unready_since_ns = now;
-		if (be->ping_sent_ns && now - be->ping_sent_ns > 3 * interval) {
-			if (pong_queued(g, b, now))
-				continue;
-			snprintf(why, sizeof(why), "no PONG in %llu ms",
-				 (unsigned long long)(3 * interval / 1000000));
-			eject(g, b, why, true);
+		if (be->ping_sent_ns)
+			listen_for(g, b, now);
+		if (be->ping_sent_ns && now - be->ping_sent_ns > HEALTH_MISSES * interval) {
+			if (!check_held(g, b, now, interval))
+				eject_silent(g, b, now, interval);
 			continue;
 		}
-		if (be->unready_since_ns && now - be->unready_since_ns > 3 * interval) {
+		if (be->unready_since_ns && now - be->unready_since_ns > HEALTH_MISSES * interval) {
 			/* the answer waiting may say it is ready */
 			if (pong_queued(g, b, now))
 				continue;
 			if (!unready_waits(g, b, now, interval)) {
 				snprintf(why, sizeof(why), "reported not ready for %llu ms",
-					 (unsigned long long)(3 * interval / 1000000));
+					 (unsigned long long)(HEALTH_MISSES * interval / 1000000));
 				eject(g, b, why, false);
 				continue;
 			}

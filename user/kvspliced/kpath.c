@@ -478,11 +478,12 @@ static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
 	gw_backend_probed(g, b, err, why);
 }
 
-int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done)
+/* A new connection to backend b, its probe PING sent; done gets the
+ * answer. */
+static int dial_probe(struct gw *g, uint32_t b, gw_probed_fn done, struct gw_conn **out)
 {
-	struct gw_backend *be = &g->be[b];
+	int fd = kvs_connect(&g->be[b].addr, CONNECT_TIMEOUT_MS), err;
 	struct gw_conn *c;
-	int fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS), err;
 
 	if (fd < 0)
 		return fd;
@@ -492,13 +493,42 @@ int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done)
 		return -ENOMEM;
 	}
 	c->backend = b;
-	c->slot = s;
 	err = gw_probe_start(g, c, done);
 	if (err) {
 		gw_conn_close(g, c);
 		return err;
 	}
-	be->pool[s] = c;
+	*out = c;
+	return 0;
+}
+
+int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done)
+{
+	struct gw_conn *c;
+	int err = dial_probe(g, b, done, &c);
+
+	if (err)
+		return err;
+	c->slot = s;
+	g->be[b].pool[s] = c;
+	return 0;
+}
+
+int gw_kpath_dial_direct(struct gw *g, uint32_t b, uint32_t timeout_ms, gw_probed_fn done,
+			 struct gw_conn **out)
+{
+	struct gw_conn *c;
+	int err = dial_probe(g, b, done, &c);
+
+	if (err)
+		return err;
+	c->probe_deadline_ns = kvs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	err = gw_arm_recv(g, c); /* the event loop reads its answer */
+	if (err) {
+		gw_conn_close(g, c);
+		return err;
+	}
+	*out = c;
 	return 0;
 }
 

@@ -29,6 +29,12 @@ int gw_kpath_client(struct gw *g, struct gw_conn *c);
  * on success it splices it under the slot's key). In be->pool[s] from
  * then on. 0, or -errno (nothing is left behind). */
 int gw_kpath_dial_slot(struct gw *g, uint32_t b, uint32_t s, gw_probed_fn done);
+/* A connection to backend b of the controller's own, in no pool and no
+ * map: a PING on it, answered within timeout_ms or failed (done hears
+ * how, and closes it). The health check's second opinion (health.c).
+ * 0 with *c set, or -errno (nothing is left behind). */
+int gw_kpath_dial_direct(struct gw *g, uint32_t b, uint32_t timeout_ms, gw_probed_fn done,
+			 struct gw_conn **c);
 /* A frame from the controller, through the kernel's verdict like any
  * client's. 0 or -ENOBUFS (the inject queue is full). */
 int gw_kpath_put(struct gw *g, struct kvs_msg *m, const void *payload, uint32_t len);
