@@ -1,5 +1,5 @@
 # KVS1 backends a test scripts (tests/integration/test_chunk_runs*.sh,
-# test_request_nested.sh):
+# test_request_nested.sh, and late_backend.py):
 #   serve(port_file, on_request)  listens on loopback, writes its port to
 #                          port_file once it does, answers PINGs, and calls
 #                          on_request(socket, Frame, lock) for each REQUEST
@@ -35,9 +35,10 @@ def end(f, prompt=0, cached=0, output=0, queue_us=0, prefill_us=0):
                       gw_backend=f.gw_backend, gw_conn=f.gw_conn)
 
 
-def serve(port_file, on_request, nodelay=False):
-    """A backend on 127.0.0.1 (a thread a connection, PINGs answered);
-    returns its listening socket once port_file holds its port."""
+def serve(port_file, on_request, nodelay=False, on_ping=None):
+    """A backend on 127.0.0.1 (a thread a connection, PINGs answered, or
+    given to on_ping(socket, Frame, lock)); returns its listening socket
+    once port_file holds its port."""
     def conn(c):
         if nodelay:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -47,7 +48,9 @@ def serve(port_file, on_request, nodelay=False):
                 f = r.next()
             except (EOFError, OSError):
                 return
-            if f.type == kvs1.PING:
+            if f.type == kvs1.PING and on_ping:
+                on_ping(c, f, lock)
+            elif f.type == kvs1.PING:
                 with lock:
                     c.sendall(kvs1.pong(f))
             elif f.type == kvs1.REQUEST:
