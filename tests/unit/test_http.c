@@ -59,7 +59,7 @@ static void test_same_bytes(void **state)
 
 /* Turn 2 of a conversation starts with turn 1's messages, byte for byte:
  * the gateway's prefix hash finds turn 1's server. The hint (prefix_len)
- * ends after the system message. */
+ * ends after the first message after the system message. */
 static void test_turns_share_prefix(void **state)
 {
 	struct canon_req t1 = canon_ok(CANON_CHAT,
@@ -73,13 +73,12 @@ static void test_turns_share_prefix(void **state)
 			    "{\"role\":\"user\",\"content\":\"Q2\"}]}");
 	const char *turn1 = "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":"
 			    "\"user\",\"content\":\"Q1\"}";
-	const char *sys = "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"}";
 
 	(void)state;
 	assert_memory_equal(t1.body, turn1, strlen(turn1));
 	assert_memory_equal(t2.body, turn1, strlen(turn1));
-	assert_int_equal(t1.prefix_len, strlen(sys));
-	assert_int_equal(t2.prefix_len, strlen(sys));
+	assert_int_equal(t1.prefix_len, strlen(turn1));
+	assert_int_equal(t2.prefix_len, strlen(turn1));
 	assert_int_equal(t1.flags, KVS_F_JSON | KVS_F_CHAT | KVS_F_STREAM);
 	assert_int_equal(t2.flags, KVS_F_JSON | KVS_F_CHAT);
 	assert_int_equal(t1.max_tokens, 50);
@@ -89,9 +88,9 @@ static void test_turns_share_prefix(void **state)
 	canon_free(&t2);
 }
 
-/* Completions: the prompt first (string or array), no hint; two system
- * messages both count for the hint, and without one the first message is
- * the hint; model_id is stable and never 0. */
+/* Completions: the prompt first (string or array), no hint; the hint runs
+ * over both system messages and the message after them, and without one
+ * over the first message; model_id is stable and never 0. */
 static void test_completion_and_model(void **state)
 {
 	struct canon_req c = canon_ok(
@@ -102,7 +101,8 @@ static void test_completion_and_model(void **state)
 			    "\"developer\",\"content\":\"B\"},{\"role\":\"user\",\"content\":"
 			    "[{\"type\":\"text\",\"text\":\"x\"}]}],\"model\":\"llama\"}");
 	const char *two = "{\"messages\":[{\"role\":\"system\",\"content\":\"A\"},{\"role\":"
-			  "\"developer\",\"content\":\"B\"}";
+			  "\"developer\",\"content\":\"B\"},{\"role\":\"user\",\"content\":"
+			  "[{\"type\":\"text\",\"text\":\"x\"}]}";
 
 	(void)state;
 	assert_string_equal(c.body, "{\"prompt\":[\"a\",\"b\"],\"logprobs\":2,\"model\":\"llama\","

@@ -253,7 +253,7 @@ int canon_request(enum canon_endpoint ep, const char *body, size_t len, struct c
 
 	kvs_buf_init(&b, 0);
 	if (ep == CANON_CHAT) {
-		size_t nlead = 0; /* leading system messages: what conversations share */
+		size_t nlead = 0; /* leading system messages */
 
 		r = kvs_buf_append(&b, "{\"messages\":[", 13);
 		json_array_foreach(lead, i, m)
@@ -261,12 +261,16 @@ int canon_request(enum canon_endpoint ep, const char *body, size_t len, struct c
 			if (r || (i && (r = kvs_buf_append(&b, ",", 1))) ||
 			    (r = put_message(&b, m)))
 				break;
-			/* Without system messages, the first message: every later
-			 * turn of its conversation repeats it, and a hint is
-			 * followed however much of the prompt it covers (a turn
-			 * 2 whose deepest match with turn 1 was too shallow a
-			 * part of it was placed anew, on any server). */
-			if ((i == nlead && is_system(m)) || (i == 0 && !is_system(m))) {
+			/* The hint: the leading system messages and the first
+			 * message after them, which every later turn of the
+			 * conversation repeats. The kernel follows a hint's route
+			 * however small a part of the prompt it is: with the
+			 * system messages alone, every conversation sharing them
+			 * went where they were (20 of 48 later turns moved, with
+			 * their history); with no hint, a turn 2 whose match
+			 * with turn 1 was too small a part of it was placed
+			 * anew. */
+			if (i == nlead) {
 				nlead += is_system(m);
 				out->prefix_len = (uint32_t)b.len;
 			}

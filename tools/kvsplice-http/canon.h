@@ -24,11 +24,10 @@ struct canon_req {
 	char *body; /* the canonical body, NUL-terminated; free() it */
 	size_t len;
 	uint16_t flags;	     /* KVS_F_JSON, KVS_F_CHAT, KVS_F_STREAM */
-	uint32_t prefix_len; /* bytes up to the end of the leading system
-			      * (or developer) messages: what conversations
-			      * share; without them, of the first message,
-			      * which its conversation's turns share; 0 for
-			      * a completion */
+	uint32_t prefix_len; /* bytes up to the end of the first message
+			      * after the leading system (or developer)
+			      * ones, if any: what the turns of a
+			      * conversation share; 0 for a completion */
 	uint32_t max_tokens; /* max_completion_tokens or max_tokens, 0 = none */
 	uint32_t model_id;   /* canon_model_id(model), 0 = no model */
 	char model[256];     /* "" = none */
