@@ -230,6 +230,19 @@ kvs_start_http() {
 	HTTP_URL="http://127.0.0.1:$(cat "$KVS_TMP/http.port")"
 }
 
+# kvs_chat BODY [HEADERS_FILE]: a chat completion through the front at
+# HTTP_URL; prints the response, its headers into HEADERS_FILE
+# ($KVS_TMP/h by default).
+kvs_chat() {
+	curl -sS -m 60 -D "${2:-$KVS_TMP/h}" "$HTTP_URL/v1/chat/completions" -d "$1"
+}
+
+# kvs_served_by [HEADERS_FILE]: the X-Kvsplice-Backend of the response
+# whose headers kvs_chat wrote (the END's backend_id).
+kvs_served_by() {
+	tr -d '\r' <"${1:-$KVS_TMP/h}" | awk -F': ' 'tolower($1) == "x-kvsplice-backend" { print $2 }'
+}
+
 kvs_bench() {
 	"$KVS_BUILD/kvsplice-bench" live --connect "127.0.0.1:$GW_PORT" --quiet "$@"
 }

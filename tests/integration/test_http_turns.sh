@@ -19,22 +19,18 @@ for i in 0 1; do
 done
 kvs_start_http --model sim-model
 
-ask() { # BODY: the response, its headers in $KVS_TMP/h
-	curl -sS -D "$KVS_TMP/h" "$HTTP_URL/v1/chat/completions" -d "$1"
-}
-served_by() { tr -d '\r' <"$KVS_TMP/h" | awk -F': ' 'tolower($1) == "x-kvsplice-backend" { print $2 }'; }
 
 moved=0
 for c in $(seq 1 12); do
 	q=$(awk -v c="$c" 'BEGIN { printf "Conversation %d opens with a question of some length. ", c
 		for (i = 0; i < 7; i++) printf "Detail %d of conversation %d matters here. ", i, c }')
 	t1=$(jq -n --arg q "$q" '{model:"sim-model",max_tokens:200,messages:[{role:"user",content:$q}]}')
-	r1=$(ask "$t1")
-	b1=$(served_by)
+	r1=$(kvs_chat "$t1")
+	b1=$(kvs_served_by)
 	a1=$(jget "$r1" .choices[0].message.content)
 	t2=$(jq --arg a "$a1" '.messages += [{role:"assistant",content:$a},{role:"user",content:"And then?"}]' <<<"$t1")
-	r2=$(ask "$t2")
-	b2=$(served_by)
+	r2=$(kvs_chat "$t2")
+	b2=$(kvs_served_by)
 	echo "conversation $c: first message ${#q} bytes, answer ${#a1} bytes; turn 1 on $b1, turn 2 on $b2"
 	[ -n "$b1" ] && [ -n "$b2" ] || kvs_fail "conversation $c: no X-Kvsplice-Backend header"
 	[ "$b1" = "$b2" ] || moved=$((moved + 1))
@@ -54,8 +50,8 @@ conv() { # C: one line a turn, "SERVER PREVIOUS"
 	body=$(jq -n --arg s "$sys" --arg q "$q" '{model:"sim-model",max_tokens:200,
 		messages:[{role:"system",content:$s},{role:"user",content:$q}]}')
 	for t in 1 2 3 4; do
-		r=$(curl -sS -m 60 -D "$KVS_TMP/h$c" "$HTTP_URL/v1/chat/completions" -d "$body")
-		b=$(tr -d '\r' <"$KVS_TMP/h$c" | awk -F': ' 'tolower($1) == "x-kvsplice-backend" { print $2 }')
+		r=$(kvs_chat "$body" "$KVS_TMP/h$c")
+		b=$(kvs_served_by "$KVS_TMP/h$c")
 		echo "${b:-none} $prev"
 		prev=$b
 		body=$(jq --arg a "$(jget "$r" .choices[0].message.content)" --arg t "$t" \

@@ -95,21 +95,17 @@ assert_eq "curl completion stream ends with [DONE]" "$(grep '^data: ' <<<"$out" 
 # 3. Conversations: turn 2 (turn 1's messages, the answer, a new question)
 # goes where turn 1 went (the front's X-Kvsplice-Backend: the END's
 # backend_id, the adapter's --id), and finds it cached there.
-ask() { # BODY: the response, its headers in $KVS_TMP/h
-	curl -sS -D "$KVS_TMP/h" "$HTTP_URL/v1/chat/completions" -d "$1"
-}
-served_by() { tr -d '\r' <"$KVS_TMP/h" | awk -F': ' 'tolower($1) == "x-kvsplice-backend" { print $2 }'; }
 for c in 1 2 3 4 5 6; do
 	sys=$(awk -v c="$c" 'BEGIN { printf "Conversation %d. ", c
 		for (i = 0; i < 40; i++) printf "Rule %d of conversation %d: answer with care. ", i, c }')
 	t1=$(jq -n --arg s "$sys" '{model:"tiny",max_tokens:8,
 		messages:[{role:"system",content:$s},{role:"user",content:"First question?"}]}')
-	r1=$(ask "$t1")
-	b1=$(served_by)
+	r1=$(kvs_chat "$t1")
+	b1=$(kvs_served_by)
 	a1=$(jget "$r1" .choices[0].message.content)
 	t2=$(jq --arg a "$a1" '.messages += [{role:"assistant",content:$a},{role:"user",content:"And the second?"}]' <<<"$t1")
-	r2=$(ask "$t2")
-	b2=$(served_by)
+	r2=$(kvs_chat "$t2")
+	b2=$(kvs_served_by)
 	p1=$(jget "$r1" .usage.prompt_tokens)
 	cached=$(jget "$r2" .usage.prompt_tokens_details.cached_tokens)
 	echo "conversation $c: turn 1 on $b1 ($p1 prompt tokens), turn 2 on $b2, cached $cached"

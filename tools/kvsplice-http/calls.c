@@ -315,19 +315,24 @@ static void queue_front(struct calls *cs, struct call *c)
 	cs->qhead = c;
 }
 
+/* An ERROR the gateway sent for a reason of its own (no backend up there,
+ * or it is stopping or full), before any answer and within the retry
+ * window (the body is still kept): the request reached no server. */
+static bool refused_at_once(const struct call *c, int status)
+{
+	return c->body.body && (status == KVS_E_NO_BACKEND || status == KVS_E_BUSY);
+}
+
 /*
- * A request the gateway on l failed before any answer, for a reason of its
- * own: no backend up there, or it is stopping or full. It reached no
- * server, so it goes once more, to another gateway, if one has a link up
- * or coming up (the front has not answered the client yet). False: it
- * fails as it is.
+ * A request the gateway on l refused at once goes once more, to another
+ * gateway, if one has a link up or coming up (the front has not answered
+ * the client yet). False: it fails as it is.
  */
 static bool retry(struct call *c, struct link *l, int status, const char *msg)
 {
 	struct calls *cs = c->cs;
 
-	if (c->retried || !c->body.body || (status != KVS_E_NO_BACKEND && status != KVS_E_BUSY) ||
-	    !links_other_live(cs->ls, l))
+	if (c->retried || !refused_at_once(c, status) || !links_other_live(cs->ls, l))
 		return false;
 	c->retried = true;
 	c->avoid = l;
@@ -518,7 +523,7 @@ void calls_on_frame(void *ctx, struct link *l, const struct kvs_msg *m, const ui
 			 (const char *)payload);
 		if (m->status == KVS_E_BUSY)
 			cs->st->rejected_busy++;
-		if (c->body.body && (m->status == KVS_E_NO_BACKEND || m->status == KVS_E_BUSY))
+		if (refused_at_once(c, m->status))
 			links_refused(cs->ls, l, kvs_now_ns());
 		if (!retry(c, l, m->status, msg))
 			fail_kvs(c, m->status, msg);
