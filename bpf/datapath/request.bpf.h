@@ -209,13 +209,13 @@ static __always_inline struct kvs_route *hot_count(__u64 hash, __u64 now)
 /*
  * Hot prefixes (include/kvsplice/place.h): the request counts in the hot
  * window of the route it matched (d->why, d->depth) and of every shallower
- * checkpoint's route on its path, so a prefix's rate is that of every
- * request sharing it, whichever deeper route it follows. If the route it
- * follows, to holder, needs k >= 2 replicas, the request is placed among
- * them by the placement rule on its own placement key. Returns the
- * replica, or -1 to follow the route as it is (global, as
- * place_request()); the caller counts the replica's placement
- * (hot_placed) once the request is sent there.
+ * checkpoint's and hinted prefix's route on its path, so a prefix's rate
+ * is that of every request sharing it, whichever deeper route it follows.
+ * If the route it follows, to holder, needs k >= 2 replicas, the request
+ * is placed among them by the placement rule on its own placement key.
+ * Returns the replica, or -1 to follow the route as it is (global, as
+ * place_request()); the caller counts the replica's placement (hot_placed)
+ * once the request is sent there.
  */
 __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct decision *d,
 			 __u32 holder)
@@ -247,6 +247,11 @@ __noinline int hot_route(struct kvs_chain *ch, const struct kvs_hdr *h, struct d
 				hash = ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)];
 			}
 		}
+		/* a hint under the route followed: the prefix it names is on
+		 * this request's path too (a hint at a checkpoint is counted) */
+		kd = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+		if (kd && kd < d->depth && kvs_checkpoint_after(kd - 1) != kd)
+			hot_count(ch->h[(kd - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)], now);
 	}
 	if (!r || d->why == KVS_WHY_SHALLOW || holder >= KVS_MAX_BACKENDS)
 		return -1;

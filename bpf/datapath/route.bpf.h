@@ -138,19 +138,75 @@ static __always_inline int deep_enough(__u32 depth, __u32 plen)
 }
 
 /*
+ * The route of a prompt's deepest match, by depth (route_request): the
+ * checkpoints deeper than the client's prefix-length hint, the hint, the
+ * checkpoints under it. A match at the hint's depth or deeper is followed
+ * however little of the prompt it covers (the client named that much as
+ * worth routing by); a shallower one too shallow for the prompt is not.
+ * The hint is not looked up first: a hint names a prefix many prompts
+ * share (a template, a system prompt), and the deeper route that a
+ * conversation's earlier turn taught names where more of this prompt is,
+ * which the hint's route would take it away from. A global function, like
+ * report(): inlined, its lookups took the verdict's stack past 512 bytes.
+ * Returns as route_request.
+ */
+__noinline int route_by_depth(struct kvs_chain *ch, const struct kvs_hdr *h, __u32 *depth,
+			      __u32 *why)
+{
+	struct kvs_stats *st = stats_slot();
+	struct kvs_route *r = NULL, *hinted;
+	__u32 k, n, hint, plen;
+
+	if (!ch || !h || !depth || !why || !st)
+		return -1;
+	n = ch->n;
+	plen = bpf_ntohl(h->payload_len);
+	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
+	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS)
+		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+	else
+		hint = 0;
+	hinted = r;
+	for (k = KVS_MAX_CHECKPOINTS; k > 0; k--) {
+		__u32 cp = kvs_checkpoint(k - 1);
+
+		if (cp > n)
+			continue;
+		if (cp <= hint && hinted)
+			break;
+		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
+		if (!r)
+			continue;
+		*depth = cp;
+		if ((cp <= hint || !hint) && !deep_enough(cp, plen)) {
+			st->pass_shallow++;
+			*why = KVS_WHY_SHALLOW;
+			return -1;
+		}
+		*why = KVS_WHY_PREFIX;
+		return follow(r, st, why);
+	}
+	if (hinted) {
+		*depth = hint;
+		*why = KVS_WHY_HINT;
+		return follow(hinted, st, why);
+	}
+	*why = KVS_WHY_COLD;
+	return -1;
+}
+
+/*
  * The backend of the route a request should follow, or -1 when there is
  * none to follow; *why says which (enum kvs_why) and *depth the matched
- * depth in blocks (0 for a cache key). Routes are looked up by the explicit
- * cache key first, then the client's prefix-length hint, then the
- * checkpoints of the chain, deepest first; a match too shallow for the
- * prompt is not followed. The prompt is hashed into ch first, whatever is
- * found: the report and the routes learned from it need the chain.
+ * depth in blocks (0 for a cache key). The explicit cache key's route
+ * first, then route_by_depth. The prompt is hashed into ch first, whatever
+ * is found: the report and the routes learned from it need the chain.
  */
 static __always_inline int route_request(struct __sk_buff *skb, const struct kvs_hdr *h, __u32 off,
 					 struct kvs_stats *st, struct kvs_chain *ch,
 					 struct scratch *sc, __u64 seed, __u32 *depth, __u32 *why)
 {
-	__u32 n, hint, k, plen = bpf_ntohl(h->payload_len);
+	__u32 n, plen = bpf_ntohl(h->payload_len);
 	struct kvs_route *r;
 	__u64 key = bpf_be64_to_cpu(h->cache_key);
 
@@ -166,36 +222,7 @@ static __always_inline int route_request(struct __sk_buff *skb, const struct kvs
 			return follow(r, st, why);
 		}
 	}
-
-	hint = kvs_hint_blocks(bpf_ntohl(h->prefix_len));
-	if (hint > 0 && hint <= n && hint <= KVS_MAX_WINDOW_BLOCKS) {
-		r = lookup_route(ch->h[(hint - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
-		if (r) {
-			*depth = hint;
-			*why = KVS_WHY_HINT;
-			return follow(r, st, why);
-		}
-	}
-
-	for (k = KVS_MAX_CHECKPOINTS; k > 0; k--) {
-		__u32 cp = kvs_checkpoint(k - 1);
-
-		if (cp > n)
-			continue;
-		r = lookup_route(ch->h[(cp - 1) & (KVS_MAX_WINDOW_BLOCKS - 1)]);
-		if (!r)
-			continue;
-		*depth = cp;
-		if (!deep_enough(cp, plen)) {
-			st->pass_shallow++;
-			*why = KVS_WHY_SHALLOW;
-			return -1;
-		}
-		*why = KVS_WHY_PREFIX;
-		return follow(r, st, why);
-	}
-	*why = KVS_WHY_COLD;
-	return -1;
+	return route_by_depth(ch, h, depth, why);
 }
 
 /* A route of tenant's withdrawn: its share's count goes down. */

@@ -79,6 +79,11 @@ class Frame:
         """An END's cached_tokens (struct kvs_end: the second u32)."""
         return struct.unpack('>I', self.payload[4:8])[0]
 
+    def end_backend_id(self):
+        """An END's backend_id (struct kvs_end: the seventh u32), the
+        backend's --id: which backend served the request."""
+        return struct.unpack('>I', self.payload[24:28])[0]
+
     def text(self):
         return self.payload.decode(errors='replace')
 

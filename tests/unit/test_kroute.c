@@ -510,7 +510,8 @@ static void routes_are_never_overwritten(void **state)
 	fix_free(&f);
 }
 
-/* A hint is looked up before the checkpoints and learned by a placement. */
+/* A hint's route is followed before shallower checkpoints', and learned by a
+ * placement. */
 static void hint_routes(void **state)
 {
 	struct kvs_kr_decision d;
@@ -535,6 +536,62 @@ static void hint_routes(void **state)
 	assert_int_equal(send(&f, &r, &d), holder);
 	assert_int_equal(d.why, KVS_WHY_HINT);
 	assert_int_equal(d.depth, 100);
+	fix_free(&f);
+}
+
+/*
+ * A conversation that shares a hinted template with others goes on where
+ * its earlier turn went: its own route, deeper than the hint, comes before
+ * the template's, and is followed however little of the prompt it covers
+ * (the hint says that much is worth routing by). Looked up hint first, the
+ * second turn went to the template's holder.
+ */
+static void deeper_route_before_hint(void **state)
+{
+	struct kvs_kr_decision d;
+	struct kvs_kr_req r;
+	struct fix f;
+	uint64_t h[MAXB];
+	uint32_t n;
+	int holder, other;
+
+	(void)state;
+	fix_init(&f, 100000, 0);
+	n = chain(h, 41, 100, 50, 300);
+	r = req(h, n);
+	r.hint = 100;
+	holder = send(&f, &r, &d);
+	assert_int_equal(route_of(&f, h[99]), holder);
+	/* the next conversation's first turn, unhinted and the holder busy:
+	 * its template's checkpoint (64 of 300 blocks) is shallow, and it is
+	 * placed elsewhere */
+	n = chain(h, 41, 100, 51, 300);
+	r = req(h, n);
+	f.load[holder] += 10000000;
+	other = send(&f, &r, &d);
+	assert_int_equal(d.why, KVS_WHY_SHALLOW);
+	assert_int_not_equal(other, holder);
+	assert_int_equal(route_of(&f, h[255]), other);
+	/* its next turn, hinted: 256 of 1,000 blocks is under min_match_pct,
+	 * but deeper than the hint */
+	memset(f.load, 0, sizeof(f.load));
+	n = chain(h, 41, 100, 51, 1000);
+	r = req(h, n);
+	r.hint = 100;
+	assert_int_equal(send(&f, &r, &d), other);
+	assert_int_equal(d.why, KVS_WHY_PREFIX);
+	assert_int_equal(d.depth, 256);
+	/* the same turn unhinted: shallow, as before */
+	n = chain(h, 41, 100, 51, 1000);
+	r = req(h, n);
+	assert_int_equal(kvs_kr_decide(&f.kr, &r, f.load, f.out, f.up, &d), d.backend);
+	assert_int_not_equal(d.why, KVS_WHY_PREFIX);
+	/* a new conversation still follows the template's route */
+	n = chain(h, 41, 100, 52, 300);
+	r = req(h, n);
+	r.hint = 100;
+	assert_int_equal(send(&f, &r, &d), holder);
+	assert_int_equal(d.why, KVS_WHY_HINT);
 	fix_free(&f);
 }
 
@@ -903,6 +960,7 @@ int main(void)
 		cmocka_unit_test(index_eviction_withdraws_the_route),
 		cmocka_unit_test(routes_are_never_overwritten),
 		cmocka_unit_test(hint_routes),
+		cmocka_unit_test(deeper_route_before_hint),
 		cmocka_unit_test(window_bounds_what_is_seen),
 		cmocka_unit_test(longer_window_what_if),
 		cmocka_unit_test(route_map_is_bounded_lru),

@@ -313,36 +313,47 @@ static int deep_enough(const struct kvs_kr *kr, uint32_t depth, uint32_t tokens)
 	       (uint64_t)kr->p.min_match_pct * tokens * KVS_BYTES_PER_TOKEN;
 }
 
-/* The route to follow, or NULL; d->why and d->depth say which (route_request). */
+/* The route to follow, or NULL; d->why and d->depth say which (route_request
+ * and route_by_depth in the verdict: the cache key's, then deepest first the
+ * checkpoints deeper than the hint, the hint, the checkpoints under it; the
+ * hint's route looked up, a use in the LRU, before them all). */
 static struct kvs_kr_route *route_request(struct kvs_kr *kr, const struct kvs_kr_req *r,
 					  struct kvs_kr_decision *d)
 {
-	struct kvs_kr_route *rt;
-	uint32_t k, cp, n = d->blocks;
+	struct kvs_kr_route *rt, *hinted = NULL;
+	uint32_t k, cp, n = d->blocks, hint = r->hint;
 
 	if (r->cache_key && (rt = lookup(kr, r->cache_key))) {
 		d->why = KVS_WHY_KEY;
 		d->key = r->cache_key;
 		return rt;
 	}
-	if (r->hint > 0 && r->hint <= n && (rt = lookup(kr, r->h[r->hint - 1]))) {
-		d->why = KVS_WHY_HINT;
-		d->depth = r->hint;
-		d->key = r->h[r->hint - 1];
-		return rt;
-	}
+	if (hint > 0 && hint <= n)
+		hinted = lookup(kr, r->h[hint - 1]);
+	else
+		hint = 0;
 	for (k = kr->ncp; k > 0; k--) {
 		cp = kvs_checkpoint(k - 1);
-		if (cp > n || !(rt = lookup(kr, r->h[cp - 1])))
+		if (cp > n)
+			continue;
+		if (cp <= hint && hinted)
+			break;
+		if (!(rt = lookup(kr, r->h[cp - 1])))
 			continue;
 		d->depth = cp;
 		d->key = r->h[cp - 1];
-		if (!deep_enough(kr, cp, r->prompt_tokens)) {
+		if ((cp <= hint || !hint) && !deep_enough(kr, cp, r->prompt_tokens)) {
 			d->why = KVS_WHY_SHALLOW;
 			return NULL;
 		}
 		d->why = KVS_WHY_PREFIX;
 		return rt;
+	}
+	if (hinted) {
+		d->why = KVS_WHY_HINT;
+		d->depth = hint;
+		d->key = r->h[hint - 1];
+		return hinted;
 	}
 	d->why = KVS_WHY_COLD;
 	return NULL;
@@ -350,10 +361,10 @@ static struct kvs_kr_route *route_request(struct kvs_kr *kr, const struct kvs_kr
 
 /*
  * hot_count in the verdict: r counts in the hot window of the route it
- * matched and of every shallower checkpoint's route on its path, so a
- * prefix's rate is that of the requests sharing it, whichever deeper
- * route they follow (a system prompt's: every turn of every
- * conversation, not only the first turns that follow its route).
+ * matched and of every shallower checkpoint's and hinted prefix's route on
+ * its path, so a prefix's rate is that of the requests sharing it,
+ * whichever deeper route they follow (a system prompt's: every turn of
+ * every conversation, not only the first turns that follow its route).
  */
 static void hot_count(struct kvs_kr *kr, const struct kvs_kr_req *r,
 		      const struct kvs_kr_decision *d, struct kvs_kr_route *rt)
@@ -373,6 +384,12 @@ static void hot_count(struct kvs_kr *kr, const struct kvs_kr_req *r,
 		if (cp > d->depth)
 			break;
 		if ((e = lookup(kr, r->h[cp - 1])))
+			kvs_hot_count(&e->hot_at, &e->hot_cur, &e->hot_prev, r->now_ns);
+	}
+	if (r->hint && r->hint < d->depth && kvs_checkpoint_after(r->hint - 1) != r->hint) {
+		struct kvs_kr_route *e = lookup(kr, r->h[r->hint - 1]);
+
+		if (e)
 			kvs_hot_count(&e->hot_at, &e->hot_cur, &e->hot_prev, r->now_ns);
 	}
 }

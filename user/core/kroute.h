@@ -7,10 +7,10 @@
  * controller deciding every request.
  *
  * The kernel (kvs_kr_decide):
- *   - looks the prompt up in the route map: the cache key's route, else the
- *     hinted prefix's, else the checkpoints deepest first; a checkpoint
- *     route covering under min_match_pct of the prompt is shallow, not
- *     followed;
+ *   - looks the prompt up in the route map: the cache key's route, else
+ *     deepest first the checkpoints deeper than the hinted prefix, the
+ *     hinted prefix's, the checkpoints under it; a match under the hint
+ *     covering under min_match_pct of the prompt is shallow, not followed;
  *   - follows a route while its backend accepts: up, under max_outstanding,
  *     and its outstanding work within the work limit the controller
  *     publishes (kvs_kr_refresh, gw_publish_limits); a hot route (followed
