@@ -104,36 +104,55 @@ int kvs_listen(const struct kvs_addr *a, int backlog)
 	return fd;
 }
 
-int kvs_connect(const struct kvs_addr *a, int timeout_ms)
+int kvs_connect_start(const struct kvs_addr *a, bool *pending)
 {
-	struct pollfd pfd;
-	socklen_t elen = sizeof(int);
-	int fd, err = 0;
+	int fd, err;
 
 	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
+	*pending = false;
 	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
-		goto done;
-	if (errno != EINPROGRESS) {
-		err = -errno;
-		goto fail;
+		return fd;
+	if (errno == EINPROGRESS) {
+		*pending = true;
+		return fd;
 	}
-	pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
-	if (poll(&pfd, 1, timeout_ms) <= 0) {
-		err = -ETIMEDOUT;
-		goto fail;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
-		err = err ? -err : -errno;
-		goto fail;
-	}
-done:
-	kvs_set_nonblock(fd, 0);
-	return fd;
-fail:
+	err = -errno;
 	close(fd);
 	return err;
+}
+
+int kvs_connect_result(int fd)
+{
+	socklen_t elen = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen))
+		return -errno;
+	if (err)
+		return -err;
+	return kvs_set_nonblock(fd, 0);
+}
+
+int kvs_connect(const struct kvs_addr *a, int timeout_ms)
+{
+	struct pollfd pfd;
+	bool pending;
+	int fd = kvs_connect_start(a, &pending), err;
+
+	if (fd < 0)
+		return fd;
+	pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	if (pending && poll(&pfd, 1, timeout_ms) <= 0)
+		err = -ETIMEDOUT;
+	else
+		err = kvs_connect_result(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
 }
 
 int kvs_local_port(int fd)

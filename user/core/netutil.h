@@ -3,6 +3,7 @@
 #ifndef KVS_NETUTIL_H
 #define KVS_NETUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -22,6 +23,12 @@ uint16_t kvs_addr_port(const struct kvs_addr *a);
 int kvs_listen(const struct kvs_addr *a, int backlog);
 /* Blocking connect with a timeout; returns a blocking fd or -errno. */
 int kvs_connect(const struct kvs_addr *a, int timeout_ms);
+/* A connect begun, not waited for: returns a non-blocking fd, *pending
+ * true while the handshake is under way (its outcome: kvs_connect_result
+ * once the fd is writable), or -errno. */
+int kvs_connect_start(const struct kvs_addr *a, bool *pending);
+/* The outcome of a connect begun: 0 (the fd made blocking), or -errno. */
+int kvs_connect_result(int fd);
 /* The port a bound socket got (for port 0). */
 int kvs_local_port(int fd);
 

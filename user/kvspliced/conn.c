@@ -126,7 +126,8 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 	/* Shut down, not only closed later: a pending op completes, and a copy
 	 * in systemd's descriptor store (fdstore.c), which would keep the
 	 * connection open, sees it closed and is dropped. */
-	if (c->fdstored || c->recv_pending || c->poll_pending || (c->up && c->up->q.pending))
+	if (c->fdstored || c->recv_pending || c->poll_pending || c->connect_pending ||
+	    (c->up && c->up->q.pending))
 		shutdown(c->fd, SHUT_RDWR);
 	gw_conn_release(g, c);
 }
@@ -138,7 +139,8 @@ void gw_conn_drop(struct gw *g, struct gw_conn *c, const char *why)
 
 void gw_conn_release(struct gw *g, struct gw_conn *c)
 {
-	if (!c->recv_pending && !c->poll_pending && !(c->up && c->up->q.pending) && !c->in_handler)
+	if (!c->recv_pending && !c->poll_pending && !c->connect_pending &&
+	    !(c->up && c->up->q.pending) && !c->in_handler)
 		gw_conn_free(g, c);
 }
 

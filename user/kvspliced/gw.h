@@ -48,7 +48,8 @@
 #define OP_CONTROL_ACCEPT 9ull
 #define OP_CSEND 10ull	 /* a send on a connection of the userspace data path */
 #define OP_REPORTS 11ull /* the kernel's reports ring has some */
-#define GW_OPS 13	 /* op codes are below this */
+#define OP_CONNECT 13ull /* a new upstream connection's handshake is over */
+#define GW_OPS 14	 /* op codes are below this */
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
@@ -167,6 +168,10 @@ struct gw_conn {
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */
 	bool probing;
+	/* Its handshake under way until then (0: connected), the event
+	 * loop's poll for it pending (connect_pending): probe.c. */
+	uint64_t connect_by_ns;
+	bool connect_pending;
 	uint64_t probe_id, probe_deadline_ns;
 	uint32_t probe_instance;  /* what its PONG said of the backend; 0: none */
 	uint32_t probe_known;	  /* its backend's instance when the probe went */

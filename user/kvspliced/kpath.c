@@ -29,7 +29,6 @@
 #include "sendq.h"
 
 #define INJECT_STALL_TICKS 50 /* 5 s without the kernel reading the inject socket */
-#define CONNECT_TIMEOUT_MS 300
 
 static void kick_send(struct gw *g)
 {
@@ -482,7 +481,8 @@ static void pool_probed(struct gw *g, struct gw_conn *c, int err, const char *wh
  * answer. */
 static int dial_probe(struct gw *g, uint32_t b, gw_probed_fn done, struct gw_conn **out)
 {
-	int fd = kvs_connect(&g->be[b].addr, CONNECT_TIMEOUT_MS), err;
+	bool connecting;
+	int fd = kvs_connect_start(&g->be[b].addr, &connecting), err;
 	struct gw_conn *c;
 
 	if (fd < 0)
@@ -493,7 +493,7 @@ static int dial_probe(struct gw *g, uint32_t b, gw_probed_fn done, struct gw_con
 		return -ENOMEM;
 	}
 	c->backend = b;
-	err = gw_probe_start(g, c, done);
+	err = gw_probe_start(g, c, done, connecting);
 	if (err) {
 		gw_conn_close(g, c);
 		return err;
@@ -523,7 +523,7 @@ int gw_kpath_dial_direct(struct gw *g, uint32_t b, uint32_t timeout_ms, gw_probe
 	if (err)
 		return err;
 	c->probe_deadline_ns = kvs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	err = gw_arm_recv(g, c); /* the event loop reads its answer */
+	err = gw_probe_read(g, c); /* the event loop reads its answer */
 	if (err) {
 		gw_conn_close(g, c);
 		return err;

@@ -19,6 +19,8 @@
 #include "codec.h"
 #include "conn.h"
 #include "log.h"
+#include "loop.h"
+#include "netutil.h"
 
 /*
  * The probe's req_id starts with CR LF CR LF (its first header bytes after
@@ -85,7 +87,8 @@ static int judge(struct gw *g, struct gw_conn *c)
 	return 1;
 }
 
-int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done)
+/* The PING on c, connected; its answer awaited until c->probe_deadline_ns. */
+static int send_ping(struct gw *g, struct gw_conn *c)
 {
 	struct kvs_msg m = {
 		.type = KVS_T_PING,
@@ -99,14 +102,73 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done)
 	if (send(c->fd, h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(h))
 		return errno ? -errno : -EIO;
 	c->probe_id = m.req_id;
+	return 0;
+}
+
+int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done, bool connecting)
+{
+	uint64_t now = kvs_now_ns();
+	struct io_uring_sqe *sqe;
+	int err;
+
 	c->probe_instance = 0;
 	c->probe_kv_blocks = 0;
 	c->probe_known = g->be[c->backend].instance;
+	c->probe_deadline_ns = now + gw_probe_timeout_ms(g) * 1000000ull;
+	if (!connecting) {
+		err = send_ping(g, c);
+		if (err)
+			return err;
+	} else {
+		sqe = gw_get_sqe(g);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_poll_add(sqe, c->fd, POLLOUT);
+		io_uring_sqe_set_data64(sqe, ud(OP_CONNECT, c));
+		c->connect_pending = true;
+		c->connect_by_ns = now + GW_CONNECT_TIMEOUT_MS * 1000000ull;
+	}
 	c->probed = done;
 	c->probing = true;
-	c->probe_deadline_ns = kvs_now_ns() + gw_probe_timeout_ms(g) * 1000000ull;
 	c->ops = &probe_ops;
 	return 0;
+}
+
+/* c's handshake is over: its PING goes, or the probe fails as the
+ * connection did. 0 if the PING went. */
+static int connected(struct gw *g, struct gw_conn *c)
+{
+	int err = kvs_connect_result(c->fd);
+
+	c->connect_by_ns = 0;
+	if (!err)
+		err = send_ping(g, c);
+	if (err)
+		finish(g, c, err, strerror(-err));
+	return err;
+}
+
+int gw_probe_read(struct gw *g, struct gw_conn *c)
+{
+	return c->connect_by_ns ? 0 : gw_arm_recv(g, c);
+}
+
+void gw_probe_on_connect(struct gw *g, struct io_uring_cqe *cqe)
+{
+	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
+
+	if (!c)
+		return;
+	c->connect_pending = false;
+	if (c->closing) {
+		gw_conn_release(g, c);
+		return;
+	}
+	/* (settled in place already, or given up on: nothing more to do) */
+	if (!c->probing || !c->connect_by_ns || connected(g, c))
+		return;
+	if (gw_arm_recv(g, c))
+		finish(g, c, -EIO, "its answer could not be read (no room in the ring)");
 }
 
 /* Bytes of the answer (the event loop read them). */
@@ -133,7 +195,19 @@ static const struct gw_conn_ops probe_ops = {
 	.on_hangup = probe_hangup,
 };
 
-/* A probe whose answer may be read in place: none pending in the ring. */
+/* c's handshake was given GW_CONNECT_TIMEOUT_MS and is not over: the probe
+ * fails, as a blocking connect did (1). */
+static int connect_expired(struct gw *g, struct gw_conn *c, uint64_t now)
+{
+	if (!c->connect_by_ns || now < c->connect_by_ns)
+		return 0;
+	c->connect_by_ns = 0;
+	finish(g, c, -ETIMEDOUT, strerror(ETIMEDOUT));
+	return 1;
+}
+
+/* A probe whose handshake or answer may be read in place: no receive
+ * pending in the ring. */
 static bool in_place(const struct gw_conn *c, int b)
 {
 	return c && c->probing && !c->closing && !c->recv_pending &&
@@ -170,7 +244,7 @@ void gw_probe_settle(struct gw *g, int b, uint32_t wait_ms)
 	uint32_t *ids = NULL, *gens = NULL, cap = 0;
 
 	while (wait_ms) {
-		uint64_t now = kvs_now_ns();
+		uint64_t now = kvs_now_ns(), wake = end;
 		uint32_t n = 0;
 		int r;
 
@@ -179,8 +253,10 @@ void gw_probe_settle(struct gw *g, int b, uint32_t wait_ms)
 		for (uint32_t i = 0; i < g->conns_cap; i++) {
 			struct gw_conn *c = g->conns[i];
 
-			if (!in_place(c, b))
+			if (!in_place(c, b) || connect_expired(g, c, now))
 				continue;
+			if (c->connect_by_ns && c->connect_by_ns < wake)
+				wake = c->connect_by_ns;
 			if (n == cap) {
 				uint32_t ncap = cap ? cap * 2 : 64;
 				struct pollfd *np = realloc(pfd, ncap * sizeof(*np));
@@ -194,13 +270,14 @@ void gw_probe_settle(struct gw *g, int b, uint32_t wait_ms)
 					break; /* the event loop reads the rest */
 				cap = ncap;
 			}
-			pfd[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+			pfd[n] = (struct pollfd){ .fd = c->fd,
+						  .events = c->connect_by_ns ? POLLOUT : POLLIN };
 			ids[n] = i;
 			gens[n++] = c->gen;
 		}
 		if (!n)
 			break;
-		r = poll(pfd, n, (int)((end - now + 999999) / 1000000));
+		r = poll(pfd, n, (int)((wake - now + 999999) / 1000000));
 		if (r < 0 && errno != EINTR)
 			break;
 		/* An outcome may close other connections (its backend goes
@@ -208,7 +285,11 @@ void gw_probe_settle(struct gw *g, int b, uint32_t wait_ms)
 		for (uint32_t k = 0; r > 0 && k < n; k++) {
 			struct gw_conn *c = g->conns[ids[k]];
 
-			if (pfd[k].revents && in_place(c, b) && c->gen == gens[k])
+			if (!pfd[k].revents || !in_place(c, b) || c->gen != gens[k])
+				continue;
+			if (c->connect_by_ns)
+				connected(g, c); /* its answer, on the next round */
+			else
 				read_now(g, c);
 		}
 	}
@@ -219,7 +300,7 @@ void gw_probe_settle(struct gw *g, int b, uint32_t wait_ms)
 	for (uint32_t i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
 
-		if (in_place(c, b) && gw_arm_recv(g, c))
+		if (in_place(c, b) && gw_probe_read(g, c))
 			finish(g, c, -EIO, "its answer could not be read (no room in the ring)");
 	}
 }
@@ -230,7 +311,8 @@ void gw_probe_tick(struct gw *g, uint64_t now)
 		struct gw_conn *c = g->conns[i];
 		char why[64];
 
-		if (!c || !c->probing || c->closing || now < c->probe_deadline_ns)
+		if (!c || !c->probing || c->closing || connect_expired(g, c, now) ||
+		    c->connect_by_ns || now < c->probe_deadline_ns)
 			continue;
 		snprintf(why, sizeof(why), "no answer to a PING in %u ms", gw_probe_timeout_ms(g));
 		finish(g, c, -ETIMEDOUT, why);

@@ -37,7 +37,6 @@
  * socket's buffer instead; this one is large because a client's answers
  * may be up to --max-client-inflight streams. */
 #define UP_OUT_LIMIT (64u << 20)
-#define CONNECT_TIMEOUT_MS 300
 
 static uint32_t up_inflight(const struct gw_conn *c)
 {
@@ -555,11 +554,12 @@ static int up_connect(struct gw *g, uint32_t b)
 
 	for (uint32_t s = 0; s < g->cfg->pool_size; s++) {
 		struct gw_conn *u;
+		bool connecting;
 		int fd, err;
 
 		if (be->upool[s])
 			continue;
-		fd = kvs_connect(&be->addr, CONNECT_TIMEOUT_MS);
+		fd = kvs_connect_start(&be->addr, &connecting);
 		if (fd < 0)
 			return fd;
 		u = gw_conn_new(g, fd, ROLE_UP_USER, &upstream_ops);
@@ -573,7 +573,7 @@ static int up_connect(struct gw *g, uint32_t b)
 		be->upool[s] = u;
 		kvs_set_nodelay(fd);
 		if (!err)
-			err = gw_probe_start(g, u, up_probed);
+			err = gw_probe_start(g, u, up_probed, connecting);
 		if (err)
 			return err;
 		be->probing++;
