@@ -118,8 +118,8 @@ int main(int argc, char **argv)
 		int32_t *dst = NULL;
 
 		if (!strcmp(argv[i], "--seed")) {
-			if (kvs_arg_u32("llama2c_ckpt", "--seed", argv[i + 1], 0, UINT32_MAX,
-					&seed))
+			if (kvs_arg_u32(stderr, "llama2c_ckpt", "--seed", argv[i + 1], 0,
+					UINT32_MAX, &seed))
 				return 2;
 			continue;
 		}
@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "llama2c_ckpt: unknown option %s\n", argv[i]);
 			return 2;
 		}
-		if (kvs_arg_u32("llama2c_ckpt", argv[i], argv[i + 1], 1, 1u << 20, &v))
+		if (kvs_arg_u32(stderr, "llama2c_ckpt", argv[i], argv[i + 1], 1, 1u << 20, &v))
 			return 2;
 		*dst = (int32_t)v;
 	}

@@ -23,12 +23,12 @@ struct target {
 	uint32_t nitems;
 };
 
-static int parse_odd(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_odd(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	int x = atoi(v);
 
 	if (x % 2 == 0) {
-		fprintf(stderr, "%s: --%s: %d is even\n", who, o->name, x);
+		fprintf(err, "%s: --%s: %d is even\n", who, o->name, x);
 		return -1;
 	}
 	*(int *)dst = x;
@@ -100,7 +100,7 @@ static int run(struct target *t, const char **args)
 		argv[argc++] = (char *)*args++;
 	*t = defaults;
 	capture();
-	r = kvs_opts_argv(&set, argc, argv, t);
+	r = kvs_opts_argv(&set, stderr, argc, argv, t);
 	captured();
 	return r;
 }
@@ -143,6 +143,44 @@ static void command_line(void **state)
 	assert_non_null(strstr(errbuf, "prog: see --help\n"));
 	assert_int_equal(run(&t, (const char *[]){ "-n", NULL }), -1);
 	assert_non_null(strstr(errbuf, "prog: see --help\n"));
+}
+
+/* getopt's complaints, in its own words (glibc's), on the stream passed
+ * and not on the global stderr: what a reload logs and kvsplicectl --json
+ * reports. */
+static void getopt_words(void **state)
+{
+	static const struct {
+		const char *args[3];
+		const char *said;
+	} cases[] = {
+		{ { "--nope=1" }, "prog: unrecognized option '--nope=1'\n" },
+		{ { "--flag=1" }, "prog: option '--flag' doesn't allow an argument\n" },
+		{ { "--f" },
+		  "prog: option '--f' is ambiguous; possibilities: '--frac' '--flag'\n" },
+		{ { "--nu" }, "prog: option '--num' requires an argument\n" },
+		{ { "-x" }, "prog: invalid option -- 'x'\n" },
+		{ { "-n" }, "prog: option requires an argument -- 'n'\n" },
+	};
+	struct target t;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[4] = { "prog", (char *)cases[i].args[0] }, *text = NULL;
+		size_t len = 0;
+		FILE *err = open_memstream(&text, &len);
+
+		assert_non_null(err);
+		t = defaults;
+		capture();
+		assert_int_equal(kvs_opts_argv(&set, err, 2, argv, &t), -1);
+		captured();
+		fclose(err);
+		assert_string_equal(errbuf, "");
+		assert_int_equal(strncmp(text, cases[i].said, strlen(cases[i].said)), 0);
+		assert_string_equal(text + strlen(cases[i].said), "prog: see --help\n");
+		free(text);
+	}
 }
 
 static void help_text(void **state)
@@ -201,10 +239,10 @@ static void ini_file(void **state)
 
 	(void)state;
 	write_file("# c\n[s]\n num = 4 \nflag = off\nitem = 1\nitem=3\nmode = slow\r\n");
-	assert_int_equal(kvs_ini_read(&set, path, &ini), 0);
+	assert_int_equal(kvs_ini_read(&set, stderr, path, &ini), 0);
 	assert_int_equal(ini.n, 4); /* flag = off sets nothing */
 	assert_int_equal(ini.set[0].line, 3);
-	assert_int_equal(kvs_ini_apply(&set, &ini, path, &t), 0);
+	assert_int_equal(kvs_ini_apply(&set, stderr, &ini, path, &t), 0);
 	assert_int_equal(t.n, 4);
 	assert_int_equal(t.flag, 0);
 	assert_int_equal(t.nitems, 2);
@@ -213,7 +251,7 @@ static void ini_file(void **state)
 	{
 		char *argv[] = { "prog", "-i", "5", NULL };
 
-		assert_int_equal(kvs_opts_argv(&set, 3, argv, &t), 0);
+		assert_int_equal(kvs_opts_argv(&set, stderr, 3, argv, &t), 0);
 		assert_int_equal(t.nitems, 1);
 		assert_int_equal(t.items[0], 5);
 		assert_int_equal(t.n, 4);
@@ -223,26 +261,26 @@ static void ini_file(void **state)
 	/* Every line is checked before any is applied. */
 	write_file("num = 99\nwhat = 1\n");
 	capture();
-	assert_int_equal(kvs_ini_read(&set, path, &ini), -1);
+	assert_int_equal(kvs_ini_read(&set, stderr, path, &ini), -1);
 	captured();
 	snprintf(want, sizeof(want), "prog: %s:2: unknown key 'what' (see --help)\n", path);
 	assert_string_equal(errbuf, want);
 	kvs_ini_free(&ini);
 	write_file("num = 2\n\nnum = 99\n");
-	assert_int_equal(kvs_ini_read(&set, path, &ini), 0);
+	assert_int_equal(kvs_ini_read(&set, stderr, path, &ini), 0);
 	capture();
-	assert_int_equal(kvs_ini_apply(&set, &ini, path, &t), -1);
+	assert_int_equal(kvs_ini_apply(&set, stderr, &ini, path, &t), -1);
 	captured();
 	snprintf(want, sizeof(want), "prog: %s:3: --num: 99 is out of range [1, 10]\n", path);
 	assert_string_equal(errbuf, want);
 	kvs_ini_free(&ini);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		write_file(bad[i]);
-		assert_int_equal(kvs_ini_read(&set, path, &ini), -1);
+		assert_int_equal(kvs_ini_read(&set, stderr, path, &ini), -1);
 		kvs_ini_free(&ini);
 	}
 	unlink(path);
-	assert_int_equal(kvs_ini_read(&set, path, &ini), -1);
+	assert_int_equal(kvs_ini_read(&set, stderr, path, &ini), -1);
 	kvs_ini_free(&ini);
 }
 
@@ -257,7 +295,8 @@ struct tool {
 	const char *out;
 };
 
-static int parse_n_alias(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_n_alias(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			 void *dst)
 {
 	struct tool *t = KVS_OPT_TARGET(struct tool, n, dst);
 
@@ -312,7 +351,7 @@ static int run_tool(const struct kvs_optset *ts, struct tool *t, const char **ar
 		argv[argc++] = (char *)*args++;
 	*t = tool_defaults;
 	capture();
-	r = kvs_opts_argv(ts, argc, argv, t);
+	r = kvs_opts_argv(ts, stderr, argc, argv, t);
 	captured();
 	return r;
 }
@@ -378,7 +417,7 @@ static void tool_options(void **state)
 		char *argv[] = { "tool", "--help", NULL };
 
 		dup2(2, 1);
-		assert_int_equal(kvs_opts_argv(&own, 2, argv, &t), 1);
+		assert_int_equal(kvs_opts_argv(&own, stderr, 2, argv, &t), 1);
 		fflush(stdout);
 		dup2(out, 1);
 		close(out);
@@ -391,9 +430,8 @@ static void tool_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(command_line),
-		cmocka_unit_test(help_text),
-		cmocka_unit_test(ini_file),
+		cmocka_unit_test(command_line), cmocka_unit_test(getopt_words),
+		cmocka_unit_test(help_text),	cmocka_unit_test(ini_file),
 		cmocka_unit_test(tool_options),
 	};
 

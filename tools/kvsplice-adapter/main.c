@@ -321,7 +321,7 @@ int main(int argc, char **argv)
 	if (!a)
 		return 1;
 	a->cfg = defaults;
-	r = kvs_opts_argv(&optset, argc, argv, &a->cfg);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, &a->cfg);
 	if (r) {
 		free(a);
 		return r > 0 ? 0 : 2;

@@ -217,54 +217,57 @@ static void derive(struct result *rs, int n)
 }
 
 /* --sizes. */
-static int parse_sizes(const char *who, const struct kvs_opt *row, const char *s, void *dst)
+static int parse_sizes(FILE *err, const char *who, const struct kvs_opt *row, const char *s,
+		       void *dst)
 {
 	struct dp_opts *o = KVS_OPT_TARGET(struct dp_opts, sizes, dst);
 	char *copy = strdup(s), *save = NULL, *t;
-	int err = copy ? 0 : -1;
+	int bad = copy ? 0 : -1;
 
 	o->nsizes = 0;
-	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
+	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad;
 	     t = strtok_r(NULL, ",", &save))
-		err = o->nsizes == MAX_SIZES ||
-		      kvs_arg_u32(who, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
+		bad = o->nsizes == MAX_SIZES ||
+		      kvs_arg_u32(err, who, "--sizes", t, 1, 4u << 20, &o->sizes[o->nsizes++]);
 	free(copy);
-	return err || !o->nsizes ? -1 : 0;
+	return bad || !o->nsizes ? -1 : 0;
 }
 
 /* --configs, --modes: a comma-separated list of the row's words into the
  * bool array at dst, one a word. */
-static int parse_names(const char *who, const struct kvs_opt *row, const char *s, void *dst)
+static int parse_names(FILE *err, const char *who, const struct kvs_opt *row, const char *s,
+		       void *dst)
 {
 	const char *const *names = row->words;
 	char *copy = strdup(s), *save = NULL, *t;
-	int err = copy ? 0 : -1, n = 0;
+	int bad = copy ? 0 : -1, n = 0;
 	bool *on = dst;
 
 	while (names[n])
 		n++;
 	memset(on, 0, sizeof(*on) * (size_t)n);
-	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !err;
+	for (t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad;
 	     t = strtok_r(NULL, ",", &save)) {
 		int c;
 
 		for (c = 0; c < n && strcmp(t, names[c]); c++)
 			;
 		if (c == n) {
-			fprintf(stderr, "%s: --%s: '%s' is not one of", who, row->name, t);
+			fprintf(err, "%s: --%s: '%s' is not one of", who, row->name, t);
 			for (c = 0; c < n; c++)
-				fprintf(stderr, "%s %s", c ? "," : "", names[c]);
-			fprintf(stderr, "\n");
-			err = -1;
+				fprintf(err, "%s %s", c ? "," : "", names[c]);
+			fprintf(err, "\n");
+			bad = -1;
 		} else {
 			on[c] = true;
 		}
 	}
 	free(copy);
-	return err;
+	return bad;
 }
 
-static int parse_gateway(const char *who, const struct kvs_opt *row, const char *s, void *dst)
+static int parse_gateway(FILE *err, const char *who, const struct kvs_opt *row, const char *s,
+			 void *dst)
 {
 	snprintf(dst, sizeof(((struct dp_opts *)0)->gw_bin), "%s", s);
 	return 0;
@@ -394,7 +397,7 @@ int bench_datapath(int argc, char **argv)
 		slash = strrchr(o.gw_bin, '/');
 		strcpy(slash ? slash + 1 : o.gw_bin, "kvspliced");
 	}
-	rc = kvs_opts_argv(&optset, argc, argv, &o);
+	rc = kvs_opts_argv(&optset, stderr, argc, argv, &o);
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	if ((o.on[C_KERNEL] || o.on[C_USER]) && !runnable(o.gw_bin)) {

@@ -85,7 +85,7 @@ static int parse(int argc, char **argv, struct dec_opts *o)
 	int r;
 
 	*o = defaults;
-	r = kvs_opts_argv(&optset, argc, argv, o);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, o);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (o->template_tokens > o->prompt_tokens) {

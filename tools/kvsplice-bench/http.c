@@ -162,7 +162,7 @@ int bench_http(int argc, char **argv)
 	CURL *h = NULL;
 	int r, rc = 1;
 
-	r = kvs_opts_argv(&optset, argc, argv, &o);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, &o);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (!o.url || !o.prompt_file) {

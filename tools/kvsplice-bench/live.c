@@ -385,16 +385,17 @@ out:
 #define MAX_CONNECTIONS 10000
 
 /* --connect: at most MAX_TARGETS, the count checked first. */
-static int parse_connect(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+static int parse_connect(FILE *err, const char *who, const struct kvs_opt *row, const char *v,
+			 void *dst)
 {
 	struct run_opts *o = KVS_OPT_TARGET(struct run_opts, addrs, dst);
 
 	if (o->naddrs == MAX_TARGETS) {
-		fprintf(stderr, "%s: at most %d --connect addresses\n", who, MAX_TARGETS);
+		fprintf(err, "%s: at most %d --connect addresses\n", who, MAX_TARGETS);
 		return -1;
 	}
 	if (kvs_parse_addr(v, &o->addrs[o->naddrs])) {
-		fprintf(stderr, "%s: --connect: '%s' is not ADDR:PORT\n", who, v);
+		fprintf(err, "%s: --connect: '%s' is not ADDR:PORT\n", who, v);
 		return -1;
 	}
 	o->naddrs++;
@@ -402,15 +403,17 @@ static int parse_connect(const char *who, const struct kvs_opt *row, const char 
 }
 
 /* --concurrency: --connections' other name. */
-static int parse_concurrency(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+static int parse_concurrency(FILE *err, const char *who, const struct kvs_opt *row, const char *v,
+			     void *dst)
 {
-	return kvs_arg_u32(who, "--connections", v, 1, MAX_CONNECTIONS, dst);
+	return kvs_arg_u32(err, who, "--connections", v, 1, MAX_CONNECTIONS, dst);
 }
 
-static int parse_label(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+static int parse_label(FILE *err, const char *who, const struct kvs_opt *row, const char *v,
+		       void *dst)
 {
 	if (!*v || strpbrk(v, "'\"\\ ")) {
-		fprintf(stderr, "%s: --label: one word without quotes\n", who);
+		fprintf(err, "%s: --label: one word without quotes\n", who);
 		return -1;
 	}
 	*(const char **)dst = v;
@@ -574,7 +577,7 @@ static int parse_live(int argc, char **argv, void (*usage)(FILE *f), struct run_
 
 	set.print_help = usage;
 	*o = defaults;
-	r = kvs_opts_argv(&set, argc, argv, o);
+	r = kvs_opts_argv(&set, stderr, argc, argv, o);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (!o->naddrs) {

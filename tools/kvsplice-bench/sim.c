@@ -36,7 +36,7 @@
 #include "sim_int.h"
 #include "sim_sweep.h"
 
-static int parse_policies(const char *s, struct sim_opts *o)
+static int parse_policies(FILE *err, const char *s, struct sim_opts *o)
 {
 	char buf[256], *tok, *save = NULL;
 
@@ -49,7 +49,7 @@ static int parse_policies(const char *s, struct sim_opts *o)
 			if (!strcmp(tok, pol_names[i]))
 				break;
 		if (i == sizeof(pol_names) / sizeof(pol_names[0]) || o->npol == MAX_POLICIES) {
-			fprintf(stderr,
+			fprintf(err,
 				PROG ": --policies: unknown policy '%s' (rr, lor, chash, "
 				     "kvsplice, sglang, llmd)\n",
 				tok);
@@ -60,9 +60,10 @@ static int parse_policies(const char *s, struct sim_opts *o)
 	return o->npol ? 0 : -1;
 }
 
-static int policies_opt(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+static int policies_opt(FILE *err, const char *who, const struct kvs_opt *row, const char *v,
+			void *dst)
 {
-	return parse_policies(v, KVS_OPT_TARGET(struct sim_opts, pols, dst));
+	return parse_policies(err, v, KVS_OPT_TARGET(struct sim_opts, pols, dst));
 }
 
 #define O struct sim_opts
@@ -263,8 +264,8 @@ static int parse(int argc, char **argv, struct sim_opts *o)
 	int r;
 
 	*o = sim_defaults;
-	parse_policies("rr,lor,chash,sglang,llmd,kvsplice", o);
-	r = kvs_opts_argv(&optset, argc, argv, o);
+	parse_policies(stderr, "rr,lor,chash,sglang,llmd,kvsplice", o);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, o);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (!o->system_set)

@@ -45,17 +45,18 @@ static const struct front_config defaults = {
 	.level = KVS_LOG_INFO,
 };
 
-static int parse_gateway(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_gateway(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			 void *dst)
 {
 	struct kvs_addr a;
 
-	return kvs_opt_keep_checked(!kvs_parse_addr(v, &a), who, o, v, dst, "ADDR:PORT");
+	return kvs_opt_keep_checked(err, !kvs_parse_addr(v, &a), who, o, v, dst, "ADDR:PORT");
 }
 
-static int parse_str(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_str(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	if (!*v) {
-		fprintf(stderr, "%s: --%s: empty\n", who, o->name);
+		fprintf(err, "%s: --%s: empty\n", who, o->name);
 		return -1;
 	}
 	*(const char **)dst = v;
@@ -270,7 +271,7 @@ int main(int argc, char **argv)
 	int r, fd = -1, rc = 1;
 
 	cfg = defaults;
-	r = kvs_opts_argv(&optset, argc, argv, &cfg);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, &cfg);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (!cfg.ngateways) {

@@ -53,12 +53,12 @@ static struct settings defaults = {
 };
 
 /* --port P: --listen 127.0.0.1:P. */
-static int parse_port(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_port(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	struct settings *a = (void *)((char *)dst - offsetof(struct settings, listen));
 	uint32_t port;
 
-	if (kvs_arg_u32(who, "--port", v, 0, 65535, &port))
+	if (kvs_arg_u32(err, who, "--port", v, 0, 65535, &port))
 		return -1;
 	snprintf(a->listen_buf, sizeof(a->listen_buf), "127.0.0.1:%u", port);
 	a->listen = a->listen_buf;
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 
 	kvs_model_defaults(&defaults.s.model);
 	a = defaults;
-	r = kvs_opts_argv(&optset, argc, argv, &a);
+	r = kvs_opts_argv(&optset, stderr, argc, argv, &a);
 	if (r)
 		return r > 0 ? 0 : 2;
 	if (kvs_parse_addr(a.listen, &addr)) {

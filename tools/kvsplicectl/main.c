@@ -122,13 +122,14 @@ static void print_cmds(FILE *f, enum cmd_source source)
 static void usage(FILE *f);
 
 /* --limit: its own check (base 10, 1..1000000). */
-static int parse_limit(const char *who, const struct kvs_opt *row, const char *v, void *dst)
+static int parse_limit(FILE *err, const char *who, const struct kvs_opt *row, const char *v,
+		       void *dst)
 {
 	char *end;
 	unsigned long n = strtoul(v, &end, 10);
 
 	if (*end || !*v || n == 0 || n > 1000000) {
-		fprintf(stderr, "%s: --limit: '%s' is not 1..1000000\n", who, v);
+		fprintf(err, "%s: --limit: '%s' is not 1..1000000\n", who, v);
 		return -1;
 	}
 	*(uint32_t *)dst = (uint32_t)n;
@@ -228,7 +229,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	ctl_jsonerr_begin(&je, ctl_jsonerr_wanted(argc, argv), argv[0]);
-	rc = kvs_opts_argv(&optset, argc, argv, &o);
+	rc = kvs_opts_argv(&optset, stderr, argc, argv, &o);
 	if (rc)
 		return ctl_jsonerr_end(&je, rc > 0 ? 0 : 2);
 	/* The options parsed: --json is what getopt made of them. */

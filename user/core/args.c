@@ -7,8 +7,8 @@
 #include <string.h>
 #include <stdlib.h>
 
-int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min, uint64_t max,
-		uint64_t *out)
+int kvs_arg_u64(FILE *err, const char *prog, const char *flag, const char *s, uint64_t min,
+		uint64_t max, uint64_t *out)
 {
 	unsigned long long v;
 	char *end;
@@ -16,11 +16,11 @@ int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min,
 	errno = 0;
 	v = strtoull(s, &end, 0);
 	if (!*s || *end || errno || s[0] == '-') {
-		fprintf(stderr, "%s: %s: '%s' is not a whole number\n", prog, flag, s);
+		fprintf(err, "%s: %s: '%s' is not a whole number\n", prog, flag, s);
 		return -1;
 	}
 	if (v < min || v > max) {
-		fprintf(stderr, "%s: %s: %llu is out of range [%llu, %llu]\n", prog, flag, v,
+		fprintf(err, "%s: %s: %llu is out of range [%llu, %llu]\n", prog, flag, v,
 			(unsigned long long)min, (unsigned long long)max);
 		return -1;
 	}
@@ -28,19 +28,19 @@ int kvs_arg_u64(const char *prog, const char *flag, const char *s, uint64_t min,
 	return 0;
 }
 
-int kvs_arg_u32(const char *prog, const char *flag, const char *s, uint32_t min, uint32_t max,
-		uint32_t *out)
+int kvs_arg_u32(FILE *err, const char *prog, const char *flag, const char *s, uint32_t min,
+		uint32_t max, uint32_t *out)
 {
 	uint64_t v;
 
-	if (kvs_arg_u64(prog, flag, s, min, max, &v))
+	if (kvs_arg_u64(err, prog, flag, s, min, max, &v))
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
 }
 
-int kvs_arg_double(const char *prog, const char *flag, const char *s, double min, double max,
-		   double *out)
+int kvs_arg_double(FILE *err, const char *prog, const char *flag, const char *s, double min,
+		   double max, double *out)
 {
 	char *end;
 	double v;
@@ -48,21 +48,21 @@ int kvs_arg_double(const char *prog, const char *flag, const char *s, double min
 	errno = 0;
 	v = strtod(s, &end);
 	if (!*s || *end || errno) {
-		fprintf(stderr, "%s: %s: '%s' is not a number\n", prog, flag, s);
+		fprintf(err, "%s: %s: '%s' is not a number\n", prog, flag, s);
 		return -1;
 	}
 	if (!(v >= min && v <= max)) {
-		fprintf(stderr, "%s: %s: %g is out of range [%g, %g]\n", prog, flag, v, min, max);
+		fprintf(err, "%s: %s: %g is out of range [%g, %g]\n", prog, flag, v, min, max);
 		return -1;
 	}
 	*out = v;
 	return 0;
 }
 
-int kvs_arg_release_prefill(const char *prog, const char *s, int *early)
+int kvs_arg_release_prefill(FILE *err, const char *prog, const char *s, int *early)
 {
 	if (strcmp(s, "first-token") && strcmp(s, "end")) {
-		fprintf(stderr, "%s: --release-prefill: '%s' is neither 'first-token' nor 'end'\n",
+		fprintf(err, "%s: --release-prefill: '%s' is neither 'first-token' nor 'end'\n",
 			prog, s);
 		return -1;
 	}
@@ -70,12 +70,12 @@ int kvs_arg_release_prefill(const char *prog, const char *s, int *early)
 	return 0;
 }
 
-int kvs_arg_log_level(const char *prog, const char *s, enum kvs_log_level *out)
+int kvs_arg_log_level(FILE *err, const char *prog, const char *s, enum kvs_log_level *out)
 {
 	int lvl = kvs_log_parse_level(s);
 
 	if (lvl < 0) {
-		fprintf(stderr, "%s: --log-level: '%s' is not warn, info or debug\n", prog, s);
+		fprintf(err, "%s: --log-level: '%s' is not warn, info or debug\n", prog, s);
 		return -1;
 	}
 	*out = (enum kvs_log_level)lvl;

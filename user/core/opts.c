@@ -105,7 +105,8 @@ void kvs_opts_usage(const struct kvs_optset *set, FILE *f)
 }
 
 /* LIST: appends v, the first time in this source after emptying the list. */
-static int append(const char *who, const struct kvs_opt *o, const char *v, void *target, bool *seen)
+static int append(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *target,
+		  bool *seen)
 {
 	uint32_t *n = (uint32_t *)((char *)target + o->count_off);
 	_Alignas(max_align_t) unsigned char scratch[256];
@@ -119,20 +120,20 @@ static int append(const char *who, const struct kvs_opt *o, const char *v, void 
 		slot = (char *)target + o->off + *n * o->elem_size;
 	else if (o->elem_size > sizeof(scratch))
 		slot = NULL; /* full: nothing to check it into */
-	if (slot && o->parse(who, o, v, slot))
+	if (slot && o->parse(err, who, o, v, slot))
 		return -1;
 	if (*n >= o->max) {
 		if (o->unit)
-			fprintf(stderr, "%s: at most %" PRIu64 " %s\n", who, o->max, o->unit);
+			fprintf(err, "%s: at most %" PRIu64 " %s\n", who, o->max, o->unit);
 		else
-			fprintf(stderr, "%s: --%s: at most %" PRIu64 "\n", who, o->name, o->max);
+			fprintf(err, "%s: --%s: at most %" PRIu64 "\n", who, o->name, o->max);
 		return -1;
 	}
 	(*n)++;
 	return 0;
 }
 
-/* --help, or after a bad option (on stderr). */
+/* --help (on stdout), or after a bad option (on err). */
 static void help(const struct kvs_optset *set, FILE *f)
 {
 	if (set->print_help)
@@ -142,9 +143,9 @@ static void help(const struct kvs_optset *set, FILE *f)
 }
 
 /* Sets row o from v (NULL: a flag). 0, 1 (help printed) or -1 after a
- * message. seen: o has been given in this source already. */
-static int set_value(const struct kvs_optset *set, const struct kvs_opt *o, const char *who,
-		     const char *v, void *target, bool *seen)
+ * message on err. seen: o has been given in this source already. */
+static int set_value(const struct kvs_optset *set, FILE *err, const struct kvs_opt *o,
+		     const char *who, const char *v, void *target, bool *seen)
 {
 	void *dst = (char *)target + o->off;
 	char flag[80];
@@ -158,11 +159,11 @@ static int set_value(const struct kvs_optset *set, const struct kvs_opt *o, cons
 		*(const char **)dst = v;
 		return 0;
 	case KVS_OPT_T_U32:
-		return kvs_arg_u32(who, flag, v, (uint32_t)o->min, (uint32_t)o->max, dst);
+		return kvs_arg_u32(err, who, flag, v, (uint32_t)o->min, (uint32_t)o->max, dst);
 	case KVS_OPT_T_U64:
-		return kvs_arg_u64(who, flag, v, o->min, o->max, dst);
+		return kvs_arg_u64(err, who, flag, v, o->min, o->max, dst);
 	case KVS_OPT_T_DOUBLE:
-		return kvs_arg_double(who, flag, v, o->dmin, o->dmax, dst);
+		return kvs_arg_double(err, who, flag, v, o->dmin, o->dmax, dst);
 	case KVS_OPT_T_ENUM:
 		for (int i = 0; o->words[i]; i++) {
 			if (!strcmp(v, o->words[i])) {
@@ -170,14 +171,14 @@ static int set_value(const struct kvs_optset *set, const struct kvs_opt *o, cons
 				return 0;
 			}
 		}
-		fprintf(stderr, "%s: %s: '%s' is not ", who, flag, v);
-		print_words(stderr, o->words);
-		fputc('\n', stderr);
+		fprintf(err, "%s: %s: '%s' is not ", who, flag, v);
+		print_words(err, o->words);
+		fputc('\n', err);
 		return -1;
 	case KVS_OPT_T_LIST:
-		return append(who, o, v, target, seen);
+		return append(err, who, o, v, target, seen);
 	case KVS_OPT_T_FUNC:
-		return o->parse(who, o, v, dst);
+		return o->parse(err, who, o, v, dst);
 	case KVS_OPT_T_HELP:
 		help(set, stdout);
 		return 1;
@@ -188,17 +189,83 @@ static int set_value(const struct kvs_optset *set, const struct kvs_opt *o, cons
 }
 
 /* set_value, then the row's mark that it was given. */
-static int apply(const struct kvs_optset *set, const struct kvs_opt *o, const char *who,
+static int apply(const struct kvs_optset *set, FILE *err, const struct kvs_opt *o, const char *who,
 		 const char *v, void *target, bool *seen)
 {
-	int r = set_value(set, o, who, v, target, seen);
+	int r = set_value(set, err, o, who, v, target, seen);
 
 	if (!r && o->given)
 		*(int *)((char *)target + o->given_off) = 1;
 	return r;
 }
 
-int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *target)
+/* The row getopt_long returned as c (its short name, or 256 + its index),
+ * or set->nopts. */
+static size_t row_of(const struct kvs_optset *set, int c)
+{
+	size_t i = 0;
+
+	if (c >= 256)
+		return (size_t)c - 256;
+	while (i < set->nopts && set->opts[i].short_name != c)
+		i++;
+	return i;
+}
+
+/* A long option's name as given (word less its "--", up to any '='):
+ * "option '--WORD' is ambiguous; possibilities: '--A' '--B'" when more than
+ * one long option begins so, as getopt says it; else "unrecognized". */
+static void say_unknown_long(FILE *err, const char *prog, const char *word, const struct option *lo)
+{
+	size_t n = strcspn(word + 2, "=");
+	const struct option *first = NULL;
+	bool ambiguous = false;
+
+	for (const struct option *p = lo; p->name; p++) {
+		if (strncmp(p->name, word + 2, n))
+			continue;
+		if (!first)
+			first = p;
+		else if (p->has_arg != first->has_arg || p->val != first->val)
+			ambiguous = true;
+	}
+	if (!ambiguous) {
+		fprintf(err, "%s: unrecognized option '%s'\n", prog, word);
+		return;
+	}
+	fprintf(err, "%s: option '%s' is ambiguous; possibilities:", prog, word);
+	for (const struct option *p = lo; p->name; p++)
+		if (!strncmp(p->name, word + 2, n))
+			fprintf(err, " '--%s'", p->name);
+	fputc('\n', err);
+}
+
+/* getopt_long returned '?': what it would have said (opterr), in its words
+ * and with argv[0] as it begins them, said on err instead. getopt says
+ * them on the global stderr, which a caller that collects messages (a
+ * reload into the log, kvsplicectl --json) does not see. The word at
+ * fault is argv[optind - 1]; optopt names the option (0: none known). */
+static void say_getopt_error(const struct kvs_optset *set, FILE *err, char **argv,
+			     const struct option *lo)
+{
+	const char *word = argv[optind - 1];
+	size_t i = optopt ? row_of(set, optopt) : set->nopts;
+
+	if (!optopt)
+		say_unknown_long(err, argv[0], word, lo);
+	else if (i == set->nopts)
+		fprintf(err, "%s: invalid option -- '%c'\n", argv[0], optopt);
+	else if (!takes_arg(&set->opts[i]))
+		fprintf(err, "%s: option '--%s' doesn't allow an argument\n", argv[0],
+			set->opts[i].name);
+	else if (word[0] == '-' && word[1] == '-')
+		fprintf(err, "%s: option '--%s' requires an argument\n", argv[0],
+			set->opts[i].name);
+	else
+		fprintf(err, "%s: option requires an argument -- '%c'\n", argv[0], optopt);
+}
+
+int kvs_opts_argv(const struct kvs_optset *set, FILE *err, int argc, char **argv, void *target)
 {
 	struct option *lo = calloc(set->nopts + 1, sizeof(*lo));
 	char *shorts = calloc(2 * set->nopts + 1, 1);
@@ -207,7 +274,7 @@ int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *tar
 	int c, r = 0;
 
 	if (!lo || !shorts || !seen) {
-		fprintf(stderr, "%s: out of memory\n", set->prog);
+		fprintf(err, "%s: out of memory\n", set->prog);
 		r = -1;
 		goto out;
 	}
@@ -225,27 +292,24 @@ int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *tar
 		}
 	}
 	optind = 0; /* a fresh scan (GNU getopt) */
-	opterr = 1;
+	opterr = 0; /* its errors are said on err (say_getopt_error) */
 	while (!r && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
-		size_t i = 0;
+		size_t i = c == '?' ? set->nopts : row_of(set, c);
 
-		if (c >= 256)
-			i = (size_t)c - 256;
-		else
-			while (i < set->nopts && set->opts[i].short_name != c)
-				i++;
-		if (c == '?' || i == set->nopts) { /* getopt said what */
+		if (i == set->nopts) {
+			if (c == '?')
+				say_getopt_error(set, err, argv, lo);
 			if (set->help_on_error)
-				help(set, stderr);
+				help(set, err);
 			else
-				fprintf(stderr, "%s: see --help\n", set->prog);
+				fprintf(err, "%s: see --help\n", set->prog);
 			r = -1;
 			break;
 		}
-		r = apply(set, &set->opts[i], set->prog, optarg, target, &seen[i]);
+		r = apply(set, err, &set->opts[i], set->prog, optarg, target, &seen[i]);
 	}
 	if (!r && optind < argc && !set->operands) {
-		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", set->prog,
+		fprintf(err, "%s: unexpected argument '%s' (see --help)\n", set->prog,
 			argv[optind]);
 		r = -1;
 	}
@@ -300,8 +364,8 @@ void kvs_ini_free(struct kvs_ini *ini)
 }
 
 /* One line, trimmed: its setting added to ini, or a message. */
-static int ini_line(const struct kvs_optset *set, const char *path, int lineno, char *line,
-		    struct kvs_ini *ini)
+static int ini_line(const struct kvs_optset *set, FILE *err, const char *path, int lineno,
+		    char *line, struct kvs_ini *ini)
 {
 	const struct kvs_opt *o;
 	char *eq, *key, *val;
@@ -309,7 +373,7 @@ static int ini_line(const struct kvs_optset *set, const char *path, int lineno, 
 
 	eq = strchr(line, '=');
 	if (!eq) {
-		fprintf(stderr, "%s: %s:%d: expected 'key = value'\n", set->prog, path, lineno);
+		fprintf(err, "%s: %s:%d: expected 'key = value'\n", set->prog, path, lineno);
 		return -1;
 	}
 	*eq = '\0';
@@ -317,28 +381,28 @@ static int ini_line(const struct kvs_optset *set, const char *path, int lineno, 
 	val = trim(eq + 1);
 	o = key_row(set, key);
 	if (!o || o->cli_only) {
-		fprintf(stderr, "%s: %s:%d: unknown key '%s' (%s)\n", set->prog, path, lineno, key,
+		fprintf(err, "%s: %s:%d: unknown key '%s' (%s)\n", set->prog, path, lineno, key,
 			set->bad_key_hint);
 		return -1;
 	}
 	if (!takes_arg(o)) {
 		if (!truth(val, &on)) {
-			fprintf(stderr, "%s: %s:%d: %s: '%s' is not true or false\n", set->prog,
-				path, lineno, key, val);
+			fprintf(err, "%s: %s:%d: %s: '%s' is not true or false\n", set->prog, path,
+				lineno, key, val);
 			return -1;
 		}
 		if (!on)
 			return 0;
 		val = NULL;
 	} else if (!*val) {
-		fprintf(stderr, "%s: %s:%d: %s: no value\n", set->prog, path, lineno, key);
+		fprintf(err, "%s: %s:%d: %s: no value\n", set->prog, path, lineno, key);
 		return -1;
 	}
 	ini->set[ini->n++] = (struct kvs_ini_setting){ o, val, lineno };
 	return 0;
 }
 
-int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini *ini)
+int kvs_ini_read(const struct kvs_optset *set, FILE *err, const char *path, struct kvs_ini *ini)
 {
 	FILE *f = fopen(path, "r");
 	char *save = NULL;
@@ -347,12 +411,12 @@ int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini 
 
 	memset(ini, 0, sizeof(*ini));
 	if (!f) {
-		fprintf(stderr, "%s: %s %s: %s\n", set->prog, set->file_opt, path, strerror(errno));
+		fprintf(err, "%s: %s %s: %s\n", set->prog, set->file_opt, path, strerror(errno));
 		return -1;
 	}
 	if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || size > (1 << 20) ||
 	    fseek(f, 0, SEEK_SET)) {
-		fprintf(stderr, "%s: %s %s: unreadable or over 1 MiB\n", set->prog, set->file_opt,
+		fprintf(err, "%s: %s %s: unreadable or over 1 MiB\n", set->prog, set->file_opt,
 			path);
 		fclose(f);
 		return -1;
@@ -361,7 +425,7 @@ int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini 
 	/* at most a setting a line, and a line is at least two bytes */
 	ini->set = calloc((size_t)size / 2 + 2, sizeof(*ini->set));
 	if (!ini->text || !ini->set || fread(ini->text, 1, (size_t)size, f) != (size_t)size) {
-		fprintf(stderr, "%s: %s %s: cannot read it\n", set->prog, set->file_opt, path);
+		fprintf(err, "%s: %s %s: cannot read it\n", set->prog, set->file_opt, path);
 		fclose(f);
 		return -1;
 	}
@@ -381,64 +445,65 @@ int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini 
 		if (*line == '[') {
 			if (line[strlen(line) - 1] == ']')
 				continue;
-			fprintf(stderr, "%s: %s:%d: '%s': a section is [NAME]\n", set->prog, path,
+			fprintf(err, "%s: %s:%d: '%s': a section is [NAME]\n", set->prog, path,
 				lineno, line);
 			return -1;
 		}
-		if (ini_line(set, path, lineno, line, ini))
+		if (ini_line(set, err, path, lineno, line, ini))
 			return -1;
 	}
 	return 0;
 }
 
-int kvs_ini_apply(const struct kvs_optset *set, const struct kvs_ini *ini, const char *path,
-		  void *target)
+int kvs_ini_apply(const struct kvs_optset *set, FILE *err, const struct kvs_ini *ini,
+		  const char *path, void *target)
 {
 	bool *seen = calloc(set->nopts + 1, sizeof(*seen));
 	char who[600];
 	int r = 0;
 
 	if (!seen) {
-		fprintf(stderr, "%s: out of memory\n", set->prog);
+		fprintf(err, "%s: out of memory\n", set->prog);
 		return -1;
 	}
 	for (int i = 0; i < ini->n && !r; i++) {
 		const struct kvs_opt *o = ini->set[i].opt;
 
 		snprintf(who, sizeof(who), "%s: %s:%d", set->prog, path, ini->set[i].line);
-		r = apply(set, o, who, ini->set[i].value, target, &seen[o - set->opts]);
+		r = apply(set, err, o, who, ini->set[i].value, target, &seen[o - set->opts]);
 	}
 	free(seen);
 	return r;
 }
 
-int kvs_opt_keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v,
-			 void *dst, const char *expected)
+int kvs_opt_keep_checked(FILE *err, bool ok, const char *who, const struct kvs_opt *o,
+			 const char *v, void *dst, const char *expected)
 {
 	if (!ok) {
-		fprintf(stderr, "%s: --%s: '%s' is not %s\n", who, o->name, v, expected);
+		fprintf(err, "%s: --%s: '%s' is not %s\n", who, o->name, v, expected);
 		return -1;
 	}
 	*(const char **)dst = v;
 	return 0;
 }
 
-int kvs_opt_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+int kvs_opt_cidr(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	uint8_t addr[16];
 	uint32_t plen;
 	int family;
 
-	return kvs_opt_keep_checked(!kvs_cidr_parse(v, &family, addr, &plen), who, o, v, dst,
+	return kvs_opt_keep_checked(err, !kvs_cidr_parse(v, &family, addr, &plen), who, o, v, dst,
 				    "an address or CIDR (10.0.0.0/8, fd00::/8)");
 }
 
-int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+int kvs_opt_log_level(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
-	return kvs_arg_log_level(who, v, dst);
+	return kvs_arg_log_level(err, who, v, dst);
 }
 
-int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+int kvs_opt_release_prefill(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			    void *dst)
 {
-	return kvs_arg_release_prefill(who, v, dst);
+	return kvs_arg_release_prefill(err, who, v, dst);
 }

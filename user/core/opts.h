@@ -22,6 +22,10 @@
  *
  * A program without a config file (the tools) leaves file_opt and
  * bad_key_hint out and never calls kvs_ini_read.
+ *
+ * Errors are said on the stream the caller passes (err), never on the
+ * global stderr: a reload says them into its log line, kvsplicectl --json
+ * into its JSON. --help goes to stdout.
  */
 #ifndef KVS_OPTS_H
 #define KVS_OPTS_H
@@ -47,8 +51,9 @@ enum kvs_opt_type {
 struct kvs_opt;
 
 /* Parses v into dst (FUNC: target + off; LIST: the new element). 0, or -1
- * after a message on stderr that starts with who. */
-typedef int (*kvs_opt_parse_fn)(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+ * after a message on err that starts with who. */
+typedef int (*kvs_opt_parse_fn)(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+				void *dst);
 
 struct kvs_opt {
 	const char *name;    /* long option and INI key */
@@ -74,16 +79,18 @@ struct kvs_opt {
 /* Parse callbacks for values several programs take (KVS_OPT_FUNC): a
  * --log-level word into an enum kvs_log_level, a --release-prefill word
  * ('first-token' or 'end') into an int. */
-int kvs_opt_log_level(const char *who, const struct kvs_opt *o, const char *v, void *dst);
-int kvs_opt_release_prefill(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+int kvs_opt_log_level(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+		      void *dst);
+int kvs_opt_release_prefill(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			    void *dst);
 /* For list options whose elements are kept as text: v kept in *dst if ok,
  * else "WHO: --NAME: 'V' is not EXPECTED" and -1, so a typo stops the start
  * saying what was expected. */
-int kvs_opt_keep_checked(bool ok, const char *who, const struct kvs_opt *o, const char *v,
-			 void *dst, const char *expected);
+int kvs_opt_keep_checked(FILE *err, bool ok, const char *who, const struct kvs_opt *o,
+			 const char *v, void *dst, const char *expected);
 /* An address or CIDR (kvs_cidr_parse), kept as text: --allow, --deny,
  * --front-source, kvsplice-http's --trusted-source. */
-int kvs_opt_cidr(const char *who, const struct kvs_opt *o, const char *v, void *dst);
+int kvs_opt_cidr(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst);
 
 /* Rows several programs have, worded once. */
 #define KVS_OPT_ROW_HELP                                                                           \
@@ -149,18 +156,19 @@ struct kvs_optset {
 	/* --help prints this instead of kvs_opts_usage (a program whose help
 	 * says more than its options, and calls kvs_opts_usage for them) */
 	void (*print_help)(FILE *f);
-	bool help_on_error; /* after getopt's complaint, --help on stderr (else
+	bool help_on_error; /* after getopt's complaint, --help on err (else
 			     * "PROG: see --help") */
 	bool operands;	    /* words that are not options are the caller's */
 };
 
 /*
  * Applies argv[1..argc) to target (getopt_long; argv may be permuted).
- * 0, 1 when --help was printed, or -1 after a message. With operands, the
- * words that are not options are left in argv[optind..argc); else the
- * first of them is an error.
+ * 0, 1 when --help was printed, or -1 after a message on err (getopt's
+ * own complaints too, in its words). With operands, the words that are not
+ * options are left in argv[optind..argc); else the first of them is an
+ * error.
  */
-int kvs_opts_argv(const struct kvs_optset *set, int argc, char **argv, void *target);
+int kvs_opts_argv(const struct kvs_optset *set, FILE *err, int argc, char **argv, void *target);
 
 /* --help. */
 void kvs_opts_usage(const struct kvs_optset *set, FILE *f);
@@ -183,12 +191,12 @@ struct kvs_ini {
  * Reads path: '#' and ';' comments, [sections] (ignored), "key = value"
  * with a set's long option as key (flags take true/yes/on/1 or
  * false/no/off/0). Every line is checked before any is applied. 0, or -1
- * after a message naming the file and line. Free *ini either way.
+ * after a message on err naming the file and line. Free *ini either way.
  */
-int kvs_ini_read(const struct kvs_optset *set, const char *path, struct kvs_ini *ini);
+int kvs_ini_read(const struct kvs_optset *set, FILE *err, const char *path, struct kvs_ini *ini);
 /* Applies what kvs_ini_read found, in order; errors say "PROG: PATH:LINE". */
-int kvs_ini_apply(const struct kvs_optset *set, const struct kvs_ini *ini, const char *path,
-		  void *target);
+int kvs_ini_apply(const struct kvs_optset *set, FILE *err, const struct kvs_ini *ini,
+		  const char *path, void *target);
 void kvs_ini_free(struct kvs_ini *ini);
 
 #endif

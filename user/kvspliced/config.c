@@ -69,20 +69,21 @@ void gw_config_defaults(struct gw_config *c)
 }
 
 /* --backend, --metrics. */
-static int parse_addr(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_addr(FILE *err, const char *who, const struct kvs_opt *o, const char *v, void *dst)
 {
 	if (kvs_parse_addr(v, dst)) {
-		fprintf(stderr, "%s: --%s: '%s' is not ADDR:PORT\n", who, o->name, v);
+		fprintf(err, "%s: --%s: '%s' is not ADDR:PORT\n", who, o->name, v);
 		return -1;
 	}
 	return 0;
 }
 
-static int parse_metrics(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_metrics(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			 void *dst)
 {
 	struct gw_config *c = (void *)((char *)dst - offsetof(struct gw_config, metrics));
 
-	if (parse_addr(who, o, v, dst))
+	if (parse_addr(err, who, o, v, dst))
 		return -1;
 	c->metrics_set = 1;
 	return 0;
@@ -91,18 +92,20 @@ static int parse_metrics(const char *who, const struct kvs_opt *o, const char *v
 /* --tenant-source (the list options' parsers check v and keep it as
  * text: kvs_opt_keep_checked; --allow, --deny, --front-source take
  * kvs_opt_cidr). */
-static int parse_tenant(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_tenant(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			void *dst)
 {
 	struct kvs_cidr net;
 	uint64_t salt;
 
 	return kvs_opt_keep_checked(
-		!gw_tenant_parse(v, &net, &salt), who, o, v, dst,
+		err, !gw_tenant_parse(v, &net, &salt), who, o, v, dst,
 		"CIDR=SALT (10.1.0.0/16=7, 2001:db8::/32=0x2a; SALT a 64-bit number)");
 }
 
 /* --tenant-routes: auto, off, or a number of routes. */
-static int parse_tenant_routes(const char *who, const struct kvs_opt *o, const char *v, void *dst)
+static int parse_tenant_routes(FILE *err, const char *who, const struct kvs_opt *o, const char *v,
+			       void *dst)
 {
 	uint32_t *n = dst;
 	char *end;
@@ -122,8 +125,8 @@ static int parse_tenant_routes(const char *who, const struct kvs_opt *o, const c
 		*n = (uint32_t)x;
 		return 0;
 	}
-	fprintf(stderr, "%s: --%s: '%s' is not auto, off or a number of routes (0-%u)\n", who,
-		o->name, v, (unsigned)KVS_ROUTES_MAX);
+	fprintf(err, "%s: --%s: '%s' is not auto, off or a number of routes (0-%u)\n", who, o->name,
+		v, (unsigned)KVS_ROUTES_MAX);
 	return -1;
 }
 
@@ -457,10 +460,10 @@ static int parse(int argc, char **argv, struct settings *s, struct kvs_config_st
 	const char *path = s->cfg.config_path;
 
 	store->path = path;
-	if (path && (kvs_ini_read(&optset, path, &store->ini) ||
-		     kvs_ini_apply(&optset, &store->ini, path, s)))
+	if (path && (kvs_ini_read(&optset, stderr, path, &store->ini) ||
+		     kvs_ini_apply(&optset, stderr, &store->ini, path, s)))
 		return -1;
-	return kvs_opts_argv(&optset, argc, argv, s);
+	return kvs_opts_argv(&optset, stderr, argc, argv, s);
 }
 
 int kvs_config_parse(int argc, char **argv, struct gw_config *cfg, enum kvs_log_level *level,
