@@ -27,16 +27,24 @@ static void write_file(const char *text)
 	fclose(f);
 }
 
+static char said[1024]; /* what the last parse() said, on the stream it passed */
+
 /* Parses argv (NULL-terminated; argv[0] added); the parse's return. */
 static int parse(struct gw_config *cfg, struct kvs_config_store *st, const char **args)
 {
-	char *argv[32] = { "kvspliced" };
+	char *argv[32] = { "kvspliced" }, *text = NULL;
 	enum kvs_log_level level;
 	int argc = 1, r;
+	size_t n = 0;
+	FILE *err = open_memstream(&text, &n);
 
+	assert_non_null(err);
 	while (*args)
 		argv[argc++] = (char *)*args++;
-	r = kvs_config_parse(argc, argv, cfg, &level, st);
+	r = kvs_config_parse(err, argc, argv, cfg, &level, st);
+	fclose(err);
+	snprintf(said, sizeof(said), "%s", text);
+	free(text);
 	return r;
 }
 
@@ -52,6 +60,7 @@ static void file_then_command_line(void **state)
 		   "max-outstanding = 99\nkeep-pins = yes\nbalance = 1.5\nkeep-balance = 3\n"
 		   "log-level = debug\n");
 	assert_int_equal(parse(&cfg, &st, (const char *[]){ "--config", path, NULL }), 0);
+	assert_string_equal(said, "");
 	assert_int_equal(cfg.nbackends, 2);
 	assert_string_equal(kvs_addr_str(&cfg.backends[1], a, sizeof(a)), "10.0.0.2:8000");
 	assert_int_equal(cfg.max_outstanding, 99);
@@ -111,6 +120,8 @@ static void mistakes_refused(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		write_file(bad[i]);
 		assert_int_equal(parse(&cfg, &st, (const char *[]){ "--config", path, NULL }), -1);
+		/* said on the stream passed (a reload's log line), not on stderr */
+		assert_int_equal(strncmp(said, "kvspliced: ", 11), 0);
 		kvs_config_store_free(&st);
 	}
 	unlink(path);
@@ -134,7 +145,7 @@ static void every_kind_of_value(void **state)
 		   "allow = fd00::/8\ndeny = 10.1.0.0/16\ndatapath = user\n"
 		   "release-prefill = end\nmetrics = 127.0.0.1:9100\nsyn-rate = 5\n"
 		   "log-level = debug\npin-dir = /tmp/p\n");
-	assert_int_equal(kvs_config_parse(7, argv, &cfg, &level, &st), 0);
+	assert_int_equal(kvs_config_parse(stderr, 7, argv, &cfg, &level, &st), 0);
 	assert_int_equal(cfg.adm.nallow, 1); /* the command line's list replaces the file's */
 	assert_string_equal(cfg.adm.allow[0], "10.9.0.0/16");
 	assert_int_equal(cfg.adm.ndeny, 1);

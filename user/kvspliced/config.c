@@ -402,72 +402,73 @@ static const char *config_arg(int argc, char **argv)
 }
 
 /* What no single option can check. */
-static int validate(struct settings *s)
+static int validate(FILE *err, struct settings *s)
 {
 	struct gw_config *cfg = &s->cfg;
 	char a[96], b[96];
 
 	if (cfg->nbackends == 0) {
-		fprintf(stderr, PROG ": at least one backend is required (--backend ADDR:PORT, or "
-				     "'backend = ADDR:PORT' in the config file; see --help)\n");
+		fprintf(err, PROG ": at least one backend is required (--backend ADDR:PORT, or "
+				  "'backend = ADDR:PORT' in the config file; see --help)\n");
 		return -1;
 	}
 	for (uint32_t i = 0; i < cfg->nbackends; i++) {
 		for (uint32_t j = 0; j < i; j++) {
 			if (!strcmp(kvs_addr_str(&cfg->backends[i], a, sizeof(a)),
 				    kvs_addr_str(&cfg->backends[j], b, sizeof(b)))) {
-				fprintf(stderr, PROG ": backend %s is given twice\n", a);
+				fprintf(err, PROG ": backend %s is given twice\n", a);
 				return -1;
 			}
 		}
 	}
 	for (uint32_t i = 0; i < cfg->nbackends; i++)
 		if (!kvs_addr_port(&cfg->backends[i])) {
-			fprintf(stderr, PROG ": backend %s: port 0 is no port to connect to\n",
+			fprintf(err, PROG ": backend %s: port 0 is no port to connect to\n",
 				kvs_addr_str(&cfg->backends[i], a, sizeof(a)));
 			return -1;
 		}
 	if (kvs_parse_addr(s->listen, &cfg->listen)) {
-		fprintf(stderr, PROG ": --listen: '%s' is not ADDR:PORT\n", s->listen);
+		fprintf(err, PROG ": --listen: '%s' is not ADDR:PORT\n", s->listen);
 		return -1;
 	}
 	/* (--check passed this; the start then failed to bind the second) */
 	if (cfg->metrics_set && kvs_addr_port(&cfg->listen) &&
 	    !strcmp(kvs_addr_str(&cfg->metrics, a, sizeof(a)),
 		    kvs_addr_str(&cfg->listen, b, sizeof(b)))) {
-		fprintf(stderr, PROG ": --metrics %s is --listen's address too\n", a);
+		fprintf(err, PROG ": --metrics %s is --listen's address too\n", a);
 		return -1;
 	}
 	if (!cfg->adm.ifname && (cfg->adm.nallow || cfg->adm.ndeny || cfg->adm.syn_rate)) {
-		fprintf(stderr, PROG ": --allow, --deny and --syn-rate need --xdp-iface IFACE\n");
+		fprintf(err, PROG ": --allow, --deny and --syn-rate need --xdp-iface IFACE\n");
 		return -1;
 	}
 	if (strlen(cfg->pin_dir) >= 200) {
-		fprintf(stderr, PROG ": --pin-dir: path too long\n");
+		fprintf(err, PROG ": --pin-dir: path too long\n");
 		return -1;
 	}
 	if (cfg->control_path && strlen(cfg->control_path) >= 108) {
-		fprintf(stderr, PROG ": --control-socket: path too long (a Unix socket's is at "
-				     "most 107 bytes)\n");
+		fprintf(err, PROG ": --control-socket: path too long (a Unix socket's is at "
+				  "most 107 bytes)\n");
 		return -1;
 	}
 	return 0;
 }
 
 /* The file, then the command line; 0, 1 (help) or -1. */
-static int parse(int argc, char **argv, struct settings *s, struct kvs_config_store *store)
+static int parse(FILE *err, int argc, char **argv, struct settings *s,
+		 struct kvs_config_store *store)
 {
 	const char *path = s->cfg.config_path;
 
 	store->path = path;
-	if (path && (kvs_ini_read(&optset, stderr, path, &store->ini) ||
-		     kvs_ini_apply(&optset, stderr, &store->ini, path, s)))
+	if (path && (kvs_ini_read(&optset, err, path, &store->ini) ||
+		     kvs_ini_apply(&optset, err, &store->ini, path, s)))
 		return -1;
-	return kvs_opts_argv(&optset, stderr, argc, argv, s);
+	return kvs_opts_argv(&optset, err, argc, argv, s);
 }
 
-int kvs_config_parse(int argc, char **argv, struct gw_config *cfg, enum kvs_log_level *level,
-		     struct kvs_config_store *store)
+int kvs_config_parse(FILE *err, int argc, char **argv, struct gw_config *cfg,
+		     enum kvs_log_level *level, struct kvs_config_store *store)
 {
 	struct settings s;
 	int r;
@@ -475,10 +476,10 @@ int kvs_config_parse(int argc, char **argv, struct gw_config *cfg, enum kvs_log_
 	memcpy(&s, &defaults, sizeof(s));
 	memset(store, 0, sizeof(*store));
 	s.cfg.config_path = config_arg(argc, argv);
-	r = parse(argc, argv, &s, store);
+	r = parse(err, argc, argv, &s, store);
 	if (!r) {
 		*level = s.level;
-		r = validate(&s);
+		r = validate(err, &s);
 	}
 	memcpy(cfg, &s.cfg, sizeof(*cfg));
 	return r;

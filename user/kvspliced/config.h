@@ -31,11 +31,11 @@ struct kvs_config_store {
 
 /*
  * Parses argv (and the --config file it names) into *cfg and *level.
- * Returns 0, 1 when --help was printed (exit 0), or -1 when a message said
- * what is wrong (exit 2).
+ * Returns 0, 1 when --help was printed (on stdout; exit 0), or -1 when a
+ * message on err said what is wrong (exit 2).
  */
-int kvs_config_parse(int argc, char **argv, struct gw_config *cfg, enum kvs_log_level *level,
-		     struct kvs_config_store *store);
+int kvs_config_parse(FILE *err, int argc, char **argv, struct gw_config *cfg,
+		     enum kvs_log_level *level, struct kvs_config_store *store);
 void kvs_config_store_free(struct kvs_config_store *store);
 
 #endif

@@ -53,28 +53,27 @@ static void parse_errors(const char *said, char *msg, size_t len)
 	}
 }
 
-/* gw_hooks.load: the configuration as it is now. The parser says what is
- * wrong on stderr, as at start; here stderr is the log, whose lines are
- * logfmt: its words are caught and put in msg instead, which the reload
+/* gw_hooks.load: the configuration as it is now. At start the parser says
+ * what is wrong on stderr; now stderr is the log, whose lines are logfmt:
+ * its words go to a stream of their own and into msg, which the reload
  * logs (event=reload_failed) and kvsplicectl reload answers. */
 static int reload(void *ctx, struct gw_config *cfg, char *msg, size_t len)
 {
 	struct reloader *r = ctx;
 	enum kvs_log_level level;
-	FILE *log = stderr, *said;
 	char *text = NULL;
 	size_t n = 0;
+	FILE *said = open_memstream(&text, &n);
 	int err;
 
 	kvs_config_store_free(&r->store);
-	said = open_memstream(&text, &n);
-	if (said)
-		stderr = said;
-	err = kvs_config_parse(r->argc, r->argv, cfg, &level, &r->store);
-	if (said) {
-		stderr = log;
-		fclose(said);
+	if (!said) {
+		snprintf(msg, len,
+			 "the configuration was not read: out of memory, nothing changed");
+		return -ENOMEM;
 	}
+	err = kvs_config_parse(said, r->argc, r->argv, cfg, &level, &r->store);
+	fclose(said);
 	if (err)
 		parse_errors(text, msg, len);
 	free(text);
@@ -95,7 +94,7 @@ int main(int argc, char **argv)
 				  .ctx = &rl };
 	enum kvs_log_level level;
 	struct gw_config cfg;
-	int err = kvs_config_parse(argc, argv, &cfg, &level, &store);
+	int err = kvs_config_parse(stderr, argc, argv, &cfg, &level, &store);
 
 	if (err) {
 		kvs_config_store_free(&store);
