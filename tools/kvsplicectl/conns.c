@@ -143,7 +143,7 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 	free(keys);
 	free(vals);
 	if (err) {
-		fprintf(stderr, PROG ": cannot read the connections: %s\n", strerror(-err));
+		fprintf(o->err, PROG ": cannot read the connections: %s\n", strerror(-err));
 		free(rs.r);
 		close(fd);
 		return 1;
@@ -151,14 +151,15 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 	close(fd);
 	err = diag(&rs);
 	if (err)
-		fprintf(stderr, PROG ": inet_diag: %s (TCP state, RTT and queues not shown)\n",
+		fprintf(o->err, PROG ": inet_diag: %s (TCP state, RTT and queues not shown)\n",
 			nl_geterror(err));
 	if (o->json)
-		printf("[");
+		fprintf(o->out, "[");
 	else
-		printf("%-8s %-6s %-7s %-22s %-22s %-11s %8s %8s %8s %8s %10s %12s %8s %10s\n",
-		       "role", "path", "backend", "local", "remote", "state", "rtt_ms", "rttvar",
-		       "recv_q", "send_q", "frames", "bytes", "inflight", "over");
+		fprintf(o->out,
+			"%-8s %-6s %-7s %-22s %-22s %-11s %8s %8s %8s %8s %10s %12s %8s %10s\n",
+			"role", "path", "backend", "local", "remote", "state", "rtt_ms", "rttvar",
+			"recv_q", "send_q", "frames", "bytes", "inflight", "over");
 	for (size_t i = 0; i < rs.n; i++) {
 		const struct row *r = &rs.r[i];
 		char l[80], p[80], be[16] = "-";
@@ -168,30 +169,32 @@ int ctl_conns(const struct ctl_opts *o, int argc, char **argv)
 		if (r->c.role == KVS_ROLE_UPSTREAM)
 			snprintf(be, sizeof(be), "%u/%u", r->c.by_role.backend, r->c.slot);
 		if (o->json)
-			printf("%s{\"cookie\":%llu,\"role\":\"%s\",\"path\":\"%s\",\"backend\":%d,"
-			       "\"slot\":%d,"
-			       "\"local\":\"%s\",\"remote\":\"%s\",\"state\":\"%s\",\"rtt_us\":%u,"
-			       "\"rttvar_us\":%u,\"recv_q\":%u,\"send_q\":%u,\"frames\":%llu,"
-			       "\"bytes\":%llu,\"inflight\":%u,\"over_budget\":%llu}",
-			       i ? "," : "", (unsigned long long)r->cookie, role_name(r->c.role),
-			       r->c.path ? "user" : "kernel",
-			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.by_role.backend : -1,
-			       r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
-			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
-			       r->rttvar_us, r->rqueue, r->wqueue, (unsigned long long)r->c.frames,
-			       (unsigned long long)r->c.bytes, r->c.inflight,
-			       (unsigned long long)r->c.ctl.over);
+			fprintf(o->out,
+				"%s{\"cookie\":%llu,\"role\":\"%s\",\"path\":\"%s\",\"backend\":%d,"
+				"\"slot\":%d,"
+				"\"local\":\"%s\",\"remote\":\"%s\",\"state\":\"%s\",\"rtt_us\":%u,"
+				"\"rttvar_us\":%u,\"recv_q\":%u,\"send_q\":%u,\"frames\":%llu,"
+				"\"bytes\":%llu,\"inflight\":%u,\"over_budget\":%llu}",
+				i ? "," : "", (unsigned long long)r->cookie, role_name(r->c.role),
+				r->c.path ? "user" : "kernel",
+				r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.by_role.backend : -1,
+				r->c.role == KVS_ROLE_UPSTREAM ? (int)r->c.slot : -1, l, p,
+				r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us,
+				r->rttvar_us, r->rqueue, r->wqueue, (unsigned long long)r->c.frames,
+				(unsigned long long)r->c.bytes, r->c.inflight,
+				(unsigned long long)r->c.ctl.over);
 		else
-			printf("%-8s %-6s %-7s %-22s %-22s %-11s %8.3f %8.3f %8u %8u %10llu %12llu "
-			       "%8u %10llu\n",
-			       role_name(r->c.role), r->c.path ? "user" : "kernel", be, l, p,
-			       r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us / 1000.0,
-			       r->rttvar_us / 1000.0, r->rqueue, r->wqueue,
-			       (unsigned long long)r->c.frames, (unsigned long long)r->c.bytes,
-			       r->c.inflight, (unsigned long long)r->c.ctl.over);
+			fprintf(o->out,
+				"%-8s %-6s %-7s %-22s %-22s %-11s %8.3f %8.3f %8u %8u %10llu %12llu "
+				"%8u %10llu\n",
+				role_name(r->c.role), r->c.path ? "user" : "kernel", be, l, p,
+				r->seen ? tcp_state_name(r->state) : "unknown", r->rtt_us / 1000.0,
+				r->rttvar_us / 1000.0, r->rqueue, r->wqueue,
+				(unsigned long long)r->c.frames, (unsigned long long)r->c.bytes,
+				r->c.inflight, (unsigned long long)r->c.ctl.over);
 	}
 	if (o->json)
-		printf("]\n");
+		fprintf(o->out, "]\n");
 	free(rs.r);
 	return err ? 1 : 0;
 }

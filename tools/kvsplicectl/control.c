@@ -88,19 +88,19 @@ static int ask(const char *path, uint32_t timeout_ms, const char *line, char **r
 }
 
 /* Prints the reply's body (or its error); the exit status. */
-static int show(const char *reply)
+static int show(const struct ctl_opts *o, const char *reply)
 {
 	const char *nl = strchr(reply, '\n');
 
 	if (!strncmp(reply, "ok\n", 3)) {
-		fputs(nl + 1, stdout);
+		fputs(nl + 1, o->out);
 		return 0;
 	}
 	if (!strncmp(reply, "error: ", 7))
-		fprintf(stderr, PROG ": %.*s\n",
+		fprintf(o->err, PROG ": %.*s\n",
 			nl ? (int)(nl - reply - 7) : (int)strlen(reply + 7), reply + 7);
 	else
-		fprintf(stderr, PROG ": unexpected answer from the controller\n");
+		fprintf(o->err, PROG ": unexpected answer from the controller\n");
 	return 1;
 }
 
@@ -114,20 +114,20 @@ static const char *span(uint32_t ms, char *buf, size_t len)
 	return buf;
 }
 
-static void not_running(const char *path, int err, uint32_t timeout_ms)
+static void not_running(const struct ctl_opts *o, const char *path, int err)
 {
 	char t[32];
 
 	if (err == -EACCES || err == -EPERM)
-		fprintf(stderr, PROG ": %s: %s (the control socket is root's: run as root)\n", path,
+		fprintf(o->err, PROG ": %s: %s (the control socket is root's: run as root)\n", path,
 			strerror(-err));
 	else if (err == -EAGAIN || err == -EWOULDBLOCK)
-		fprintf(stderr,
+		fprintf(o->err,
 			PROG ": the controller at %s took the command but sent no answer within "
 			     "%s (stopped, or busy: its log says which)\n",
-			path, span(timeout_ms, t, sizeof(t)));
+			path, span(o->timeout_ms, t, sizeof(t)));
 	else
-		fprintf(stderr,
+		fprintf(o->err,
 			PROG ": no controller answers at %s (%s): is kvspliced running with this "
 			     "--pin-dir (or --control-socket)?\n",
 			path, strerror(-err));
@@ -183,10 +183,10 @@ static int run(const struct ctl_opts *o, const char *line)
 	snprintf(req, sizeof(req), "%s%s\n", line, o->json ? " --json" : "");
 	err = ask(p, o->timeout_ms, req, &reply);
 	if (err) {
-		not_running(p, err, o->timeout_ms);
+		not_running(o, p, err);
 		return 3;
 	}
-	rc = show(reply);
+	rc = show(o, reply);
 	free(reply);
 	return rc;
 }
@@ -201,7 +201,7 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 	pid_t holder;
 
 	if (!err) {
-		rc = show(reply);
+		rc = show(o, reply);
 		free(reply);
 		return rc;
 	}
@@ -212,44 +212,50 @@ int ctl_status(const struct ctl_opts *o, int argc, char **argv)
 	 * stuck), and its connections are all still there. */
 	holder = pin_dir_holder(o->pin_dir);
 	if (ctl_count_backends(o, n, KVS_BE_STATES) < 0 || ctl_count_spliced(o, &sp) < 0) {
-		not_running(p, err, o->timeout_ms);
+		not_running(o, p, err);
 		return 3;
 	}
 	if (o->json) {
-		printf("{\"controller\":\"%s\",\"pid\":%d,\"error\":\"%s\",\"pin_dir\":\"%s\","
-		       "\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
-		       "\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
-		       "\"probation\":%u,\"not_ready\":%u}}\n",
-		       holder ? "not answering" : "not running", (int)holder,
-		       ask_error(err, o->timeout_ms, why, sizeof(why)), o->pin_dir, sp.clients,
-		       sp.upstreams, sp.punt, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING],
-		       n[KVS_BE_DOWN], n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
+		fprintf(o->out,
+			"{\"controller\":\"%s\",\"pid\":%d,\"error\":\"%s\",\"pin_dir\":\"%s\","
+			"\"spliced\":{\"clients\":%u,\"upstreams\":%u,\"punt\":%u},"
+			"\"backends\":{\"up\":%u,\"draining\":%u,\"removing\":%u,\"down\":%u,"
+			"\"probation\":%u,\"not_ready\":%u}}\n",
+			holder ? "not answering" : "not running", (int)holder,
+			ask_error(err, o->timeout_ms, why, sizeof(why)), o->pin_dir, sp.clients,
+			sp.upstreams, sp.punt, n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING],
+			n[KVS_BE_DOWN], n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 		return 3;
 	}
 	if (holder)
-		printf("controller  running (pid %d holds the pin dir) but not answering (%s: %s)\n",
-		       (int)holder, p, ask_error(err, o->timeout_ms, why, sizeof(why)));
+		fprintf(o->out,
+			"controller  running (pid %d holds the pin dir) but not answering (%s: %s)\n",
+			(int)holder, p, ask_error(err, o->timeout_ms, why, sizeof(why)));
 	else
-		printf("controller  not running (%s: %s)\n", p,
-		       ask_error(err, o->timeout_ms, why, sizeof(why)));
-	printf("pin dir     %s (maps still pinned)\n", o->pin_dir);
+		fprintf(o->out, "controller  not running (%s: %s)\n", p,
+			ask_error(err, o->timeout_ms, why, sizeof(why)));
+	fprintf(o->out, "pin dir     %s (maps still pinned)\n", o->pin_dir);
 	if (sp.clients && sp.upstreams)
-		printf("spliced     %u client and %u backend connections still in the socket map: the "
-		       "kernel goes on splicing their requests%s\n",
-		       sp.clients, sp.upstreams,
-		       sp.punt ? "; what needs the controller waits for it" :
-				 "; what needs the controller is dropped");
+		fprintf(o->out,
+			"spliced     %u client and %u backend connections still in the socket map: the "
+			"kernel goes on splicing their requests%s\n",
+			sp.clients, sp.upstreams,
+			sp.punt ? "; what needs the controller waits for it" :
+				  "; what needs the controller is dropped");
 	else if (sp.clients || sp.upstreams || holder)
-		printf("spliced     nothing: %u client and %u backend connections in the socket "
-		       "map\n",
-		       sp.clients, sp.upstreams);
+		fprintf(o->out,
+			"spliced     nothing: %u client and %u backend connections in the socket "
+			"map\n",
+			sp.clients, sp.upstreams);
 	else
-		printf("spliced     nothing: no connections in the socket map (they closed with the "
-		       "controller)\n");
-	printf("backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
-	       "probation, %u not ready\n",
-	       n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
-	       n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
+		fprintf(o->out,
+			"spliced     nothing: no connections in the socket map (they closed with the "
+			"controller)\n");
+	fprintf(o->out,
+		"backends    as last set: %u up, %u draining, %u removing, %u down, %u on "
+		"probation, %u not ready\n",
+		n[KVS_BE_UP], n[KVS_BE_DRAINING], n[KVS_BE_REMOVING], n[KVS_BE_DOWN],
+		n[KVS_BE_PROBATION], n[KVS_BE_NOT_READY]);
 	return 3;
 }
 
@@ -259,17 +265,17 @@ int ctl_backend(const struct ctl_opts *o, int argc, char **argv)
 	char line[256];
 
 	if (argc != 2) {
-		fprintf(stderr, PROG ": usage: backend add|remove|drain|undrain ADDR:PORT\n");
+		fprintf(o->err, PROG ": usage: backend add|remove|drain|undrain ADDR:PORT\n");
 		return 2;
 	}
 	if (strcmp(verb, "add") && strcmp(verb, "remove") && strcmp(verb, "drain") &&
 	    strcmp(verb, "undrain")) {
-		fprintf(stderr, PROG ": backend %s: not a command (add, remove, drain, undrain)\n",
+		fprintf(o->err, PROG ": backend %s: not a command (add, remove, drain, undrain)\n",
 			verb);
 		return 2;
 	}
 	if (!addr || strchr(addr, ' ') || strlen(addr) > 200) {
-		fprintf(stderr, PROG ": backend %s ADDR:PORT: which backend?\n", verb);
+		fprintf(o->err, PROG ": backend %s ADDR:PORT: which backend?\n", verb);
 		return 2;
 	}
 	snprintf(line, sizeof(line), "backend %s %s", verb, addr);
@@ -287,7 +293,7 @@ int ctl_datapath(const struct ctl_opts *o, int argc, char **argv)
 	char line[64];
 
 	if (which && strcmp(which, "kernel") && strcmp(which, "user")) {
-		fprintf(stderr, PROG ": datapath: '%s' is not kernel or user\n", which);
+		fprintf(o->err, PROG ": datapath: '%s' is not kernel or user\n", which);
 		return 2;
 	}
 	snprintf(line, sizeof(line), "datapath%s%s", which ? " " : "", which ? which : "");
@@ -312,11 +318,11 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 	int err = ask(p, o->timeout_ms, "upgrade --json\n", &reply), pid, old, i;
 
 	if (err) {
-		not_running(p, err, o->timeout_ms);
+		not_running(o, p, err);
 		return 3;
 	}
 	if (strncmp(reply, "ok\n", 3)) {
-		int rc = show(reply);
+		int rc = show(o, reply);
 
 		free(reply);
 		return rc;
@@ -332,10 +338,12 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 		if (json_int(reply, "pid") == pid) {
 			free(reply);
 			if (o->json)
-				printf("{\"upgraded\":true,\"pid\":%d,\"old_pid\":%d}\n", pid, old);
+				fprintf(o->out, "{\"upgraded\":true,\"pid\":%d,\"old_pid\":%d}\n",
+					pid, old);
 			else
-				printf("upgraded: controller pid %d took over from pid %d\n", pid,
-				       old);
+				fprintf(o->out,
+					"upgraded: controller pid %d took over from pid %d\n", pid,
+					old);
 			return 0;
 		}
 		if (strstr(reply, "\"state\":\"failed\"")) {
@@ -343,7 +351,7 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 
 			/* 137: the running controller's SIGKILL at its deadline
 			 * (user/kvspliced/upgrade.c) */
-			fprintf(stderr,
+			fprintf(o->err,
 				PROG
 				": upgrade failed: the new controller (pid %d) exited with %d%s; "
 				"pid %d carries on (see its log)\n",
@@ -357,7 +365,7 @@ static int upgrade(const struct ctl_opts *o, int timeout_s)
 		}
 		free(reply);
 	}
-	fprintf(stderr, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n",
+	fprintf(o->err, PROG ": upgrade: pid %d has not taken over within %d s (see the log)\n",
 		pid, timeout_s);
 	return 1;
 }

@@ -20,20 +20,21 @@ struct ctl_opts {
 	int json;
 	uint32_t limit;	     /* routes: how many to list */
 	uint32_t timeout_ms; /* how long the controller has to answer */
+	FILE *out, *err;     /* what the commands print on (struct ctl_jsonerr's) */
 };
 
 /*
  * With --json, a failure as JSON on stdout too (jsonerr.c): begun before
  * the options are parsed, ended with the exit status, which it returns.
- * Between the two, stderr and stdout are streams of its own that write
- * through to the real ones.
+ * Between the two, everything is printed on its out and err: stdout and
+ * stderr, or with --json streams of its own that write through to them.
  */
 struct ctl_jsonerr {
-	FILE *err, *out; /* the real stderr and stdout; NULL: not --json */
-	FILE *text;	 /* a copy of what was said on stderr, into buf */
+	FILE *out, *err;
+	FILE *text; /* with --json: a copy of what was said on err, into buf */
 	char *buf;
 	size_t len;
-	bool printed;	   /* something went to stdout */
+	bool printed;	   /* something went to out */
 	const char *argv0; /* getopt's errors begin with it */
 };
 /* The short options that take an argument (main.c's table): -jp DIR. */

@@ -2,12 +2,12 @@
 /*
  * With --json, a command that fails says so on stdout too: a script that
  * reads stdout as JSON gets {"error":"...","exit":N} rather than nothing.
- * Errors are said in many places (the commands, the option parser, getopt
- * itself), each on stderr: stderr is passed through a stream that keeps a
- * copy, and stdout through one that notes whether anything was printed. A
- * command that printed its JSON before it failed (status without a
- * controller, conns without inet_diag) is left as it is: one document on
- * stdout.
+ * Errors are said in many places (the commands, the option parser, getopt's
+ * complaints), each on the err stream they are given; with --json, err
+ * writes through to stderr and keeps a copy, and out writes through to
+ * stdout and notes whether anything was printed. A command that printed its
+ * JSON before it failed (status without a controller, conns without
+ * inet_diag) is left as it is: one document on stdout.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +17,13 @@
 #include "ctl.h"
 #include "jsonstr.h"
 
-/* A copy of what went to the real stderr. */
+/* To stderr, and a copy. */
 static ssize_t err_write(void *cookie, const char *buf, size_t len)
 {
 	struct ctl_jsonerr *j = cookie;
 
 	fwrite(buf, 1, len, j->text);
-	return (ssize_t)fwrite(buf, 1, len, j->err);
+	return (ssize_t)fwrite(buf, 1, len, stderr);
 }
 
 static ssize_t out_write(void *cookie, const char *buf, size_t len)
@@ -31,7 +31,7 @@ static ssize_t out_write(void *cookie, const char *buf, size_t len)
 	struct ctl_jsonerr *j = cookie;
 
 	j->printed |= len > 0;
-	return (ssize_t)fwrite(buf, 1, len, j->out);
+	return (ssize_t)fwrite(buf, 1, len, stdout);
 }
 
 /* Whether argv asks for --json, looked for before the options are parsed
@@ -64,33 +64,34 @@ void ctl_jsonerr_begin(struct ctl_jsonerr *j, bool json, const char *argv0)
 {
 	static const cookie_io_functions_t err_io = { .write = err_write };
 	static const cookie_io_functions_t out_io = { .write = out_write };
-	FILE *e, *o;
+	FILE *t, *e, *o;
 
 	memset(j, 0, sizeof(*j));
 	j->argv0 = argv0;
+	j->out = stdout;
+	j->err = stderr;
 	if (!json)
 		return;
-	j->text = open_memstream(&j->buf, &j->len);
+	t = open_memstream(&j->buf, &j->len);
 	e = fopencookie(j, "w", err_io);
 	o = fopencookie(j, "w", out_io);
-	if (!j->text || !e || !o) { /* out of memory: plain errors only */
-		if (j->text)
-			fclose(j->text);
+	if (!t || !e || !o) { /* out of memory: plain errors only */
+		if (t)
+			fclose(t);
 		if (e)
 			fclose(e);
 		if (o)
 			fclose(o);
 		free(j->buf);
-		memset(j, 0, sizeof(*j));
+		j->buf = NULL;
 		return;
 	}
 	setvbuf(e, NULL, _IONBF, 0); /* in order with what others write on fd 2 */
 	if (isatty(fileno(stdout)))  /* as a terminal's stdout would be */
 		setvbuf(o, NULL, _IOLBF, 0);
-	j->err = stderr;
-	j->out = stdout;
-	stderr = e;
-	stdout = o;
+	j->text = t;
+	j->out = o;
+	j->err = e;
 }
 
 /* The line that says what failed: the first one of ours, "kvsplicectl: ",
@@ -124,14 +125,14 @@ int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc)
 	const char *line;
 	int len;
 
-	if (!j->err)
+	if (!j->text)
 		return rc;
-	fclose(stderr);
-	fclose(stdout); /* flushed through out_write */
-	stderr = j->err;
-	stdout = j->out;
-	j->err = j->out = NULL; /* ended: a second end does nothing */
+	fclose(j->err);
+	fclose(j->out); /* flushed through out_write */
+	j->out = stdout;
+	j->err = stderr;
 	fclose(j->text);
+	j->text = NULL; /* ended: a second end does nothing */
 	if (rc && !j->printed) {
 		error_line(j->buf ? j->buf : "", j->argv0, &line, &len);
 		fputs("{\"error\":", stdout);
@@ -142,5 +143,6 @@ int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc)
 		printf(",\"exit\":%d}\n", rc);
 	}
 	free(j->buf);
+	j->buf = NULL;
 	return rc;
 }

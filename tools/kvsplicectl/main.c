@@ -26,7 +26,7 @@ struct cmd {
 	int max_args; /* words after the name it takes; -1: it checks them itself */
 	/* Checks the words before anything is asked of the controller, whose
 	 * refusal would exit 1: a usage error exits 2. NULL: none. */
-	int (*check)(int argc, char **argv);
+	int (*check)(const struct ctl_opts *o, int argc, char **argv);
 	enum cmd_source source;
 	const char *help; /* its lines of --help, as printed */
 };
@@ -34,7 +34,7 @@ struct cmd {
 /* backend VERB ADDR:PORT: an address the controller could not parse is a
  * usage error (its own check, kvs_parse_addr, made here first). A wrong
  * verb or count is ctl_backend's to say. */
-static int check_backend(int argc, char **argv)
+static int check_backend(const struct ctl_opts *o, int argc, char **argv)
 {
 	static const char *const verbs[] = { "add", "remove", "drain", "undrain" };
 	struct kvs_addr a;
@@ -46,7 +46,7 @@ static int check_backend(int argc, char **argv)
 			continue;
 		if (!kvs_parse_addr(argv[1], &a))
 			return 0;
-		fprintf(stderr, PROG ": backend %s: '%s' is not ADDR:PORT (see --help)\n", argv[0],
+		fprintf(o->err, PROG ": backend %s: '%s' is not ADDR:PORT (see --help)\n", argv[0],
 			argv[1]);
 		return 2;
 	}
@@ -200,24 +200,24 @@ static int dispatch(const struct ctl_opts *o, int argc, char **argv)
 	int rc, nargs;
 
 	if (optind >= argc) {
-		fprintf(stderr, PROG ": no command given\n");
-		usage(stderr);
+		fprintf(o->err, PROG ": no command given\n");
+		usage(o->err);
 		return 2;
 	}
 	c = find_cmd(argv[optind]);
 	nargs = argc - optind - 1;
 	if (!c) {
-		fprintf(stderr, PROG ": unknown command '%s' (see --help)\n", argv[optind]);
+		fprintf(o->err, PROG ": unknown command '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
 	/* Too many words: the first past those the command takes is the one
 	 * reported (routes flush EXTRA names EXTRA). */
 	if (c->max_args >= 0 && nargs > c->max_args) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",
+		fprintf(o->err, PROG ": unexpected argument '%s' (see --help)\n",
 			argv[optind + 1 + c->max_args]);
 		return 2;
 	}
-	if (c->check && (rc = c->check(nargs, argv + optind + 1)))
+	if (c->check && (rc = c->check(o, nargs, argv + optind + 1)))
 		return rc;
 	return c->fn(o, nargs, argv + optind + 1);
 }
@@ -229,13 +229,15 @@ int main(int argc, char **argv)
 	int rc;
 
 	ctl_jsonerr_begin(&je, ctl_jsonerr_wanted(argc, argv), argv[0]);
-	rc = kvs_opts_argv(&optset, stderr, argc, argv, &o);
+	rc = kvs_opts_argv(&optset, je.err, argc, argv, &o);
 	if (rc)
 		return ctl_jsonerr_end(&je, rc > 0 ? 0 : 2);
 	/* The options parsed: --json is what getopt made of them. */
-	if (o.json != (je.err != NULL)) {
+	if (o.json != (je.text != NULL)) {
 		ctl_jsonerr_end(&je, 0);
 		ctl_jsonerr_begin(&je, o.json, argv[0]);
 	}
+	o.out = je.out;
+	o.err = je.err;
 	return ctl_jsonerr_end(&je, dispatch(&o, argc, argv));
 }

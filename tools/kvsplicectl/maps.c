@@ -26,7 +26,7 @@
 static int other_build(const struct ctl_opts *o, const char *name, int fd)
 {
 	if (fd == -EPROTO)
-		fprintf(stderr,
+		fprintf(o->err,
 			PROG ": %s/%s was pinned by a kvspliced of another build: its values are "
 			     "not the size this kvsplicectl reads (use the kvsplicectl installed "
 			     "with the running kvspliced)\n",
@@ -39,12 +39,12 @@ int ctl_open_map(const struct ctl_opts *o, const char *name)
 	int fd = kvs_pin_open(o->pin_dir, name);
 
 	if (fd == -EACCES || fd == -EPERM)
-		fprintf(stderr, PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
+		fprintf(o->err, PROG ": cannot open %s/%s: %s (the maps are root's: run as root)\n",
 			o->pin_dir, name, strerror(-fd));
 	else if (other_build(o, name, fd))
 		;
 	else if (fd < 0)
-		fprintf(stderr,
+		fprintf(o->err,
 			PROG
 			": cannot open %s/%s: %s (is kvspliced running with this --pin-dir?)\n",
 			o->pin_dir, name, strerror(-fd));
@@ -246,56 +246,58 @@ static double mean_ms(uint64_t sum_us, uint64_t count)
 
 /* The backends that are configured, as a JSON array (their first-token
  * counts from tfd, -1: none). */
-static void print_backends_json(int fd, int tfd)
+static void print_backends_json(FILE *out, int fd, int tfd)
 {
 	struct kvs_backend be;
 	struct kvs_ttft t;
 	__u32 i;
 	int n = 0;
 
-	printf("[");
+	fprintf(out, "[");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, &be) || be.state == KVS_BE_ABSENT)
 			continue;
 		char addr[80];
 
 		kvs_endpoint_str(&be.addr, addr, sizeof(addr));
-		printf("%s{\"index\":%u,\"backend\":\"%s\",\"state\":\"%s\",\"pool\":%u,"
-		       "\"outstanding\":%llu,"
-		       "\"outstanding_work\":%llu,\"work_limit\":%llu,"
-		       "\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
-		       "\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
-		       "\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
-		       "\"mispredicted\":%llu,\"unexpected_cached\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
-		       "\"output_tokens\":%llu,\"expect_output\":%llu,\"placed\":%.2f,"
-		       "\"hot_prev_work\":%llu,"
-		       "\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
-		       "\"kv_total_blocks\":%u,\"age_s\":%.3f},\"reason\":",
-		       n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
-		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
-		       (unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
-		       (unsigned long long)be.resp_frames, (unsigned long long)be.ends,
-		       (unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
-		       (unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
-		       hit_rate(&be), (unsigned long long)be.predicted_cached,
-		       (unsigned long long)be.mispredicted,
-		       (unsigned long long)be.unexpected_cached,
-		       (unsigned long long)be.index_blocks, (unsigned long long)be.charged_tokens,
-		       (unsigned long long)be.output_tokens, (unsigned long long)be.expect_output,
-		       /* the kernel's decaying count of new prefixes placed here */
-		       (double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
-		       be.report.running, be.report.waiting, be.report.kv_used_blocks,
-		       be.report.kv_total_blocks, report_age_s(&be.report));
-		kvs_json_str(stdout, be.reason, sizeof(be.reason)); /* may hold quotes */
+		fprintf(out,
+			"%s{\"index\":%u,\"backend\":\"%s\",\"state\":\"%s\",\"pool\":%u,"
+			"\"outstanding\":%llu,"
+			"\"outstanding_work\":%llu,\"work_limit\":%llu,"
+			"\"requests\":%llu,\"responses\":%llu,\"ends\":%llu,"
+			"\"req_bytes\":%llu,\"resp_bytes\":%llu,\"prompt_tokens\":%llu,"
+			"\"cached_tokens\":%llu,\"hit_rate\":%.4f,\"predicted_cached\":%llu,"
+			"\"mispredicted\":%llu,\"unexpected_cached\":%llu,\"index_blocks\":%llu,\"charged_tokens\":%llu,"
+			"\"output_tokens\":%llu,\"expect_output\":%llu,\"placed\":%.2f,"
+			"\"hot_prev_work\":%llu,"
+			"\"pong\":{\"running\":%u,\"waiting\":%u,\"kv_used_blocks\":%u,"
+			"\"kv_total_blocks\":%u,\"age_s\":%.3f},\"reason\":",
+			n++ ? "," : "", i, addr, kvs_backend_state_name(be.state), be.pool_size,
+			(unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
+			(unsigned long long)be.work_limit, (unsigned long long)be.req_frames,
+			(unsigned long long)be.resp_frames, (unsigned long long)be.ends,
+			(unsigned long long)be.req_bytes, (unsigned long long)be.resp_bytes,
+			(unsigned long long)be.prompt_tokens, (unsigned long long)be.cached_tokens,
+			hit_rate(&be), (unsigned long long)be.predicted_cached,
+			(unsigned long long)be.mispredicted,
+			(unsigned long long)be.unexpected_cached,
+			(unsigned long long)be.index_blocks, (unsigned long long)be.charged_tokens,
+			(unsigned long long)be.output_tokens, (unsigned long long)be.expect_output,
+			/* the kernel's decaying count of new prefixes placed here */
+			(double)be.placed / KVS_PLACE_UNIT, (unsigned long long)be.hot.prev,
+			be.report.running, be.report.waiting, be.report.kv_used_blocks,
+			be.report.kv_total_blocks, report_age_s(&be.report));
+		kvs_json_str(out, be.reason, sizeof(be.reason)); /* may hold quotes */
 		/* since the backend took the slot (or the controller started
 		 * counting): /metrics has them as a histogram */
 		t = ttft_of(tfd, i);
-		printf(",\"ttft\":{\"count\":%llu,\"mean_ms\":%.3f,\"queue_ms\":%.3f,"
-		       "\"prefill_ms\":%.3f}}",
-		       (unsigned long long)t.count, mean_ms(t.queue_us + t.prefill_us, t.count),
-		       mean_ms(t.queue_us, t.count), mean_ms(t.prefill_us, t.count));
+		fprintf(out,
+			",\"ttft\":{\"count\":%llu,\"mean_ms\":%.3f,\"queue_ms\":%.3f,"
+			"\"prefill_ms\":%.3f}}",
+			(unsigned long long)t.count, mean_ms(t.queue_us + t.prefill_us, t.count),
+			mean_ms(t.queue_us, t.count), mean_ms(t.prefill_us, t.count));
 	}
-	printf("]");
+	fprintf(out, "]");
 }
 
 int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
@@ -317,7 +319,7 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 	if (!err)
 		err = kvs_read_ctl_stats(cfd, &c);
 	if (err) {
-		fprintf(stderr, PROG ": cannot read counters: %s\n", strerror(-err));
+		fprintf(o->err, PROG ": cannot read counters: %s\n", strerror(-err));
 		goto cleanup;
 	}
 	/* The maps stats goes without if absent: one of another build is an
@@ -344,55 +346,56 @@ int ctl_stats(const struct ctl_opts *o, int argc, char **argv)
 			0;
 
 	if (o->json) {
-		printf("{");
+		fprintf(o->out, "{");
 #define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)k.f);                                 \
+	fprintf(o->out, "%s\"%s\":%llu", sep, #f, (unsigned long long)k.f);                        \
 	sep = ",";
 		KSTAT_FIELDS(J)
 #undef J
-		printf(",\"fast_path_share\":%.4f,\"routes\":%d,\"connections\":%d,\"controller\":{",
-		       share, routes, conns);
+		fprintf(o->out,
+			",\"fast_path_share\":%.4f,\"routes\":%d,\"connections\":%d,\"controller\":{",
+			share, routes, conns);
 		sep = "";
 #define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)c.f);                                 \
+	fprintf(o->out, "%s\"%s\":%llu", sep, #f, (unsigned long long)c.f);                        \
 	sep = ",";
 		CSTAT_FIELDS(J)
 #undef J
-		printf("},\"xdp\":");
+		fprintf(o->out, "},\"xdp\":");
 		if (have_xdp) {
 			sep = "";
-			printf("{");
+			fprintf(o->out, "{");
 #define J(f)                                                                                       \
-	printf("%s\"%s\":%llu", sep, #f, (unsigned long long)x.f);                                 \
+	fprintf(o->out, "%s\"%s\":%llu", sep, #f, (unsigned long long)x.f);                        \
 	sep = ",";
 			XSTAT_FIELDS(J)
 #undef J
-			printf("}");
+			fprintf(o->out, "}");
 		} else {
-			printf("null");
+			fprintf(o->out, "null");
 		}
-		printf(",\"backends\":");
+		fprintf(o->out, ",\"backends\":");
 		if (bfd >= 0) {
-			print_backends_json(bfd, tfd);
+			print_backends_json(o->out, bfd, tfd);
 		} else {
-			printf("[]");
+			fprintf(o->out, "[]");
 		}
-		printf("}\n");
+		fprintf(o->out, "}\n");
 	} else {
-		printf("kernel\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)k.f);
+		fprintf(o->out, "kernel\n");
+#define T(f) fprintf(o->out, "  %-20s %llu\n", #f, (unsigned long long)k.f);
 		KSTAT_FIELDS(T)
 #undef T
-		printf("  %-20s %.1f%%\n", "fast_path_share", 100 * share);
-		printf("  %-20s %d\n", "routes", routes);
-		printf("  %-20s %d\n", "connections", conns);
-		printf("controller\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)c.f);
+		fprintf(o->out, "  %-20s %.1f%%\n", "fast_path_share", 100 * share);
+		fprintf(o->out, "  %-20s %d\n", "routes", routes);
+		fprintf(o->out, "  %-20s %d\n", "connections", conns);
+		fprintf(o->out, "controller\n");
+#define T(f) fprintf(o->out, "  %-20s %llu\n", #f, (unsigned long long)c.f);
 		CSTAT_FIELDS(T)
 #undef T
 		if (have_xdp) {
-			printf("xdp admission\n");
-#define T(f) printf("  %-20s %llu\n", #f, (unsigned long long)x.f);
+			fprintf(o->out, "xdp admission\n");
+#define T(f) fprintf(o->out, "  %-20s %llu\n", #f, (unsigned long long)x.f);
 			XSTAT_FIELDS(T)
 #undef T
 		}
@@ -432,16 +435,16 @@ int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 		return 1;
 	}
 	if (o->json) {
-		print_backends_json(fd, tfd);
-		printf("\n");
+		print_backends_json(o->out, fd, tfd);
+		fprintf(o->out, "\n");
 		close(fd);
 		if (tfd >= 0)
 			close(tfd);
 		return 0;
 	}
-	printf("%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s %8s  %s\n", "index", "backend",
-	       "state", "outstanding", "work_tokens", "requests", "req_MB", "resp_MB", "hit_rate",
-	       "run/wait", "ttft_ms", "reason");
+	fprintf(o->out, "%-5s %-22s %-9s %11s %12s %10s %10s %10s %8s %9s %8s  %s\n", "index",
+		"backend", "state", "outstanding", "work_tokens", "requests", "req_MB", "resp_MB",
+		"hit_rate", "run/wait", "ttft_ms", "reason");
 	for (i = 0; i < KVS_MAX_BACKENDS; i++) {
 		char addr[80], load[24] = "-", ttft[24];
 
@@ -458,12 +461,13 @@ int ctl_backends(const struct ctl_opts *o, int argc, char **argv)
 				 mean_ms(t.queue_us + t.prefill_us, t.count));
 		else
 			snprintf(ttft, sizeof(ttft), "-");
-		printf("%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s %8s  %s\n",
-		       i, addr, kvs_backend_state_name(be.state),
-		       (unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
-		       (unsigned long long)be.req_frames, (double)be.req_bytes / 1e6,
-		       (double)be.resp_bytes / 1e6, 100 * hit_rate(&be), load, ttft,
-		       be.state == KVS_BE_UP ? "" : be.reason);
+		fprintf(o->out,
+			"%-5u %-22s %-9s %11llu %12llu %10llu %10.1f %10.1f %7.1f%% %9s %8s  %s\n",
+			i, addr, kvs_backend_state_name(be.state),
+			(unsigned long long)be.outstanding, (unsigned long long)be.outstanding_work,
+			(unsigned long long)be.req_frames, (double)be.req_bytes / 1e6,
+			(double)be.resp_bytes / 1e6, 100 * hit_rate(&be), load, ttft,
+			be.state == KVS_BE_UP ? "" : be.reason);
 	}
 	close(fd);
 	if (tfd >= 0)
@@ -508,17 +512,17 @@ static int list_routes(const struct ctl_opts *o)
 	free(keys);
 	free(vals);
 	if (err) {
-		fprintf(stderr, PROG ": cannot read the routes: %s\n", strerror(-err));
+		fprintf(o->err, PROG ": cannot read the routes: %s\n", strerror(-err));
 		goto out;
 	}
 	if (n)
 		qsort(rows, n, sizeof(*rows), by_hits);
 	if (o->json)
-		printf("{\"routes\":%zu,\"top\":[", n);
+		fprintf(o->out, "{\"routes\":%zu,\"top\":[", n);
 	else
-		printf("%zu routes; top %zu by hits\n%-18s %7s %6s %10s %10s %7s\n", n,
-		       n < o->limit ? n : o->limit, "hash", "backend", "depth", "age_s", "hits",
-		       "current");
+		fprintf(o->out, "%zu routes; top %zu by hits\n%-18s %7s %6s %10s %10s %7s\n", n,
+			n < o->limit ? n : o->limit, "hash", "backend", "depth", "age_s", "hits",
+			"current");
 	for (i = 0; i < n && i < o->limit; i++) {
 		const struct kvs_route *r = &rows[i].r;
 		struct kvs_backend be;
@@ -527,18 +531,19 @@ static int list_routes(const struct ctl_opts *o)
 		double age = now > r->installed_ns ? (double)(now - r->installed_ns) / 1e9 : 0;
 
 		if (o->json)
-			printf("%s{\"hash\":\"%016llx\",\"backend\":%u,\"depth_blocks\":%u,"
-			       "\"age_s\":%.3f,\"hits\":%llu,\"current\":%s}",
-			       i ? "," : "", (unsigned long long)rows[i].hash, r->backend,
-			       r->depth_blocks, age, (unsigned long long)r->hits,
-			       cur ? "true" : "false");
+			fprintf(o->out,
+				"%s{\"hash\":\"%016llx\",\"backend\":%u,\"depth_blocks\":%u,"
+				"\"age_s\":%.3f,\"hits\":%llu,\"current\":%s}",
+				i ? "," : "", (unsigned long long)rows[i].hash, r->backend,
+				r->depth_blocks, age, (unsigned long long)r->hits,
+				cur ? "true" : "false");
 		else
-			printf("%016llx %7u %6u %10.1f %10llu %7s\n",
-			       (unsigned long long)rows[i].hash, r->backend, r->depth_blocks, age,
-			       (unsigned long long)r->hits, cur ? "yes" : "no");
+			fprintf(o->out, "%016llx %7u %6u %10.1f %10llu %7s\n",
+				(unsigned long long)rows[i].hash, r->backend, r->depth_blocks, age,
+				(unsigned long long)r->hits, cur ? "yes" : "no");
 	}
 	if (o->json)
-		printf("]}\n");
+		fprintf(o->out, "]}\n");
 	rc = 0;
 out:
 	free(rows);
@@ -569,19 +574,19 @@ static int flush_routes(const struct ctl_opts *o)
 	if (sfd >= 0) {
 		err = kvs_route_shares_uncount(sfd, gone);
 		if (err)
-			fprintf(stderr,
+			fprintf(o->err,
 				PROG ": the tenants' route counts were not lowered: %s (the "
 				     "controller's recount corrects them within 10 s)\n",
 				strerror(-err));
 		close(sfd);
 	} else if (other_build(o, KVS_MAP_ROUTE_SHARES, sfd)) {
-		fprintf(stderr, PROG ": the tenants' route counts were not lowered (the "
+		fprintf(o->err, PROG ": the tenants' route counts were not lowered (the "
 				     "controller's recount corrects them within 10 s)\n");
 	}
 	if (o->json)
-		printf("{\"flushed\":%ld}\n", n);
+		fprintf(o->out, "{\"flushed\":%ld}\n", n);
 	else
-		printf("%ld routes flushed\n", n);
+		fprintf(o->out, "%ld routes flushed\n", n);
 	return 0;
 }
 
@@ -591,7 +596,7 @@ int ctl_routes(const struct ctl_opts *o, int argc, char **argv)
 	if (argc == 0)
 		return list_routes(o);
 	if (strcmp(argv[0], "flush")) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[0]);
+		fprintf(o->err, PROG ": unexpected argument '%s' (see --help)\n", argv[0]);
 		return 2;
 	}
 	return flush_routes(o);
