@@ -143,6 +143,13 @@ static void command_line(void **state)
 	assert_non_null(strstr(errbuf, "prog: see --help\n"));
 	assert_int_equal(run(&t, (const char *[]){ "-n", NULL }), -1);
 	assert_non_null(strstr(errbuf, "prog: see --help\n"));
+
+	/* the short options that take an argument, from the table */
+	assert_true(kvs_opts_short_takes_arg(&set, 'n'));
+	assert_true(kvs_opts_short_takes_arg(&set, 'i'));
+	assert_false(kvs_opts_short_takes_arg(&set, 'h'));
+	assert_false(kvs_opts_short_takes_arg(&set, 'x'));
+	assert_false(kvs_opts_short_takes_arg(&set, 0));
 }
 
 /* getopt's complaints, in its own words (glibc's), on the stream passed

@@ -37,9 +37,9 @@ struct ctl_jsonerr {
 	bool printed;	   /* something went to out */
 	const char *argv0; /* getopt's errors begin with it */
 };
-/* The short options that take an argument (main.c's table): -jp DIR. */
-#define CTL_SHORT_WITH_ARG "psl"
-bool ctl_jsonerr_wanted(int argc, char **argv);
+struct kvs_optset;
+/* Whether argv asks for --json, by the options of set (main.c's table). */
+bool ctl_jsonerr_wanted(const struct kvs_optset *set, int argc, char **argv);
 void ctl_jsonerr_begin(struct ctl_jsonerr *j, bool json, const char *argv0);
 int ctl_jsonerr_end(struct ctl_jsonerr *j, int rc);
 

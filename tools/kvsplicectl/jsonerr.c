@@ -16,6 +16,7 @@
 
 #include "ctl.h"
 #include "jsonstr.h"
+#include "opts.h"
 
 /* To stderr, and a copy. */
 static ssize_t err_write(void *cookie, const char *buf, size_t len)
@@ -39,7 +40,7 @@ static ssize_t out_write(void *cookie, const char *buf, size_t len)
  * would take, --json=... (which getopt refuses), or -j alone or in a
  * cluster of short options before one that takes an argument (-jp DIR).
  * main() checks again with what getopt made of them. */
-bool ctl_jsonerr_wanted(int argc, char **argv)
+bool ctl_jsonerr_wanted(const struct kvs_optset *set, int argc, char **argv)
 {
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		const char *a = argv[i];
@@ -53,7 +54,7 @@ bool ctl_jsonerr_wanted(int argc, char **argv)
 		for (size_t k = 1; a[0] == '-' && a[k]; k++) {
 			if (a[k] == 'j')
 				return true;
-			if (strchr(CTL_SHORT_WITH_ARG, a[k]))
+			if (kvs_opts_short_takes_arg(set, a[k]))
 				break;
 		}
 	}

@@ -228,7 +228,7 @@ int main(int argc, char **argv)
 	struct ctl_jsonerr je;
 	int rc;
 
-	ctl_jsonerr_begin(&je, ctl_jsonerr_wanted(argc, argv), argv[0]);
+	ctl_jsonerr_begin(&je, ctl_jsonerr_wanted(&optset, argc, argv), argv[0]);
 	rc = kvs_opts_argv(&optset, je.err, argc, argv, &o);
 	if (rc)
 		return ctl_jsonerr_end(&je, rc > 0 ? 0 : 2);

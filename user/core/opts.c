@@ -212,6 +212,13 @@ static size_t row_of(const struct kvs_optset *set, int c)
 	return i;
 }
 
+bool kvs_opts_short_takes_arg(const struct kvs_optset *set, int c)
+{
+	size_t i = row_of(set, c);
+
+	return c > 0 && c < 256 && i < set->nopts && takes_arg(&set->opts[i]);
+}
+
 /* A long option's name as given (word less its "--", up to any '='):
  * "option '--WORD' is ambiguous; possibilities: '--A' '--B'" when more than
  * one long option begins so, as getopt says it; else "unrecognized". */

@@ -173,6 +173,11 @@ int kvs_opts_argv(const struct kvs_optset *set, FILE *err, int argc, char **argv
 /* --help. */
 void kvs_opts_usage(const struct kvs_optset *set, FILE *f);
 
+/* Whether -c is one of set's short options and takes an argument: for a
+ * scan of argv before kvs_opts_argv (in "-jp DIR", what follows p is its
+ * argument, not more options). */
+bool kvs_opts_short_takes_arg(const struct kvs_optset *set, int c);
+
 /* An INI file read against a set: its settings, each a row and a value
  * (pointing into text), in file order. */
 struct kvs_ini_setting {
