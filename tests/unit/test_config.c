@@ -81,6 +81,27 @@ static void file_then_command_line(void **state)
 	assert_string_equal(kvs_addr_str(&cfg.backends[0], a, sizeof(a)), "10.0.0.9:8000");
 	kvs_config_store_free(&st);
 
+	/* Every spelling getopt takes reads the file: -cFILE and an
+	 * abbreviation were parsed, and the file not read. */
+	{
+		char glued[80];
+
+		snprintf(glued, sizeof(glued), "-c%s", path);
+		assert_int_equal(parse(&cfg, &st, (const char *[]){ glued, NULL }), 0);
+		assert_string_equal(said, "");
+		assert_int_equal(cfg.nbackends, 2);
+		assert_string_equal(cfg.config_path, path);
+		kvs_config_store_free(&st);
+	}
+	assert_int_equal(parse(&cfg, &st, (const char *[]){ "--conf", path, NULL }), 0);
+	assert_int_equal(cfg.nbackends, 2);
+	assert_int_equal(cfg.max_outstanding, 99);
+	kvs_config_store_free(&st);
+	assert_int_equal(
+		parse(&cfg, &st, (const char *[]){ "--config=/dev/null", "-c", path, NULL }), 0);
+	assert_int_equal(cfg.nbackends, 2);
+	kvs_config_store_free(&st);
+
 	/* false turns a flag off; without a file, defaults. */
 	write_file("backend = 10.0.0.1:8000\nkeep-pins = false\n");
 	assert_int_equal(parse(&cfg, &st,

@@ -477,6 +477,18 @@ int kvs_config_parse(FILE *err, int argc, char **argv, struct gw_config *cfg,
 	memset(store, 0, sizeof(*store));
 	s.cfg.config_path = config_arg(argc, argv);
 	r = parse(err, argc, argv, &s, store);
+	if (!r && (s.config != s.cfg.config_path) &&
+	    (!s.config || !s.cfg.config_path || strcmp(s.config, s.cfg.config_path))) {
+		/* getopt read a spelling the scan does not know (-cFILE, an
+		 * abbreviation such as --conf FILE): the file it named was not
+		 * read, and the options parsed over it. Again, with it. */
+		const char *path = s.config;
+
+		kvs_config_store_free(store);
+		memcpy(&s, &defaults, sizeof(s));
+		s.cfg.config_path = path;
+		r = parse(err, argc, argv, &s, store);
+	}
 	if (!r) {
 		*level = s.level;
 		r = validate(err, &s);
