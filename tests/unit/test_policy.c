@@ -29,6 +29,19 @@
 static const char *const names[NB] = { "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000",
 				       "10.0.0.4:8000" };
 
+/* kvs_policy_decide with its prompt and fleet spelled out. */
+static void decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
+		   uint32_t hint, uint32_t tokens, const uint64_t *load, const uint8_t *ok,
+		   const uint32_t *known, struct kvs_decision *d)
+{
+	struct kvs_prompt p = {
+		.h = h, .n = n, .tokens = tokens, .place_key = place_key, .hint_blocks = hint
+	};
+	struct kvs_fleet_view f = { .load = load, .eligible = ok, .known = known };
+
+	kvs_policy_decide(pol, &p, &f, d);
+}
+
 struct sim {
 	struct kvs_policy pol;
 	uint64_t load[NB];
@@ -83,7 +96,7 @@ static int route(struct sim *s, const uint64_t *h, uint32_t n, struct kvs_decisi
 		s->head = (s->head + 1) % WINDOW;
 		s->nout--;
 	}
-	kvs_policy_decide(&s->pol, h, n, h[n - 1], 0, tokens, s->load, s->ok, NULL, d);
+	decide(&s->pol, h, n, h[n - 1], 0, tokens, s->load, s->ok, NULL, d);
 	assert_true(d->backend >= 0 && d->backend < NB);
 	work = tokens - (uint64_t)d->cached_blocks * KVS_BLOCK_TOKENS + DECODE_WORK;
 	s->load[d->backend] += work;
@@ -213,10 +226,10 @@ static void hinted_prefix_is_decisive(void **state)
 
 		sim_init(&s, 100000);
 		n = chain(h, 0, 77, 8, 1, 0);
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], hint, n * 16, s.load, s.ok, NULL, &d);
+		decide(&s.pol, h, n, h[n - 1], hint, n * 16, s.load, s.ok, NULL, &d);
 		home = d.backend;
 		n = chain(h, 0, 77, 8, 2, 32);
-		kvs_policy_decide(&s.pol, h, n, h[7], hint, n * 16, s.load, s.ok, NULL, &d);
+		decide(&s.pol, h, n, h[7], hint, n * 16, s.load, s.ok, NULL, &d);
 		assert_int_equal(d.best_blocks, 8);
 		if (hint) {
 			assert_int_equal(d.reason, KVS_R_PREFIX);
@@ -377,20 +390,20 @@ static void ties_go_to_the_less_loaded(void **state)
 	(void)state;
 	sim_init(&s, 100000);
 	/* make two holders: route with the first holder overloaded */
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
 	a = d.backend;
 	load[a] = 1000000;
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
 	b = d.backend;
 	assert_int_not_equal(a, b);
 	assert_int_equal(d.reason, KVS_R_SPILL);
 	for (int i = 0; i < 10; i++) {
 		load[a] = 500;
 		load[b] = 400;
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
+		decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
 		assert_int_equal(d.backend, b);
 		load[a] = 300;
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
+		decide(&s.pol, h, n, h[n - 1], 0, n * 16, load, ok, NULL, &d);
 		assert_int_equal(d.backend, a);
 	}
 	kvs_policy_free(&s.pol);
@@ -430,13 +443,13 @@ static void known_depth_counts_as_cached(void **state)
 
 	(void)state;
 	sim_init(&s, 100000);
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
 	assert_int_equal(d.backend, 2);
 	assert_int_equal(d.cached_blocks, 64);
 	assert_int_equal(d.reason, KVS_R_PREFIX);
 	/* and it never claims more than the prompt has */
 	known[1] = 500;
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
 	assert_int_equal(d.cached_blocks, n);
 	kvs_policy_free(&s.pol);
 }
@@ -464,13 +477,13 @@ static void holder_keeps_within_the_keep_bound(void **state)
 	/* mean 1,750: past 1.15 x mean + 1,280 (3,293), within 2 x (4,780) */
 	holder_at(&s, 4000);
 	assert_true(s.pol.p.keep_balance > 1.99 && s.pol.p.keep_balance < 2.01);
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
 	assert_int_equal(d.backend, 2);
 	assert_int_equal(d.reason, KVS_R_PREFIX);
 	assert_int_equal(d.cached_blocks, 64);
 
 	s.pol.p.keep_balance = s.pol.p.balance;
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
 	assert_int_not_equal(d.backend, 2);
 	assert_int_equal(d.reason, KVS_R_SPILL);
 
@@ -478,7 +491,7 @@ static void holder_keeps_within_the_keep_bound(void **state)
 	 * fresh index: the spill above made its backend a holder */
 	kvs_policy_free(&s.pol);
 	holder_at(&s, 6000);
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, n * 16, s.load, s.ok, known, &d);
 	assert_int_not_equal(d.backend, 2);
 	assert_int_equal(d.reason, KVS_R_SPILL);
 	kvs_policy_free(&s.pol);
@@ -577,7 +590,7 @@ static void said_capacity_sizes_the_index(void **state)
 	(void)state;
 	sim_init(&s, 64000);
 	chain(h, 0, 1, 60, 1, 4);
-	kvs_policy_decide(&s.pol, h, 64, h[63], 0, 64 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	decide(&s.pol, h, 64, h[63], 0, 64 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
 	assert_int_equal(kvs_policy_cached(&s.pol, (uint32_t)d.backend, h, 64), 64);
 	/* said smaller than it holds: it keeps the head, as the backend would */
 	assert_int_equal(kvs_policy_set_capacity(&s.pol, (uint32_t)d.backend, 32), 1);
@@ -681,8 +694,8 @@ static void shrinking_evicts_lru_first(void **state)
 
 	(void)state;
 	sim_init(&s, 64000);
-	kvs_policy_decide(&s.pol, a, na, a[na - 1], 0, na * 16, s.load, only0, NULL, &d);
-	kvs_policy_decide(&s.pol, b, nb, b[nb - 1], 0, nb * 16, s.load, only0, NULL, &d);
+	decide(&s.pol, a, na, a[na - 1], 0, na * 16, s.load, only0, NULL, &d);
+	decide(&s.pol, b, nb, b[nb - 1], 0, nb * 16, s.load, only0, NULL, &d);
 	/* room for 37 of the 50 index entries (25 per prompt) */
 	assert_int_equal(kvs_pcache_set_capacity(&s.pol.index[0], 150 / KVS_INDEX_GROUP), 37);
 	assert_int_equal(kvs_policy_cached(&s.pol, 0, b, nb), 100);
@@ -714,7 +727,7 @@ static void index_eviction_reaches_the_hook(void **state)
 	(void)state;
 	sim_init(&s, 64000);
 	kvs_policy_on_evict(&s.pol, hook, NULL);
-	kvs_policy_decide(&s.pol, a, n, a[n - 1], 0, n * 16, s.load, only2, NULL, &d);
+	decide(&s.pol, a, n, a[n - 1], 0, n * 16, s.load, only2, NULL, &d);
 	assert_int_equal(d.backend, 2);
 	/* a[31] ends the index's 8th entry of the prompt's 12: keeping 7
 	 * evicts it (the tail goes first) */
@@ -741,8 +754,7 @@ static void idle_fleet_shared_prompt_uses_every_backend(void **state)
 	sim_init(&s, 100000);
 	for (i = 0; i < 400; i++) {
 		n = chain(h, 0, 7, 16, 20000 + i, 64); /* 20% shared */
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * KVS_BLOCK_TOKENS, zero, s.ok, NULL,
-				  &d);
+		decide(&s.pol, h, n, h[n - 1], 0, n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
 		assert_true(d.backend >= 0);
 		reqs[d.backend]++;
 	}
@@ -772,8 +784,7 @@ static void idle_fleet_cold_templates_spread(void **state)
 			seed++;
 			n = chain(h, 0, seed, 96, 30000 + seed, 16);
 		} while (kvs_chash_pick(&ring, h[n - 1], zero, s.ok, KVS_POLICY_BALANCE) != 0);
-		kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, n * KVS_BLOCK_TOKENS, zero, s.ok, NULL,
-				  &d);
+		decide(&s.pol, h, n, h[n - 1], 0, n * KVS_BLOCK_TOKENS, zero, s.ok, NULL, &d);
 		assert_int_equal(d.reason, KVS_R_COLD);
 		got[d.backend]++;
 	}
@@ -794,7 +805,7 @@ static void no_backend(void **state)
 	(void)state;
 	sim_init(&s, 1000);
 	memset(s.ok, 0, sizeof(s.ok));
-	kvs_policy_decide(&s.pol, h, n, h[n - 1], 0, 128, s.load, s.ok, NULL, &d);
+	decide(&s.pol, h, n, h[n - 1], 0, 128, s.load, s.ok, NULL, &d);
 	assert_int_equal(d.backend, -1);
 	assert_int_equal(d.reason, KVS_R_NONE);
 	kvs_policy_free(&s.pol);
@@ -817,14 +828,14 @@ static void backends_added_and_removed(void **state)
 	(void)state;
 	sim_init(&s, 4096);
 	chain(h, 0, 1, 32, 1, 4);
-	kvs_policy_decide(&s.pol, h, 36, h[35], 0, 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	decide(&s.pol, h, 36, h[35], 0, 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
 	held = d.backend;
 	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB - 1), -EINVAL);
 	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB + 1), 0);
 	assert_int_equal(kvs_policy_cached(&s.pol, NB, h, 36), 0);
 	for (k = 0; k < 200; k++) { /* cold prompts reach the new slot too */
 		chain(h, 0, 1000 + k, 4, 7, 0);
-		kvs_policy_decide(&s.pol, h, 4, h[3], 0, 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+		decide(&s.pol, h, 4, h[3], 0, 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
 		assert_true(d.backend >= 0 && d.backend <= NB);
 		got[d.backend]++;
 	}
@@ -840,12 +851,12 @@ static void backends_added_and_removed(void **state)
 	kvs_policy_forget_backend(&s.pol, (uint32_t)gone);
 	assert_int_equal(kvs_policy_set_backends(&s.pol, grown, NB + 1), 0);
 	chain(h, 0, 1, 32, 1, 4);
-	kvs_policy_decide(&s.pol, h, 36, h[35], 0, 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+	decide(&s.pol, h, 36, h[35], 0, 36 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
 	assert_int_equal(d.backend, held);
 	assert_int_equal(d.reason, KVS_R_PREFIX);
 	for (k = 0; k < 200; k++) {
 		chain(h, 0, 5000 + k, 4, 7, 0);
-		kvs_policy_decide(&s.pol, h, 4, h[3], 0, 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
+		decide(&s.pol, h, 4, h[3], 0, 4 * KVS_BLOCK_TOKENS, load, ok, NULL, &d);
 		assert_true(d.backend != NB && d.backend != gone);
 	}
 	kvs_policy_free(&s.pol);

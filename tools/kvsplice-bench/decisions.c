@@ -160,7 +160,12 @@ static double measure(const struct dec_opts *o, uint8_t **prompts, size_t len, u
 			th += kvs_now_ns() - t1;
 			hh = h;
 		}
-		kvs_policy_decide(&pol, hh, nblocks, hh[nblocks - 1], 0, tok, l.load, ok, NULL, &d);
+		kvs_policy_decide(&pol,
+				  &(struct kvs_prompt){ .h = hh,
+							.n = nblocks,
+							.tokens = tok,
+							.place_key = hh[nblocks - 1] },
+				  &(struct kvs_fleet_view){ .load = l.load, .eligible = ok }, &d);
 		cached += d.cached_blocks;
 		loads_add(&l, (uint32_t)d.backend,
 			  kvs_work_blocks(tok, d.cached_blocks, 256) * (uint64_t)KVS_BLOCK_TOKENS,

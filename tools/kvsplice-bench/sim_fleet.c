@@ -200,8 +200,12 @@ static int pick(const struct sim_opts *o, enum pol p, struct backend *be, uint32
 	case P_KVSPLICE:
 		for (b = 0; b < o->backends; b++)
 			load[b] = be[b].work;
-		kvs_policy_decide(pol, r->eng.hashes, n, last, 0, r->eng.prompt_tokens, load, ok,
-				  NULL, &d);
+		kvs_policy_decide(pol,
+				  &(struct kvs_prompt){ .h = r->eng.hashes,
+							.n = n,
+							.tokens = r->eng.prompt_tokens,
+							.place_key = last },
+				  &(struct kvs_fleet_view){ .load = load, .eligible = ok }, &d);
 		*cached_blocks = d.cached_blocks;
 		*why = (uint8_t)(16 + d.reason);
 		return d.backend;

@@ -177,10 +177,13 @@ static int place_new(struct kvs_policy *pol, uint64_t key, const uint64_t *load,
 	return kvs_place(key, pol->place, pol->p.nbackends);
 }
 
-void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
-		       uint32_t hint_blocks, uint32_t prompt_tokens, const uint64_t *load,
-		       const uint8_t *eligible, const uint32_t *known, struct kvs_decision *d)
+void kvs_policy_decide(struct kvs_policy *pol, const struct kvs_prompt *p,
+		       const struct kvs_fleet_view *f, struct kvs_decision *d)
 {
+	const uint64_t *h = p->h, *load = f->load, place_key = p->place_key;
+	const uint32_t n = p->n, hint_blocks = p->hint_blocks, prompt_tokens = p->tokens;
+	const uint8_t *eligible = f->eligible;
+	const uint32_t *known = f->known;
 	uint32_t cached[KVS_MAX_BACKENDS], b, i, start, n_ok = 0, best = 0;
 	uint32_t ng = group_hashes(pol, h, n);
 	uint64_t total = 0, bound, keep_bound, members;

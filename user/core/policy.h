@@ -152,22 +152,34 @@ int kvs_policy_init(struct kvs_policy *pol, const struct kvs_policy_params *p,
 int kvs_policy_set_backends(struct kvs_policy *pol, const char *const *names, uint32_t n);
 void kvs_policy_free(struct kvs_policy *pol);
 
-/*
- * Decide for a prompt with block hashes h[0..n) and prompt_tokens tokens.
- * place_key is the hash that places it when nobody holds it (its hinted or
- * deepest checkpoint prefix). hint_blocks is the client's prefix hint
- * (kvs_hint_blocks, 0: none): a cached prefix that covers it is decisive
- * however short a part of the prompt, as the kernel follows a hint's
- * route. load[b] is backend b's outstanding work in
- * tokens; eligible[b] != 0 for backends that may take work. known[b], if
- * not NULL, is other evidence that backend b holds at least that many of
- * the prompt's blocks (the gateway passes the kernel's routes, which learn
- * from requests the controller never sees). Records the prompt in the
- * chosen backend's index.
- */
-void kvs_policy_decide(struct kvs_policy *pol, const uint64_t *h, uint32_t n, uint64_t place_key,
-		       uint32_t hint_blocks, uint32_t prompt_tokens, const uint64_t *load,
-		       const uint8_t *eligible, const uint32_t *known, struct kvs_decision *d);
+/* A prompt to decide for. */
+struct kvs_prompt {
+	const uint64_t *h; /* its block hashes, h[0..n) */
+	uint32_t n;
+	uint32_t tokens;
+	/* The hash that places it when nobody holds it (its hinted or
+	 * deepest checkpoint prefix). */
+	uint64_t place_key;
+	/* The client's prefix hint (kvs_hint_blocks, 0: none): a cached
+	 * prefix that covers it is decisive however short a part of the
+	 * prompt, as the kernel follows a match that deep. */
+	uint32_t hint_blocks;
+};
+
+/* The fleet as a decision sees it, each array indexed by backend. */
+struct kvs_fleet_view {
+	const uint64_t *load;	 /* outstanding work, in tokens */
+	const uint8_t *eligible; /* != 0: may take work */
+	/* NULL, or other evidence that a backend holds at least that many of
+	 * the prompt's blocks (the gateway passes the kernel's routes, which
+	 * learn from requests the controller never sees). */
+	const uint32_t *known;
+};
+
+/* Decides for prompt p on fleet f, and records the prompt in the chosen
+ * backend's index. */
+void kvs_policy_decide(struct kvs_policy *pol, const struct kvs_prompt *p,
+		       const struct kvs_fleet_view *f, struct kvs_decision *d);
 
 /*
  * What hot prefixes need where the controller decides (include/kvsplice/

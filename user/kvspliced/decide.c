@@ -234,6 +234,8 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 	uint32_t n, tokens = kvs_prompt_tokens(m->payload_len);
 	uint32_t known[KVS_MAX_BACKENDS];
 	uint64_t load[KVS_MAX_BACKENDS];
+	struct kvs_fleet_view fleet;
+	struct kvs_prompt req;
 	uint8_t ok[KVS_MAX_BACKENDS];
 	struct kvs_decision d;
 	int why;
@@ -249,10 +251,17 @@ int gw_decide(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint8_t 
 		memset(known, 0, sizeof(known));
 	else if (kernel)
 		routed_depths(g, g->hashes, n, known);
-	kvs_policy_decide(&g->policy, g->hashes, n,
-			  placement_key(m, seed, g->hashes, n, g->cfg->window_blocks),
-			  kvs_hint_blocks(m->prefix_len), tokens, load, ok, kernel ? known : NULL,
-			  &d);
+	req = (struct kvs_prompt){
+		.h = g->hashes,
+		.n = n,
+		.tokens = tokens,
+		.place_key = placement_key(m, seed, g->hashes, n, g->cfg->window_blocks),
+		.hint_blocks = kvs_hint_blocks(m->prefix_len),
+	};
+	fleet = (struct kvs_fleet_view){ .load = load,
+					 .eligible = ok,
+					 .known = kernel ? known : NULL };
+	kvs_policy_decide(&g->policy, &req, &fleet, &d);
 	gw_withdraw_flush(g);
 	if (d.backend < 0) {
 		g->ctl.no_backend++;
