@@ -311,7 +311,8 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	 * default gives the last arrival a minute, not the whole run. */
 	if (o->trace && !o->timeout_set && r.n)
 		timeout_s += r.trace.reqs[r.n - 1].arrival_ms / 1000;
-	deadline = start + (uint64_t)(timeout_s * 1e9);
+	/* --until: no timeout while the caller has not said stop */
+	deadline = o->until ? UINT64_MAX : start + (uint64_t)(timeout_s * 1e9);
 	r.next_arrival_ns = start;
 	r.rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
 	for (i = 0; i < o->connections; i++)
@@ -319,6 +320,13 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	while (r.done < r.n && !*r.stop) {
 		bool alive = false, open = false;
 		int wait_ms = 100;
+
+		if (deadline == UINT64_MAX && !access(o->until, F_OK)) {
+			r.n = r.next; /* what was sent is the run */
+			deadline = kvs_now_ns() + (uint64_t)(timeout_s * 1e9);
+			if (r.done >= r.n)
+				break;
+		}
 
 		if (o->rate > 0 || o->trace) {
 			wait_ms = send_due(&r, start);
@@ -509,6 +517,11 @@ static const struct kvs_opt rows[] = {
 	  .help = "give up after S seconds (default {default}; with --trace,\n"
 		  "{default} after the last request is due)" },
 	{ "per-request", 0, KVS_OPT_FLAG(O, per_request), .help = "print one line per request" },
+	{ "until", 0, KVS_OPT_STR(O, until), .arg = "FILE",
+	  .help = "send until FILE exists (at most -n), then wait for\n"
+		  "the answers (--timeout-s from then): the run is the\n"
+		  "requests sent. For a test that needs clients busy\n"
+		  "until it is done with them" },
 	{ "fleet", 0, KVS_OPT_U32(O, fleet, 1, MAX_BACKEND_IDS), .arg = "N",
 	  .help = "N backends are behind the target. By default the\n"
 		  "targets are asked (a PING before and after the run):\n"

@@ -87,6 +87,7 @@ struct run_opts {
 	const char *prompt_file;
 	const char *plot_dir, *label;
 	const char *trace; /* replay: arrivals, lengths and prompts from the trace */
+	const char *until; /* stop sending once this file exists */
 	double speed;	   /* of the trace's arrivals */
 	int verify;	   /* enum live_verify */
 	int requests_set, max_tokens_set, timeout_set;
@@ -109,7 +110,8 @@ struct live_fleet {
 struct run {
 	const struct run_opts *o;
 	struct req *reqs; /* index = req_id - 1 */
-	uint32_t n;	  /* requests to send: --requests, or the trace's */
+	uint32_t n;	  /* requests to send: --requests, or the trace's (those sent,
+			   * once --until's file exists) */
 	uint32_t next, done;
 	struct kvs_trace trace;
 	struct bconn *conns;
