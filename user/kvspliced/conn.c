@@ -426,6 +426,12 @@ void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 		return;
 	}
 	kvs_buf_commit(&c->rx, (size_t)res);
+	if (c->lingering) { /* a stop's last reads (stop.c): dropped */
+		kvs_buf_consume(&c->rx, c->rx.len);
+		if (gw_arm_recv(g, c))
+			c->ops->on_hangup(g, c, "recv");
+		return;
+	}
 	if (c->role == KVS_ROLE_CLIENT) /* the userspace path's: idle.c */
 		c->active_ns = kvs_now_ns();
 	c->in_handler = true; /* what it triggers may close it (a backend's death) */

@@ -36,6 +36,7 @@
 #include "scrape.h"
 #include "sdnotify.h"
 #include "sendq.h"
+#include "stop.h"
 #include "upath.h"
 #include "upgrade.h"
 
@@ -82,6 +83,8 @@ static void on_tick(struct gw *g, struct io_uring_cqe *cqe)
 	gw_clients_tick(g, now);
 	gw_idle_tick(g, now);
 	gw_shares_tick(g, now);
+	if (g->stopping)
+		gw_stop_clients(g, now);
 	gw_conns_tick(g, now);
 	gw_kpath_kick(g);
 	gw_up_tick(g);
@@ -516,6 +519,7 @@ static void stop_drain(struct gw *g)
 			gw_backend_drain(g, b, true);
 	pr_info("event=stop_draining in_flight=%llu timeout_ms=%u",
 		(unsigned long long)in_flight(g), g->cfg->stop_drain_ms);
+	gw_stop_clients(g, kvs_now_ns()); /* the idle ones told at once */
 }
 
 /* Whether the loop should end for a stop: at once, or once drained. */
@@ -532,11 +536,19 @@ static bool stop_now(struct gw *g, const struct gw_hooks *hooks)
 		return false;
 	}
 	now = kvs_now_ns();
-	/* Drained: the last ENDs are counted as they go out (the kernel's
-	 * redirect, the userspace path's send queue), not once sent; they get
-	 * ERROR_GRACE_MS to leave before the sockets close. */
-	if (g->stop_drained_ns)
-		return now >= g->stop_drained_ns + ERROR_GRACE_MS * 1000000ull;
+	/* Drained: each client's connection closes as stop.c says, each no
+	 * sooner than ERROR_GRACE_MS after its last answer (counted as it goes
+	 * out, not once sent); the loop ends with the last of them, or at
+	 * STOP_CLOSE_MAX_MS. Closing sooner reset those still sending. */
+	if (g->stop_drained_ns) {
+		if (gw_stop_clients_open(g) &&
+		    now < g->stop_drained_ns + STOP_CLOSE_MAX_MS * 1000000ull)
+			return false;
+		pr_info("event=stop_clients_closed told=%u closed_quiet=%u closed_sending=%u "
+			"left=%u",
+			g->stop_told, g->stop_quiet, g->stop_cut, gw_stop_clients_open(g));
+		return true;
+	}
 	left = in_flight(g);
 	if (!left) {
 		pr_info("event=stop_drained");

@@ -165,6 +165,12 @@ struct gw_conn {
 	uint64_t partial_since_ns; /* userspace path: a frame began then, unfinished */
 	uint64_t close_at_ns;	   /* close once its error frame had time to go */
 	uint64_t half_close_deadline_ns;
+	/* CLIENT, a stop (stop.c): when it was told the connection closes
+	 * (ERROR busy, req_id 0; 0: not yet), and whether the gateway shut
+	 * its sending side: what comes after is read and dropped until the
+	 * client closes, or close_at_ns. */
+	uint64_t goaway_ns;
+	bool lingering;
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */
 	bool probing;
@@ -374,8 +380,11 @@ struct gw {
 	 * stop_until_ns for the requests in flight (gw.c, stop_drain). */
 	bool stopping;
 	uint64_t stop_until_ns, stop_drained_ns; /* the limit; when none was left */
-	bool accepting;				 /* the multishot accept is armed */
-	bool handed_over;			 /* done: leave the loop, touch no socket or map */
+	/* Its clients (stop.c): told the connection closes; closed once
+	 * quiet, or still sending at the limit; for the log at the end. */
+	uint32_t stop_told, stop_quiet, stop_cut;
+	bool accepting;	  /* the multishot accept is armed */
+	bool handed_over; /* done: leave the loop, touch no socket or map */
 	/* The work limit's slack: a typical request's charge (moving
 	 * average), from the kernel's counters as of the last refresh. */
 	uint64_t typical_charge, seen_charged, seen_sent;
