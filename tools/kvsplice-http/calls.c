@@ -287,8 +287,11 @@ static void dispatch(struct calls *cs)
 			if (links_up(cs->ls) || links_connecting(cs->ls))
 				return; /* all full, or coming up: an END or on_ready */
 			queue_remove(cs, c);
-			fail_kvs(c, KVS_E_NO_BACKEND,
-				 "kvsplice-http: no connection to the gateway");
+			if (links_going(cs->ls)) /* what the gateway would have said */
+				fail_kvs(c, KVS_E_BUSY, "kvsplice-http: the gateway is stopping");
+			else
+				fail_kvs(c, KVS_E_NO_BACKEND,
+					 "kvsplice-http: no connection to the gateway");
 			continue;
 		}
 		queue_remove(cs, c);

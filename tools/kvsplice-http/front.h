@@ -125,12 +125,17 @@ void links_refused(struct links *ls, const struct link *l, uint64_t now);
  * shunned, if it was sent after the last refusal (a gateway that stops
  * refuses new requests while it still serves those it took before). */
 void links_served(struct links *ls, const struct link *l, uint64_t sent_ns);
+/* Links up that take new requests (not going: links_going). */
 uint32_t links_up(const struct links *ls);
+/* Links up whose gateway said it closes them (it is stopping): they
+ * carry their requests to their answers, and take no new one. */
+uint32_t links_going(const struct links *ls);
 /* Links whose connect is under way. */
 uint32_t links_connecting(const struct links *ls);
 /* Sends a frame; the link counts a REQUEST in flight until its END or
  * ERROR comes back (a CANCELled one's ERROR cancelled included). 0 or
- * -errno (the link is then broken: on_lost follows). */
+ * -errno (the link is then broken: on_lost follows; or, -ENOTCONN, its
+ * sending side is shut: it was going, with nothing in flight). */
 int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len);
 
 /* clients.c */

@@ -6,13 +6,17 @@
  * requests going to the others); a link that breaks is reported to
  * calls.c, which answers its requests, and is reconnected every 500 ms
  * until it comes back. TCP keepalive finds a gateway that vanished
- * without a FIN.
+ * without a FIN. A gateway that says it closes a link (it is stopping:
+ * an ERROR with req_id 0) gets nothing new on it, and the link's sending
+ * side shut once its requests are answered: the gateway then closes it
+ * having answered every request it got, and it is made anew.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -38,6 +42,11 @@ struct link {
 	bool up;		 /* connected (else connecting, while bev is set) */
 	uint32_t inflight;
 	bool said_down; /* logged, until it is back */
+	/* The gateway said it closes this connection (an ERROR with req_id 0:
+	 * it is stopping): nothing new goes on it, and once its requests are
+	 * answered its sending side is shut (fin_sent), so that the gateway
+	 * closes it having read every request; then it is made anew. */
+	bool going, fin_sent;
 };
 
 /* Another round of connects in RETRY_MS, unless one is due already. */
@@ -52,18 +61,55 @@ static void arm_retry(struct links *ls)
 static void link_down(struct link *l, const char *why)
 {
 	struct links *ls = l->ls;
+	bool told = l->going && !l->inflight; /* closed as the gateway said */
 
 	if (!l->bev)
 		return;
 	bufferevent_free(l->bev);
 	l->bev = NULL;
 	l->up = false;
+	l->going = l->fin_sent = false;
 	l->inflight = 0;
-	if (!l->said_down)
+	if (told)
+		pr_info("event=gateway_link_closed gateway=%s link=%u why=\"as it said it "
+			"would (stopping); nothing was in flight\"",
+			l->name, l->slot);
+	else if (!l->said_down)
 		pr_warn("event=gateway_lost gateway=%s link=%u why=\"%s\"", l->name, l->slot, why);
 	l->said_down = true;
 	ls->on_lost(ls->ctx, l);
 	arm_retry(ls);
+}
+
+/* A link going away with nothing in flight and nothing left to write:
+ * its sending side shut (the gateway's cue to close it). */
+static void maybe_fin(struct link *l)
+{
+	if (!l->going || l->fin_sent || l->inflight || !l->bev ||
+	    evbuffer_get_length(bufferevent_get_output(l->bev)))
+		return; /* on_write calls again once the output is out */
+	shutdown(bufferevent_getfd(l->bev), SHUT_WR);
+	l->fin_sent = true;
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	maybe_fin(arg);
+}
+
+/* An ERROR with req_id 0 is about the connection (docs/PROTOCOL.md,
+ * "Closing"): the gateway closes it, and answers every request it read
+ * until then. */
+static void link_told(struct link *l, const struct kvs_msg *m, const uint8_t *msg)
+{
+	int n = m->payload_len < 200 ? (int)m->payload_len : 200;
+
+	if (!l->going)
+		pr_info("event=gateway_closing_link gateway=%s link=%u in_flight=%u why=\"%.*s\"",
+			l->name, l->slot, l->inflight, n, (const char *)msg);
+	l->going = true;
+	maybe_fin(l);
 }
 
 /* Every complete frame in the input, to the handler. */
@@ -95,11 +141,17 @@ static void on_read(struct bufferevent *bev, void *arg)
 			link_down(l, "out of memory");
 			return;
 		}
+		if (m.type == KVS_T_ERROR && m.req_id == 0) { /* no request's: ids start at 1 */
+			link_told(l, &m, frame + KVS_HDR_LEN);
+			evbuffer_drain(in, KVS_HDR_LEN + (size_t)m.payload_len);
+			continue;
+		}
 		if ((m.type == KVS_T_END || m.type == KVS_T_ERROR) && l->inflight)
 			l->inflight--;
 		l->ls->on_frame(l->ls->ctx, l, &m, frame + KVS_HDR_LEN);
 		if (l->bev) /* the handler may have lost the link */
 			evbuffer_drain(in, KVS_HDR_LEN + (size_t)m.payload_len);
+		maybe_fin(l);
 	}
 }
 
@@ -154,7 +206,7 @@ static int link_connect(struct link *l)
 	l->bev = bufferevent_socket_new(l->ls->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!l->bev)
 		return -ENOMEM;
-	bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+	bufferevent_setcb(l->bev, on_read, on_write, on_event, l);
 	bufferevent_set_timeouts(l->bev, NULL, &tv); /* the connect's */
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	if (bufferevent_socket_connect(l->bev, (struct sockaddr *)&l->addr.ss, (int)l->addr.len)) {
@@ -262,13 +314,14 @@ struct link *links_pick(struct links *ls, const struct link *avoid, uint64_t now
 	for (i = 0; i < ls->n; i++) {
 		const struct link *l = ls->all[i];
 
-		if (l->up && (!avoid || l->gw != avoid->gw) && !shunned(ls, l, now))
+		if (l->up && !l->going && (!avoid || l->gw != avoid->gw) && !shunned(ls, l, now))
 			trusted_up = true;
 	}
 	for (i = 0; i < ls->n; i++) {
 		struct link *l = ls->all[i];
 
-		if (!l->up || (avoid && l->gw == avoid->gw) || (trusted_up && shunned(ls, l, now)))
+		if (!l->up || l->going || (avoid && l->gw == avoid->gw) ||
+		    (trusted_up && shunned(ls, l, now)))
 			continue;
 		if ((!ls->inflight_cap || l->inflight < ls->inflight_cap) &&
 		    (!best || l->inflight < best->inflight))
@@ -282,7 +335,7 @@ bool links_other_live(const struct links *ls, const struct link *avoid)
 	uint32_t i;
 
 	for (i = 0; i < ls->n; i++)
-		if (ls->all[i]->bev && ls->all[i]->gw != avoid->gw)
+		if (ls->all[i]->bev && !ls->all[i]->going && ls->all[i]->gw != avoid->gw)
 			return true;
 	return false;
 }
@@ -321,7 +374,16 @@ uint32_t links_up(const struct links *ls)
 	uint32_t i, n = 0;
 
 	for (i = 0; i < ls->n; i++)
-		n += ls->all[i]->up;
+		n += ls->all[i]->up && !ls->all[i]->going;
+	return n;
+}
+
+uint32_t links_going(const struct links *ls)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < ls->n; i++)
+		n += ls->all[i]->up && ls->all[i]->going;
 	return n;
 }
 
@@ -340,7 +402,7 @@ int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint
 	struct kvs_msg h = *m;
 	struct evbuffer *out;
 
-	if (!l->up)
+	if (!l->up || l->fin_sent)
 		return -ENOTCONN;
 	h.payload_len = len;
 	kvs_hdr_encode(&h, hdr);
