@@ -87,7 +87,9 @@ class Conn:
                 self.answers[f.req_id] = (f.type, f.status)
                 if f.type == kvs1.END:
                     self.ends_before += 1
-        self.stop = True
+        with self.lock:  # closed at once, as a client that saw the close does
+            self.stop = True
+            self.s.close()
 
 
 conns = [Conn(i) for i in range(NCONN)]
@@ -105,7 +107,6 @@ for t in threads:
     t.join(120)
 out = []
 for c in conns:
-    c.s.close()
     lost = [r for r in c.sent if r not in c.answers]
     out.append({'aware': c.aware, 'sent': len(c.sent), 'told': c.told, 'eof': c.eof,
                 'reset': c.reset, 'lost': len(lost),
