@@ -272,9 +272,10 @@ static const struct kvs_opt rows[] = {
 	{ "stop-drain-ms", 0, KVS_OPT_U32(S, cfg.stop_drain_ms, 0, 3600000), .arg = "MS",
 	  .help = "on SIGTERM or SIGINT, stop accepting, answer new\n"
 		  "requests busy, and wait up to MS for the requests in\n"
-		  "flight to end before closing (default {default}; 0:\n"
-		  "close at once; a second signal: at once). Keep it under\n"
-		  "systemd's TimeoutStopSec" },
+		  "flight to end, then close each client once it stops\n"
+		  "sending, without a reset (up to 2.5 s more; default\n"
+		  "{default}; 0: close at once; a second signal: at once).\n"
+		  "Keep it under systemd's TimeoutStopSec" },
 	{ "ctl-rate", 0, KVS_OPT_U32(S, cfg.ctl_rate, 0, 10000000), .arg = "N",
 	  .help = "frames a second one client connection may have the\n"
 		  "controller handle: PINGs, requests the kernel passes\n"
