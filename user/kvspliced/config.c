@@ -273,7 +273,7 @@ static const struct kvs_opt rows[] = {
 	  .help = "on SIGTERM or SIGINT, stop accepting, answer new\n"
 		  "requests busy, and wait up to MS for the requests in\n"
 		  "flight to end, then close each client once it stops\n"
-		  "sending, without a reset (up to 2.5 s more; default\n"
+		  "sending, without a reset (up to 3.5 s more; default\n"
 		  "{default}; 0: close at once; a second signal: at once).\n"
 		  "Keep it under systemd's TimeoutStopSec" },
 	{ "ctl-rate", 0, KVS_OPT_U32(S, cfg.ctl_rate, 0, 10000000), .arg = "N",

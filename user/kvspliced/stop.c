@@ -14,9 +14,11 @@
  *      half-close (conn.c) closes it once its answers are out.
  *   3. one that does not is closed in its place once it has sent nothing
  *      for STOP_QUIET_MS, or at STOP_LINGER_MS after step 1 if it goes on
- *      sending: the gateway shuts its own sending side (a FIN after the
- *      answers), then reads and drops whatever still comes, which nobody
- *      can answer now, until the client closes, for STOP_LINGER_MS at most.
+ *      sending (at a moment none of its answers is on its way; at twice
+ *      that whatever): the gateway shuts its own sending side (a FIN
+ *      after the answers), then reads and drops whatever still comes,
+ *      which nobody can answer now, until the client closes, for
+ *      STOP_LINGER_MS at most.
  *
  * The FIN after step 1's ERROR is the signal at the protocol's level: a
  * request without an answer when it comes reached no backend.
@@ -76,21 +78,31 @@ void gw_stop_clients(struct gw *g, uint64_t now)
 {
 	for (uint32_t i = 0; i < g->conns_cap; i++) {
 		struct gw_conn *c = g->conns[i];
-		bool quiet;
+		uint64_t told_ns;
+		bool busy, quiet;
 
 		/* Rejected, closing, or half-closed: closed after its answers
 		 * as it is (conn.c), with no reset: it sends nothing more. */
 		if (!c || c->role != KVS_ROLE_CLIENT || c->closing || c->close_at_ns ||
-		    c->half_closed || c->ops->inflight(g, c))
+		    c->half_closed)
 			continue;
+		/* In flight: at a backend, or (a client still sending) an
+		 * answer on its way; once drained, only the latter. */
+		busy = c->ops->inflight(g, c) != 0;
 		if (!c->goaway_ns) {
-			tell(g, c, now);
+			if (!busy || g->stop_drained_ns)
+				tell(g, c, now);
 			continue;
 		}
-		if (now - c->goaway_ns < STOP_QUIET_MS * 1000000ull)
+		told_ns = now - c->goaway_ns;
+		if (told_ns < STOP_QUIET_MS * 1000000ull)
 			continue;
 		quiet = quiet_ms(c) >= STOP_QUIET_MS;
-		if (quiet || now - c->goaway_ns >= STOP_LINGER_MS * 1000000ull)
+		/* Its FIN after every answer: one still on its way would be
+		 * lost; a client that never lets one be seen done is cut at
+		 * twice the limit. */
+		if ((!busy && (quiet || told_ns >= STOP_LINGER_MS * 1000000ull)) ||
+		    told_ns >= 2 * STOP_LINGER_MS * 1000000ull)
 			linger(g, c, now, quiet);
 	}
 }

@@ -7,7 +7,7 @@
 
 /* The most a stop's clients take to close after the drain: told, then
  * quiet or cut off, then their own close awaited (stop.c). */
-#define STOP_CLOSE_MAX_MS 2500
+#define STOP_CLOSE_MAX_MS 3500
 
 /* While stopping (from its first signal, then on every tick): each client
  * with nothing in flight is told its connection closes, then, once quiet
