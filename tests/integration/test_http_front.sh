@@ -4,8 +4,9 @@
 #  - streamed and whole chat completions and completions come back as an
 #    OpenAI server sends them (SSE events ending in [DONE]; one JSON body);
 #  - bad input gets OpenAI error bodies (400 not JSON / no messages / a
-#    wrong type, 404, 405, 413) on one kept-alive connection, which then
-#    still serves a good request; HEAD gets GET's headers, no body;
+#    wrong type, 404, 405, 413, 415 a compressed body) on one kept-alive
+#    connection, which then still serves a good request; HEAD gets GET's
+#    headers, no body;
 #  - a front is one client with many users' requests: not in the
 #    gateway's --front-source, it hits --max-client-inflight (429 busy);
 #    in it, the same load passes;
@@ -62,6 +63,7 @@ fi
 # 2. Bad input, all on one connection (curl --next reuses it).
 big=$(head -c 70000 /dev/zero | tr '\0' a)
 printf '{"messages":[{"role":"user","content":"%s"}]}' "$big" >"$KVS_TMP/big.json"
+printf '{"prompt":"zipped","max_tokens":2}' | gzip >"$KVS_TMP/gz"
 curl -sS -o /dev/null -w '%{http_code} %{num_connects}\n' \
 	-H 'Content-Type: application/json' \
 	"$HTTP_URL/v1/chat/completions" -d '{"messages": [' --next \
@@ -73,13 +75,16 @@ curl -sS -o /dev/null -w '%{http_code} %{num_connects}\n' \
 	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e5" "$HTTP_URL/v1/chat/completions" --next \
 	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e6" \
 	"$HTTP_URL/v1/chat/completions" -d "@$KVS_TMP/big.json" --next \
+	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e8" -H 'Content-Encoding: gzip' \
+	"$HTTP_URL/v1/completions" --data-binary "@$KVS_TMP/gz" --next \
 	-w '%{http_code} %{num_connects}\n' -o "$KVS_TMP/e7" \
 	"$HTTP_URL/v1/completions" -d '{"prompt":"still here","max_tokens":2}' \
 	>"$KVS_TMP/codes"
 cat "$KVS_TMP/codes"
-assert_eq "statuses: bad JSON, no messages, stream not boolean, 404, 405, 413, then OK" \
-	"$(awk '{ printf "%s ", $1 }' "$KVS_TMP/codes")" "400 400 400 404 405 413 200 "
-assert_eq "one connection for all seven" "$(awk '{ n += $2 } END { print n }' "$KVS_TMP/codes")" 1
+assert_eq "statuses: bad JSON, no messages, stream not boolean, 404, 405, 413, gzip, then OK" \
+	"$(awk '{ printf "%s ", $1 }' "$KVS_TMP/codes")" "400 400 400 404 405 413 415 200 "
+assert_eq "one connection for all eight" "$(awk '{ n += $2 } END { print n }' "$KVS_TMP/codes")" 1
+assert_eq "gzip: code" "$(jq -r .error.code "$KVS_TMP/e8")" unsupported_media_type
 assert_eq "no messages: param" "$(jq -r .error.param "$KVS_TMP/e2")" messages
 assert_eq "no messages: type" "$(jq -r .error.type "$KVS_TMP/e2")" invalid_request_error
 assert_eq "stream not boolean: param" "$(jq -r .error.param "$KVS_TMP/e3")" stream

@@ -33,6 +33,21 @@ static struct canon_req canon_ok(enum canon_endpoint ep, const char *body)
 	return r;
 }
 
+/* A UTF-8 byte order mark before the JSON is ignored, as llama-server
+ * ignores it (jansson alone refuses it). */
+static void test_bom(void **state)
+{
+	struct canon_req a = canon_ok(CANON_CHAT, "\xef\xbb\xbf{\"messages\":[{\"role\":\"user\","
+						  "\"content\":\"hi\"}]}");
+	struct canon_req b =
+		canon_ok(CANON_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+
+	(void)state;
+	assert_string_equal(a.body, b.body);
+	canon_free(&a);
+	canon_free(&b);
+}
+
 /* Key order, whitespace and escapes of the client's JSON do not matter. */
 static void test_same_bytes(void **state)
 {
@@ -259,6 +274,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_bytes),
+		cmocka_unit_test(test_bom),
 		cmocka_unit_test(test_turns_share_prefix),
 		cmocka_unit_test(test_completion_and_model),
 		cmocka_unit_test(test_nested_order),

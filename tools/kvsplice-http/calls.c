@@ -578,6 +578,7 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	size_t len = evbuffer_get_length(in);
 	char err[320], param[64];
+	const char *enc;
 	struct call *c;
 	int r;
 
@@ -598,6 +599,19 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 			 cs->cfg->max_inflight);
 		cs->st->rejected_busy++;
 		reply_error(req, 429, err, "rate_limit_error", NULL, "server_busy");
+		return;
+	}
+	enc = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Encoding");
+	if (enc && strcasecmp(enc, "identity")) {
+		/* read as JSON, a gzip'ed body was "not valid JSON" near its
+		 * first byte, and any other label passed unread; llama-server
+		 * and vLLM answer 415 too */
+		snprintf(err, sizeof(err),
+			 "kvsplice-http: a body with Content-Encoding '%.64s' is not taken; send "
+			 "it uncompressed",
+			 enc);
+		cs->st->bad_requests++;
+		reply_error(req, 415, err, "invalid_request_error", NULL, "unsupported_media_type");
 		return;
 	}
 	c = calloc(1, sizeof(*c));

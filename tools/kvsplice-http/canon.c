@@ -214,6 +214,12 @@ int canon_request(enum canon_endpoint ep, const char *body, size_t len, struct c
 
 	memset(out, 0, sizeof(*out));
 	param[0] = '\0';
+	/* A UTF-8 byte order mark, which RFC 8259 lets a parser ignore and
+	 * llama-server does: jansson refuses it. */
+	if (len >= 3 && !memcmp(body, "\xef\xbb\xbf", 3)) {
+		body += 3;
+		len -= 3;
+	}
 	o = json_loadb(body, len, JSON_ALLOW_NUL, &je);
 	if (!o) {
 		/* jansson keeps integers as int64: a larger one (a seed past
