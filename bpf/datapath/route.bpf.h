@@ -146,7 +146,8 @@ static __always_inline int deep_enough(__u32 depth, __u32 plen)
  * The hint is not looked up first: a hint names a prefix many prompts
  * share (a template, a system prompt), and the deeper route that a
  * conversation's earlier turn taught names where more of this prompt is,
- * which the hint's route would take it away from. A global function, like
+ * which the hint's route would take it away from (a deeper route to a
+ * backend that left falls back to the hint's). A global function, like
  * report(): inlined, its lookups took the verdict's stack past 512 bytes.
  * Returns as route_request.
  */
@@ -156,6 +157,7 @@ __noinline int route_by_depth(struct kvs_chain *ch, const struct kvs_hdr *h, __u
 	struct kvs_stats *st = stats_slot();
 	struct kvs_route *r = NULL, *hinted;
 	__u32 k, n, hint, plen;
+	int b;
 
 	if (!ch || !h || !depth || !why || !st)
 		return -1;
@@ -184,7 +186,12 @@ __noinline int route_by_depth(struct kvs_chain *ch, const struct kvs_hdr *h, __u
 			return -1;
 		}
 		*why = KVS_WHY_PREFIX;
-		return follow(r, st, why);
+		b = follow(r, st, why);
+		/* a deeper route of a backend that left: the hint's, if any,
+		 * before the request is placed anew */
+		if (b >= 0 || !hinted)
+			return b;
+		break;
 	}
 	if (hinted) {
 		*depth = hint;

@@ -18,7 +18,8 @@ kvs_setup
 ctl() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" "$@"; }
 
 python3 "$(dirname "$0")/../helpers/syn_blackhole.py" "$KVS_TMP/dead.port" &
-KVS_PIDS+=($!)
+HOLE=$!
+KVS_PIDS+=($HOLE)
 kvs_wait_file "$KVS_TMP/dead.port"
 d=127.0.0.1:$(cat "$KVS_TMP/dead.port")
 kvs_start_sims "A" --time-scale 0.005
@@ -86,7 +87,8 @@ grep -q "$e cannot be reached (Connection timed out): not added" <<<"$out" ||
 assert_eq "backends after the refused add" "$(ctl backends --json | jq length)" 2
 
 # Comes up once it answers.
-pkill -f "syn_blackhole.py $KVS_TMP/dead.port" || true
+kill "$HOLE"
+wait "$HOLE" 2>/dev/null || true
 kvs_start_sim D --time-scale 0.005 --port "${d##*:}"
 [ "$(kvs_wait_backend 1 up 30)" = up ] || kvs_fail "$d not up once it answers"
 echo "PASS test_backend_blackholed"

@@ -592,6 +592,17 @@ static void deeper_route_before_hint(void **state)
 	r.hint = 100;
 	assert_int_equal(send(&f, &r, &d), holder);
 	assert_int_equal(d.why, KVS_WHY_HINT);
+	/* the conversation's server leaves: its next turn follows the
+	 * template's route, not placed anew as if nothing held it */
+	kvs_kr_backend_left(&f.kr, (uint32_t)other);
+	f.up[other] = 0;
+	memset(f.load, 0, sizeof(f.load));
+	n = chain(h, 41, 100, 51, 1000);
+	r = req(h, n);
+	r.hint = 100;
+	assert_int_equal(send(&f, &r, &d), holder);
+	assert_int_equal(d.why, KVS_WHY_HINT);
+	assert_int_equal(d.depth, 100);
 	fix_free(&f);
 }
 

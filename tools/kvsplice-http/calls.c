@@ -602,7 +602,7 @@ static void post_completion(struct calls *cs, struct evhttp_request *req, enum c
 		return;
 	}
 	enc = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Encoding");
-	if (enc && strcasecmp(enc, "identity")) {
+	if (enc && *enc && strcasecmp(enc, "identity")) {
 		/* read as JSON, a gzip'ed body was "not valid JSON" near its
 		 * first byte, and any other label passed unread; llama-server
 		 * and vLLM answer 415 too */

@@ -347,6 +347,8 @@ static struct kvs_kr_route *route_request(struct kvs_kr *kr, const struct kvs_kr
 			return NULL;
 		}
 		d->why = KVS_WHY_PREFIX;
+		if (hinted && rt->gen != kr->gen[rt->backend])
+			break; /* a backend that left: the hint's route (follow) */
 		return rt;
 	}
 	if (hinted) {

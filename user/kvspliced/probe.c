@@ -116,7 +116,10 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done, bool conn
 	c->probe_known = g->be[c->backend].instance;
 	c->probe_deadline_ns = now + gw_probe_timeout_ms(g) * 1000000ull;
 	if (!connecting) {
-		err = send_ping(g, c);
+		/* (made blocking, as once its handshake is waited for) */
+		err = kvs_connect_result(c->fd);
+		if (!err)
+			err = send_ping(g, c);
 		if (err)
 			return err;
 	} else {
