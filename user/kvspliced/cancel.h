@@ -13,7 +13,9 @@ struct gw_ended {
 
 /* CANCELs for reqs[0..n), all of backend b (its connections already
  * closed), written on a connection made for them and closed at once; best
- * effort (a backend that is gone refuses it). How many were written. */
+ * effort (a backend that is gone refuses it). How many were written now:
+ * 0 too when its handshake is still under way (the event loop writes them
+ * once it is over, within GW_CONNECT_TIMEOUT_MS, and logs cancels_sent). */
 uint32_t gw_cancel_ended(struct gw *g, uint32_t b, const struct gw_ended *reqs, uint32_t n);
 
 #endif

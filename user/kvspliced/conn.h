@@ -60,8 +60,15 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);
 /* On the tick: connections whose grace ran out are closed, half-closed
  * clients owed nothing more are given theirs. */
 void gw_conns_tick(struct gw *g, uint64_t now);
-/* Completion handlers: OP_RECV, OP_POLL. */
+/* c's socket is connecting (kvs_connect_start said so): the event loop
+ * waits for its handshake and then calls c->ops->on_connected, which
+ * must look by timeout_ms (c->connect_by_ns; 0 once it is over). Nothing
+ * waits on a handshake: a host that has gone (its SYNs unanswered) held
+ * the event loop at every try. 0 or -errno. */
+int gw_conn_await_connect(struct gw *g, struct gw_conn *c, uint32_t timeout_ms);
+/* Completion handlers: OP_RECV, OP_POLL, OP_CONNECT. */
 void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe);
 void gw_conn_on_poll(struct gw *g, struct io_uring_cqe *cqe);
+void gw_conn_on_connect(struct gw *g, struct io_uring_cqe *cqe);
 
 #endif

@@ -106,7 +106,7 @@ static void set_handlers(struct gw *g)
 	g->on_op[OP_METRICS_ACCEPT] = gw_scrape_on_accept;
 	g->on_op[OP_CONTROL_ACCEPT] = gw_control_on_accept;
 	g->on_op[OP_REPORTS] = gw_reports_on_poll;
-	g->on_op[OP_CONNECT] = gw_probe_on_connect;
+	g->on_op[OP_CONNECT] = gw_conn_on_connect;
 	g->kpath = &gw_kpath_ops;
 	g->upath = &gw_upath_ops;
 	g->on_backend_pong = gw_health_on_pong;

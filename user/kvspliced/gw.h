@@ -53,6 +53,7 @@
 #define ROLE_METRICS 101 /* a scrape of --metrics; not in any map */
 #define ROLE_CONTROL 102 /* a kvsplicectl command; not in any map */
 #define ROLE_UP_USER 103 /* an upstream connection of the userspace data path */
+#define ROLE_CANCEL 104	 /* CANCELs to a backend that went down (cancel.c) */
 /* The clients' accept waited out its back-off (client.c). */
 #define OP_ACCEPT_RETRY 12ull
 
@@ -111,6 +112,9 @@ struct gw_conn_ops {
 	/* The connection is being closed, whoever closes it, while it is
 	 * still in the maps: a client's requests in flight are cancelled. */
 	void (*on_close)(struct gw *g, struct gw_conn *c);
+	/* A connect begun without waiting (gw_conn_await_connect) is over:
+	 * kvs_connect_result(c->fd) says how. */
+	void (*on_connected)(struct gw *g, struct gw_conn *c);
 };
 
 /* What differs between the kernel's data path (kpath.c) and the userspace
@@ -175,9 +179,12 @@ struct gw_conn {
 	 * (probe.c): in no data path until it is. */
 	bool probing;
 	/* Its handshake under way until then (0: connected), the event
-	 * loop's poll for it pending (connect_pending): probe.c. */
+	 * loop's poll for it pending (connect_pending): conn.c. */
 	uint64_t connect_by_ns;
 	bool connect_pending;
+	/* ROLE_CANCEL: its backend's name, for the log (the slot may hold
+	 * another by the time the handshake is over) */
+	char dialed[48];
 	uint64_t probe_id, probe_deadline_ns;
 	uint32_t probe_instance;  /* what its PONG said of the backend; 0: none */
 	uint32_t probe_known;	  /* its backend's instance when the probe went */

@@ -126,7 +126,8 @@ static bool handed(const struct gw_conn *c)
 	/* The userspace path's connections are not handed over (their
 	 * buffers and requests in flight live in this process): they close
 	 * with it. docs/RUNBOOK.md says so. */
-	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL && !c->up &&
+	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL &&
+	       c->role != ROLE_CANCEL && !c->up &&
 	       !c->probing; /* (its backend reconnects on the other side) */
 }
 

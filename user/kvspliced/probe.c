@@ -107,14 +107,12 @@ static int send_ping(struct gw *g, struct gw_conn *c)
 
 int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done, bool connecting)
 {
-	uint64_t now = kvs_now_ns();
-	struct io_uring_sqe *sqe;
 	int err;
 
 	c->probe_instance = 0;
 	c->probe_kv_blocks = 0;
 	c->probe_known = g->be[c->backend].instance;
-	c->probe_deadline_ns = now + gw_probe_timeout_ms(g) * 1000000ull;
+	c->probe_deadline_ns = kvs_now_ns() + gw_probe_timeout_ms(g) * 1000000ull;
 	if (!connecting) {
 		/* (made blocking, as once its handshake is waited for) */
 		err = kvs_connect_result(c->fd);
@@ -123,13 +121,9 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done, bool conn
 		if (err)
 			return err;
 	} else {
-		sqe = gw_get_sqe(g);
-		if (!sqe)
-			return -EBUSY;
-		io_uring_prep_poll_add(sqe, c->fd, POLLOUT);
-		io_uring_sqe_set_data64(sqe, ud(OP_CONNECT, c));
-		c->connect_pending = true;
-		c->connect_by_ns = now + GW_CONNECT_TIMEOUT_MS * 1000000ull;
+		err = gw_conn_await_connect(g, c, GW_CONNECT_TIMEOUT_MS);
+		if (err)
+			return err;
 	}
 	c->probed = done;
 	c->probing = true;
@@ -156,19 +150,11 @@ int gw_probe_read(struct gw *g, struct gw_conn *c)
 	return c->connect_by_ns ? 0 : gw_arm_recv(g, c);
 }
 
-void gw_probe_on_connect(struct gw *g, struct io_uring_cqe *cqe)
+/* The event loop saw c's handshake over (conn.c): its answer is read by
+ * the event loop too. */
+static void probe_connected(struct gw *g, struct gw_conn *c)
 {
-	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
-
-	if (!c)
-		return;
-	c->connect_pending = false;
-	if (c->closing) {
-		gw_conn_release(g, c);
-		return;
-	}
-	/* (settled in place already, or given up on: nothing more to do) */
-	if (!c->probing || !c->connect_by_ns || connected(g, c))
+	if (!c->probing || connected(g, c))
 		return;
 	if (gw_arm_recv(g, c))
 		finish(g, c, -EIO, "its answer could not be read (no room in the ring)");
@@ -196,6 +182,7 @@ static void probe_hangup(struct gw *g, struct gw_conn *c, const char *why)
 static const struct gw_conn_ops probe_ops = {
 	.on_bytes = probe_bytes,
 	.on_hangup = probe_hangup,
+	.on_connected = probe_connected,
 };
 
 /* c's handshake was given GW_CONNECT_TIMEOUT_MS and is not over: the probe

@@ -41,8 +41,6 @@ int gw_probe_start(struct gw *g, struct gw_conn *c, gw_probed_fn done, bool conn
 /* c's probe answer read by the event loop: its receive armed now, or once
  * it has connected. 0 or -errno. */
 int gw_probe_read(struct gw *g, struct gw_conn *c);
-/* The event loop: a connecting probe's socket is writable (or failed). */
-void gw_probe_on_connect(struct gw *g, struct io_uring_cqe *cqe);
 /* Reads the answers of backend b's probes (b < 0: every backend's) in
  * place, for up to wait_ms; those still unanswered then are left to the
  * event loop, and to the tick's timeout. */
