@@ -145,8 +145,8 @@ static void fill(struct run *r, uint32_t ci)
 {
 	struct bconn *c = &r->conns[ci];
 
-	while (r->o->rate == 0 && !r->o->trace && !c->dead && c->inflight < r->o->depth &&
-	       r->next < r->n)
+	while (r->o->rate == 0 && !r->o->trace && !c->dead && !c->going &&
+	       c->inflight < r->o->depth && r->next < r->n)
 		if (send_one(r, ci))
 			c->dead = true;
 	flush(c);
@@ -187,6 +187,10 @@ static void on_readable(struct run *r, uint32_t ci)
 			return;
 		}
 	}
+	if (c->going && !c->inflight && !c->fin) { /* the gateway's cue to close */
+		shutdown(c->fd, SHUT_WR);
+		c->fin = true;
+	}
 	fill(r, ci);
 }
 
@@ -224,9 +228,12 @@ static int send_due(struct run *r, uint64_t start)
 	uint64_t now = kvs_now_ns();
 
 	while (r->next < r->n && now >= r->next_arrival_ns) {
-		uint32_t ci = r->next % r->o->connections;
+		uint32_t ci = r->next % r->o->connections, k;
 
-		if (r->conns[ci].dead)
+		/* the next connection in turn that takes requests */
+		for (k = 0; k < r->o->connections && (r->conns[ci].dead || r->conns[ci].going); k++)
+			ci = (ci + 1) % r->o->connections;
+		if (k == r->o->connections)
 			r->next++; /* never sent: reported as lost */
 		else if (send_one(r, ci))
 			r->conns[ci].dead = true;
@@ -318,7 +325,7 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 	for (i = 0; i < o->connections; i++)
 		fill(&r, i);
 	while (r.done < r.n && !*r.stop) {
-		bool alive = false, open = false;
+		bool alive = false, open = false, sendable = false;
 		int wait_ms = 100;
 
 		if (deadline == UINT64_MAX && !access(o->until, F_OK)) {
@@ -336,11 +343,13 @@ static int run_live(const struct run_opts *o, volatile sig_atomic_t *stop)
 		for (i = 0; i < o->connections; i++) {
 			alive |= !r.conns[i].dead && r.conns[i].inflight > 0;
 			open |= !r.conns[i].dead;
+			sendable |= !r.conns[i].dead && !r.conns[i].going;
 		}
 		/* Everything left is on dead connections, or can no longer be
-		 * sent (a server that broke the framing or hung up on every
-		 * connection): what never came is lost, not waited for. */
-		if ((!alive && r.next >= r.n) || !open)
+		 * sent (a server that broke the framing, hung up or said it
+		 * closes every connection): what never came is lost, not
+		 * waited for. */
+		if ((!alive && (r.next >= r.n || !sendable)) || !open)
 			break;
 		if (kvs_now_ns() > deadline) {
 			fprintf(stderr,

@@ -66,6 +66,10 @@ struct bconn {
 	struct kvs_buf rx, tx;
 	uint32_t inflight;
 	bool dead;
+	/* The gateway said it closes it (an ERROR with req_id 0: a stop):
+	 * nothing new goes on it, and its sending side is shut (fin) once
+	 * its requests are answered, as docs/PROTOCOL.md "Closing" asks. */
+	bool going, fin;
 };
 
 struct run_opts {

@@ -122,6 +122,7 @@ bool live_on_frame(struct run *r, uint32_t ci, const struct kvs_msg *m, const ui
 	 * it could not read, a frame that never completed); it closes it. */
 	if (m->type == KVS_T_ERROR && m->req_id == 0) {
 		r->conn_errors++;
+		r->conns[ci].going = true;
 		fprintf(stderr, PROG ": connection %u: error %s: %.*s\n", ci,
 			kvs_status_name(m->status), (int)m->payload_len, (const char *)p);
 		return false;
