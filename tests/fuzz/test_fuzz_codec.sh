@@ -7,6 +7,6 @@ B=${KVS_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$B/fuzz/fuzz_codec" -runs=500000 -seed=1 -artifact_prefix="$work/" "$work" "$HERE/corpus" 2>&1 |
+"$B/fuzz/fuzz_codec" -runs=500000 -seed=1 -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$work/" "$work" "$HERE/corpus" 2>&1 |
 	tail -n 3
 echo "PASS test_fuzz_codec"

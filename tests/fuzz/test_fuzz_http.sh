@@ -8,6 +8,6 @@ B=${KVS_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$B/fuzz/fuzz_http" -runs=200000 -seed=1 -max_len=4096 -artifact_prefix="$work/" "$work" \
+"$B/fuzz/fuzz_http" -runs=200000 -seed=1 -error_exitcode=1 -timeout_exitcode=1 -max_len=4096 -artifact_prefix="$work/" "$work" \
 	"$HERE/corpus_http" 2>&1 | tail -n 3
 echo "PASS test_fuzz_http"
