@@ -39,6 +39,11 @@ for i in range(n):
                            gw_conn=1 + i % 5, gw_backend=7))
 if a.mode == 'pause':
     time.sleep(1)  # the backend's queue grows past what the socket takes
+    # Then read slowly with room for more than a segment: a window kept
+    # under loopback's 64 KiB MSS let the backend's sends wait on TCP's
+    # persist timer, 200 ms a few hundred bytes (a run took 12 minutes);
+    # the backend's sends still stop short, its own buffer full.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
 buf, got, ends, bad = b'', {}, 0, []
 while ends < n and not bad:
     if a.mode == 'pause':  # and stays there: many sends stop short
