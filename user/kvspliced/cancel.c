@@ -96,7 +96,7 @@ uint32_t gw_cancel_ended(struct gw *g, uint32_t b, const struct gw_ended *reqs, 
 	struct kvs_buf out;
 	uint32_t i, written;
 	bool connecting;
-	int fd;
+	int fd, err;
 
 	if (!n)
 		return 0;
@@ -111,9 +111,9 @@ uint32_t gw_cancel_ended(struct gw *g, uint32_t b, const struct gw_ended *reqs, 
 			break;
 	}
 	fd = kvs_connect_start(&be->addr, &connecting);
-	if (fd >= 0 && !connecting && kvs_connect_result(fd)) {
+	if (fd >= 0 && !connecting && (err = kvs_connect_result(fd))) {
 		close(fd);
-		fd = -ECONNREFUSED;
+		fd = err; /* what the connection said */
 	}
 	if (fd < 0) {
 		not_sent(be->name, n, strerror(-fd));

@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -388,18 +389,29 @@ static bool on_fin(struct gw *g, struct gw_conn *c)
 	return c->ops->on_fin && c->ops->on_fin(g, c);
 }
 
-void gw_conn_on_poll(struct gw *g, struct io_uring_cqe *cqe)
+/* The connection an op of it completed for, its pending flag cleared; NULL
+ * if it is gone, or closing (then released once nothing else is pending). */
+static struct gw_conn *completed(struct gw *g, struct io_uring_cqe *cqe, size_t pending)
 {
 	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
+
+	if (!c)
+		return NULL;
+	*(bool *)((char *)c + pending) = false;
+	if (c->closing) {
+		gw_conn_release(g, c);
+		return NULL;
+	}
+	return c;
+}
+
+void gw_conn_on_poll(struct gw *g, struct io_uring_cqe *cqe)
+{
+	struct gw_conn *c = completed(g, cqe, offsetof(struct gw_conn, poll_pending));
 	int res = cqe->res;
 
 	if (!c)
 		return;
-	c->poll_pending = false;
-	if (c->closing) {
-		gw_conn_release(g, c);
-		return;
-	}
 	if (res > 0 && (res & POLLRDHUP) && !(res & (POLLERR | POLLHUP)) && on_fin(g, c))
 		return;
 	c->ops->on_hangup(g, c, res < 0 ? strerror(-res) : (res & POLLERR) ? "error" : "eof");
@@ -420,15 +432,10 @@ int gw_conn_await_connect(struct gw *g, struct gw_conn *c, uint32_t timeout_ms)
 
 void gw_conn_on_connect(struct gw *g, struct io_uring_cqe *cqe)
 {
-	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
+	struct gw_conn *c = completed(g, cqe, offsetof(struct gw_conn, connect_pending));
 
 	if (!c)
 		return;
-	c->connect_pending = false;
-	if (c->closing) {
-		gw_conn_release(g, c);
-		return;
-	}
 	/* (over already: seen in place by probe.c, or given up on) */
 	if (c->connect_by_ns && c->ops->on_connected)
 		c->ops->on_connected(g, c);
@@ -436,16 +443,11 @@ void gw_conn_on_connect(struct gw *g, struct io_uring_cqe *cqe)
 
 void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 {
-	struct gw_conn *c = gw_conn_of(g, io_uring_cqe_get_data64(cqe));
+	struct gw_conn *c = completed(g, cqe, offsetof(struct gw_conn, recv_pending));
 	int res = cqe->res;
 
 	if (!c)
 		return;
-	c->recv_pending = false;
-	if (c->closing) {
-		gw_conn_release(g, c);
-		return;
-	}
 	if (res == -ECANCELED) /* handing over: the bytes stay in the socket */
 		return;
 	if (res == 0 && on_fin(g, c))
