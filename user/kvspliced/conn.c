@@ -331,11 +331,19 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
 	socklen_t len = sizeof(err);
 
 	/* The strparser gave up on a frame (its backstop timer): still say
-	 * why, on the socket itself. */
-	if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT) {
-		g->ctl.frame_timeouts++;
-		gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
-				 "kvsplice: frame not complete in time");
+	 * why, on the socket itself, unless the controller's timeout has (or
+	 * the gateway closes its side already), and close as every other
+	 * close of a client by the gateway does, lingering: the client may
+	 * still be sending the frame. */
+	if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT &&
+	    !c->lingering) {
+		if (!c->close_at_ns) {
+			g->ctl.frame_timeouts++;
+			gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
+					 "kvsplice: frame not complete in time");
+		}
+		gw_conn_linger(g, c, kvs_now_ns());
+		return;
 	}
 	pr_debug("event=client_closed conn=%llu reason=\"%s\"", (unsigned long long)c->cookie, why);
 	gw_conn_close(g, c);
@@ -359,6 +367,24 @@ static bool client_gone(const struct gw_conn *c)
 	return getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ti.tcpi_state == TCP_CLOSE;
 }
 
+void gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
+{
+	shutdown(c->fd, SHUT_WR);
+	c->lingering = true;
+	c->close_at_ns = now + LINGER_MS * 1000000ull;
+	pr_debug("event=client_lingering conn=%llu", (unsigned long long)c->cookie);
+	/* The controller reads what comes, and drops it (gw_conn_on_recv).
+	 * Not the kernel: its verdict would send a request on to a backend
+	 * whose answer cannot be delivered now, and its parser, holding a
+	 * frame begun, gives up on it at the socket's receive timeout
+	 * (gw_conn_splice), and then nobody reads at all: the close
+	 * would reset. (Its in-flight count stays in conns.) */
+	if (!c->up && c->in_map)
+		kvs_dp_unsplice(&g->dp, c->key);
+	if (gw_arm_recv(g, c))
+		gw_conn_close(g, c);
+}
+
 void gw_conns_tick(struct gw *g, uint64_t now)
 {
 	for (uint32_t i = 0; i < g->conns_cap; i++) {
@@ -367,7 +393,11 @@ void gw_conns_tick(struct gw *g, uint64_t now)
 		if (!c || c->closing)
 			continue;
 		if (c->close_at_ns && now >= c->close_at_ns) {
-			gw_conn_close(g, c);
+			if (c->role == KVS_ROLE_CLIENT && !c->lingering && !c->half_closed &&
+			    !client_gone(c))
+				gw_conn_linger(g, c, now);
+			else
+				gw_conn_close(g, c);
 		} else if (c->half_closed && !c->close_at_ns && client_gone(c)) {
 			gw_conn_close(g, c);
 		} else if (c->half_closed && !c->close_at_ns &&
@@ -383,10 +413,11 @@ void gw_conns_tick(struct gw *g, uint64_t now)
 }
 
 /* A FIN where the owner takes it as a half-close (a client that may still
- * read its answers), else a hang-up. */
+ * read its answers), else a hang-up: always, once the gateway has shut its
+ * own side (nothing more can be answered). */
 static bool on_fin(struct gw *g, struct gw_conn *c)
 {
-	return c->ops->on_fin && c->ops->on_fin(g, c);
+	return !c->lingering && c->ops->on_fin && c->ops->on_fin(g, c);
 }
 
 /* The connection an op of it completed for, its pending flag cleared; NULL

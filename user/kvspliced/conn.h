@@ -57,8 +57,15 @@ void gw_refuse_direct(int fd, int code, const char *msg);
 /* A client hung up or failed (why, for the log): closed, after a word on
  * the socket if the kernel's parser timed its frame out. */
 void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);
-/* On the tick: connections whose grace ran out are closed, half-closed
- * clients owed nothing more are given theirs. */
+/* The gateway's FIN on a client it is done with, after every byte it has
+ * sent; what the client still sends is read and dropped until it closes,
+ * or for LINGER_MS at most (close_at_ns). Closed at once with bytes
+ * unread, its socket would send a reset, which can destroy the gateway's
+ * last frames still on their way and tells the client "reset", not why. */
+void gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now);
+/* On the tick: connections whose grace ran out are closed (a client that
+ * may still send lingers first), half-closed clients owed nothing more
+ * are given theirs. */
 void gw_conns_tick(struct gw *g, uint64_t now);
 /* c's socket is connecting (kvs_connect_start said so): the event loop
  * waits for its handshake and then calls c->ops->on_connected, which

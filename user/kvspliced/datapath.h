@@ -67,6 +67,11 @@ int kvs_dp_relock(struct kvs_datapath *dp);
 int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cookie,
 		    const struct kvs_conn *c);
 void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie);
+/* socks[key] alone: the kernel stops reading the socket and redirecting
+ * into it (what it had queued for it is dropped); its conns entry, and
+ * the in-flight count the verdict keeps there, stay until
+ * kvs_dp_del_sock. */
+void kvs_dp_unsplice(struct kvs_datapath *dp, uint64_t key);
 /* conns[cookie] alone, for a socket of the userspace data path: shown to
  * operators (kvsplicectl conns), never seen by the verdict. */
 int kvs_dp_add_conn(struct kvs_datapath *dp, uint64_t cookie, const struct kvs_conn *c);

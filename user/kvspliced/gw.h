@@ -32,6 +32,10 @@
 /* A client or service connection that is rejected or done gets this long
  * for its last frame to leave before it is closed. */
 #define ERROR_GRACE_MS 200
+/* Then a client that may still be sending gets the gateway's FIN and this
+ * long to close its side, what it sends meanwhile read and dropped
+ * (gw_conn_linger). */
+#define LINGER_MS 1000
 /* How long a half-closed client may wait for the answers it is owed. */
 #define HALF_CLOSE_MAX_MS (300 * 1000)
 
@@ -170,10 +174,11 @@ struct gw_conn {
 	uint64_t close_at_ns;	   /* close once its error frame had time to go */
 	uint64_t half_close_deadline_ns;
 	/* CLIENT, a stop (stop.c): when it was told the connection closes
-	 * (ERROR busy, req_id 0; 0: not yet), and whether the gateway shut
-	 * its sending side: what comes after is read and dropped until the
-	 * client closes, or close_at_ns. */
+	 * (ERROR busy, req_id 0; 0: not yet). */
 	uint64_t goaway_ns;
+	/* CLIENT: the gateway shut its sending side (gw_conn_linger): what
+	 * comes after is read and dropped until the client closes, or
+	 * close_at_ns. */
 	bool lingering;
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */

@@ -128,7 +128,8 @@ static bool handed(const struct gw_conn *c)
 	 * with it. docs/RUNBOOK.md says so. */
 	return c && !c->closing && c->role != ROLE_METRICS && c->role != ROLE_CONTROL &&
 	       c->role != ROLE_CANCEL && !c->up &&
-	       !c->probing; /* (its backend reconnects on the other side) */
+	       !c->probing && /* (its backend reconnects on the other side) */
+	       !c->lingering; /* (out of the SOCKHASH, told, closing: closes here) */
 }
 
 /* The STATE message. */

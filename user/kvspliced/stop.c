@@ -18,7 +18,8 @@
  *      that whatever): the gateway shuts its own sending side (a FIN
  *      after the answers), then reads and drops whatever still comes,
  *      which nobody can answer now, until the client closes, for
- *      STOP_LINGER_MS at most.
+ *      LINGER_MS at most (gw_conn_linger, as every close of a client
+ *      by the gateway ends).
  *
  * The FIN after step 1's ERROR is the signal at the protocol's level: a
  * request without an answer when it comes reached no backend.
@@ -33,7 +34,7 @@
 #include "log.h"
 
 #define STOP_QUIET_MS ERROR_GRACE_MS
-#define STOP_LINGER_MS 1000
+#define STOP_LINGER_MS LINGER_MS
 
 static const char goaway_msg[] =
 	"kvsplice: the gateway is stopping; this connection closes: send no more on it";
@@ -63,9 +64,7 @@ static void tell(struct gw *g, struct gw_conn *c, uint64_t now)
  * follows them, and the client's close is awaited. */
 static void linger(struct gw *g, struct gw_conn *c, uint64_t now, bool quiet)
 {
-	shutdown(c->fd, SHUT_WR);
-	c->lingering = true;
-	c->close_at_ns = now + STOP_LINGER_MS * 1000000ull;
+	gw_conn_linger(g, c, now);
 	if (quiet)
 		g->stop_quiet++;
 	else

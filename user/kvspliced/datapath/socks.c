@@ -24,6 +24,11 @@ int kvs_dp_add_sock(struct kvs_datapath *dp, int fd, uint64_t key, uint64_t cook
 	return 0;
 }
 
+void kvs_dp_unsplice(struct kvs_datapath *dp, uint64_t key)
+{
+	bpf_map_delete_elem(dp->socks_fd, &key);
+}
+
 void kvs_dp_del_sock(struct kvs_datapath *dp, uint64_t key, uint64_t cookie)
 {
 	bpf_map_delete_elem(dp->socks_fd, &key);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Every close of a client by the gateway ends with the gateway's FIN after
+# its ERROR, and what the client still sends is read and dropped until it
+# closes (LINGER_MS at most): no reset. A socket closed with bytes unread
+# sends a reset, which destroys what the gateway had not yet got out and
+# tells the client "connection reset" rather than why. Each close, with a
+# client that goes on sending until it hears (tests/helpers/close_sender.py):
+#  - a bad frame (bad magic) and garbage after it;
+#  - PINGs past the budget of controller work (--ctl-close-after);
+#  - a frame never finished (--frame-timeout-ms; on the kernel path the
+#    strparser's own timer gives up on it during the linger);
+#  - an idle client (--idle-timeout-ms) that sends just as it is closed.
+# Each must get its ERROR, then EOF, and no send may fail. (Before
+# 2026-12-04 the gateway closed 200 ms after the ERROR: every case reset.)
+# datapath: both (tests/run.sh runs it on the userspace data path too)
+source "$(dirname "$0")/lib.sh"
+kvs_setup
+
+kvs_start_sim A --time-scale 0.01
+kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --frame-timeout-ms 300 --idle-timeout-ms 1000 \
+	--ctl-rate 50 --ctl-burst 50 --ctl-close-after 100
+[ "$(kvs_wait_backend 0 up 400)" = up ] || kvs_fail "backend not up"
+
+# case MODE CODE: two clients of the kind, each closed as it should be.
+case_of() {
+	local out i
+	for i in 1 2; do
+		out=$(python3 "$(dirname "$0")/../helpers/close_sender.py" "$GW_PORT" "$1") ||
+			kvs_fail "close_sender $1: $out"
+		echo "$1: $out"
+		assert_eq "$1: the gateway's ERROR" "$(sed -n 's/.*code=\([^ ]*\).*/\1/p' <<<"$out")" "$2"
+		assert_eq "$1: how the stream ended" "$(sed -n 's/.*end=\([^ ]*\).*/\1/p' <<<"$out")" eof
+		assert_eq "$1: a send reset" "$(sed -n 's/.*send_error=\([^ ]*\).*/\1/p' <<<"$out")" -
+	done
+}
+case_of bad 1      # KVS_E_BAD_MAGIC
+case_of flood 10   # KVS_E_BUSY
+case_of partial 11 # KVS_E_TIMEOUT
+case_of idle 11
+
+# The gateway still serves.
+out=$(kvs_bench -n 50 -k 2 -d 2 --json --timeout-s 60) || kvs_fail "bench: $out"
+assert_eq "requests after the closes" "$(jget "$out" .ok)" 50
+echo "PASS test_close_lingers"
