@@ -4,14 +4,16 @@ pipelines from one thread and reads from another does.
 
 usage: close_sender.py PORT MODE
   MODE bad:     a bad frame (bad magic), then more bytes every 10 ms;
+       streaming: a request of 4,000 tokens, and once its first CHUNK has
+                come (its answer streaming while the gateway closes), as bad;
        flood:   PINGs as fast as the socket takes them (over --ctl-rate);
        partial: a REQUEST header announcing 4 KiB, then a byte every 20 ms
                 (never finished: --frame-timeout-ms);
        idle:    nothing (--idle-timeout-ms), until the gateway closes.
-It sends (idle: nothing) without reading until the gateway's FIN or reset reaches its
-socket (TCP_INFO's state leaves ESTABLISHED), sends three times more (what
-a client's sending thread does before it hears), then reads to the end and
-closes. Prints one line:
+It sends (idle: nothing) without reading until the gateway's FIN or reset
+reaches its socket (TCP_INFO's state leaves ESTABLISHED), goes on sending
+for AFTER_MS more (default 300: what a client's sending thread does before
+it hears), then reads to the end and closes. Prints one line:
   code=N end=eof|reset|timeout send_error=NAME|- sent=N
 code: the first ERROR's status (the gateway's word on why); end: how the
 stream ended; send_error: the first error a send got (ECONNRESET or EPIPE:
@@ -33,7 +35,18 @@ def state(s):
 
 
 port, mode = int(sys.argv[1]), sys.argv[2]
+after_s = int(os.environ.get('AFTER_MS', '300')) / 1000
 s = kvs1.connect(port)
+pre = b''
+if mode == 'streaming':
+    s.sendall(kvs1.request(b'a long answer, streaming while the gateway closes', 1,
+                           max_tokens=4000))
+    while not kvs1.split(pre)[0]:
+        d = s.recv(65536)
+        if not d:
+            sys.exit('close_sender: the gateway closed before the first CHUNK')
+        pre += d
+    mode = 'bad'
 s.setblocking(False)
 if mode == 'bad':
     s.send(b'A' * 64)
@@ -49,11 +62,11 @@ else:
     sys.exit(f'close_sender: unknown mode {mode}')
 
 deadline = time.monotonic() + 30
-data, end, send_error, sent, after = b'', 'timeout', '', 0, 0
-while time.monotonic() < deadline and after < 3:
-    if state(s) != TCP_ESTABLISHED:
-        after += 1
-    elif mode == 'idle':
+data, end, send_error, sent, heard = pre, 'timeout', '', 0, None
+while time.monotonic() < deadline and (heard is None or time.monotonic() < heard + after_s):
+    if heard is None and state(s) != TCP_ESTABLISHED:
+        heard = time.monotonic()
+    elif heard is None and mode == 'idle':
         time.sleep(pause)
         continue
     try:

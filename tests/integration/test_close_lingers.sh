@@ -4,22 +4,27 @@
 # closes (LINGER_MS at most): no reset. A socket closed with bytes unread
 # sends a reset, which destroys what the gateway had not yet got out and
 # tells the client "connection reset" rather than why. Each close, with a
-# client that goes on sending until it hears (tests/helpers/close_sender.py):
+# client that goes on sending until it hears, and 300 ms more
+# (tests/helpers/close_sender.py):
 #  - a bad frame (bad magic) and garbage after it;
+#  - the same while an answer streams to the client (its CHUNKs must not
+#    fail against the gateway's FIN and cut the linger short);
 #  - PINGs past the budget of controller work (--ctl-close-after);
 #  - a frame never finished (--frame-timeout-ms; on the kernel path the
 #    strparser's own timer gives up on it during the linger);
 #  - an idle client (--idle-timeout-ms) that sends just as it is closed.
-# Each must get its ERROR, then EOF, and no send may fail. (Before
-# 2026-12-04 the gateway closed 200 ms after the ERROR: every case reset.)
+# Each must get its ERROR, then EOF, and no send may fail; then every one
+# of them is closed and out of the conns map. (Before 2026-12-04 the
+# gateway closed 200 ms after the ERROR: every case reset.)
 # datapath: both (tests/run.sh runs it on the userspace data path too)
 source "$(dirname "$0")/lib.sh"
 kvs_setup
 
-kvs_start_sim A --time-scale 0.01
+kvs_start_sim A --time-scale 0.1 # a 4,000-token answer streams for seconds
 kvs_start_gw --backend "127.0.0.1:$SIM_PORT_A" --frame-timeout-ms 300 --idle-timeout-ms 1000 \
 	--ctl-rate 50 --ctl-burst 50 --ctl-close-after 100
 [ "$(kvs_wait_backend 0 up 400)" = up ] || kvs_fail "backend not up"
+closed0=$(jget "$(kvs_stats)" .controller.clients_closed)
 
 # case MODE CODE: two clients of the kind, each closed as it should be.
 case_of() {
@@ -34,9 +39,18 @@ case_of() {
 	done
 }
 case_of bad 1      # KVS_E_BAD_MAGIC
+case_of streaming 1
 case_of flood 10   # KVS_E_BUSY
 case_of partial 11 # KVS_E_TIMEOUT
 case_of idle 11
+
+# Each closed in the end, its conns entry gone (the kernel path keeps it
+# while the socket lingers out of the SOCKHASH).
+kvs_wait_for "the 10 clients closed" \
+	'[ $(($(jget "$(kvs_stats)" .controller.clients_closed) - closed0)) -ge 10 ]'
+clients() { "$KVS_BUILD/kvsplicectl" --pin-dir "$KVS_PIN" conns --json |
+	jq '[.[] | select(.role == "client")] | length'; }
+kvs_wait_for "no client left in the conns map" '[ "$(clients)" = 0 ]'
 
 # The gateway still serves.
 out=$(kvs_bench -n 50 -k 2 -d 2 --json --timeout-s 60) || kvs_fail "bench: $out"

@@ -4,7 +4,9 @@
  * which socket:
  *
  *   client sockets    the kernel reads and writes them; the controller only
- *                     watches them for hang-ups (poll), never reads them.
+ *                     watches them for hang-ups (poll), and reads one only
+ *                     once it is out of the SOCKHASH, closing
+ *                     (gw_conn_linger).
  *   upstream sockets  likewise.
  *   punt socket       a loopback pair: the kernel redirects what it does not
  *                     route itself into one end (in the SOCKHASH); the
@@ -335,8 +337,13 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
 	 * the gateway closes its side already), and close as every other
 	 * close of a client by the gateway does, lingering: the client may
 	 * still be sending the frame. */
-	if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT &&
-	    !c->lingering) {
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		err = 0;
+	/* A send on the side the linger shut failed: not the client's doing,
+	 * which the recv goes on reading (gw_conn_on_recv). */
+	if (err == EPIPE && c->lingering && c->recv_pending)
+		return;
+	if (err == ETIMEDOUT && !c->lingering) {
 		if (!c->close_at_ns) {
 			g->ctl.frame_timeouts++;
 			gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
@@ -367,22 +374,39 @@ static bool client_gone(const struct gw_conn *c)
 	return getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || ti.tcpi_state == TCP_CLOSE;
 }
 
-void gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
+/* The FIN, once nothing queued before the linger is still to go: what the
+ * userspace path queued (the ERROR among it) would be lost to EPIPE. The
+ * kernel's path has no queue left: out of the SOCKHASH, its psock's went
+ * with it. */
+static void linger_fin(struct gw_conn *c)
 {
+	if (c->shut_wr || (c->up && gw_sendq_busy(&c->up->q)))
+		return;
 	shutdown(c->fd, SHUT_WR);
+	c->shut_wr = true;
+}
+
+int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
+{
+	pr_debug("event=client_lingering conn=%llu", (unsigned long long)c->cookie);
 	c->lingering = true;
 	c->close_at_ns = now + LINGER_MS * 1000000ull;
-	pr_debug("event=client_lingering conn=%llu", (unsigned long long)c->cookie);
 	/* The controller reads what comes, and drops it (gw_conn_on_recv).
 	 * Not the kernel: its verdict would send a request on to a backend
 	 * whose answer cannot be delivered now, and its parser, holding a
 	 * frame begun, gives up on it at the socket's receive timeout
 	 * (gw_conn_splice), and then nobody reads at all: the close
-	 * would reset. (Its in-flight count stays in conns.) */
+	 * would reset. Out of the SOCKHASH before the FIN: a redirect the
+	 * kernel still had queued for it, sent after, would fail and set
+	 * the socket's error. (Its in-flight count stays in conns.) */
 	if (!c->up && c->in_map)
 		kvs_dp_unsplice(&g->dp, c->key);
-	if (gw_arm_recv(g, c))
+	linger_fin(c);
+	if (gw_arm_recv(g, c)) {
 		gw_conn_close(g, c);
+		return -EIO;
+	}
+	return 0;
 }
 
 void gw_conns_tick(struct gw *g, uint64_t now)
@@ -392,6 +416,8 @@ void gw_conns_tick(struct gw *g, uint64_t now)
 
 		if (!c || c->closing)
 			continue;
+		if (c->lingering)
+			linger_fin(c);
 		if (c->close_at_ns && now >= c->close_at_ns) {
 			if (c->role == KVS_ROLE_CLIENT && !c->lingering && !c->half_closed &&
 			    !client_gone(c))
@@ -483,12 +509,20 @@ void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 		return;
 	if (res == 0 && on_fin(g, c))
 		return;
+	if (res == -EPIPE && c->lingering) {
+		/* a send on our side, shut already, failed (the kernel's
+		 * last redirect, or the userspace path's): the client may
+		 * still be sending */
+		if (gw_arm_recv(g, c))
+			c->ops->on_hangup(g, c, "recv");
+		return;
+	}
 	if (res <= 0) {
 		c->ops->on_hangup(g, c, res == 0 ? "eof" : strerror(-res));
 		return;
 	}
 	kvs_buf_commit(&c->rx, (size_t)res);
-	if (c->lingering) { /* a stop's last reads (stop.c): dropped */
+	if (c->lingering) { /* the gateway is done with it: dropped */
 		kvs_buf_consume(&c->rx, c->rx.len);
 		if (gw_arm_recv(g, c))
 			c->ops->on_hangup(g, c, "recv");

@@ -348,6 +348,13 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 	r->cookie = cookie;
 	r->flags = KVS_HO_IN_MAP;
 	if (!strcmp(name, KVS_FDN_CLIENT) && kc.role == KVS_ROLE_CLIENT) {
+		__u64 v;
+
+		/* Out of the SOCKHASH with its conns entry kept: the crashed
+		 * controller was closing it (a lingering close, conn.c); it
+		 * is closed, and its requests cancelled as a gone client's. */
+		if (bpf_map_lookup_elem(g->dp.socks_fd, &cookie, &v))
+			return false;
 		r->role = KVS_ROLE_CLIENT;
 		r->key = cookie;
 		return true;

@@ -139,8 +139,13 @@ static void gw_teardown(struct gw *g)
 		if (!c)
 			continue;
 		/* Handed over: the sockets and their map entries are the new
-		 * controller's now; closing our descriptors leaves them be. */
-		if (c->in_map && !g->handed_over)
+		 * controller's now; closing our descriptors leaves them be.
+		 * Not a lingering client's (never handed over): it closes
+		 * here, its conns entry with it, and a copy in the fd store
+		 * must not keep it open. */
+		if (c->lingering)
+			shutdown(c->fd, SHUT_RDWR);
+		if (c->in_map && (!g->handed_over || c->lingering))
 			kvs_dp_del_sock(&g->dp, c->key, c->cookie);
 		gw_conn_free(g, c);
 	}

@@ -176,10 +176,11 @@ struct gw_conn {
 	/* CLIENT, a stop (stop.c): when it was told the connection closes
 	 * (ERROR busy, req_id 0; 0: not yet). */
 	uint64_t goaway_ns;
-	/* CLIENT: the gateway shut its sending side (gw_conn_linger): what
-	 * comes after is read and dropped until the client closes, or
-	 * close_at_ns. */
-	bool lingering;
+	/* CLIENT: the gateway is done with it (gw_conn_linger): it sends
+	 * nothing new, what comes is read and dropped until the client
+	 * closes, or close_at_ns; shut_wr once its FIN has gone (on the
+	 * userspace path, once what was queued before has). */
+	bool lingering, shut_wr;
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */
 	bool probing;

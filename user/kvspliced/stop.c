@@ -64,13 +64,13 @@ static void tell(struct gw *g, struct gw_conn *c, uint64_t now)
  * follows them, and the client's close is awaited. */
 static void linger(struct gw *g, struct gw_conn *c, uint64_t now, bool quiet)
 {
-	gw_conn_linger(g, c, now);
 	if (quiet)
 		g->stop_quiet++;
 	else
 		g->stop_cut++;
 	pr_debug("event=client_stop_closing conn=%llu quiet=%d", (unsigned long long)c->cookie,
 		 quiet);
+	gw_conn_linger(g, c, now); /* (may free c) */
 }
 
 void gw_stop_clients(struct gw *g, uint64_t now)
