@@ -742,11 +742,12 @@ static void get_health(struct calls *cs, struct evhttp_request *req)
 		 "{\"status\":\"%s\",\"gateway_links_up\":%u,\"gateway_links\":%u,"
 		 "\"in_flight\":%u,\"connections\":%u,\"connections_refused\":%llu,"
 		 "\"sources\":%u,\"connections_refused_source\":%llu,"
-		 "\"request_timeouts\":%llu,\"retried\":%llu}",
+		 "\"request_timeouts\":%llu,\"retried\":%llu,\"closes_lingered\":%llu}",
 		 up ? "ok" : "no_gateway", up, cs->ls->n, cs->byid.count, clients_open(cs->cl),
 		 (unsigned long long)cs->st->connections_refused, clients_sources(cs->cl),
 		 (unsigned long long)cs->st->connections_refused_source,
-		 (unsigned long long)cs->st->request_timeouts, (unsigned long long)cs->st->retried);
+		 (unsigned long long)cs->st->request_timeouts, (unsigned long long)cs->st->retried,
+		 (unsigned long long)cs->st->closes_lingered);
 	reply_json(req, up ? 200 : 503, body);
 }
 

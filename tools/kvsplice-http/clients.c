@@ -65,6 +65,7 @@ struct client {
 	void *gone_arg;
 	struct kvs_source_key src;
 	bool src_counted; /* against --max-source-conns */
+	bool lingered;	  /* handed to linger.c already */
 };
 
 struct say_gate {
@@ -83,6 +84,7 @@ struct clients {
 	size_t npending, cap_pending;
 	struct event *adopt;
 	struct kvs_sources sources;
+	struct lingers *lingers; /* closes that wait for the client's (linger.c) */
 	struct kvs_cidr trusted[FRONT_MAX_TRUSTED];
 	uint32_t ntrusted;
 	struct say_gate full_said, timeout_said, source_said;
@@ -136,6 +138,10 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 	client_close_fn gone = c->gone;
 	void *gone_arg = c->gone_arg;
 
+	/* libevent closing with bytes unread (its own 413 for a body past
+	 * 4 x --max-body, which it does not read): not closed under them */
+	if (!c->lingered)
+		lingers_add(c->cl->lingers, c->fd, false);
 	client_free(c);
 	if (gone)
 		gone(evcon, gone_arg);
@@ -174,6 +180,8 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 		    bufferevent_get_output(evhttp_connection_get_bufferevent(c->evcon))))
 		write_raw(c->fd, 408, "Request Timeout", msg, "invalid_request_error",
 			  "request_timeout");
+	lingers_add(cl->lingers, c->fd, true); /* its request may still be coming */
+	c->lingered = true;
 	evhttp_connection_free(c->evcon); /* on_close frees c */
 }
 
@@ -230,6 +238,7 @@ static void refuse(struct clients *cl, struct evhttp_connection *evcon, evutil_s
 		 "kvsplice-http: %u connections are open, the most it keeps (--max-connections)",
 		 cl->cfg->max_connections);
 	write_raw(fd, 503, "Service Unavailable", msg, "server_error", "too_many_connections");
+	lingers_add(cl->lingers, fd, true); /* its request is likely on its way */
 	evhttp_connection_free(evcon);
 }
 
@@ -255,6 +264,7 @@ static void refuse_source(struct clients *cl, struct evhttp_connection *evcon, e
 		 cl->cfg->max_source_conns);
 	write_raw(fd, 429, "Too Many Requests", msg, "rate_limit_error",
 		  "too_many_source_connections");
+	lingers_add(cl->lingers, fd, true);
 	evhttp_connection_free(evcon);
 }
 
@@ -345,6 +355,7 @@ static void adopt_one(struct clients *cl, struct bufferevent *bev)
 		}
 		write_raw(fd, 503, "Service Unavailable", "kvsplice-http: out of memory",
 			  "server_error", NULL);
+		lingers_add(cl->lingers, fd, true);
 		evhttp_connection_free(evcon);
 		return;
 	}
@@ -416,7 +427,11 @@ struct clients *clients_new(struct event_base *base, struct evhttp *http,
 		}
 	}
 	cl->adopt = event_new(base, -1, 0, on_adopt, cl);
-	if (!cl->adopt) {
+	cl->lingers = lingers_new(base, st);
+	if (!cl->adopt || !cl->lingers) {
+		if (cl->adopt)
+			event_free(cl->adopt);
+		lingers_free(cl->lingers);
 		free(cl);
 		return NULL;
 	}
@@ -434,6 +449,7 @@ void clients_free(struct clients *cl)
 	for (i = 0; i < cl->npending; i++)
 		bufferevent_decref(cl->pending[i]);
 	event_free(cl->adopt);
+	lingers_free(cl->lingers);
 	free(cl->pending);
 	free(cl->byfd);
 	kvs_sources_free(&cl->sources);

@@ -70,6 +70,7 @@ struct front_stats {
 	uint64_t connections_refused, request_timeouts;
 	uint64_t connections_refused_source; /* over --max-source-conns */
 	uint64_t retried;		     /* refused at once by a gateway, sent to another */
+	uint64_t closes_lingered;	     /* closed after the client's close (linger.c) */
 };
 
 struct link;
@@ -137,6 +138,19 @@ uint32_t links_connecting(const struct links *ls);
  * -errno (the link is then broken: on_lost follows; or, -ENOTCONN, its
  * sending side is shut: it was going, with nothing in flight). */
 int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len);
+
+/* linger.c */
+struct lingers;
+struct lingers *lingers_new(struct event_base *base, struct front_stats *st);
+/* Closes the sockets still lingering. */
+void lingers_free(struct lingers *lg);
+/* fd is about to be closed (libevent's, or the caller's), its response
+ * written: if the client may still be sending (bytes unread, or with
+ * quiet_too nothing either way), the socket is kept, shut down for
+ * writing (a FIN after the response), and read and dropped until the
+ * client closes, for 5 s at most: closed with bytes unread, it would
+ * reset, and the client might never see the response. */
+void lingers_add(struct lingers *lg, evutil_socket_t fd, bool quiet_too);
 
 /* clients.c */
 struct clients;

@@ -362,7 +362,7 @@ int main(int argc, char **argv)
 	pr_info("event=exit requests=%llu streamed=%llu completed=%llu errors=%llu "
 		"cancelled=%llu busy=%llu bad_requests=%llu link_failures=%llu chunks=%llu "
 		"chunk_bytes=%llu connections_refused=%llu connections_refused_source=%llu "
-		"request_timeouts=%llu retried=%llu",
+		"request_timeouts=%llu retried=%llu closes_lingered=%llu",
 		(unsigned long long)st.requests, (unsigned long long)st.streamed,
 		(unsigned long long)st.completed, (unsigned long long)st.errors,
 		(unsigned long long)st.cancelled, (unsigned long long)st.rejected_busy,
@@ -370,7 +370,8 @@ int main(int argc, char **argv)
 		(unsigned long long)st.chunks, (unsigned long long)st.chunk_bytes,
 		(unsigned long long)st.connections_refused,
 		(unsigned long long)st.connections_refused_source,
-		(unsigned long long)st.request_timeouts, (unsigned long long)st.retried);
+		(unsigned long long)st.request_timeouts, (unsigned long long)st.retried,
+		(unsigned long long)st.closes_lingered);
 cleanup:
 	if (rest.timer)
 		event_free(rest.timer);
