@@ -39,11 +39,12 @@ static __always_inline int inject_frame(struct __sk_buff *skb, struct kvs_stats 
 		return SK_DROP;
 	}
 	/* Every ERROR of the controller's ends a request it was handed or
-	 * that a dead backend owed (a client rejected for a bad frame is
-	 * closing: its count no longer matters). */
+	 * that a dead backend owed, but its notices about the connection. */
 	if (h->type != KVS_T_REQUEST) {
 		st->inject_frames++;
-		return to_client(skb, st, h->gw_conn, h->type == KVS_T_ERROR, 1);
+		return to_client(
+			skb, st, h->gw_conn,
+			h->type == KVS_T_ERROR && h->gw_backend != bpf_htonl(KVS_GW_NOTICE), 1);
 	}
 	b = kvs_gw_backend(bpf_ntohl(h->gw_backend));
 	be = bpf_map_lookup_elem(&backends, &b);

@@ -64,6 +64,13 @@ static inline __u64 kvs_upstream_key(__u32 backend, __u32 slot)
  * close_after frames over its budget: the controller answers busy and
  * closes the connection (no backend index is 251). */
 #define KVS_GW_BUDGET_CLOSE 0xfffffffbu
+/* gw_backend of an ERROR the controller writes about a client's connection
+ * (its bad frame, a frame timeout, the idle close, a stop's word that it
+ * closes), not about a request it was handed: the kernel delivers it and
+ * counts none of the client's requests ended (no backend index is 250).
+ * Counted as an end, it took one request in flight off the client's
+ * count, and one still streaming was never cancelled when it closed. */
+#define KVS_GW_NOTICE 0xfffffffau
 
 #define KVS_GW_CHARGE_MAX 0xffffffu
 

@@ -28,7 +28,7 @@ void gw_budget_refuse(struct gw *g, struct gw_conn *c, uint64_t req_id)
 	gw_send_error(g, c->cookie, req_id, KVS_E_BUSY, msg);
 }
 
-void gw_budget_close(struct gw *g, struct gw_conn *c, uint64_t req_id)
+void gw_budget_close(struct gw *g, struct gw_conn *c, uint64_t req_id, bool request)
 {
 	char msg[128];
 
@@ -40,6 +40,9 @@ void gw_budget_close(struct gw *g, struct gw_conn *c, uint64_t req_id)
 		 "kvsplice: %u frames over this connection's %u controller frames a second; "
 		 "closing",
 		 c->budget.close_after, c->budget.rate);
-	gw_send_error(g, c->cookie, req_id, KVS_E_BUSY, msg);
+	if (request)
+		gw_send_error(g, c->cookie, req_id, KVS_E_BUSY, msg);
+	else
+		gw_send_notice(g, c->cookie, req_id, KVS_E_BUSY, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }

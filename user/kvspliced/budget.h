@@ -16,7 +16,8 @@ int gw_budget_take(struct gw *g, struct gw_conn *c);
 /* A request over c's budget: answered busy, without a decision. */
 void gw_budget_refuse(struct gw *g, struct gw_conn *c, uint64_t req_id);
 /* c went --ctl-close-after frames over its budget: answered busy (for the
- * frame req_id names) and closed after ERROR_GRACE_MS. */
-void gw_budget_close(struct gw *g, struct gw_conn *c, uint64_t req_id);
+ * frame req_id names: a request, which the kernel counted in flight, or
+ * else a frame of no request) and closed after ERROR_GRACE_MS. */
+void gw_budget_close(struct gw *g, struct gw_conn *c, uint64_t req_id, bool request);
 
 #endif

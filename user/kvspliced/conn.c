@@ -109,8 +109,11 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
-	if (c->ops && c->ops->on_close)
+	if (c->ops && c->ops->on_close && !c->abandoned)
 		c->ops->on_close(g, c);
+	if (c->lingering)
+		pr_debug("event=client_linger_done conn=%llu dropped_bytes=%llu",
+			 (unsigned long long)c->cookie, (unsigned long long)c->linger_bytes);
 	if (c->in_map) {
 		kvs_dp_del_sock(&g->dp, c->key, c->cookie);
 		c->in_map = false;
@@ -356,13 +359,24 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
 	gw_conn_close(g, c);
 }
 
-void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
+static void send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg,
+		       bool notice)
 {
 	struct gw_conn *c = kvs_idmap_get(&g->clients, client);
 	const struct gw_path_ops *path = c && c->up ? g->upath : g->kpath;
 
-	if (path->send_error(g, c, client, req_id, code, msg) == 0)
+	if (path->send_error(g, c, client, req_id, code, msg, notice) == 0)
 		g->ctl.errors_sent++;
+}
+
+void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
+{
+	send_error(g, client, req_id, code, msg, false);
+}
+
+void gw_send_notice(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg)
+{
+	send_error(g, client, req_id, code, msg, true);
 }
 
 /* A half-closed client that reset or went away since: nothing can reach it. */
@@ -391,6 +405,14 @@ int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
 	pr_debug("event=client_lingering conn=%llu", (unsigned long long)c->cookie);
 	c->lingering = true;
 	c->close_at_ns = now + LINGER_MS * 1000000ull;
+	/* Nothing more reaches it: its requests still at backends are
+	 * cancelled now (as at a close: ops->on_close), not once it closes,
+	 * nor never if it is let go in an upgrade. */
+	if (c->ops && c->ops->on_close) {
+		c->ops->on_close(g, c);
+		c->abandoned = true;
+	}
+	kvs_buf_consume(&c->rx, c->rx.len); /* (frames nobody will parse) */
 	/* The controller reads what comes, and drops it (gw_conn_on_recv).
 	 * Not the kernel: its verdict would send a request on to a backend
 	 * whose answer cannot be delivered now, and its parser, holding a
@@ -416,8 +438,15 @@ void gw_conns_tick(struct gw *g, uint64_t now)
 
 		if (!c || c->closing)
 			continue;
-		if (c->lingering)
+		if (c->lingering) {
 			linger_fin(c);
+			/* (a linger begun while quiescing for a handover that
+			 * then failed armed nothing) */
+			if (!c->recv_pending && gw_arm_recv(g, c)) {
+				gw_conn_close(g, c);
+				continue;
+			}
+		}
 		if (c->close_at_ns && now >= c->close_at_ns) {
 			if (c->role == KVS_ROLE_CLIENT && !c->lingering && !c->half_closed &&
 			    !client_gone(c))
@@ -523,6 +552,7 @@ void gw_conn_on_recv(struct gw *g, struct io_uring_cqe *cqe)
 	}
 	kvs_buf_commit(&c->rx, (size_t)res);
 	if (c->lingering) { /* the gateway is done with it: dropped */
+		c->linger_bytes += c->rx.len;
 		kvs_buf_consume(&c->rx, c->rx.len);
 		if (gw_arm_recv(g, c))
 			c->ops->on_hangup(g, c, "recv");

@@ -44,8 +44,13 @@ void gw_conn_half_close(struct gw *g, struct gw_conn *c);
 /* A one-request connection of a service listener (metrics, control):
  * read, and closed within 2 s if it sends nothing. */
 void gw_service_conn(struct gw *g, int fd, uint32_t role, const struct gw_conn_ops *ops);
-/* An ERROR frame to a client, by whichever path the client is on. */
+/* An ERROR frame to a client, by whichever path the client is on: the
+ * answer to a request it was handed (or a dead backend owed). */
 void gw_send_error(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
+/* One about the connection (a bad frame, a timeout, the idle close, a
+ * stop), which ends none of its requests: the kernel leaves its count of
+ * them in flight as it is (KVS_GW_NOTICE). */
+void gw_send_notice(struct gw *g, uint64_t client, uint64_t req_id, int code, const char *msg);
 /* An ERROR written on the socket itself, for a client the kernel cannot
  * reach (not spliced, or its parser stopped); best effort. */
 void gw_answer_direct(int fd, uint64_t cookie, int code, const char *msg);

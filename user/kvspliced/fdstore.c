@@ -91,7 +91,7 @@ static void add(struct gw *g, struct batch *b, int fd, struct gw_conn *c)
  * userspace path's, whose state lives in this process). */
 static int kind(const struct gw *g, const struct gw_conn *c)
 {
-	if (!c || c->closing || c->fdstored || c->up || c->probing)
+	if (!c || c->closing || c->fdstored || c->up || c->probing || c->lingering)
 		return -1;
 	if (c->role == KVS_ROLE_CLIENT && c->in_map)
 		return 0;
@@ -351,9 +351,9 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 		__u64 v;
 
 		/* Out of the SOCKHASH with its conns entry kept: the crashed
-		 * controller was closing it (a lingering close, conn.c); it
-		 * is closed, and its requests cancelled as a gone client's. */
-		if (bpf_map_lookup_elem(g->dp.socks_fd, &cookie, &v))
+		 * controller was closing it (a lingering close, conn.c, which
+		 * cancelled its requests); it is closed. */
+		if (bpf_map_lookup_elem(g->dp.socks_fd, &cookie, &v) && errno == ENOENT)
 			return false;
 		r->role = KVS_ROLE_CLIENT;
 		r->key = cookie;

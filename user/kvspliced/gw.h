@@ -125,10 +125,11 @@ struct gw_conn_ops {
  * one (upath.c), for the parts below both (backends, connections, the
  * decision): registered in struct gw at setup. */
 struct gw_path_ops {
-	/* An ERROR frame to client (c: its connection, NULL if unknown).
-	 * 0, or -errno if it could not be queued. */
+	/* An ERROR frame to client (c: its connection, NULL if unknown);
+	 * notice: about the connection, ending none of its requests
+	 * (KVS_GW_NOTICE). 0, or -errno if it could not be queued. */
 	int (*send_error)(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id,
-			  int code, const char *msg);
+			  int code, const char *msg, bool notice);
 	/* Backend b's connections for this path. 0 or -errno. */
 	int (*connect)(struct gw *g, uint32_t b);
 	void (*disconnect)(struct gw *g, uint32_t b);
@@ -181,6 +182,8 @@ struct gw_conn {
 	 * closes, or close_at_ns; shut_wr once its FIN has gone (on the
 	 * userspace path, once what was queued before has). */
 	bool lingering, shut_wr;
+	bool abandoned;	       /* its requests' CANCELs begun (ops->on_close ran) */
+	uint64_t linger_bytes; /* read and dropped while lingering */
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */
 	bool probing;

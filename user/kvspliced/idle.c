@@ -56,7 +56,7 @@ static void close_idle(struct gw *g, struct gw_conn *c, uint64_t now)
 	snprintf(msg, sizeof(msg), "kvsplice: connection idle for %u ms: closed",
 		 g->cfg->idle_timeout_ms);
 	pr_debug("event=client_idle_closed conn=%llu", (unsigned long long)c->cookie);
-	gw_send_error(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
+	gw_send_notice(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
 	c->close_at_ns = now + ERROR_GRACE_MS * 1000000ull;
 }
 

@@ -116,9 +116,17 @@ int gw_kpath_put(struct gw *g, struct kvs_msg *m, const void *payload, uint32_t 
 }
 
 static int send_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id, int code,
-		      const char *msg)
+		      const char *msg, bool notice)
 {
-	if (kvs_put_error(out_buf(g), req_id, client, (uint16_t)code, msg)) {
+	struct kvs_msg m = {
+		.type = KVS_T_ERROR,
+		.status = (uint16_t)code,
+		.req_id = req_id,
+		.gw_conn = client,
+		.gw_backend = notice ? KVS_GW_NOTICE : 0,
+	};
+
+	if (kvs_put_frame(out_buf(g), &m, msg, (uint32_t)strlen(msg))) {
 		pr_warn("event=inject_queue_full dropped=error client=%llu",
 			(unsigned long long)client);
 		return -ENOBUFS;
@@ -137,7 +145,7 @@ static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int 
 	snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(code));
 	pr_info("event=client_rejected conn=%llu status=%s", (unsigned long long)c->cookie,
 		kvs_status_name(code));
-	gw_send_error(g, c->cookie, req_id, code, msg);
+	gw_send_notice(g, c->cookie, req_id, code, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -155,7 +163,7 @@ static void on_stale_partial(void *ctx, uint64_t cookie)
 	snprintf(msg, sizeof(msg), "kvsplice: frame not complete within %u ms",
 		 g->cfg->frame_timeout_ms);
 	pr_info("event=frame_timeout conn=%llu", (unsigned long long)cookie);
-	gw_send_error(g, cookie, 0, KVS_E_TIMEOUT, msg);
+	gw_send_notice(g, cookie, 0, KVS_E_TIMEOUT, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -272,7 +280,7 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 		if (!c || c->closing || c->close_at_ns)
 			; /* gone or being rejected: nothing to answer */
 		else if (m.gw_backend == KVS_GW_BUDGET_CLOSE) /* stayed over its budget */
-			gw_budget_close(g, c, m.req_id);
+			gw_budget_close(g, c, m.req_id, m.type == KVS_T_REQUEST);
 		else if (m.gw_backend == KVS_GW_OVER_BUDGET) /* a request: busy, no decision */
 			gw_budget_refuse(g, c, m.req_id);
 		else if (m.type == KVS_T_REQUEST)

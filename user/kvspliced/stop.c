@@ -54,7 +54,7 @@ static uint64_t quiet_ms(const struct gw_conn *c)
 
 static void tell(struct gw *g, struct gw_conn *c, uint64_t now)
 {
-	gw_send_error(g, c->cookie, 0, KVS_E_BUSY, goaway_msg);
+	gw_send_notice(g, c->cookie, 0, KVS_E_BUSY, goaway_msg);
 	c->goaway_ns = now;
 	g->stop_told++;
 	pr_debug("event=client_told_stopping conn=%llu", (unsigned long long)c->cookie);

@@ -100,7 +100,7 @@ static int up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, cons
 	int err;
 
 	if (c->lingering) /* the gateway is done with it (conn.c) */
-		return 0;
+		return -ESHUTDOWN;
 	err = kvs_put_frame(gw_sendq_buf(&c->up->q), &copy, payload, m->payload_len);
 
 	if (!err)
@@ -109,12 +109,13 @@ static int up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, cons
 }
 
 static int up_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id, int code,
-		    const char *msg)
+		    const char *msg, bool notice)
 {
+	(void)notice; /* (this path counts requests by their records) */
 	int err;
 
 	if (c->lingering)
-		return 0;
+		return -ESHUTDOWN;
 	err = kvs_put_error(gw_sendq_buf(&c->up->q), req_id, c->cookie, (uint16_t)code, msg);
 
 	if (!err)
@@ -201,7 +202,7 @@ void gw_up_stale(struct gw *g, uint64_t since_ns)
 		snprintf(msg, sizeof(msg), "kvsplice: frame not complete within %u ms",
 			 g->cfg->frame_timeout_ms);
 		pr_info("event=frame_timeout conn=%llu path=user", (unsigned long long)c->cookie);
-		gw_send_error(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
+		gw_send_notice(g, c->cookie, 0, KVS_E_TIMEOUT, msg);
 		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 	}
 }
@@ -267,7 +268,7 @@ static void route(struct gw *g, struct gw_conn *c, struct kvs_msg *m, const uint
 		int budget = gw_budget_take(g, c);
 
 		if (budget == KVS_BUDGET_CLOSE)
-			gw_budget_close(g, c, m->req_id);
+			gw_budget_close(g, c, m->req_id, true);
 		else if (budget == KVS_BUDGET_OVER)
 			gw_budget_refuse(g, c, m->req_id);
 		else
@@ -382,7 +383,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 			int budget = gw_budget_take(g, c);
 
 			if (budget == KVS_BUDGET_CLOSE)
-				gw_budget_close(g, c, m.req_id);
+				gw_budget_close(g, c, m.req_id, false);
 			else if (budget == KVS_BUDGET_OVER)
 				g->ctl.budget_dropped++;
 			else if (m.type == KVS_T_PING)
@@ -409,7 +410,7 @@ static void client_frames(struct gw *g, struct gw_conn *c)
 
 		g->ctl.bad_frames++;
 		snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(-r));
-		gw_send_error(g, c->cookie, m.req_id, -r, msg);
+		gw_send_notice(g, c->cookie, m.req_id, -r, msg);
 		c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 		if (!counted) /* a bad header: what is left, as the verdict counts it */
 			count_frame(c, c->rx.len);
