@@ -10,6 +10,9 @@
 #     APIConnectionError, no status);
 #  2. a request trickled in past --request-timeout by a client that sends
 #     on: it reads the 408 and its sends do not fail (before: EPIPE);
+#  3. a body past the limit announced in the headers, sent only once the
+#     413 has come (a sender whose window opens late: nothing of the body
+#     is queued when libevent closes): its sends do not fail either;
 # and /health counts the lingering closes.
 source "$(dirname "$0")/lib.sh"
 kvs_setup
@@ -69,6 +72,33 @@ PY
 echo "trickled: $out"
 assert_eq "trickled past --request-timeout" "$out" "HTTP/1.1 408 Request Timeout | -"
 
+# 3. The body only after the 413.
+out=$(python3 - "$(cat "$KVS_TMP/http.port")" <<'PY'
+import errno, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(30)
+s.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n'
+          b'Content-Type: application/json\r\nContent-Length: 10485760\r\n\r\n')
+data = b''
+while b'\r\n\r\n' not in data:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+err = '-'
+try:
+    for i in range(64):
+        s.sendall(b'a' * 16384)
+    while s.recv(65536):
+        pass
+except OSError as e:
+    err = errno.errorcode[e.errno]
+print(data.split(b'\r\n')[0].decode(errors='replace'), '|', err)
+PY
+)
+echo "body after the 413: $out"
+assert_eq "body sent after the 413" "$out" "HTTP/1.1 413 Request Entity Too Large | -"
+
 lingered=$(curl -sS "$HTTP_URL/health" | jq .closes_lingered)
-assert_ge "closes that lingered" "$lingered" 4
+assert_ge "closes that lingered" "$lingered" 5
 echo "PASS test_http_lingers"

@@ -66,6 +66,7 @@ struct client {
 	struct kvs_source_key src;
 	bool src_counted; /* against --max-source-conns */
 	bool lingered;	  /* handed to linger.c already */
+	bool arriving;	  /* a request is coming in (its deadline runs) */
 };
 
 struct say_gate {
@@ -138,10 +139,12 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 	client_close_fn gone = c->gone;
 	void *gone_arg = c->gone_arg;
 
-	/* libevent closing with bytes unread (its own 413 for a body past
-	 * 4 x --max-body, which it does not read): not closed under them */
+	/* libevent closing with a request still coming in (its own 413 for
+	 * a body past 4 x --max-body, which it does not read; the body may
+	 * be on its way with nothing queued yet), or with bytes unread: not
+	 * closed under them */
 	if (!c->lingered)
-		lingers_add(c->cl->lingers, c->fd, false);
+		lingers_add(c->cl->lingers, c->fd, c->arriving);
 	client_free(c);
 	if (gone)
 		gone(evcon, gone_arg);
@@ -151,6 +154,7 @@ static void arm_deadline(struct client *c)
 {
 	struct timeval tv = { (time_t)c->cl->cfg->request_s, 0 };
 
+	c->arriving = true;
 	if (c->cl->cfg->request_s)
 		evtimer_add(c->deadline, &tv);
 }
@@ -463,6 +467,7 @@ void clients_request_in(struct clients *cl, struct evhttp_request *req)
 
 	if (!c)
 		return;
+	c->arriving = false;
 	evtimer_del(c->deadline);
 	event_del(c->wake);
 	evhttp_request_set_on_complete_cb(req, on_sent, cl);

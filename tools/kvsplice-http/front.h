@@ -140,6 +140,10 @@ uint32_t links_connecting(const struct links *ls);
 int link_send(struct link *l, const struct kvs_msg *m, const void *payload, uint32_t len);
 
 /* linger.c */
+/* Sockets lingering at once; past this one is closed at once. Each holds
+ * a descriptor outside --max-connections (main.c's ulimit sizing counts
+ * them). */
+#define FRONT_LINGER_MAX 1024
 struct lingers;
 struct lingers *lingers_new(struct event_base *base, struct front_stats *st);
 /* Closes the sockets still lingering. */

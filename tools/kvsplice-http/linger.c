@@ -25,9 +25,7 @@
 #include "netutil.h"
 
 #define LINGER_S 5
-/* Sockets lingering at once; past this one is closed at once (each holds
- * a descriptor, which --max-connections does not count). */
-#define LINGER_MAX 1024
+#define LINGER_MAX FRONT_LINGER_MAX
 
 struct lingering {
 	struct lingers *lg;
@@ -90,13 +88,13 @@ void lingers_free(struct lingers *lg)
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct lingering *l = arg;
+	uint64_t now = kvs_now_ns(), left;
+	struct timeval tv;
 	char buf[16384];
 	ssize_t r;
 	int n = 0;
 
-	/* (the event's timeout counts from its last run: a client sending
-	 * on for ever is ended by until_ns) */
-	if ((what & EV_TIMEOUT) || kvs_now_ns() >= l->until_ns) {
+	if ((what & EV_TIMEOUT) || now >= l->until_ns) {
 		done(l);
 		return;
 	}
@@ -104,9 +102,17 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	 * is level-triggered: it runs again) */
 	do
 		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	while (r > 0 && ++n < 16);
-	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+	while (r > 0 && ++n < 4);
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 		done(l);
+		return;
+	}
+	/* the event's timeout counts from its last run: what is left of
+	 * LINGER_S, not LINGER_S again */
+	left = (l->until_ns - now) / 1000;
+	tv.tv_sec = (time_t)(left / 1000000);
+	tv.tv_usec = (suseconds_t)(left % 1000000);
+	event_add(l->ev, &tv);
 }
 
 /* Whether the client may still be sending: bytes not read yet, or (unsure)

@@ -223,7 +223,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 
 static void check_nofile(const struct front_config *cfg)
 {
-	rlim_t want = (rlim_t)cfg->max_connections + OWN_FDS +
+	rlim_t want = (rlim_t)cfg->max_connections + OWN_FDS + FRONT_LINGER_MAX +
 		      (rlim_t)cfg->ngateways * cfg->links_per_gateway;
 	struct rlimit rl;
 

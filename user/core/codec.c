@@ -76,6 +76,7 @@ void kvs_hdr_peek(const void *buf, struct kvs_hdr_raw *raw)
 	const uint8_t *p = buf;
 
 	raw->magic_ok = get32(p + OFF(magic)) == KVS_MAGIC;
+	raw->type = p[OFF(type)];
 	raw->payload_len = get32(p + OFF(payload_len));
 	raw->req_id = get64(p + OFF(req_id));
 	raw->gw_conn = get64(p + OFF(gw_conn));

@@ -66,6 +66,7 @@ int kvs_hdr_decode(const void *buf, uint32_t max_payload, struct kvs_msg *m);
  * KVS_HDR_LEN bytes. */
 struct kvs_hdr_raw {
 	int magic_ok;
+	uint8_t type;
 	uint32_t payload_len;
 	uint64_t req_id, gw_conn;
 };

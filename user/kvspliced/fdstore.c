@@ -351,8 +351,9 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 		__u64 v;
 
 		/* Out of the SOCKHASH with its conns entry kept: the crashed
-		 * controller was closing it (a lingering close, conn.c, which
-		 * cancelled its requests); it is closed. */
+		 * controller was closing it (a lingering close, conn.c); it is
+		 * closed, its requests cancelled as a gone client's if the
+		 * crash came before the tick that cancels them. */
 		if (bpf_map_lookup_elem(g->dp.socks_fd, &cookie, &v) && errno == ENOENT)
 			return false;
 		r->role = KVS_ROLE_CLIENT;

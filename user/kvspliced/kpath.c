@@ -136,8 +136,10 @@ static int send_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t
 	return 0;
 }
 
-/* Answer a protocol violation and close the connection shortly after. */
-static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int code)
+/* Answer a protocol violation and close the connection shortly after.
+ * request: the frame is a REQUEST the kernel punted, counted in flight
+ * (punt_request), which the answer ends; else the answer is a notice. */
+static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int code, bool request)
 {
 	char msg[96];
 
@@ -145,7 +147,10 @@ static void reject_client(struct gw *g, struct gw_conn *c, uint64_t req_id, int 
 	snprintf(msg, sizeof(msg), "kvsplice: %s", kvs_status_name(code));
 	pr_info("event=client_rejected conn=%llu status=%s", (unsigned long long)c->cookie,
 		kvs_status_name(code));
-	gw_send_notice(g, c->cookie, req_id, code, msg);
+	if (request)
+		gw_send_error(g, c->cookie, req_id, code, msg);
+	else
+		gw_send_notice(g, c->cookie, req_id, code, msg);
 	c->close_at_ns = kvs_now_ns() + ERROR_GRACE_MS * 1000000ull;
 }
 
@@ -266,7 +271,7 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 				(unsigned long long)raw.gw_conn);
 			c = kvs_idmap_get(&g->clients, raw.gw_conn);
 			if (c && !c->closing && !c->close_at_ns)
-				reject_client(g, c, raw.req_id, -r);
+				reject_client(g, c, raw.req_id, -r, raw.type == KVS_T_REQUEST);
 			kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)raw.payload_len);
 			continue;
 		}
@@ -290,7 +295,7 @@ static void punt_frames(struct gw *g, struct gw_conn *p)
 		else if (m.type == KVS_T_CANCEL) /* after its request: see client_cancel() */
 			gw_kpath_put(g, &m, NULL, 0);
 		else if (m.type == KVS_T_ERROR)
-			reject_client(g, c, m.req_id, m.status);
+			reject_client(g, c, m.req_id, m.status, false); /* the kernel's notice */
 		kvs_buf_consume(&p->rx, KVS_HDR_LEN + (size_t)m.payload_len);
 	}
 }
