@@ -218,6 +218,8 @@ static void on_sent(struct evhttp_request *req, void *arg)
 	struct client *c = evcon ? client_of(arg, evcon) : NULL;
 	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
 
+	if (c && !c->cl->cfg->request_s)
+		c->arriving = true; /* (no wake to tell when the next begins) */
 	if (!c || !c->cl->cfg->request_s)
 		return;
 	if (bev && evbuffer_get_length(bufferevent_get_input(bev)))

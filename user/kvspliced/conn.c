@@ -498,6 +498,10 @@ void gw_conn_on_poll(struct gw *g, struct io_uring_cqe *cqe)
 
 	if (!c)
 		return;
+	/* Lingering, its read hears the FIN or the error, after what is
+	 * queued before it (closed here, that could reset) */
+	if (c->lingering && c->recv_pending)
+		return;
 	if (res > 0 && (res & POLLRDHUP) && !(res & (POLLERR | POLLHUP)) && on_fin(g, c))
 		return;
 	c->ops->on_hangup(g, c, res < 0 ? strerror(-res) : (res & POLLERR) ? "error" : "eof");

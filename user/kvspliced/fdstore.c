@@ -352,8 +352,9 @@ static bool record(struct gw *g, const char *name, int fd, struct gw_taken *t,
 
 		/* Out of the SOCKHASH with its conns entry kept: the crashed
 		 * controller was closing it (a lingering close, conn.c); it is
-		 * closed, its requests cancelled as a gone client's if the
-		 * crash came before the tick that cancels them. */
+		 * closed (its requests were cancelled, unless the crash came
+		 * before the tick that sends the CANCELs: then they run to
+		 * their END). */
 		if (bpf_map_lookup_elem(g->dp.socks_fd, &cookie, &v) && errno == ENOENT)
 			return false;
 		r->role = KVS_ROLE_CLIENT;
