@@ -65,7 +65,6 @@ struct client {
 	void *gone_arg;
 	struct kvs_source_key src;
 	bool src_counted; /* against --max-source-conns */
-	bool lingered;	  /* handed to linger.c already */
 	bool arriving;	  /* a request is coming in (its deadline runs) */
 };
 
@@ -143,8 +142,7 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 	 * a body past 4 x --max-body, which it does not read; the body may
 	 * be on its way with nothing queued yet), or with bytes unread: not
 	 * closed under them */
-	if (!c->lingered)
-		lingers_add(c->cl->lingers, c->fd, c->arriving);
+	lingers_add(c->cl->lingers, c->fd, c->arriving);
 	client_free(c);
 	if (gone)
 		gone(evcon, gone_arg);
@@ -184,9 +182,8 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 		    bufferevent_get_output(evhttp_connection_get_bufferevent(c->evcon))))
 		write_raw(c->fd, 408, "Request Timeout", msg, "invalid_request_error",
 			  "request_timeout");
-	lingers_add(cl->lingers, c->fd, true); /* its request may still be coming */
-	c->lingered = true;
-	evhttp_connection_free(c->evcon); /* on_close frees c */
+	/* on_close lingers (a request arriving) and frees c */
+	evhttp_connection_free(c->evcon);
 }
 
 /* The next request's first byte (or the client's close): its deadline

@@ -109,7 +109,7 @@ void gw_conn_close(struct gw *g, struct gw_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
-	if (c->ops && c->ops->on_close && !c->abandoned)
+	if (c->ops && c->ops->on_close && !c->lingering) /* (a linger ran it) */
 		c->ops->on_close(g, c);
 	if (c->lingering)
 		pr_debug("event=client_linger_done conn=%llu dropped_bytes=%llu",
@@ -340,13 +340,8 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why)
 	 * the gateway closes its side already), and close as every other
 	 * close of a client by the gateway does, lingering: the client may
 	 * still be sending the frame. */
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		err = 0;
-	/* A send on the side the linger shut failed: not the client's doing,
-	 * which the recv goes on reading (gw_conn_on_recv). */
-	if (err == EPIPE && c->lingering && c->recv_pending)
-		return;
-	if (err == ETIMEDOUT && !c->lingering) {
+	if (!getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) && err == ETIMEDOUT &&
+	    !c->lingering) {
 		if (!c->close_at_ns) {
 			g->ctl.frame_timeouts++;
 			gw_answer_direct(c->fd, c->cookie, KVS_E_TIMEOUT,
@@ -365,6 +360,8 @@ static void send_error(struct gw *g, uint64_t client, uint64_t req_id, int code,
 	struct gw_conn *c = kvs_idmap_get(&g->clients, client);
 	const struct gw_path_ops *path = c && c->up ? g->upath : g->kpath;
 
+	if (c && c->lingering) /* the gateway is done with it (gw_conn_linger) */
+		return;
 	if (path->send_error(g, c, client, req_id, code, msg, notice) == 0)
 		g->ctl.errors_sent++;
 }
@@ -400,7 +397,7 @@ static void linger_fin(struct gw_conn *c)
 	c->shut_wr = true;
 }
 
-int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
+void gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
 {
 	pr_debug("event=client_lingering conn=%llu", (unsigned long long)c->cookie);
 	c->lingering = true;
@@ -408,10 +405,8 @@ int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
 	/* Nothing more reaches it: its requests still at backends are
 	 * cancelled now (as at a close: ops->on_close), not once it closes,
 	 * nor never if it is let go in an upgrade. */
-	if (c->ops && c->ops->on_close) {
+	if (c->ops && c->ops->on_close)
 		c->ops->on_close(g, c);
-		c->abandoned = true;
-	}
 	kvs_buf_consume(&c->rx, c->rx.len); /* (frames nobody will parse) */
 	/* The controller reads what comes, and drops it (gw_conn_on_recv).
 	 * Not the kernel: its verdict would send a request on to a backend
@@ -424,11 +419,8 @@ int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now)
 	if (!c->up && c->in_map)
 		kvs_dp_unsplice(&g->dp, c->key);
 	linger_fin(c);
-	if (gw_arm_recv(g, c)) {
+	if (gw_arm_recv(g, c))
 		gw_conn_close(g, c);
-		return -EIO;
-	}
-	return 0;
 }
 
 void gw_conns_tick(struct gw *g, uint64_t now)

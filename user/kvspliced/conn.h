@@ -61,7 +61,7 @@ void gw_answer_direct(int fd, uint64_t cookie, int code, const char *msg);
 void gw_refuse_direct(int fd, int code, const char *msg);
 /* A client hung up or failed (why, for the log): closed; if the kernel's
  * parser timed its frame out, told so on the socket and closed lingering
- * (gw_conn_linger); a lingering one's own failed send is no hang-up. */
+ * (gw_conn_linger). */
 void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);
 /* The gateway's FIN on a client it is done with, after what it had sent
  * (on the userspace path, once its queue is out: the tick); nothing new
@@ -69,9 +69,9 @@ void gw_client_lost(struct gw *g, struct gw_conn *c, const char *why);
  * closes, or for LINGER_MS at most (close_at_ns). Closed at once with
  * bytes unread, its socket would send a reset, which can destroy the
  * gateway's last frames still on their way and tells the client "reset",
- * not why. 0, or -EIO: it could not be read, and is closed (freed if
- * nothing was pending on it: c must not be used then). */
-int gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now);
+ * not why. If it cannot be read it is closed at once (and freed if
+ * nothing was pending on it: c must not be used after). */
+void gw_conn_linger(struct gw *g, struct gw_conn *c, uint64_t now);
 /* On the tick: connections whose grace ran out are closed (a client that
  * may still send lingers first), half-closed clients owed nothing more
  * are given theirs. */

@@ -182,7 +182,6 @@ struct gw_conn {
 	 * closes, or close_at_ns; shut_wr once its FIN has gone (on the
 	 * userspace path, once what was queued before has). */
 	bool lingering, shut_wr;
-	bool abandoned;	       /* its requests' CANCELs begun (ops->on_close ran) */
 	uint64_t linger_bytes; /* read and dropped while lingering */
 	/* A new upstream connection whose first PING is not answered yet
 	 * (probe.c): in no data path until it is. */

@@ -126,9 +126,6 @@ static int send_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t
 		.gw_backend = notice ? KVS_GW_NOTICE : 0,
 	};
 
-	if (c && c->lingering) /* out of the SOCKHASH: it would be dropped */
-		return -ESHUTDOWN;
-
 	if (kvs_put_frame(out_buf(g), &m, msg, (uint32_t)strlen(msg))) {
 		pr_warn("event=inject_queue_full dropped=error client=%llu",
 			(unsigned long long)client);

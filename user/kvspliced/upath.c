@@ -77,12 +77,7 @@ void gw_up_on_send(struct gw *g, struct io_uring_cqe *cqe)
 		gw_conn_release(g, c);
 		return;
 	}
-	if (gw_sendq_done(&g->ring, &c->up->q, c->fd, ud(OP_CSEND, c), res) < 0 && c->lingering) {
-		/* a client the gateway is done with reset or went: what is
-		 * left goes nowhere, and its recv tells (conn.c) */
-		kvs_buf_consume(&c->up->q.out[0], c->up->q.out[0].len);
-		kvs_buf_consume(&c->up->q.out[1], c->up->q.out[1].len);
-	} else if (res < 0) {
+	if (gw_sendq_done(&g->ring, &c->up->q, c->fd, ud(OP_CSEND, c), res) < 0) {
 		pr_debug("event=user_path_send_failed conn=%llu role=%u err=\"%s\"",
 			 (unsigned long long)c->cookie, c->role, strerror(-res));
 		if (c->role == ROLE_UP_USER)
@@ -97,11 +92,7 @@ void gw_up_on_send(struct gw *g, struct io_uring_cqe *cqe)
 static int up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, const void *payload)
 {
 	struct kvs_msg copy = *m;
-	int err;
-
-	if (c->lingering) /* the gateway is done with it (conn.c) */
-		return -ESHUTDOWN;
-	err = kvs_put_frame(gw_sendq_buf(&c->up->q), &copy, payload, m->payload_len);
+	int err = kvs_put_frame(gw_sendq_buf(&c->up->q), &copy, payload, m->payload_len);
 
 	if (!err)
 		kick(g, c);
@@ -111,11 +102,9 @@ static int up_put(struct gw *g, struct gw_conn *c, const struct kvs_msg *m, cons
 static int up_error(struct gw *g, struct gw_conn *c, uint64_t client, uint64_t req_id, int code,
 		    const char *msg, bool notice)
 {
-	(void)notice; /* (this path counts requests by their records) */
 	int err;
 
-	if (c->lingering)
-		return -ESHUTDOWN;
+	(void)notice; /* (this path counts requests by their records) */
 	err = kvs_put_error(gw_sendq_buf(&c->up->q), req_id, c->cookie, (uint16_t)code, msg);
 
 	if (!err)
